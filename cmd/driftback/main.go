@@ -1,0 +1,99 @@
+// Command driftback previews what a GitOps pull request would do to a Kubernetes
+// cluster and turns lasting manual changes to the cluster into pull requests.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/driftback/driftback/render"
+)
+
+// Exit codes follow kubectl diff: 0 nothing to report, 1 changes found, 2 error.
+const (
+	exitOK      = 0
+	exitChanges = 1
+	exitError   = 2
+)
+
+// errUsage marks an error whose message is a usage problem; the command's help
+// follows it.
+var errUsage = errors.New("usage")
+
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"render", "print the rendered objects of kustomize overlays", runRender},
+		{"version", "print the version and commit", runVersion},
+	}
+}
+
+func main() {
+	render.ServeChild() // the sandboxed render child is this binary, re-executed
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return exitError
+		}
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "driftback: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitError
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "driftback previews what a GitOps pull request would do to a cluster.")
+	fmt.Fprintln(w, "\nUsage: driftback COMMAND [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'driftback COMMAND -h' for a command's flags.")
+}
+
+// parseInterspersed parses flags that may come before, between or after the
+// positional arguments, and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: driftback %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	git "github.com/go-git/go-git/v5"
+
+	"github.com/driftback/driftback/render"
+)
+
+func runRender(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("render", "render --repo DIR [--ref REF] [PATH...]", stderr)
+	repo := fs.String("repo", ".", "repository `DIR` (its root)")
+	ref := fs.String("ref", "", "render this branch, tag or SHA from the git object store instead of the working tree")
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitError
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	tree, err := openTree(*repo, *ref)
+	if err != nil {
+		fmt.Fprintln(stderr, "driftback render:", err)
+		return exitError
+	}
+	overlays, err := overlayArgs(paths)
+	if err != nil {
+		fmt.Fprintln(stderr, "driftback render:", err)
+		return exitError
+	}
+	if len(overlays) == 0 {
+		overlays = render.Discover(tree)
+		if len(overlays) == 0 {
+			fmt.Fprintf(stderr, "driftback render: no kustomization found in %s\n", *repo)
+			return exitError
+		}
+	}
+	res, err := render.New(render.DefaultOptions()).Render(ctx, tree, overlays)
+	if err != nil {
+		fmt.Fprintln(stderr, "driftback render:", err)
+		return exitError
+	}
+	code := exitOK
+	first := true
+	for _, o := range res.Overlays {
+		if err := o.Err(); err != nil {
+			for _, p := range o.Problems {
+				fmt.Fprintf(stderr, "driftback render: %s: %v\n", o.Path, p)
+			}
+			code = exitError
+			continue
+		}
+		if len(overlays) > 1 {
+			// Several overlays make one stream; a comment names each part.
+			if !first {
+				fmt.Fprintln(stdout, "---")
+			}
+			fmt.Fprintf(stdout, "# Source: %s\n", o.Path)
+		}
+		first = false
+		if _, err := stdout.Write(o.YAML); err != nil {
+			fmt.Fprintln(stderr, "driftback render:", err)
+			return exitError
+		}
+	}
+	return code
+}
+
+// openTree reads the working tree of dir, or ref from its git object store.
+func openTree(dir, ref string) (*render.Tree, error) {
+	if ref == "" {
+		info, err := os.Stat(dir)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			return nil, fmt.Errorf("%s is not a directory", dir)
+		}
+		return render.DirTree(dir)
+	}
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	if err != nil {
+		return nil, fmt.Errorf("open git repository %s: %w", dir, err)
+	}
+	return render.GitTree(repo, ref)
+}
+
+// overlayArgs turns command-line paths into repository-relative overlay paths.
+func overlayArgs(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		p := path.Clean(filepath.ToSlash(a))
+		if path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
+			return nil, fmt.Errorf("overlay %q: give a path relative to the repository root", a)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

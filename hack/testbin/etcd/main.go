@@ -1,0 +1,13 @@
+// Command etcd is the upstream etcd server, built from the Go module proxy so that
+// tests run against a real control plane without downloading binaries.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}

@@ -1,0 +1,241 @@
+package render
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// kustomizationNames are the file names kustomize accepts, in its order.
+var kustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+
+// maxKustomizationBytes bounds a kustomization file the parent process parses
+// itself; anything larger is hostile or a mistake.
+const maxKustomizationBytes = 1 << 20
+
+// findKustomization returns the kustomization file in dir, or "".
+func findKustomization(t *Tree, dir string) string {
+	for _, n := range kustomizationNames {
+		p := path.Join(dir, n)
+		if t.Has(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// refKind says what a kustomization field may point at.
+type refKind int
+
+const (
+	refFileOrDir refKind = iota // resources, generators, transformers, validators
+	refDir                      // components, bases
+	refFile                     // patches, generator inputs, crds, configurations, openapi
+)
+
+// ref is one path a kustomization file names, with where it names it.
+type ref struct {
+	field string // e.g. "resources", "patches.path"
+	raw   string // as written
+	value string // repo path it resolves to
+	line  int
+	kind  refKind
+}
+
+// kustomization is what the dependency walk needs from a kustomization file.
+type kustomization struct {
+	file     string // repo path
+	dir      string
+	kind     string // Kustomization or Component
+	refs     []ref
+	plugins  bool // declares generators, transformers or validators
+	problems []*Problem
+}
+
+// remotePattern matches the forms kustomize treats as remote: URLs of any scheme
+// (http, https, ssh, file, git) and scp-style or host-first git addresses.
+var remotePattern = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://|[^/\s]+@[^/\s]+:|(github\.com|gitlab\.com|bitbucket\.org|dev\.azure\.com)[/:])`)
+
+// parseKustomization reads the references of a kustomization file. Problems
+// that make the file unsafe or unusable are returned with the file and line;
+// krusty is left to judge everything else.
+func parseKustomization(t *Tree, file string) (*kustomization, error) {
+	k := &kustomization{file: file, dir: path.Dir(file)}
+	size, err := t.Size(file)
+	if err != nil {
+		return nil, err
+	}
+	if size > maxKustomizationBytes {
+		k.problems = append(k.problems, &Problem{File: file, Reason: ReasonLimit,
+			Message: fmt.Sprintf("kustomization file is %d bytes, over the limit of %d", size, maxKustomizationBytes)})
+		return k, nil
+	}
+	b, err := t.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		k.problems = append(k.problems, &Problem{File: file, Reason: ReasonInvalid, Line: yamlErrorLine(err),
+			Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")})
+		return k, nil
+	}
+	if len(doc.Content) == 0 {
+		return k, nil // empty file: kustomize builds nothing from it
+	}
+	root := deref(doc.Content[0])
+	if root.Kind != yaml.MappingNode {
+		k.problems = append(k.problems, &Problem{File: file, Line: root.Line, Reason: ReasonInvalid,
+			Message: "a kustomization must be a YAML mapping"})
+		return k, nil
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		key, val := root.Content[i], deref(root.Content[i+1])
+		switch key.Value {
+		case "kind":
+			k.kind = val.Value
+		case "resources":
+			k.scalars(key.Value, val, refFileOrDir)
+		case "generators", "transformers", "validators":
+			k.plugins = true
+			for _, n := range seqItems(val) {
+				if n.Kind == yaml.ScalarNode && !strings.Contains(n.Value, "\n") {
+					k.add(key.Value, n, refFileOrDir)
+				}
+			}
+		case "components", "bases":
+			k.scalars(key.Value, val, refDir)
+		case "crds", "configurations":
+			k.scalars(key.Value, val, refFile)
+		case "patches", "patchesJson6902", "replacements":
+			for _, item := range seqItems(val) {
+				if p := mapValue(item, "path"); p != nil {
+					k.add(key.Value+".path", p, refFile)
+				}
+			}
+		case "patchesStrategicMerge":
+			for _, n := range seqItems(val) {
+				// An entry is a file path or an inline patch; only paths are single lines.
+				if n.Kind == yaml.ScalarNode && !strings.Contains(n.Value, "\n") && !strings.Contains(n.Value, ": ") {
+					k.add(key.Value, n, refFile)
+				}
+			}
+		case "configMapGenerator", "secretGenerator":
+			for _, item := range seqItems(val) {
+				for _, n := range seqItems(mapValue(item, "files")) {
+					if n.Kind != yaml.ScalarNode {
+						continue
+					}
+					// "key=path" names the key; the file is after the first '='.
+					v := *n
+					if i := strings.Index(v.Value, "="); i >= 0 {
+						v.Value = v.Value[i+1:]
+					}
+					k.add(key.Value+".files", &v, refFile)
+				}
+				k.scalars(key.Value+".envs", mapValue(item, "envs"), refFile)
+				if n := mapValue(item, "env"); n != nil && n.Kind == yaml.ScalarNode {
+					k.add(key.Value+".env", n, refFile)
+				}
+			}
+		case "openapi":
+			if p := mapValue(val, "path"); p != nil {
+				k.add("openapi.path", p, refFile)
+			}
+		case "helmCharts", "helmChartInflationGenerator", "helmGlobals":
+			k.problems = append(k.problems, &Problem{File: file, Line: key.Line, Reason: ReasonHelm,
+				Message: fmt.Sprintf("%s: Helm charts are not rendered: inflating a chart runs the helm program and may fetch from the network; commit the rendered manifests instead", key.Value)})
+		}
+	}
+	return k, nil
+}
+
+func (k *kustomization) scalars(field string, seq *yaml.Node, kind refKind) {
+	for _, n := range seqItems(seq) {
+		if n.Kind == yaml.ScalarNode {
+			k.add(field, n, kind)
+		}
+	}
+}
+
+// add validates one reference and records it when it stays inside the repository.
+func (k *kustomization) add(field string, n *yaml.Node, kind refKind) {
+	v := strings.TrimSpace(n.Value)
+	if v == "" {
+		return
+	}
+	fail := func(reason Reason, format string, args ...any) {
+		k.problems = append(k.problems, &Problem{File: k.file, Line: n.Line, Reason: reason,
+			Message: fmt.Sprintf("%s entry %q: ", field, v) + fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case remotePattern.MatchString(v) || strings.Contains(v, "?ref=") || strings.Contains(v, ".git//"):
+		fail(ReasonRemote, "remote resources are not rendered: fetching them would reach the network; vendor the files into the repository")
+		return
+	case path.IsAbs(v) || (len(v) > 1 && v[1] == ':'):
+		fail(ReasonOutsideRepo, "absolute paths are not allowed: every path must stay inside the repository")
+		return
+	}
+	p := path.Join(k.dir, v)
+	if p == ".." || strings.HasPrefix(p, "../") {
+		fail(ReasonOutsideRepo, "the path leaves the repository")
+		return
+	}
+	k.refs = append(k.refs, ref{field: field, raw: v, value: p, line: n.Line, kind: kind})
+}
+
+func deref(n *yaml.Node) *yaml.Node {
+	// Resolve one alias level only: following nested aliases is how alias bombs
+	// expand, and a kustomization has no use for them.
+	if n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
+		return n.Alias
+	}
+	return n
+}
+
+func seqItems(n *yaml.Node) []*yaml.Node {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return nil
+	}
+	out := make([]*yaml.Node, 0, len(n.Content))
+	for _, c := range n.Content {
+		if c.Kind == yaml.AliasNode {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v := deref(n.Content[i+1])
+			if v.Kind == yaml.AliasNode {
+				return nil
+			}
+			return v
+		}
+	}
+	return nil
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+func yamlErrorLine(err error) int {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return 0
+	}
+	var n int
+	fmt.Sscanf(m[1], "%d", &n)
+	return n
+}

@@ -1,0 +1,292 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// job is one overlay waiting for a render child.
+type job struct {
+	overlay *Overlay
+	closure *closure
+	key     string
+}
+
+// run renders jobs in up to Parallelism children at once. krusty keeps global
+// state and cannot run concurrently in one process, so parallelism is across
+// processes, and each child renders its share one overlay after another.
+func (r *Renderer) run(ctx context.Context, t *Tree, jobs []*job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	n := min(r.opts.Parallelism, len(jobs))
+	shares := make([][]*job, n)
+	for i, j := range jobs {
+		shares[i%n] = append(shares[i%n], j)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range shares {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.runShare(ctx, t, shares[i])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// runShare renders jobs in a child, starting a fresh one after any overlay that
+// killed its child, until every job has a result.
+func (r *Renderer) runShare(ctx context.Context, t *Tree, jobs []*job) error {
+	for len(jobs) > 0 {
+		done, err := r.runChild(ctx, t, jobs)
+		if err != nil {
+			return err
+		}
+		jobs = jobs[done:]
+	}
+	return nil
+}
+
+// runChild starts one child for jobs and returns how many of them now have a
+// result. A child that dies or overruns its time is blamed on the overlay it was
+// rendering, which gets a problem saying why.
+func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	lim := r.opts.Limits
+	req := childRequest{Files: map[string][]byte{}, MaxOutput: lim.MaxOutput}
+	for _, j := range jobs {
+		req.Overlays = append(req.Overlays, j.overlay.Path)
+		for _, f := range j.closure.files {
+			if _, ok := req.Files[f]; ok {
+				continue
+			}
+			b, err := t.ReadFile(f)
+			if err != nil {
+				return 0, err
+			}
+			req.Files[f] = b
+		}
+	}
+	exe := r.opts.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return 0, fmt.Errorf("find the render child: %w", err)
+		}
+	}
+	cpu := int(max(lim.CPU/time.Second, 1))
+	cmd := exec.Command(exe)
+	cmd.Env = []string{
+		childEnv + "=1",
+		childMemoryEnv + "=" + strconv.FormatInt(lim.Memory, 10),
+		childCPUEnv + "=" + strconv.Itoa(cpu),
+		childTotalEnv + "=" + strconv.Itoa(cpu*len(jobs)+5),
+		"PATH=", // no program can be found: git bases and exec plugins fail
+		"GOMAXPROCS=1",
+		"GOTRACEBACK=single",
+	}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	stderr := &tailBuffer{max: 8 << 10}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start the render child: %w", err)
+	}
+	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) } // already gone is fine
+	go func() {
+		// A child that dies early closes the pipe; its exit status says why.
+		_ = gob.NewEncoder(stdin).Encode(&req)
+		stdin.Close()
+	}()
+
+	replies := make(chan childReply)
+	readErr := make(chan error, 1)
+	go func() {
+		dec := gob.NewDecoder(stdout)
+		for {
+			var rep childReply
+			if err := dec.Decode(&rep); err != nil {
+				readErr <- err
+				return
+			}
+			replies <- rep
+		}
+	}()
+
+	done := 0
+	timer := time.NewTimer(lim.Timeout)
+	defer timer.Stop()
+	var blame *Problem
+loop:
+	for done < len(jobs) {
+		select {
+		case rep := <-replies:
+			r.finish(jobs[done], rep)
+			done++
+			timer.Reset(lim.Timeout)
+		case <-readErr:
+			break loop
+		case <-timer.C:
+			kill()
+			blame = &Problem{Reason: ReasonLimit,
+				Message: fmt.Sprintf("rendering took longer than the limit of %s", lim.Timeout)}
+			break loop
+		case <-ctx.Done():
+			kill()
+			_ = cmd.Wait() // reap; the context error is what matters
+			return done, ctx.Err()
+		}
+	}
+	if done == len(jobs) {
+		_ = stdout.Close() // the child exits on its own after the last reply
+	}
+	waitErr := cmd.Wait()
+	if done < len(jobs) {
+		if blame == nil {
+			blame = exitProblem(waitErr, stderr.String(), lim)
+		}
+		blame.Overlay = jobs[done].overlay.Path
+		blame.File = findKustomization(t, jobs[done].overlay.Path)
+		jobs[done].overlay.Problems = []*Problem{blame}
+		done++
+	}
+	return done, nil
+}
+
+// finish records a child's reply on its job, naming the file at fault when the
+// message mentions one of the overlay's files.
+func (r *Renderer) finish(j *job, rep childReply) {
+	o := j.overlay
+	if rep.Problem != nil {
+		p := rep.Problem
+		p.Overlay = o.Path
+		if p.File == "" {
+			p.File = blameFile(j.closure, p)
+		}
+		o.Problems = []*Problem{p}
+		return
+	}
+	o.YAML = rep.YAML
+	o.Origins = rep.Origins
+}
+
+// blameFile picks the file a kustomize message is about: the last of the
+// overlay's files it names (kustomize wraps errors outside-in), else the
+// kustomization that declares plugins for a plugin error, else the overlay's
+// own kustomization.
+func blameFile(c *closure, p *Problem) string {
+	best, at := "", -1
+	for _, f := range c.files {
+		if i := strings.LastIndex(p.Message, f); i > at {
+			best, at = f, i
+		}
+	}
+	if best != "" && !isKustomizationName(path.Base(best)) {
+		return best
+	}
+	if p.Reason == ReasonPlugin {
+		for _, f := range c.pluginFiles {
+			return f
+		}
+	}
+	if best != "" {
+		return best
+	}
+	for _, f := range c.files {
+		if path.Dir(f) == c.overlay && isKustomizationName(path.Base(f)) {
+			return f
+		}
+	}
+	return ""
+}
+
+// exitProblem explains why a child died before answering.
+func exitProblem(err error, stderr string, lim Limits) *Problem {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok {
+			switch {
+			case ws.Exited() && ws.ExitStatus() == exitCPULimit,
+				ws.Signaled() && (ws.Signal() == syscall.SIGXCPU || ws.Signal() == syscall.SIGKILL && strings.TrimSpace(stderr) == ""):
+				return &Problem{Reason: ReasonLimit,
+					Message: fmt.Sprintf("rendering used more than the CPU limit of %s", lim.CPU)}
+			}
+		}
+	}
+	if strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") {
+		return &Problem{Reason: ReasonLimit,
+			Message: fmt.Sprintf("rendering needed more than the memory limit of %d MiB (a YAML alias bomb does this)", lim.Memory>>20)}
+	}
+	if strings.Contains(stderr, "stack exceeds") {
+		return &Problem{Reason: ReasonLimit, Message: "rendering recursed too deeply; the input is nested too deeply"}
+	}
+	msg := "the render child crashed"
+	if err != nil {
+		msg += " (" + err.Error() + ")"
+	}
+	if line := firstLine(stderr); line != "" {
+		msg += ": " + line
+	}
+	return &Problem{Reason: ReasonPanic, Message: msg}
+}
+
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "fatal error") || strings.HasPrefix(l, "panic") {
+			return l
+		}
+	}
+	return ""
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+	if over := b.buf.Len() - b.max; over > 0 {
+		b.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var _ io.Writer = (*tailBuffer)(nil)
+
+func cleanJoin(dir, rel string) string { return path.Join(dir, rel) }

@@ -1,0 +1,373 @@
+package render
+
+import (
+	"crypto/sha1" //nolint:gosec // git blob ids are SHA-1 by definition
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// Tree is a read-only snapshot of a repository's files: either a commit read
+// straight from the git object store or a working-tree directory. Paths are
+// slash-separated and relative to the repository root.
+//
+// Symlinks and submodules are never followed: they are recorded as skipped so that
+// a kustomization that points at one gets an error naming it, and nothing outside
+// the repository can be reached through them.
+type Tree struct {
+	// Rev names what the tree was read from (a commit SHA or a directory).
+	Rev string
+
+	files   map[string]treeFile
+	skipped map[string]string // path → why it is not readable
+	open    func(treeFile) ([]byte, error)
+
+	dirs    map[string]bool // every directory holding a file or skipped entry
+
+	mu       sync.Mutex
+	hashes   map[string]string // path → blob id, for trees that must compute it
+	kusts    map[string]*kustomization
+	closures map[string]*closure
+}
+
+func newTree(rev string) *Tree {
+	return &Tree{
+		Rev:      rev,
+		files:    map[string]treeFile{},
+		skipped:  map[string]string{},
+		dirs:     map[string]bool{},
+		hashes:   map[string]string{},
+		kusts:    map[string]*kustomization{},
+		closures: map[string]*closure{},
+	}
+}
+
+// index records the directories above every entry once the tree is read.
+func (t *Tree) index() {
+	mark := func(p string) {
+		for d := path.Dir(p); d != "." && !t.dirs[d]; d = path.Dir(d) {
+			t.dirs[d] = true
+		}
+	}
+	for p := range t.files {
+		mark(p)
+	}
+	for p := range t.skipped {
+		mark(p)
+	}
+}
+
+// kustomization parses a kustomization file once per tree.
+func (t *Tree) kustomization(file string) (*kustomization, error) {
+	t.mu.Lock()
+	k, ok := t.kusts[file]
+	t.mu.Unlock()
+	if ok {
+		return k, nil
+	}
+	k, err := parseKustomization(t, file)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.kusts[file] = k
+	t.mu.Unlock()
+	return k, nil
+}
+
+// closure computes an overlay's dependency closure once per tree.
+func (t *Tree) closure(overlay string) *closure {
+	t.mu.Lock()
+	c, ok := t.closures[overlay]
+	t.mu.Unlock()
+	if ok {
+		return c
+	}
+	c = closureOf(t, overlay)
+	t.mu.Lock()
+	t.closures[overlay] = c
+	t.mu.Unlock()
+	return c
+}
+
+type treeFile struct {
+	path string
+	size int64
+	hash string // git blob id; empty until computed for directory trees
+}
+
+// GitTree reads the tree of rev (a branch, tag, SHA or any revision go-git
+// resolves) from the repository's object store, without a checkout.
+func GitTree(repo *git.Repository, rev string) (*Tree, error) {
+	h, err := repo.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return nil, fmt.Errorf("resolve %q: %w", rev, err)
+	}
+	commit, err := repo.CommitObject(*h)
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: %w", h, err)
+	}
+	root, err := commit.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: read tree: %w", h, err)
+	}
+	t := newTree(h.String())
+	walker := object.NewTreeWalker(root, true, nil)
+	defer walker.Close()
+	for {
+		name, entry, err := walker.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("commit %s: walk tree: %w", h, err)
+		}
+		switch entry.Mode {
+		case filemode.Regular, filemode.Executable, filemode.Deprecated:
+			t.files[name] = treeFile{path: name, size: -1, hash: entry.Hash.String()}
+		case filemode.Symlink:
+			target := ""
+			if blob, err := repo.BlobObject(entry.Hash); err == nil && blob.Size < 4096 {
+				if r, err := blob.Reader(); err == nil {
+					b, _ := io.ReadAll(r) // a short read only shortens the message
+					r.Close()
+					target = string(b)
+				}
+			}
+			t.skipped[name] = symlinkReason(target)
+		case filemode.Submodule:
+			t.skipped[name] = "is a git submodule; submodules are not rendered"
+		}
+	}
+	t.index()
+	t.open = func(f treeFile) ([]byte, error) {
+		blob, err := repo.BlobObject(plumbing.NewHash(f.hash))
+		if err != nil {
+			return nil, err
+		}
+		r, err := blob.Reader()
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		return io.ReadAll(r)
+	}
+	return t, nil
+}
+
+// DirTree reads a working-tree directory. The .git folder is left out; files are
+// read only when a render needs them.
+func DirTree(dir string) (*Tree, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	t := newTree(abs)
+	err = filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(abs, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if d.Name() == ".git" && rel != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p) // an unreadable link is still skipped
+			t.skipped[rel] = symlinkReason(target)
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			t.files[rel] = treeFile{path: rel, size: info.Size()}
+		default:
+			t.skipped[rel] = "is not a regular file"
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	t.index()
+	t.open = func(f treeFile) ([]byte, error) {
+		return os.ReadFile(filepath.Join(abs, filepath.FromSlash(f.path)))
+	}
+	return t, nil
+}
+
+func symlinkReason(target string) string {
+	if target == "" {
+		return "is a symlink; symlinks are not followed"
+	}
+	return fmt.Sprintf("is a symlink to %q; symlinks are not followed", target)
+}
+
+// Has reports whether p is a regular file of the tree.
+func (t *Tree) Has(p string) bool {
+	_, ok := t.files[p]
+	return ok
+}
+
+// isDir reports whether some entry of the tree lies under directory p.
+func (t *Tree) isDir(p string) bool {
+	return p == "." || t.dirs[p]
+}
+
+// Skipped returns why p (or the first skipped directory above it) cannot be
+// read, or "" when it is not a skipped entry.
+func (t *Tree) Skipped(p string) string {
+	for q := p; q != "." && q != "/" && q != ""; q = path.Dir(q) {
+		if why, ok := t.skipped[q]; ok {
+			if q == p {
+				return why
+			}
+			return fmt.Sprintf("lies under %s, which %s", q, why)
+		}
+	}
+	return ""
+}
+
+// Files returns every regular file path, sorted.
+func (t *Tree) Files() []string {
+	out := make([]string, 0, len(t.files))
+	for p := range t.files {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ReadFile returns the content of the file at p.
+func (t *Tree) ReadFile(p string) ([]byte, error) {
+	f, ok := t.files[p]
+	if !ok {
+		if why := t.Skipped(p); why != "" {
+			return nil, fmt.Errorf("%s %s", p, why)
+		}
+		return nil, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+	}
+	b, err := t.open(f)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	if f.hash == "" {
+		t.mu.Lock()
+		t.hashes[p] = blobHash(b)
+		t.mu.Unlock()
+	}
+	return b, nil
+}
+
+// Size returns the size in bytes of the file at p, reading it if the tree does
+// not record sizes.
+func (t *Tree) Size(p string) (int64, error) {
+	f, ok := t.files[p]
+	if !ok {
+		return 0, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+	}
+	if f.size >= 0 {
+		return f.size, nil
+	}
+	b, err := t.ReadFile(p)
+	return int64(len(b)), err
+}
+
+// Hash returns the git blob id of the file at p: free for git trees, computed
+// (once) from the content for directory trees.
+func (t *Tree) Hash(p string) (string, error) {
+	f, ok := t.files[p]
+	if !ok {
+		return "", fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+	}
+	if f.hash != "" {
+		return f.hash, nil
+	}
+	t.mu.Lock()
+	h, ok := t.hashes[p]
+	t.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	if _, err := t.ReadFile(p); err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.hashes[p], nil
+}
+
+// blobHash is git's object id for a blob with content b.
+func blobHash(b []byte) string {
+	h := sha1.New() //nolint:gosec // git's object format
+	h.Write([]byte("blob " + strconv.Itoa(len(b)) + "\x00"))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Changed returns the paths whose content differs between a and b: added,
+// deleted or modified files, and skipped entries that appeared or vanished.
+func Changed(a, b *Tree) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for p := range a.files {
+		if !b.Has(p) {
+			add(p)
+			continue
+		}
+		ha, err := a.Hash(p)
+		if err != nil {
+			return nil, err
+		}
+		hb, err := b.Hash(p)
+		if err != nil {
+			return nil, err
+		}
+		if ha != hb {
+			add(p)
+		}
+	}
+	for p := range b.files {
+		if !a.Has(p) {
+			add(p)
+		}
+	}
+	for p, why := range a.skipped {
+		if b.skipped[p] != why {
+			add(p)
+		}
+	}
+	for p, why := range b.skipped {
+		if a.skipped[p] != why {
+			add(p)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
