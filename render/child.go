@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -115,7 +116,7 @@ func confine() error {
 	http.DefaultTransport = refusingTransport{}
 	http.DefaultClient = &http.Client{Transport: refusingTransport{}}
 	if mem, _ := strconv.ParseInt(os.Getenv(childMemoryEnv), 10, 64); mem > 0 {
-		if err := syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: uint64(mem), Max: uint64(mem)}); err != nil {
+		if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(mem), Max: uint64(mem)}); err != nil {
 			return fmt.Errorf("limit memory: %w", err)
 		}
 		// Collect harder as the limit nears, so an honest large render fits.
@@ -276,7 +277,10 @@ func origins(m resmap.ResMap, overlay string) ([]Origin, error) {
 			}
 			if o.ConfiguredIn != "" {
 				or.ConfiguredIn = repoPath(overlay, o.ConfiguredIn)
-				or.ConfiguredBy = o.ConfiguredBy.Kind + "/" + o.ConfiguredBy.Name
+				or.ConfiguredBy = o.ConfiguredBy.Kind
+				if o.ConfiguredBy.Name != "" {
+					or.ConfiguredBy += "/" + o.ConfiguredBy.Name
+				}
 			}
 		}
 		out = append(out, or)
@@ -285,8 +289,7 @@ func origins(m resmap.ResMap, overlay string) ([]Origin, error) {
 }
 
 func repoPath(overlay, rel string) string {
-	p := cleanJoin(overlay, rel)
-	return strings.TrimPrefix(p, "/")
+	return strings.TrimPrefix(path.Join(overlay, rel), "/")
 }
 
 // kustomizeProblem classifies a kustomize error.

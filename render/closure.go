@@ -17,9 +17,9 @@ type closure struct {
 	// them affects the overlay too.
 	missing []string
 	// dirs are the kustomization directories the build enters, the overlay first.
-	dirs     []string
-	// pluginFiles are the kustomizations that declare generators, transformers
-	// or validators, for blaming a plugin error.
+	dirs []string
+	// pluginFiles are the generator, transformer and validator configs the
+	// build reads, for blaming a plugin error.
 	pluginFiles []string
 	problems    []*Problem
 }
@@ -68,13 +68,13 @@ func closureOf(t *Tree, overlay string) *closure {
 			q.Overlay = overlay
 			c.problems = append(c.problems, &q)
 		}
-		if k.plugins {
-			c.pluginFiles = append(c.pluginFiles, kf)
-		}
 		for _, r := range k.refs {
 			switch {
 			case t.Has(r.value) && r.kind != refDir:
 				files[r.value] = true
+				if r.plugin {
+					c.pluginFiles = append(c.pluginFiles, r.value)
+				}
 			case t.isDir(r.value) && r.kind != refFile:
 				visit(r.value, kf, r.line)
 			case t.Skipped(r.value) != "":

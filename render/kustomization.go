@@ -43,6 +43,8 @@ type ref struct {
 	value string // repo path it resolves to
 	line  int
 	kind  refKind
+	// plugin marks generators, transformers and validators entries.
+	plugin bool
 }
 
 // kustomization is what the dependency walk needs from a kustomization file.
@@ -51,7 +53,6 @@ type kustomization struct {
 	dir      string
 	kind     string // Kustomization or Component
 	refs     []ref
-	plugins  bool // declares generators, transformers or validators
 	problems []*Problem
 }
 
@@ -100,10 +101,11 @@ func parseKustomization(t *Tree, file string) (*kustomization, error) {
 		case "resources":
 			k.scalars(key.Value, val, refFileOrDir)
 		case "generators", "transformers", "validators":
-			k.plugins = true
 			for _, n := range seqItems(val) {
 				if n.Kind == yaml.ScalarNode && !strings.Contains(n.Value, "\n") {
-					k.add(key.Value, n, refFileOrDir)
+					if r := k.add(key.Value, n, refFileOrDir); r != nil {
+						r.plugin = true
+					}
 				}
 			}
 		case "components", "bases":
@@ -161,11 +163,12 @@ func (k *kustomization) scalars(field string, seq *yaml.Node, kind refKind) {
 	}
 }
 
-// add validates one reference and records it when it stays inside the repository.
-func (k *kustomization) add(field string, n *yaml.Node, kind refKind) {
+// add validates one reference and records it when it stays inside the
+// repository, returning the recorded ref (nil when it was rejected).
+func (k *kustomization) add(field string, n *yaml.Node, kind refKind) *ref {
 	v := strings.TrimSpace(n.Value)
 	if v == "" {
-		return
+		return nil
 	}
 	fail := func(reason Reason, format string, args ...any) {
 		k.problems = append(k.problems, &Problem{File: k.file, Line: n.Line, Reason: reason,
@@ -174,17 +177,18 @@ func (k *kustomization) add(field string, n *yaml.Node, kind refKind) {
 	switch {
 	case remotePattern.MatchString(v) || strings.Contains(v, "?ref=") || strings.Contains(v, ".git//"):
 		fail(ReasonRemote, "remote resources are not rendered: fetching them would reach the network; vendor the files into the repository")
-		return
+		return nil
 	case path.IsAbs(v) || (len(v) > 1 && v[1] == ':'):
 		fail(ReasonOutsideRepo, "absolute paths are not allowed: every path must stay inside the repository")
-		return
+		return nil
 	}
 	p := path.Join(k.dir, v)
 	if p == ".." || strings.HasPrefix(p, "../") {
 		fail(ReasonOutsideRepo, "the path leaves the repository")
-		return
+		return nil
 	}
 	k.refs = append(k.refs, ref{field: field, raw: v, value: p, line: n.Line, kind: kind})
+	return &k.refs[len(k.refs)-1]
 }
 
 func deref(n *yaml.Node) *yaml.Node {

@@ -68,7 +68,8 @@ type Origin struct {
 	// ConfiguredIn is the repository-relative kustomization (or generator
 	// config) that generated the object; empty for objects read from a file.
 	ConfiguredIn string `json:"configuredIn,omitempty"`
-	// ConfiguredBy names the generator, such as "ConfigMapGenerator/web-config".
+	// ConfiguredBy names the generator kind, such as "ConfigMapGenerator" (with
+	// "/name" for a generator config that has a name).
 	ConfiguredBy string `json:"configuredBy,omitempty"`
 }
 
@@ -139,7 +140,8 @@ func (r *Result) Problems() []*Problem {
 // Limits bound what one render may consume. A zero field takes its value from
 // DefaultLimits.
 type Limits struct {
-	// Memory is the address space a render child may map, in bytes.
+	// Memory is the private writable memory a render child may use (its heap,
+	// stacks and data: RLIMIT_DATA), in bytes.
 	Memory int64
 	// CPU is the processor time one overlay may use.
 	CPU time.Duration

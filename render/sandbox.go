@@ -9,7 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,7 +112,7 @@ func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, err
 	if err != nil {
 		return 0, err
 	}
-	stderr := &tailBuffer{max: 8 << 10}
+	stderr := &stderrBuffer{max: 4 << 10}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start the render child: %w", err)
@@ -146,7 +146,7 @@ loop:
 	for done < len(jobs) {
 		select {
 		case rep := <-replies:
-			r.finish(jobs[done], rep)
+			finish(t, jobs[done], rep)
 			done++
 			timer.Reset(lim.Timeout)
 		case <-readErr:
@@ -166,6 +166,11 @@ loop:
 		_ = stdout.Close() // the child exits on its own after the last reply
 	}
 	waitErr := cmd.Wait()
+	var exit *exec.ExitError
+	if errors.As(waitErr, &exit) && exit.ExitCode() == exitAfterPanic {
+		// The child reported a panic and stepped down; a fresh one takes the rest.
+		return done, nil
+	}
 	if done < len(jobs) {
 		if blame == nil {
 			blame = exitProblem(waitErr, stderr.String(), lim)
@@ -180,13 +185,13 @@ loop:
 
 // finish records a child's reply on its job, naming the file at fault when the
 // message mentions one of the overlay's files.
-func (r *Renderer) finish(j *job, rep childReply) {
+func finish(t *Tree, j *job, rep childReply) {
 	o := j.overlay
 	if rep.Problem != nil {
 		p := rep.Problem
 		p.Overlay = o.Path
 		if p.File == "" {
-			p.File = blameFile(j.closure, p)
+			p.File = blameFile(t, j.closure, p)
 		}
 		o.Problems = []*Problem{p}
 		return
@@ -195,35 +200,33 @@ func (r *Renderer) finish(j *job, rep childReply) {
 	o.Origins = rep.Origins
 }
 
-// blameFile picks the file a kustomize message is about: the last of the
-// overlay's files it names (kustomize wraps errors outside-in), else the
-// kustomization that declares plugins for a plugin error, else the overlay's
-// own kustomization.
-func blameFile(c *closure, p *Problem) string {
+// blameFile picks the file a kustomize message is about: for a plugin error the
+// plugin config of the kind it names, else the last of the overlay's files the
+// message names (kustomize wraps errors outside-in), else the overlay's own
+// kustomization.
+func blameFile(t *Tree, c *closure, p *Problem) string {
+	if p.Reason == ReasonPlugin {
+		if m := pluginKind.FindStringSubmatch(p.Message); m != nil {
+			for _, f := range c.pluginFiles {
+				if b, err := t.ReadFile(f); err == nil && regexp.MustCompile(`(?m)^kind:\s*`+regexp.QuoteMeta(m[1])+`\s*$`).Match(b) {
+					return f
+				}
+			}
+		}
+	}
 	best, at := "", -1
 	for _, f := range c.files {
 		if i := strings.LastIndex(p.Message, f); i > at {
 			best, at = f, i
 		}
 	}
-	if best != "" && !isKustomizationName(path.Base(best)) {
-		return best
-	}
-	if p.Reason == ReasonPlugin {
-		for _, f := range c.pluginFiles {
-			return f
-		}
-	}
 	if best != "" {
 		return best
 	}
-	for _, f := range c.files {
-		if path.Dir(f) == c.overlay && isKustomizationName(path.Base(f)) {
-			return f
-		}
-	}
-	return ""
+	return findKustomization(t, c.overlay)
 }
+
+var pluginKind = regexp.MustCompile(`plugin '([^']+)'`)
 
 // exitProblem explains why a child died before answering.
 func exitProblem(err error, stderr string, lim Limits) *Problem {
@@ -264,29 +267,35 @@ func firstLine(s string) string {
 	return ""
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
+// stderrBuffer keeps the first and the last few KiB written to it: a Go crash
+// names its cause first, then prints stacks of any length.
+type stderrBuffer struct {
+	mu   sync.Mutex
+	max  int
+	head []byte
+	tail bytes.Buffer
 }
 
-func (b *tailBuffer) Write(p []byte) (int, error) {
+func (b *stderrBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if over := b.buf.Len() - b.max; over > 0 {
-		b.buf.Next(over)
+	n := len(p)
+	if room := b.max - len(b.head); room > 0 {
+		k := min(room, len(p))
+		b.head = append(b.head, p[:k]...)
+		p = p[k:]
 	}
-	return len(p), nil
+	b.tail.Write(p)
+	if over := b.tail.Len() - b.max; over > 0 {
+		b.tail.Next(over)
+	}
+	return n, nil
 }
 
-func (b *tailBuffer) String() string {
+func (b *stderrBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.String()
+	return string(b.head) + b.tail.String()
 }
 
-var _ io.Writer = (*tailBuffer)(nil)
-
-func cleanJoin(dir, rel string) string { return path.Join(dir, rel) }
+var _ io.Writer = (*stderrBuffer)(nil)

@@ -35,7 +35,7 @@ type Tree struct {
 	skipped map[string]string // path → why it is not readable
 	open    func(treeFile) ([]byte, error)
 
-	dirs    map[string]bool // every directory holding a file or skipped entry
+	dirs map[string]bool // every directory holding a file or skipped entry
 
 	mu       sync.Mutex
 	hashes   map[string]string // path → blob id, for trees that must compute it

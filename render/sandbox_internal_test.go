@@ -1,0 +1,94 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// memTree is a tree held in memory, for tests that bypass the repository.
+func memTree(files map[string]string) *Tree {
+	t := newTree("memory")
+	for p, c := range files {
+		t.files[p] = treeFile{path: p, size: int64(len(c)), hash: blobHash([]byte(c))}
+	}
+	t.index()
+	t.open = func(f treeFile) ([]byte, error) { return []byte(files[f.path]), nil }
+	return t
+}
+
+// TestChildRefusesNetworkAndPrograms proves the child is safe on its own, even
+// if a hostile reference got past the checks of the kustomization files: an
+// http resource is refused by its transport and a git base finds no program.
+func TestChildRefusesNetworkAndPrograms(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fetched\n")
+	}))
+	defer srv.Close()
+
+	cases := map[string]struct {
+		resource string
+		says     string
+	}{
+		"http resource":    {srv.URL + "/cm.yaml", "network access is disabled"},
+		"git base":         {srv.URL + "/org/repo.git//base?ref=main", "network access is disabled"},
+		"github git base":  {"github.com/example/repo//deploy?ref=v1", "git"},
+		"file:// git base": {"file:///etc", "git"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tree := memTree(map[string]string{"app/kustomization.yaml": "resources:\n- " + tc.resource + "\n"})
+			// The closure is built by hand: the checks that would reject the
+			// reference are exactly what this test leaves out.
+			o := &Overlay{Path: "app"}
+			j := &job{overlay: o, closure: &closure{overlay: "app", files: []string{"app/kustomization.yaml"}}}
+			r := New(Options{Parallelism: 1})
+			if err := r.run(context.Background(), tree, []*job{j}); err != nil {
+				t.Fatal(err)
+			}
+			if len(o.Problems) == 0 {
+				t.Fatalf("rendered a remote resource:\n%s", o.YAML)
+			}
+			if msg := o.Problems[0].Message; !strings.Contains(msg, tc.says) {
+				t.Errorf("problem %q does not say %q", msg, tc.says)
+			}
+			if n := hits.Load(); n != 0 {
+				t.Errorf("the child made %d requests", n)
+			}
+		})
+	}
+}
+
+// TestChildTimeLimit proves a render that overruns its wall time is killed and
+// blamed on its overlay, and the renderer goes on with the next one.
+func TestChildTimeLimit(t *testing.T) {
+	tree := memTree(map[string]string{
+		"a/kustomization.yaml": "resources: []\n",
+		"b/kustomization.yaml": "resources: []\n",
+	})
+	var jobs []*job
+	for _, p := range []string{"a", "b"} {
+		jobs = append(jobs, &job{overlay: &Overlay{Path: p}, closure: &closure{overlay: p, files: []string{p + "/kustomization.yaml"}}})
+	}
+	// No child starts, reads its input and renders within a microsecond.
+	r := New(Options{Parallelism: 1, Limits: Limits{Timeout: time.Microsecond}})
+	if err := r.run(context.Background(), tree, jobs); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if len(j.overlay.Problems) != 1 {
+			t.Fatalf("%s: problems %v, want one", j.overlay.Path, j.overlay.Problems)
+		}
+		p := j.overlay.Problems[0]
+		if p.Reason != ReasonLimit || !strings.Contains(p.Message, "took longer than the limit") || p.File != j.overlay.Path+"/kustomization.yaml" {
+			t.Errorf("%s: problem %+v, want a time limit on its kustomization", j.overlay.Path, p)
+		}
+	}
+}
