@@ -56,9 +56,12 @@ func (c *Cache) Len() int {
 	return len(c.entries)
 }
 
-func cacheKey(t *Tree, c *closure) (string, error) {
+func cacheKey(t *Tree, c *closure, origins bool) (string, error) {
 	h := sha256.New()
 	h.Write([]byte(cacheSalt))
+	if origins {
+		h.Write([]byte("origins\n"))
+	}
 	h.Write([]byte(c.overlay + "\n"))
 	for _, f := range c.files {
 		id, err := t.Hash(f)

@@ -41,6 +41,7 @@ type childRequest struct {
 	Files     map[string][]byte // repository path → content
 	Overlays  []string
 	MaxOutput int64
+	Origins   bool
 }
 
 // childReply is sent once per overlay, in order, on the child's standard output.
@@ -88,7 +89,7 @@ func runChild(in io.Reader, out io.Writer) int {
 				return 1
 			}
 		}
-		reply, panicked := build(fs, o, req.MaxOutput)
+		reply, panicked := build(fs, o, req.MaxOutput, req.Origins)
 		if err := enc.Encode(reply); err != nil {
 			fmt.Fprintln(os.Stderr, "render child: write reply:", err)
 			return 1
@@ -160,10 +161,10 @@ func limitCPU(seconds int) error {
 	return syscall.Setrlimit(syscall.RLIMIT_CPU, &lim)
 }
 
-// build runs kustomize on one overlay, with origin annotations switched on so
-// every object can say where it came from, then strips them so the output is
-// what `kubectl kustomize` prints.
-func build(fs filesys.FileSystem, overlay string, maxOutput int64) (reply childReply, panicked bool) {
+// build runs kustomize on one overlay. With origins, origin annotations are
+// switched on so every object can say where it came from, then stripped so the
+// output is still what `kubectl kustomize` prints.
+func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins bool) (reply childReply, panicked bool) {
 	reply.Overlay = overlay
 	defer func() {
 		if r := recover(); r != nil {
@@ -173,10 +174,13 @@ func build(fs filesys.FileSystem, overlay string, maxOutput int64) (reply childR
 		}
 	}()
 	dir := "/" + overlay
-	keep, err := enableOrigins(fs, dir)
-	if err != nil {
-		reply.Problem = &Problem{Overlay: overlay, Reason: ReasonInvalid, Message: err.Error()}
-		return reply, false
+	keep := true
+	if withOrigins {
+		var err error
+		if keep, err = enableOrigins(fs, dir); err != nil {
+			reply.Problem = &Problem{Overlay: overlay, Reason: ReasonInvalid, Message: err.Error()}
+			return reply, false
+		}
 	}
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
@@ -189,10 +193,11 @@ func build(fs filesys.FileSystem, overlay string, maxOutput int64) (reply childR
 		reply.Problem = kustomizeProblem(overlay, err)
 		return reply, false
 	}
-	reply.Origins, err = origins(m, overlay)
-	if err != nil {
-		reply.Problem = &Problem{Overlay: overlay, Reason: ReasonKustomize, Message: err.Error()}
-		return reply, false
+	if withOrigins {
+		if reply.Origins, err = origins(m, overlay); err != nil {
+			reply.Problem = &Problem{Overlay: overlay, Reason: ReasonKustomize, Message: err.Error()}
+			return reply, false
+		}
 	}
 	if !keep {
 		if err := m.RemoveOriginAnnotations(); err != nil {

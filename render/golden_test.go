@@ -3,6 +3,7 @@ package render_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,27 +62,33 @@ func TestGolden(t *testing.T) {
 		trees["ref "+rev] = tr
 	}
 
-	r := render.New(render.Options{}) // no cache: every tree renders for real
+	// No cache: every tree renders for real, with and without origins:
+	// recording provenance must not change a byte of the output.
 	for name, tr := range trees {
-		t.Run(name, func(t *testing.T) {
-			res, err := r.Render(context.Background(), tr, overlays)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, o := range res.Overlays {
-				if err := o.Err(); err != nil {
-					t.Errorf("%s: %v", o.Path, err)
-					continue
-				}
-				want, err := os.ReadFile(filepath.Join("testdata/golden", goldenName(o.Path)))
+		for _, origins := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/origins=%v", name, origins), func(t *testing.T) {
+				res, err := render.New(render.Options{Origins: origins}).Render(context.Background(), tr, overlays)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := cmp.Diff(string(want), string(o.YAML)); diff != "" {
-					t.Errorf("%s differs from kubectl kustomize (-want +got):\n%s", o.Path, diff)
+				for _, o := range res.Overlays {
+					if err := o.Err(); err != nil {
+						t.Errorf("%s: %v", o.Path, err)
+						continue
+					}
+					want, err := os.ReadFile(filepath.Join("testdata/golden", goldenName(o.Path)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if diff := cmp.Diff(string(want), string(o.YAML)); diff != "" {
+						t.Errorf("%s differs from kubectl kustomize (-want +got):\n%s", o.Path, diff)
+					}
+					if got := len(o.Origins) > 0; got != origins {
+						t.Errorf("%s: origins recorded = %v, want %v", o.Path, got, origins)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -90,7 +97,7 @@ func TestRenderedOutputKeepsNoOriginAnnotations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := render.New(render.Options{}).Render(context.Background(), tr, []string{"overlays/prod"})
+	res, err := render.New(render.Options{Origins: true}).Render(context.Background(), tr, []string{"overlays/prod"})
 	if err != nil {
 		t.Fatal(err)
 	}

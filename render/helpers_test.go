@@ -16,7 +16,7 @@ import (
 type symlink string
 
 // writeFiles writes files (content string or symlink) under dir.
-func writeFiles(t *testing.T, dir string, files map[string]any) {
+func writeFiles(t testing.TB, dir string, files map[string]any) {
 	t.Helper()
 	for name, v := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
@@ -40,12 +40,12 @@ func writeFiles(t *testing.T, dir string, files map[string]any) {
 
 // gitRepo is a real repository on disk whose commits tests render from.
 type gitRepo struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	repo *git.Repository
 }
 
-func newGitRepo(t *testing.T) *gitRepo {
+func newGitRepo(t testing.TB) *gitRepo {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "repo")
 	repo, err := git.PlainInit(dir, false)

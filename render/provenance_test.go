@@ -17,7 +17,7 @@ func TestProvenance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := render.New(render.Options{}).Render(context.Background(), tr, []string{"overlays/prod", "overlays/staging"})
+	res, err := render.New(render.Options{Origins: true}).Render(context.Background(), tr, []string{"overlays/prod", "overlays/staging"})
 	if err != nil {
 		t.Fatal(err)
 	}

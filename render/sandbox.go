@@ -70,7 +70,7 @@ func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, err
 		return 0, err
 	}
 	lim := r.opts.Limits
-	req := childRequest{Files: map[string][]byte{}, MaxOutput: lim.MaxOutput}
+	req := childRequest{Files: map[string][]byte{}, MaxOutput: lim.MaxOutput, Origins: r.opts.Origins}
 	for _, j := range jobs {
 		req.Overlays = append(req.Overlays, j.overlay.Path)
 		for _, f := range j.closure.files {
@@ -241,7 +241,8 @@ func exitProblem(err error, stderr string, lim Limits) *Problem {
 			}
 		}
 	}
-	if strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") {
+	if strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
+		strings.Contains(stderr, "failed to allocate") { // the last: the race detector's allocator
 		return &Problem{Reason: ReasonLimit,
 			Message: fmt.Sprintf("rendering needed more than the memory limit of %d MiB (a YAML alias bomb does this)", lim.Memory>>20)}
 	}
@@ -260,7 +261,7 @@ func exitProblem(err error, stderr string, lim Limits) *Problem {
 
 func firstLine(s string) string {
 	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); strings.HasPrefix(l, "fatal error") || strings.HasPrefix(l, "panic") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "fatal error") || strings.HasPrefix(l, "panic") || strings.Contains(l, "ERROR:") {
 			return l
 		}
 	}

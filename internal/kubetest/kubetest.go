@@ -1,0 +1,172 @@
+// Package kubetest runs tests against a real kube-apiserver and etcd, started
+// with controller-runtime envtest once per test binary. Each test gets its own
+// namespace on the shared server.
+//
+// The binaries come from `make testbin` (built from the Go module proxy) and are
+// found through KUBEBUILDER_ASSETS or, failing that, under bin/k8s/ at the module
+// root. When they are missing a test is skipped with the reason, except under
+// CI=true, where it fails: CI never passes by skipping the cluster tests.
+package kubetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+var (
+	once     sync.Once
+	env      *envtest.Environment
+	cfg      *rest.Config
+	startErr error
+)
+
+// Main runs the tests of a package and stops the apiserver afterwards if one of
+// them started it. Use it as: func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func Main(m *testing.M) int {
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "kubetest: stop the apiserver:", err)
+		}
+	}
+	return code
+}
+
+// Env is one test's slice of the shared apiserver.
+type Env struct {
+	// Config reaches the apiserver as a cluster administrator.
+	Config *rest.Config
+	// Client is a typed client on Config.
+	Client kubernetes.Interface
+	// Namespace exists for this test only and is deleted when it ends.
+	Namespace string
+}
+
+// New starts the shared apiserver on first use and creates a namespace for t.
+func New(t testing.TB) *Env {
+	t.Helper()
+	once.Do(start)
+	if startErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("kubetest: %v", startErr)
+		}
+		t.Skipf("kubetest: %v (run `make testbin`; under CI=true this fails)", startErr)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaceName(t.Name())}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("kubetest: create namespace %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// envtest runs no namespace controller, so the namespace only goes to
+		// Terminating; its name is unique and nothing else reuses it.
+		_ = client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}) // best effort at teardown
+	})
+	return &Env{Config: rest.CopyConfig(cfg), Client: client, Namespace: ns.Name}
+}
+
+var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// namespaceName derives a unique, valid namespace name from a test name.
+func namespaceName(test string) string {
+	name := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(test), "-"), "-")
+	if len(name) > 48 {
+		name = strings.Trim(name[:48], "-")
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand does not fail on Linux
+	return name + "-" + hex.EncodeToString(b[:])
+}
+
+func start() {
+	dir, err := assets()
+	if err != nil {
+		startErr = err
+		return
+	}
+	e := &envtest.Environment{
+		BinaryAssetsDirectory:    dir,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	c, err := e.Start()
+	if err != nil {
+		startErr = fmt.Errorf("start kube-apiserver and etcd from %s: %w", dir, err)
+		return
+	}
+	// Tests create many objects quickly; the default client limits would make
+	// them wait on the client, not the server.
+	c.QPS, c.Burst = 1000, 2000
+	env, cfg = e, c
+}
+
+// assets finds the folder holding kube-apiserver and etcd.
+func assets() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		if err := hasBinaries(dir); err != nil {
+			return "", fmt.Errorf("KUBEBUILDER_ASSETS=%s: %w", dir, err)
+		}
+		return dir, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	found, _ := filepath.Glob(filepath.Join(root, "bin", "k8s", "*"))
+	sort.Sort(sort.Reverse(sort.StringSlice(found)))
+	for _, dir := range found {
+		if hasBinaries(dir) == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("no kube-apiserver and etcd: KUBEBUILDER_ASSETS is not set and %s holds none", filepath.Join(root, "bin", "k8s"))
+}
+
+func hasBinaries(dir string) error {
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if info, err := os.Stat(filepath.Join(dir, b)); err != nil || info.Mode()&0o111 == 0 {
+			return fmt.Errorf("%s is missing or not executable", b)
+		}
+	}
+	return nil
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
