@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/driftback/driftback/render"
+)
+
+func TestMain(m *testing.M) {
+	render.ServeChild()
+	os.Exit(m.Run())
+}
+
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// TestRenderCommand proves `driftback render` prints kubectl kustomize's output
+// for the working tree and for a ref, and exits 2 with the problem on stderr
+// for an overlay that cannot render.
+func TestRenderCommand(t *testing.T) {
+	fixtures := filepath.Join("..", "..", "fixtures", "render")
+	golden, err := os.ReadFile(filepath.Join("..", "..", "render", "testdata", "golden", "overlays-dev.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out, errOut, code := runCLI(t, "render", "--repo", fixtures, "overlays/dev")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if diff := cmp.Diff(string(golden), out); diff != "" {
+		t.Errorf("working tree render (-want +got):\n%s", diff)
+	}
+
+	// The same overlay at a ref of a real repository: the working tree is then
+	// changed so that only the object store can give the right answer.
+	repo := t.TempDir()
+	if err := os.CopyFS(repo, os.DirFS(fixtures)); err != nil {
+		t.Fatal(err)
+	}
+	gitCmd(t, repo, "init", "-q", "-b", "main")
+	gitCmd(t, repo, "add", "-A")
+	gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "fixtures")
+	if err := os.WriteFile(filepath.Join(repo, "overlays/dev/kustomization.yaml"), []byte("resources: [missing.yaml]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runCLI(t, "render", "--repo", repo, "--ref", "main", "overlays/dev")
+	if code != exitOK {
+		t.Fatalf("--ref main: exit %d: %s", code, errOut)
+	}
+	if diff := cmp.Diff(string(golden), out); diff != "" {
+		t.Errorf("render at ref (-want +got):\n%s", diff)
+	}
+
+	// Flags may follow the paths; the broken working tree is an error naming
+	// the file and line.
+	_, errOut, code = runCLI(t, "render", "overlays/dev", "--repo", repo)
+	if code != exitError {
+		t.Errorf("broken overlay: exit %d, want %d", code, exitError)
+	}
+	if !strings.Contains(errOut, "overlays/dev/kustomization.yaml:1: resources entry \"missing.yaml\"") {
+		t.Errorf("stderr does not name the file and line:\n%s", errOut)
+	}
+}
+
+func TestRenderCommandErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"a repository that does not exist", []string{"render", "--repo", "/does/not/exist", "x"}, "no such file"},
+		{"a ref in a directory that is not a repository", []string{"render", "--repo", t.TempDir(), "--ref", "main", "x"}, "open git repository"},
+		{"a path outside the repository", []string{"render", "--repo", ".", "../x"}, "relative to the repository root"},
+		{"an unknown flag", []string{"render", "--nope"}, "flag provided but not defined"},
+		{"an unknown command", []string{"rendr"}, "unknown command"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := runCLI(t, tc.args...)
+			if code != exitError || !strings.Contains(errOut, tc.says) {
+				t.Errorf("exit %d, stderr %q; want exit 2 saying %q", code, errOut, tc.says)
+			}
+		})
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	version, commit = "v1.2.3", "0123456789abcdef"
+	defer func() { version, commit = "", "" }()
+	out, _, code := runCLI(t, "version")
+	if code != exitOK || !strings.Contains(out, "driftback v1.2.3\ncommit 0123456789abcdef\n") {
+		t.Errorf("exit %d, output %q", code, out)
+	}
+}
+
+func gitCmd(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
