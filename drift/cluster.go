@@ -1,0 +1,274 @@
+package drift
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+)
+
+// ClusterReader reads a live cluster through client-go with get and list
+// only. Objects of one kind in one namespace are read with one list.
+type ClusterReader struct {
+	dyn    dynamic.Interface
+	disc   discovery.CachedDiscoveryInterface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+
+	mu      sync.Mutex
+	kinds   []Kind
+	schemas map[string]map[string]*spec.Schema // group-version path → its schemas
+}
+
+// NewClusterReader returns a reader for the cluster cfg reaches.
+func NewClusterReader(cfg *rest.Config) (*ClusterReader, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cached := memory.NewMemCacheClient(dc)
+	return &ClusterReader{
+		dyn:     dyn,
+		disc:    cached,
+		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(cached),
+		schemas: map[string]map[string]*spec.Schema{},
+	}, nil
+}
+
+// mapping finds the resource of a kind; ok is false when the cluster does not
+// serve it (a CRD not installed yet).
+func (r *ClusterReader) mapping(gk schema.GroupKind, version string) (*meta.RESTMapping, bool, error) {
+	var versions []string
+	if version != "" {
+		versions = []string{version}
+	}
+	m, err := r.mapper.RESTMapping(gk, versions...)
+	if meta.IsNoMatchError(err) {
+		r.mapper.Reset() // the kind may have appeared since discovery was read
+		m, err = r.mapper.RESTMapping(gk, versions...)
+	}
+	if meta.IsNoMatchError(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return m, true, nil
+}
+
+func (r *ClusterReader) resource(m *meta.RESTMapping, namespace string) dynamic.ResourceInterface {
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return r.dyn.Resource(m.Resource).Namespace(namespace)
+	}
+	return r.dyn.Resource(m.Resource)
+}
+
+// Get implements LiveReader: one GET for a lone object, one LIST for several
+// objects of a kind in a namespace.
+func (r *ClusterReader) Get(ctx context.Context, refs []Ref) (map[string]*unstructured.Unstructured, error) {
+	type bucket struct {
+		gk      schema.GroupKind
+		version string
+		ns      string
+		names   map[string]Ref
+	}
+	buckets := map[string]*bucket{}
+	var order []string
+	for _, ref := range refs {
+		k := ref.GroupKind().String() + "/" + ref.Namespace
+		b, ok := buckets[k]
+		if !ok {
+			b = &bucket{gk: ref.GroupKind(), version: ref.Version, ns: ref.Namespace, names: map[string]Ref{}}
+			buckets[k] = b
+			order = append(order, k)
+		}
+		b.names[ref.Name] = ref
+	}
+	sort.Strings(order)
+	out := map[string]*unstructured.Unstructured{}
+	for _, k := range order {
+		b := buckets[k]
+		m, ok, err := r.mapping(b.gk, b.version)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", b.gk, err)
+		}
+		if !ok {
+			continue // the kind does not exist yet, so neither do its objects
+		}
+		res := r.resource(m, b.ns)
+		if len(b.names) == 1 {
+			for name, ref := range b.names {
+				o, err := res.Get(ctx, name, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", ref, err)
+				}
+				out[ref.Key()] = o
+			}
+			continue
+		}
+		objs, err := listAll(ctx, res, "")
+		if err != nil {
+			return nil, fmt.Errorf("list %s in %q: %w", b.gk, b.ns, err)
+		}
+		for _, o := range objs {
+			if ref, ok := b.names[o.GetName()]; ok {
+				out[ref.Key()] = o
+			}
+		}
+	}
+	return out, nil
+}
+
+func listAll(ctx context.Context, res dynamic.ResourceInterface, selector string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: 500}
+	for {
+		l, err := res.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+		if l.GetContinue() == "" {
+			return out, nil
+		}
+		opts.Continue = l.GetContinue()
+	}
+}
+
+// List implements LiveReader.
+func (r *ClusterReader) List(ctx context.Context, gk schema.GroupKind, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	m, ok, err := r.mapping(gk, "")
+	if err != nil || !ok {
+		return nil, err
+	}
+	s := ""
+	if sel != nil {
+		s = sel.String()
+	}
+	return listAll(ctx, r.resource(m, namespace), s)
+}
+
+// Kinds implements LiveReader: every kind that can be listed, at its
+// preferred version.
+func (r *ClusterReader) Kinds(context.Context) ([]Kind, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kinds != nil {
+		return r.kinds, nil
+	}
+	lists, err := r.disc.ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		return nil, err
+	}
+	// A partial failure (one aggregated API down) still lists the rest.
+	status := map[string]bool{}
+	var kinds []Kind
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, res := range l.APIResources {
+			if strings.HasSuffix(res.Name, "/status") {
+				status[gv.Group+"/"+strings.TrimSuffix(res.Name, "/status")] = true
+			}
+		}
+		for _, res := range l.APIResources {
+			if strings.Contains(res.Name, "/") || !hasVerb(res.Verbs, "list") {
+				continue
+			}
+			kinds = append(kinds, Kind{
+				GroupVersionKind: gv.WithKind(res.Kind),
+				Namespaced:       res.Namespaced,
+				Status:           status[gv.Group+"/"+res.Name],
+			})
+		}
+	}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i].String() < kinds[j].String() })
+	r.kinds = kinds
+	return kinds, nil
+}
+
+func hasVerb(verbs metav1.Verbs, v string) bool {
+	for _, x := range verbs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TypeConverter implements SchemaSource from the cluster's OpenAPI v3
+// documents, fetching only the group-versions of the given kinds (and keeping
+// them); kinds the cluster publishes no schema for merge as deduced types.
+func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
+	paths, err := r.disc.OpenAPIV3().Paths()
+	if err != nil {
+		return nil, fmt.Errorf("openapi v3 paths: %w", err)
+	}
+	want := map[string]bool{}
+	for _, gvk := range gvks {
+		if gvk.Group == "" {
+			want["api/"+gvk.Version] = true
+		} else {
+			want["apis/"+gvk.Group+"/"+gvk.Version] = true
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	all := map[string]*spec.Schema{}
+	for p := range want {
+		schemas, ok := r.schemas[p]
+		if !ok {
+			gv, found := paths[p]
+			if !found {
+				continue // not served (yet): deduced types
+			}
+			b, err := gv.Schema("application/json")
+			if err != nil {
+				return nil, fmt.Errorf("openapi v3 %s: %w", p, err)
+			}
+			var doc spec3.OpenAPI
+			if err := json.Unmarshal(b, &doc); err != nil {
+				return nil, fmt.Errorf("openapi v3 %s: %w", p, err)
+			}
+			if doc.Components != nil {
+				schemas = doc.Components.Schemas
+			}
+			r.schemas[p] = schemas
+		}
+		for k, v := range schemas {
+			all[k] = v
+		}
+	}
+	tc, err := managedfields.NewTypeConverter(all, false)
+	if err != nil {
+		return nil, fmt.Errorf("build the apply schema: %w", err)
+	}
+	return &fallbackConverter{primary: tc, deduced: managedfields.NewDeducedTypeConverter()}, nil
+}

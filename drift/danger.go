@@ -1,0 +1,238 @@
+package drift
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// immutable lists, per kind, the fields the apiserver refuses to change: a
+// sync that changes one fails, or must delete and recreate the object.
+var immutable = map[schema.GroupKind][]fieldpath.Path{
+	{Group: "apps", Kind: "Deployment"}:             {fieldpath.MakePathOrDie("spec", "selector")},
+	{Group: "apps", Kind: "ReplicaSet"}:             {fieldpath.MakePathOrDie("spec", "selector")},
+	{Group: "apps", Kind: "DaemonSet"}:              {fieldpath.MakePathOrDie("spec", "selector")},
+	{Group: "apps", Kind: "StatefulSet"}:            {fieldpath.MakePathOrDie("spec", "selector"), fieldpath.MakePathOrDie("spec", "volumeClaimTemplates"), fieldpath.MakePathOrDie("spec", "serviceName"), fieldpath.MakePathOrDie("spec", "podManagementPolicy")},
+	{Kind: "Service"}:                               {fieldpath.MakePathOrDie("spec", "clusterIP"), fieldpath.MakePathOrDie("spec", "clusterIPs")},
+	{Group: "batch", Kind: "Job"}:                   {fieldpath.MakePathOrDie("spec", "template"), fieldpath.MakePathOrDie("spec", "selector"), fieldpath.MakePathOrDie("spec", "completions")},
+	{Kind: "PersistentVolumeClaim"}:                 {fieldpath.MakePathOrDie("spec", "storageClassName"), fieldpath.MakePathOrDie("spec", "volumeName"), fieldpath.MakePathOrDie("spec", "accessModes"), fieldpath.MakePathOrDie("spec", "selector")},
+	{Group: "storage.k8s.io", Kind: "StorageClass"}: {fieldpath.MakePathOrDie("provisioner"), fieldpath.MakePathOrDie("parameters"), fieldpath.MakePathOrDie("reclaimPolicy")},
+}
+
+// classify adds the dangers of each change, measuring their blast radius on the
+// live cluster.
+func (c *comparer) classify(changes []Change, liveObjs map[string]*unstructured.Unstructured) error {
+	for i := range changes {
+		ch := &changes[i]
+		ref := ch.Ref()
+		l := liveObjs[ref.Key()]
+		var err error
+		switch ch.Action {
+		case ActionDelete:
+			err = c.deleteDangers(ch, l)
+		case ActionUpdate:
+			immutableDangers(ch)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: measure the blast radius: %w", ref, err)
+		}
+	}
+	return nil
+}
+
+func immutableDangers(ch *Change) {
+	paths := immutable[ch.Ref().GroupKind()]
+	var hit []string
+	for _, f := range ch.Fields {
+		for _, p := range paths {
+			if hasPrefix(f.path, p) || hasPrefix(p, f.path) {
+				hit = append(hit, f.Path)
+				break
+			}
+		}
+	}
+	if len(hit) > 0 {
+		ch.Danger = append(ch.Danger, Danger{Reason: DangerImmutableField, Count: len(hit),
+			Message: fmt.Sprintf("%s cannot be changed in place: the sync will fail, or needs the object deleted and recreated (%s)", plural(len(hit), "immutable field"), strings.Join(hit, ", "))})
+	}
+}
+
+func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error {
+	if l == nil {
+		return nil
+	}
+	gk := ch.Ref().GroupKind()
+	switch gk {
+	case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+		group, _, _ := unstructured.NestedString(l.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(l.Object, "spec", "names", "kind")
+		crs, err := c.live.List(c.ctx, schema.GroupKind{Group: group, Kind: kind}, "", nil)
+		if err != nil {
+			return err
+		}
+		nss := map[string]bool{}
+		for _, cr := range crs {
+			nss[cr.GetNamespace()] = true
+		}
+		where := ""
+		if len(crs) > 0 && !(len(nss) == 1 && nss[""]) {
+			where = " in " + plural(len(nss), "namespace")
+		}
+		ch.Danger = append(ch.Danger, Danger{Reason: DangerCRDRemoval, Count: len(crs),
+			Message: fmt.Sprintf("removing the CRD deletes every %s with it: %s%s", kind, plural(len(crs), "custom resource"), where)})
+	case schema.GroupKind{Kind: "Namespace"}:
+		counts, total, err := c.namespaceContents(l.GetName())
+		if err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("removing the namespace deletes everything in it: %s", plural(total, "object"))
+		if len(counts) > 0 {
+			msg += " (" + strings.Join(counts, ", ") + ")"
+		}
+		ch.Danger = append(ch.Danger, Danger{Reason: DangerNamespaceRemoval, Count: total, Message: msg})
+	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
+		msg := "removing the claim can delete its data"
+		if pvName, _, _ := unstructured.NestedString(l.Object, "spec", "volumeName"); pvName != "" {
+			pvs, err := c.live.Get(c.ctx, []Ref{{Version: "v1", Kind: "PersistentVolume", Name: pvName}})
+			if err != nil {
+				return err
+			}
+			if pv, ok := pvs[Ref{Kind: "PersistentVolume", Name: pvName}.Key()]; ok {
+				msg = "removing the claim releases " + describePV(pv)
+			} else {
+				msg = fmt.Sprintf("removing the claim releases volume %s", pvName)
+			}
+		}
+		ch.Danger = append(ch.Danger, Danger{Reason: DangerPVCRemoval, Count: 1, Message: msg})
+	case schema.GroupKind{Kind: "PersistentVolume"}:
+		ch.Danger = append(ch.Danger, Danger{Reason: DangerPVRemoval, Count: 1, Message: "removing " + describePV(l)})
+	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+		return c.statefulSetDanger(ch, l)
+	}
+	return nil
+}
+
+// describePV says what deleting a persistent volume costs.
+func describePV(pv *unstructured.Unstructured) string {
+	capacity, _, _ := unstructured.NestedString(pv.Object, "spec", "capacity", "storage")
+	policy, _, _ := unstructured.NestedString(pv.Object, "spec", "persistentVolumeReclaimPolicy")
+	if policy == "" {
+		policy = "Delete"
+	}
+	s := fmt.Sprintf("volume %s", pv.GetName())
+	if capacity != "" {
+		s += " (" + capacity + ")"
+	}
+	switch policy {
+	case "Delete":
+		s += " with reclaim policy Delete: its data is deleted"
+	case "Retain":
+		s += " with reclaim policy Retain: the data stays on the volume but nothing mounts it"
+	default:
+		s += " with reclaim policy " + policy
+	}
+	return s
+}
+
+// namespaceContents counts the objects of every namespaced kind in ns.
+func (c *comparer) namespaceContents(ns string) ([]string, int, error) {
+	kinds, err := c.live.Kinds(c.ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	type count struct {
+		kind string
+		n    int
+	}
+	var counts []count
+	total := 0
+	for _, k := range kinds {
+		if !k.Namespaced || ignoredInNamespaceCount[k.GroupKind()] {
+			continue
+		}
+		objs, err := c.live.List(c.ctx, k.GroupKind(), ns, nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(objs) > 0 {
+			counts = append(counts, count{k.Kind, len(objs)})
+			total += len(objs)
+		}
+	}
+	// PVCs first: they hold data.
+	sort.Slice(counts, func(i, j int) bool {
+		pi, pj := counts[i].kind == "PersistentVolumeClaim", counts[j].kind == "PersistentVolumeClaim"
+		if pi != pj {
+			return pi
+		}
+		if counts[i].n != counts[j].n {
+			return counts[i].n > counts[j].n
+		}
+		return counts[i].kind < counts[j].kind
+	})
+	var out []string
+	for _, c := range counts {
+		s := fmt.Sprintf("%d %s", c.n, c.kind)
+		if c.kind == "PersistentVolumeClaim" {
+			s += " holding data"
+		}
+		out = append(out, s)
+	}
+	return out, total, nil
+}
+
+// ignoredInNamespaceCount are kinds the server creates in every namespace or
+// that mirror others; counting them would only add noise.
+var ignoredInNamespaceCount = map[schema.GroupKind]bool{
+	{Kind: "Event"}:                                    true,
+	{Group: "events.k8s.io", Kind: "Event"}:            true,
+	{Group: "discovery.k8s.io", Kind: "EndpointSlice"}: true,
+	{Kind: "Endpoints"}:                                true,
+	{Group: "coordination.k8s.io", Kind: "Lease"}:      true,
+}
+
+func (c *comparer) statefulSetDanger(ch *Change, sts *unstructured.Unstructured) error {
+	templates, _, _ := unstructured.NestedSlice(sts.Object, "spec", "volumeClaimTemplates")
+	if len(templates) == 0 {
+		return nil
+	}
+	pvcs, err := c.live.List(c.ctx, schema.GroupKind{Kind: "PersistentVolumeClaim"}, sts.GetNamespace(), nil)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, t := range templates {
+		tm, _ := t.(map[string]any)
+		tname, _, _ := unstructured.NestedString(tm, "metadata", "name")
+		prefix := tname + "-" + sts.GetName() + "-"
+		for _, p := range pvcs {
+			if strings.HasPrefix(p.GetName(), prefix) {
+				names = append(names, p.GetName())
+			}
+		}
+	}
+	sort.Strings(names)
+	policy, _, _ := unstructured.NestedString(sts.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted")
+	msg := fmt.Sprintf("the StatefulSet has volume claim templates; its %s", plural(len(names), "claim"))
+	if len(names) > 0 {
+		msg += " (" + strings.Join(names, ", ") + ")"
+	}
+	if policy == "Delete" {
+		msg += " are deleted with it (persistentVolumeClaimRetentionPolicy whenDeleted: Delete): their data is lost"
+	} else {
+		msg += " stay behind, unmounted, and a new StatefulSet of the same name reuses them"
+	}
+	ch.Danger = append(ch.Danger, Danger{Reason: DangerStatefulSetPVC, Count: len(names), Message: msg})
+	return nil
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,419 @@
+package drift
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// Mode chooses how a sync's effect is computed.
+type Mode string
+
+// Modes.
+const (
+	// ModeReadOnly predicts server-side apply locally from the live object,
+	// its managedFields and the cluster's schema. It needs get, list and watch.
+	ModeReadOnly Mode = "read-only"
+	// ModeDryRun asks the apiserver for a server-side apply with dry-run: exact,
+	// defaulting and admission included, but it needs patch permission, which
+	// is real write access.
+	ModeDryRun Mode = "dry-run"
+)
+
+// KnownAppliers are the field managers GitOps reconcilers apply with; the
+// applier of a live object is detected among them.
+var KnownAppliers = []string{"kustomize-controller", "argocd-controller", "argocd-application-controller"}
+
+// Options configure a comparison. The zero value compares read-only, detects
+// the applier and ignores nothing; DefaultOptions ignores well-known controllers.
+type Options struct {
+	// Mode is ModeReadOnly when empty.
+	Mode Mode
+	// Manager is the GitOps applier's field manager. A sync removes the live
+	// fields it owns that Git no longer sets. Empty: the known applier found in
+	// each live object's managedFields, else DefaultManager.
+	Manager string
+	// IgnoreManagers: fields whose live value these managers own never count.
+	IgnoreManagers []string
+	// Ignore rules select objects and fields to leave out.
+	Ignore []IgnoreRule
+	// Tracking finds the live objects the reconciler owns, for prune; the zero
+	// value prunes only what leaves the render.
+	Tracking Tracking
+	// DryRun performs dry-run applies in ModeDryRun; nil there is an error.
+	DryRun DryRunner
+}
+
+// DefaultManager is the applier assumed when no live object names one.
+const DefaultManager = "kustomize-controller"
+
+// DefaultOptions ignore the fields of well-known controllers.
+func DefaultOptions() Options {
+	return Options{IgnoreManagers: append([]string(nil), DefaultIgnoreManagers...)}
+}
+
+// DryRunner applies an object with server-side apply and dry-run, returning
+// what the server would store, or nil when nothing would change.
+type DryRunner interface {
+	DryRunApply(ctx context.Context, obj *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error)
+}
+
+// Input is one overlay rendered at the base and head of a change.
+type Input struct {
+	// Path names the overlay.
+	Path string
+	// Base is the render at the base; nil when the overlay is new, or when only
+	// the live impact and drift of one render are wanted (then Head is used
+	// for both).
+	Base []*unstructured.Unstructured
+	// Head is the render at the head; nil when the overlay is removed.
+	Head []*unstructured.Unstructured
+	// HasBase says Base is meaningful even when empty.
+	HasBase bool
+}
+
+// Compare works out, for one overlay, what the pull request changes in Git,
+// what a sync of the head would do to the live cluster, and what has already
+// drifted. A nil live compares Git only. Problems with single objects are
+// recorded in the report; the error is for a failure to compare at all.
+func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Target, error) {
+	t := &Target{Path: in.Path, Changes: []Change{}, Drift: []Change{}, PR: []Change{}, Errors: []string{}}
+	base, head := maskAll(in.Base), maskAll(in.Head)
+	if !in.HasBase && in.Base == nil {
+		base = nil
+	}
+
+	scopes, err := scopeOf(ctx, live, append(append([]*unstructured.Unstructured{}, base...), head...))
+	if err != nil {
+		return nil, err
+	}
+	defaultNamespaces(base, scopes)
+	defaultNamespaces(head, scopes)
+
+	tc, err := typeConverter(ctx, live, append(append([]*unstructured.Unstructured{}, base...), head...))
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster's schema: %w", err)
+	}
+	c := &comparer{ctx: ctx, live: live, opts: opts, tc: tc, pred: newPredictor(tc), t: t}
+
+	if in.HasBase || in.Base != nil {
+		t.PR = c.gitDiff(base, head)
+	}
+	if live == nil {
+		return t, nil
+	}
+	if err := c.liveDiff(base, head); err != nil {
+		return nil, err
+	}
+	for i := range t.Changes {
+		hideSecretFields(&t.Changes[i])
+	}
+	for i := range t.Drift {
+		hideSecretFields(&t.Drift[i])
+	}
+	for i := range t.PR {
+		hideSecretFields(&t.PR[i])
+	}
+	return t, nil
+}
+
+type comparer struct {
+	ctx  context.Context
+	live LiveReader
+	opts Options
+	tc   managedfields.TypeConverter
+	pred *predictor
+	t    *Target
+}
+
+// gitDiff compares two renders field by field, without the cluster.
+func (c *comparer) gitDiff(base, head []*unstructured.Unstructured) []Change {
+	out := []Change{}
+	b := index(base)
+	for _, h := range head {
+		ref := RefOf(h)
+		old, ok := b[ref.Key()]
+		if !ok {
+			out = append(out, newChange(ref, ActionCreate))
+			continue
+		}
+		fields, err := fieldDiff(c.tc, old, h, nil)
+		ch := newChange(ref, ActionUpdate)
+		if err != nil {
+			ch.Note = "could not compare: " + err.Error()
+			c.t.Errors = append(c.t.Errors, ref.String()+": compare base and head: "+err.Error())
+		}
+		ch.Fields = fields
+		if len(fields) == 0 && err == nil {
+			ch.Action = ActionUnchanged
+		}
+		out = append(out, ch)
+	}
+	h := index(head)
+	for _, o := range base {
+		if _, ok := h[RefOf(o).Key()]; !ok {
+			out = append(out, newChange(RefOf(o), ActionDelete))
+		}
+	}
+	sortChanges(out)
+	return out
+}
+
+// liveDiff fills the live impact (head vs live), prunes and drift (base vs live).
+func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
+	refs := map[string]Ref{}
+	for _, o := range append(append([]*unstructured.Unstructured{}, base...), head...) {
+		refs[RefOf(o).Key()] = RefOf(o)
+	}
+	list := make([]Ref, 0, len(refs))
+	for _, r := range refs {
+		list = append(list, r)
+	}
+	sortRefs(list)
+	liveObjs, err := c.live.Get(c.ctx, list)
+	if err != nil {
+		return fmt.Errorf("read live objects: %w", err)
+	}
+	for _, o := range liveObjs {
+		maskSecret(o)
+	}
+
+	// Drift first: the live impact marks the drift it overwrites.
+	driftBase := base
+	if base == nil {
+		driftBase = head
+	}
+	drifted := map[string]map[string]Field{}
+	for _, d := range driftBase {
+		ref := RefOf(d)
+		l, ok := liveObjs[ref.Key()]
+		if !ok {
+			ch := newChange(ref, ActionCreate)
+			ch.Note = "missing from the cluster"
+			c.t.Drift = append(c.t.Drift, ch)
+			continue
+		}
+		ch := c.predictChange(ref, l, d)
+		c.t.Drift = append(c.t.Drift, ch)
+		if len(ch.Fields) > 0 {
+			drifted[ref.Key()] = map[string]Field{}
+			for _, f := range ch.Fields {
+				drifted[ref.Key()][f.Path] = f
+			}
+		}
+	}
+
+	inHead := map[string]bool{}
+	for _, h := range head {
+		ref := RefOf(h)
+		inHead[ref.Key()] = true
+		l, ok := liveObjs[ref.Key()]
+		if !ok {
+			c.t.Changes = append(c.t.Changes, newChange(ref, ActionCreate))
+			continue
+		}
+		ch := c.predictChange(ref, l, h)
+		for i := range ch.Fields {
+			if _, ok := drifted[ref.Key()][ch.Fields[i].Path]; ok {
+				ch.Fields[i].OverwritesDrift = true
+				ch.OverwritesDrift = true
+			}
+		}
+		c.t.Changes = append(c.t.Changes, ch)
+	}
+
+	prunes, err := c.prunes(base, inHead, liveObjs)
+	if err != nil {
+		return err
+	}
+	c.t.Changes = append(c.t.Changes, prunes...)
+	if err := c.classify(c.t.Changes, liveObjs); err != nil {
+		return err
+	}
+	rbacDangers(c.t.Changes, index(head), liveObjs)
+	sortChanges(c.t.Changes)
+	sortChanges(c.t.Drift)
+	return nil
+}
+
+// predictChange says what applying desired onto live changes.
+func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructured) Change {
+	ch := newChange(ref, ActionUpdate)
+	manager := c.applierOf(live)
+	var after *unstructured.Unstructured
+	var err error
+	switch c.opts.Mode {
+	case ModeDryRun:
+		if c.opts.DryRun == nil {
+			err = errors.New("dry-run mode needs a cluster connection")
+			break
+		}
+		after, err = c.opts.DryRun.DryRunApply(c.ctx, desired, manager)
+		if err == nil && after == nil {
+			ch.Action = ActionUnchanged
+			return ch
+		}
+		if err == nil {
+			maskSecret(after)
+		}
+	default:
+		after, err = c.pred.apply(live, desired, manager)
+	}
+	if err != nil {
+		ch.Note = "could not predict the apply: " + err.Error()
+		c.t.Errors = append(c.t.Errors, ref.String()+": predict apply: "+err.Error())
+		return ch
+	}
+	only, err := fieldSet(c.tc, desired)
+	if err != nil {
+		only = nil // compare every field rather than none
+	}
+	fields, err := fieldDiff(c.tc, live, after, only)
+	if err != nil {
+		ch.Note = "could not compare: " + err.Error()
+		c.t.Errors = append(c.t.Errors, ref.String()+": compare: "+err.Error())
+		return ch
+	}
+	if c.opts.Mode == ModeDryRun {
+		fields = withoutServerDefaults(fields, only)
+	}
+	attribute(fields, owners(live))
+	ch.Fields = filterIgnored(ref, fields, c.opts.Ignore, c.opts.IgnoreManagers)
+	if len(ch.Fields) == 0 {
+		ch.Action = ActionUnchanged
+	}
+	return ch
+}
+
+// withoutServerDefaults keeps, of a dry-run result, only fields the desired
+// object sets and removals: defaults the server fills in are not changes.
+func withoutServerDefaults(fields []Field, only *fieldpath.Set) []Field {
+	if only == nil {
+		return fields
+	}
+	out := fields[:0]
+	for _, f := range fields {
+		if f.Desired == nil || only.Has(f.path) || hasSetPrefix(only, f.path) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func hasSetPrefix(s *fieldpath.Set, p fieldpath.Path) bool {
+	under := s
+	for _, pe := range p {
+		under = under.WithPrefix(pe)
+	}
+	return !under.Empty()
+}
+
+// applierOf names the field manager a sync applies with.
+func (c *comparer) applierOf(live *unstructured.Unstructured) string {
+	if c.opts.Manager != "" {
+		return c.opts.Manager
+	}
+	for _, e := range live.GetManagedFields() {
+		if e.Operation == "Apply" && managerMatches(KnownAppliers, e.Manager) {
+			return e.Manager
+		}
+	}
+	return DefaultManager
+}
+
+func index(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	out := make(map[string]*unstructured.Unstructured, len(objs))
+	for _, o := range objs {
+		out[RefOf(o).Key()] = o
+	}
+	return out
+}
+
+// kindOrder puts the objects a reviewer looks for first at the top, as
+// kustomize's legacy order does.
+var kindOrder = map[string]int{
+	"Namespace": 0, "CustomResourceDefinition": 1, "ClusterRole": 2, "ClusterRoleBinding": 3,
+	"ServiceAccount": 4, "Role": 5, "RoleBinding": 6, "ConfigMap": 7, "Secret": 8,
+	"PersistentVolume": 9, "PersistentVolumeClaim": 10, "Service": 11,
+}
+
+func sortChanges(cs []Change) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		oa, ok := kindOrder[a.Kind]
+		if !ok {
+			oa = 50
+		}
+		ob, ok := kindOrder[b.Kind]
+		if !ok {
+			ob = 50
+		}
+		if oa != ob {
+			return oa < ob
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+}
+
+// scopeOf says which kinds are namespaced: from the cluster when there is one,
+// from CRDs in the renders, and from the built-in list.
+func scopeOf(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (map[schema.GroupKind]bool, error) {
+	namespaced := map[schema.GroupKind]bool{}
+	for gk := range clusterScoped {
+		namespaced[gk] = false
+	}
+	for gk, cluster := range crdScopes(objs) {
+		namespaced[gk] = !cluster
+	}
+	if live != nil {
+		kinds, err := live.Kinds(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("discover kinds: %w", err)
+		}
+		for _, k := range kinds {
+			namespaced[k.GroupKind()] = k.Namespaced
+		}
+	}
+	return namespaced, nil
+}
+
+// defaultNamespaces puts namespaced objects without a namespace in "default",
+// where the apiserver would create them.
+func defaultNamespaces(objs []*unstructured.Unstructured, namespaced map[schema.GroupKind]bool) {
+	for _, o := range objs {
+		if o.GetNamespace() != "" {
+			continue
+		}
+		if ns, known := namespaced[o.GroupVersionKind().GroupKind()]; !known || ns {
+			o.SetNamespace("default")
+		}
+	}
+}
+
+func typeConverter(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (managedfields.TypeConverter, error) {
+	src, ok := live.(SchemaSource)
+	if !ok {
+		return builtinTypeConverter(), nil
+	}
+	seen := map[schema.GroupVersionKind]bool{}
+	var gvks []schema.GroupVersionKind
+	for _, o := range objs {
+		if gvk := o.GroupVersionKind(); !seen[gvk] {
+			seen[gvk] = true
+			gvks = append(gvks, gvk)
+		}
+	}
+	return src.TypeConverter(ctx, gvks)
+}

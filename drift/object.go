@@ -1,0 +1,97 @@
+// Package drift compares desired objects (a render) with a live cluster and says
+// what a sync would do: objects created, changed and pruned, the fields that
+// change and who set them live, what already drifted from Git, and what is
+// dangerous about it. It reads the cluster only (get, list, watch); the default
+// mode predicts a server-side apply locally.
+package drift
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Ref identifies an object independently of the API version it is read at.
+type Ref struct {
+	Group     string `json:"-"`
+	Version   string `json:"-"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// RefOf returns the identity of an object.
+func RefOf(u *unstructured.Unstructured) Ref {
+	gvk := u.GroupVersionKind()
+	return Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+// GVK returns the group, version and kind.
+func (r Ref) GVK() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+}
+
+// APIVersion returns group/version, or the version alone for the core group.
+func (r Ref) APIVersion() string { return r.GVK().GroupVersion().String() }
+
+// Key identifies the object without its version: the same object read at two
+// versions has one key.
+func (r Ref) Key() string { return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }
+
+// String reads like "Deployment/shop/web" or "ClusterRole/admin".
+func (r Ref) String() string {
+	if r.Namespace == "" {
+		return r.Kind + "/" + r.Name
+	}
+	return r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// GroupKind returns the group and kind.
+func (r Ref) GroupKind() schema.GroupKind { return schema.GroupKind{Group: r.Group, Kind: r.Kind} }
+
+// clusterScoped lists built-in kinds without a namespace, for reading dumps
+// where no discovery is available.
+var clusterScoped = map[schema.GroupKind]bool{
+	{Kind: "Namespace"}:        true,
+	{Kind: "Node"}:             true,
+	{Kind: "PersistentVolume"}: true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                       true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                true,
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:               true,
+	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                 true,
+	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                                    true,
+	{Group: "storage.k8s.io", Kind: "VolumeAttachment"}:                             true,
+	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                             true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}: true,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:   true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:      true,
+	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                           true,
+	{Group: "networking.k8s.io", Kind: "IngressClass"}:                              true,
+	{Group: "node.k8s.io", Kind: "RuntimeClass"}:                                    true,
+}
+
+// crdScopes returns, for the CRDs among objs, whether each defined kind is
+// cluster-scoped.
+func crdScopes(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
+	out := map[schema.GroupKind]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+		out[schema.GroupKind{Group: group, Kind: kind}] = scope == "Cluster"
+	}
+	return out
+}
+
+func sortRefs(refs []Ref) {
+	sort.Slice(refs, func(i, j int) bool { return refs[i].Key() < refs[j].Key() })
+}
+
+func errorf(r Ref, format string, args ...any) error {
+	return fmt.Errorf("%s: %s", r, fmt.Sprintf(format, args...))
+}

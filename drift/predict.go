@@ -1,0 +1,179 @@
+package drift
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+)
+
+// predictor computes, without writing to the cluster, the object a server-side
+// apply of desired onto live would leave: the structured merge the apiserver
+// runs, with the same schema and the live object's managedFields.
+type predictor struct {
+	tc managedfields.TypeConverter
+
+	mu       sync.Mutex
+	managers map[schema.GroupVersionKind]*managedfields.FieldManager
+}
+
+func newPredictor(tc managedfields.TypeConverter) *predictor {
+	return &predictor{tc: tc, managers: map[schema.GroupVersionKind]*managedfields.FieldManager{}}
+}
+
+func (p *predictor) manager(gvk schema.GroupVersionKind) (*managedfields.FieldManager, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.managers[gvk]; ok {
+		return m, nil
+	}
+	var (
+		m   *managedfields.FieldManager
+		err error
+	)
+	if scheme.Scheme.Recognizes(gvk) {
+		m, err = managedfields.NewDefaultFieldManager(p.tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), "", nil)
+	} else {
+		u := unstructuredScheme{}
+		m, err = managedfields.NewDefaultCRDFieldManager(p.tc, u, u, u, gvk, gvk.GroupVersion(), "", nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.managers[gvk] = m
+	return m, nil
+}
+
+// apply predicts the object a forced server-side apply of desired by manager
+// would leave. Built-in kinds go through their Go types, as on the server, so
+// quantities and other values come out canonical.
+func (p *predictor) apply(live, desired *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
+	gvk := desired.GroupVersionKind()
+	fm, err := p.manager(gvk)
+	if err != nil {
+		return nil, err
+	}
+	var liveObj runtime.Object = live.DeepCopy()
+	if scheme.Scheme.Recognizes(gvk) {
+		if liveObj, err = toTyped(live, gvk); err != nil {
+			return nil, fmt.Errorf("read live object: %w", err)
+		}
+	}
+	out, err := fm.Apply(liveObj, desired.DeepCopy(), manager, true)
+	if err != nil {
+		return nil, err
+	}
+	return canonical(out)
+}
+
+// canonical turns an object into unstructured form through its Go type when
+// it has one, which writes quantities and similar values the way the server
+// stores them (cpu "0.5" becomes "500m").
+func canonical(obj runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		gvk := u.GroupVersionKind()
+		if !scheme.Scheme.Recognizes(gvk) {
+			return u, nil
+		}
+		typedObj, err := toTyped(u, gvk)
+		if err != nil {
+			return nil, err
+		}
+		obj = typedObj
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func toTyped(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (runtime.Object, error) {
+	obj, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return nil, err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return obj, nil
+}
+
+// unstructuredScheme converts, defaults and creates custom resources, which
+// have no Go types: conversion within one version is the identity, and
+// defaulting is left to the server (dry-run mode) as the docs say.
+type unstructuredScheme struct{}
+
+func (unstructuredScheme) Convert(in, out, _ any) error {
+	u, ok := in.(*unstructured.Unstructured)
+	o, ok2 := out.(*unstructured.Unstructured)
+	if !ok || !ok2 {
+		return errors.New("only unstructured objects convert")
+	}
+	o.Object = runtime.DeepCopyJSON(u.Object)
+	return nil
+}
+
+func (unstructuredScheme) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
+	u, ok := in.(*unstructured.Unstructured)
+	if !ok {
+		return nil, errors.New("only unstructured objects convert")
+	}
+	target, ok := gv.KindForGroupVersionKinds([]schema.GroupVersionKind{u.GroupVersionKind()})
+	if !ok {
+		return nil, fmt.Errorf("%s: no conversion to %v", u.GroupVersionKind(), gv)
+	}
+	if target.Version != u.GroupVersionKind().Version {
+		return nil, fmt.Errorf("%s: converting a custom resource to %s needs the server (a conversion webhook)", u.GroupVersionKind(), target.Version)
+	}
+	return u, nil
+}
+
+func (unstructuredScheme) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+func (unstructuredScheme) Default(runtime.Object) {}
+
+func (unstructuredScheme) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// fallbackConverter uses a schema where it knows a kind and deduced types
+// (maps merge by key, lists are replaced whole) for kinds it does not know,
+// which is how apply treats a custom resource without a structural schema.
+type fallbackConverter struct {
+	primary, deduced managedfields.TypeConverter
+}
+
+func (c *fallbackConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	tv, err := c.primary.ObjectToTyped(obj, opts...)
+	if err == nil {
+		return tv, nil
+	}
+	// managedfields does not export its "no corresponding type" error.
+	if strings.Contains(err.Error(), "no corresponding type") {
+		return c.deduced.ObjectToTyped(obj, opts...)
+	}
+	return nil, err
+}
+
+func (c *fallbackConverter) TypedToObject(tv *typed.TypedValue) (runtime.Object, error) {
+	return c.primary.TypedToObject(tv)
+}
+
+// managedFieldsOf returns the live object's field managers.
+func managedFieldsOf(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {
+	return u.GetManagedFields()
+}

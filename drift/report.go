@@ -1,0 +1,129 @@
+package drift
+
+// Action is what a sync does to an object.
+type Action string
+
+// Actions, as they appear in the JSON report.
+const (
+	ActionCreate    Action = "create"
+	ActionUpdate    Action = "update"
+	ActionDelete    Action = "delete"
+	ActionUnchanged Action = "unchanged"
+	// ActionKeep is a prune that an annotation turns into "left in place":
+	// the object leaves Git but the reconciler will not delete it.
+	ActionKeep Action = "keep"
+)
+
+// DangerReason is a fixed identifier for a kind of danger.
+type DangerReason string
+
+// Danger reasons, stable identifiers of the JSON report.
+const (
+	DangerCRDRemoval       DangerReason = "crd-removal"
+	DangerNamespaceRemoval DangerReason = "namespace-removal"
+	DangerPVCRemoval       DangerReason = "pvc-removal"
+	DangerPVRemoval        DangerReason = "pv-removal"
+	DangerStatefulSetPVC   DangerReason = "statefulset-volume-removal"
+	DangerImmutableField   DangerReason = "immutable-field"
+	DangerRBACEscalation   DangerReason = "rbac-escalation"
+)
+
+// Danger is something about a change that loses data or access, with its
+// blast radius measured on the live cluster.
+type Danger struct {
+	Reason  DangerReason `json:"reason"`
+	Message string       `json:"message"`
+	// Count is how many things are lost or affected (custom resources of a
+	// removed CRD, objects in a removed namespace, claims, …).
+	Count int `json:"count"`
+}
+
+// Change is what happens to one object.
+type Change struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	Action     Action `json:"action"`
+	// Fields lists the fields that change; empty for creates and deletes.
+	Fields []Field  `json:"fields,omitempty"`
+	Danger []Danger `json:"danger,omitempty"`
+	// OverwritesDrift is true when one of the fields reverts a live change.
+	OverwritesDrift bool `json:"overwritesDrift,omitempty"`
+	// KeptBy names the annotation that keeps a pruned object in place.
+	KeptBy string `json:"keptBy,omitempty"`
+	// Note explains an approximate or failed comparison.
+	Note string `json:"note,omitempty"`
+	// Secret is true for a Secret: its values are never shown.
+	Secret bool `json:"secret,omitempty"`
+}
+
+// Ref returns the object's identity.
+func (c *Change) Ref() Ref {
+	gv := splitAPIVersion(c.APIVersion)
+	return Ref{Group: gv[0], Version: gv[1], Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
+}
+
+func splitAPIVersion(av string) [2]string {
+	for i := len(av) - 1; i >= 0; i-- {
+		if av[i] == '/' {
+			return [2]string{av[:i], av[i+1:]}
+		}
+	}
+	return [2]string{"", av}
+}
+
+func newChange(r Ref, a Action) Change {
+	return Change{APIVersion: r.APIVersion(), Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Action: a,
+		Secret: r.Group == "" && r.Kind == "Secret"}
+}
+
+// Target is the report for one overlay.
+type Target struct {
+	// Path is the overlay directory.
+	Path string `json:"path"`
+	// Cluster names the cluster compared with; empty when none was.
+	Cluster string `json:"cluster,omitempty"`
+	// Changes is what a sync of the head would do to the live cluster: the
+	// live impact, prunes included.
+	Changes []Change `json:"changes"`
+	// Drift is what already differs between the base and the live cluster.
+	Drift []Change `json:"drift"`
+	// PR is what the pull request changes in Git: the head render against the
+	// base render, without the cluster.
+	PR []Change `json:"pr"`
+	// Errors are problems that made part of the comparison impossible.
+	Errors []string `json:"errors"`
+	// LiveError says why the cluster could not be read; the Git comparison
+	// (PR) is still there.
+	LiveError string `json:"liveError,omitempty"`
+}
+
+// Report is the result of a diff over one or more overlays.
+type Report struct {
+	Targets []Target `json:"targets"`
+	Errors  []string `json:"errors"`
+}
+
+// HasChanges reports whether anything would change or has drifted.
+func (r *Report) HasChanges() bool {
+	for _, t := range r.Targets {
+		for _, c := range append(append(append([]Change{}, t.Changes...), t.PR...), t.Drift...) {
+			if c.Action != ActionUnchanged {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Dangers returns every danger of the live impact, by reason.
+func (t *Target) Dangers() map[DangerReason]int {
+	out := map[DangerReason]int{}
+	for _, c := range t.Changes {
+		for _, d := range c.Danger {
+			out[d.Reason]++
+		}
+	}
+	return out
+}

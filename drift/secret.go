@@ -1,0 +1,89 @@
+package drift
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// secretKey keys the tokens Secret values are replaced with. It is random per
+// process, so a token says whether two values are equal and nothing else.
+var secretKey = func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand does not fail on Linux
+	return k
+}()
+
+const hiddenPrefix = "hidden:"
+
+// isSecret reports whether u is a core Secret.
+func isSecret(u *unstructured.Unstructured) bool {
+	gvk := u.GroupVersionKind()
+	return gvk.Group == "" && gvk.Kind == "Secret"
+}
+
+// maskSecret replaces every value of a Secret with an opaque token, in place,
+// before the object is compared or shown anywhere: stringData is folded into
+// data (as the server does on write), and the last-applied annotation, which
+// holds a copy of the data, is dropped.
+func maskSecret(u *unstructured.Unstructured) {
+	if !isSecret(u) {
+		return
+	}
+	data, _, _ := unstructured.NestedMap(u.Object, "data")
+	if data == nil {
+		data = map[string]any{}
+	}
+	if sd, _, _ := unstructured.NestedMap(u.Object, "stringData"); sd != nil {
+		for k, v := range sd {
+			s, _ := v.(string)
+			data[k] = base64.StdEncoding.EncodeToString([]byte(s))
+		}
+		unstructured.RemoveNestedField(u.Object, "stringData")
+	}
+	for k, v := range data {
+		s, _ := v.(string)
+		mac := hmac.New(sha256.New, secretKey)
+		mac.Write([]byte(k))
+		mac.Write([]byte{0})
+		mac.Write([]byte(s))
+		data[k] = hiddenPrefix + hex.EncodeToString(mac.Sum(nil))[:16]
+	}
+	if len(data) > 0 {
+		u.Object["data"] = data
+	}
+	if a := u.GetAnnotations(); a != nil {
+		if _, ok := a["kubectl.kubernetes.io/last-applied-configuration"]; ok {
+			delete(a, "kubectl.kubernetes.io/last-applied-configuration")
+			u.SetAnnotations(a)
+		}
+	}
+}
+
+// maskAll masks every Secret among objs, returning copies.
+func maskAll(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		c := o.DeepCopy()
+		maskSecret(c)
+		out[i] = c
+	}
+	return out
+}
+
+// hideSecretFields blanks the values of a Secret's data fields in a field list.
+func hideSecretFields(c *Change) {
+	if !c.Secret {
+		return
+	}
+	for i := range c.Fields {
+		f := &c.Fields[i]
+		if len(f.path) > 0 && f.path[0].FieldName != nil && (*f.path[0].FieldName == "data" || *f.path[0].FieldName == "stringData") {
+			f.Live, f.Desired, f.Hidden = nil, nil, true
+		}
+	}
+}
