@@ -306,13 +306,7 @@ func withoutServerDefaults(fields []Field, only *fieldpath.Set) []Field {
 	return out
 }
 
-func hasSetPrefix(s *fieldpath.Set, p fieldpath.Path) bool {
-	under := s
-	for _, pe := range p {
-		under = under.WithPrefix(pe)
-	}
-	return !under.Empty()
-}
+func hasSetPrefix(s *fieldpath.Set, p fieldpath.Path) bool { return ownsUnder(s, p) }
 
 // applierOf names the field manager a sync applies with.
 func (c *comparer) applierOf(live *unstructured.Unstructured) string {

@@ -21,10 +21,10 @@ type Field struct {
 	// apply does: .spec.template.spec.containers[name="web"].image
 	Path string `json:"path"`
 	// Live is the value in the cluster (or at base, for a change in Git); nil
-	// when the field is absent or hidden.
+	// when the field is absent, "(hidden)" for a Secret value.
 	Live any `json:"live"`
-	// Desired is the value after the change; nil when the field is removed or
-	// hidden.
+	// Desired is the value after the change; nil when the field is removed,
+	// "(hidden)" for a Secret value.
 	Desired any `json:"desired"`
 	// Manager is the live field manager that owns the live value.
 	Manager string `json:"manager,omitempty"`
@@ -248,19 +248,23 @@ func owners(u *unstructured.Unstructured) []owner {
 }
 
 // attribute names the live manager of each field: the one whose field set
-// holds the path (or something under it, or an atomic parent of it); when
-// several do, the latest writer.
+// holds the path itself; failing that, one that owns something under it (an
+// added or removed subtree); failing that, one that owns a parent (an atomic
+// value). Among several, the latest writer.
 func attribute(fields []Field, os []owner) {
+	tiers := []func(*fieldpath.Set, fieldpath.Path) bool{ownsExactly, ownsUnder, ownsParent}
 	for i := range fields {
 		p := fields[i].path
 		var best *owner
-		for j := range os {
-			o := &os[j]
-			if !owns(o.set, p) {
-				continue
+		for _, owns := range tiers {
+			for j := range os {
+				o := &os[j]
+				if owns(o.set, p) && (best == nil || later(o.entry, best.entry)) {
+					best = o
+				}
 			}
-			if best == nil || later(o.entry, best.entry) {
-				best = o
+			if best != nil {
+				break
 			}
 		}
 		if best != nil {
@@ -275,17 +279,17 @@ func attribute(fields []Field, os []owner) {
 	}
 }
 
-func owns(s *fieldpath.Set, p fieldpath.Path) bool {
-	if s.Has(p) {
-		return true
-	}
+func ownsExactly(s *fieldpath.Set, p fieldpath.Path) bool { return s.Has(p) }
+
+func ownsUnder(s *fieldpath.Set, p fieldpath.Path) bool {
 	under := s
 	for _, pe := range p {
 		under = under.WithPrefix(pe)
 	}
-	if !under.Empty() {
-		return true
-	}
+	return !under.Empty()
+}
+
+func ownsParent(s *fieldpath.Set, p fieldpath.Path) bool {
 	for i := len(p) - 1; i > 0; i-- {
 		if s.Has(p[:i]) {
 			return true

@@ -162,8 +162,9 @@ func (c *fallbackConverter) ObjectToTyped(obj runtime.Object, opts ...typed.Vali
 	if err == nil {
 		return tv, nil
 	}
-	// managedfields does not export its "no corresponding type" error.
-	if strings.Contains(err.Error(), "no corresponding type") {
+	// managedfields does not export its "no corresponding type" error; a
+	// scheme-based converter says the kind is not registered instead.
+	if runtime.IsNotRegisteredError(err) || strings.Contains(err.Error(), "no corresponding type") {
 		return c.deduced.ObjectToTyped(obj, opts...)
 	}
 	return nil, err

@@ -51,7 +51,8 @@ func maskSecret(u *unstructured.Unstructured) {
 		mac.Write([]byte(k))
 		mac.Write([]byte{0})
 		mac.Write([]byte(s))
-		data[k] = hiddenPrefix + hex.EncodeToString(mac.Sum(nil))[:16]
+		// Still base64, so the Secret keeps converting to its Go type.
+		data[k] = base64.StdEncoding.EncodeToString([]byte(hiddenPrefix + hex.EncodeToString(mac.Sum(nil))[:16]))
 	}
 	if len(data) > 0 {
 		u.Object["data"] = data
@@ -83,7 +84,17 @@ func hideSecretFields(c *Change) {
 	for i := range c.Fields {
 		f := &c.Fields[i]
 		if len(f.path) > 0 && f.path[0].FieldName != nil && (*f.path[0].FieldName == "data" || *f.path[0].FieldName == "stringData") {
-			f.Live, f.Desired, f.Hidden = nil, nil, true
+			f.Live, f.Desired, f.Hidden = hidden(f.Live), hidden(f.Desired), true
 		}
 	}
+}
+
+// hiddenValue stands in for a Secret value that exists.
+const hiddenValue = "(hidden)"
+
+func hidden(v any) any {
+	if v == nil {
+		return nil
+	}
+	return hiddenValue
 }

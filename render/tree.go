@@ -223,6 +223,11 @@ func symlinkReason(target string) string {
 	return fmt.Sprintf("is a symlink to %q; symlinks are not followed", target)
 }
 
+// HasKustomization reports whether dir holds a kustomization file.
+func (t *Tree) HasKustomization(dir string) bool {
+	return findKustomization(t, dir) != ""
+}
+
 // Has reports whether p is a regular file of the tree.
 func (t *Tree) Has(p string) bool {
 	_, ok := t.files[p]

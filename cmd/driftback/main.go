@@ -31,6 +31,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"diff", "show what a change does to the cluster: created, changed and pruned objects, dangers, drift", runDiff},
 		{"render", "print the rendered objects of kustomize overlays", runRender},
 		{"version", "print the version and commit", runVersion},
 	}

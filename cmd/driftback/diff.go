@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	git "github.com/go-git/go-git/v5"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
+)
+
+// multiFlag collects a flag given several times.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func runDiff(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("diff", "diff (--repo DIR --base REF --head REF | --base DIR --head DIR) [--path OVERLAY]... (--kubeconfig FILE [--context NAME] | --live DIR) [--format markdown|json] [--mode read-only|dry-run]", stderr)
+	repo := fs.String("repo", "", "repository `DIR`; --base and --head are then refs in it")
+	base := fs.String("base", "", "the base: a ref with --repo, else a directory")
+	head := fs.String("head", "", "the head: a ref with --repo, else a directory")
+	var paths, ignoreManagers multiFlag
+	fs.Var(&paths, "path", "an overlay to compare (repeatable); default: the overlays the change affects")
+	kubeconfig := fs.String("kubeconfig", "", "read the live cluster through this kubeconfig `FILE`")
+	kubeContext := fs.String("context", "", "the kubeconfig context (default: its current context)")
+	live := fs.String("live", "", "read the live state from this `DIR` of object dumps (kubectl get -o yaml) instead of a cluster")
+	format := fs.String("format", "markdown", "output: markdown (the pull-request comment) or json")
+	mode := fs.String("mode", string(drift.ModeReadOnly), "read-only predicts server-side apply locally (needs get/list); dry-run asks the server (needs patch: write access)")
+	manager := fs.String("field-manager", "", "the GitOps applier's field manager (default: detected from live objects, else kustomize-controller)")
+	fs.Var(&ignoreManagers, "ignore-manager", "also ignore fields owned live by this field manager (repeatable; a trailing * matches a prefix)")
+	argoApp := fs.String("argocd-app", "", "prune live objects that Argo CD application tracks and the head drops")
+	fluxKs := fs.String("flux-kustomization", "", "prune live objects of this Flux Kustomization (`NAMESPACE/NAME`) that the head drops")
+	selector := fs.String("prune-selector", "", "prune live objects matching this label selector that the head drops")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitError
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "driftback diff: "+format+"\n", a...)
+		return exitError
+	}
+	if *base == "" || *head == "" {
+		return fail("give --base and --head (refs with --repo, or directories)")
+	}
+	if *live != "" && *kubeconfig != "" {
+		return fail("give --live or --kubeconfig, not both")
+	}
+	if *format != "markdown" && *format != "json" {
+		return fail("--format must be markdown or json, not %q", *format)
+	}
+	opts := drift.DefaultOptions()
+	opts.Mode = drift.Mode(*mode)
+	opts.Manager = *manager
+	opts.IgnoreManagers = append(opts.IgnoreManagers, ignoreManagers...)
+	opts.Tracking = drift.Tracking{ArgoCDApp: *argoApp, Selector: *selector}
+	if *fluxKs != "" {
+		ns, name, ok := strings.Cut(*fluxKs, "/")
+		if !ok {
+			return fail("--flux-kustomization must be NAMESPACE/NAME")
+		}
+		opts.Tracking.FluxNamespace, opts.Tracking.FluxName = ns, name
+	}
+	switch opts.Mode {
+	case drift.ModeReadOnly:
+	case drift.ModeDryRun:
+		if *kubeconfig == "" {
+			return fail("--mode dry-run asks the apiserver: it needs --kubeconfig")
+		}
+	default:
+		return fail("--mode must be read-only or dry-run, not %q", *mode)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	baseTree, headTree, err := diffTrees(*repo, *base, *head)
+	if err != nil {
+		return fail("%v", err)
+	}
+	overlays, err := overlayArgs(paths)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if len(overlays) == 0 {
+		changed, err := render.Changed(baseTree, headTree)
+		if err != nil {
+			return fail("%v", err)
+		}
+		overlays = render.Affected(baseTree, headTree, union(render.Discover(baseTree), render.Discover(headTree)), changed)
+	}
+
+	var reader drift.LiveReader
+	liveErr := ""
+	switch {
+	case *live != "":
+		r, err := drift.ReadDir(*live)
+		if err != nil {
+			return fail("%v", err)
+		}
+		reader = r
+	case *kubeconfig != "":
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig}
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+		if err != nil {
+			return fail("kubeconfig %s: %v", *kubeconfig, err)
+		}
+		cfg.UserAgent = "driftback"
+		r, err := drift.NewClusterReader(cfg)
+		if err != nil {
+			return fail("%v", err)
+		}
+		reader = r
+		if opts.Mode == drift.ModeDryRun {
+			if opts.DryRun, err = drift.NewServerDryRun(cfg); err != nil {
+				return fail("%v", err)
+			}
+		}
+	default:
+		liveErr = "no cluster given (--kubeconfig or --live)"
+	}
+
+	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, reader, liveErr, opts)
+	if err != nil {
+		return fail("%v", err)
+	}
+	switch *format {
+	case "json":
+		b, err := drift.JSON(rep)
+		if err != nil {
+			return fail("%v", err)
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	default:
+		parts := drift.Markdown(rep, drift.MarkdownOptions{})
+		fmt.Fprint(stdout, strings.Join(parts, "\n"))
+	}
+	switch {
+	case len(rep.Errors) > 0:
+		return exitError
+	case rep.HasChanges():
+		return exitChanges
+	}
+	return exitOK
+}
+
+// diffTrees opens base and head: refs of one repository, or two directories.
+func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, error) {
+	if repo == "" {
+		b, err := openTree(base, "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("--base: %w", err)
+		}
+		h, err := openTree(head, "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("--head: %w", err)
+		}
+		return b, h, nil
+	}
+	r, err := git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open git repository %s: %w", repo, err)
+	}
+	b, err := render.GitTree(r, base)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--base: %w", err)
+	}
+	h, err := render.GitTree(r, head)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--head: %w", err)
+	}
+	return b, h, nil
+}
+
+// diffOverlays renders each overlay at base and head and compares them with
+// the live state. Render problems become errors of their overlay's target.
+func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, reader drift.LiveReader, liveErr string, opts drift.Options) (*drift.Report, error) {
+	r := render.New(render.DefaultOptions())
+	baseRes, err := r.Render(ctx, base, onlyPresent(base, overlays))
+	if err != nil {
+		return nil, err
+	}
+	headRes, err := r.Render(ctx, head, onlyPresent(head, overlays))
+	if err != nil {
+		return nil, err
+	}
+	byPath := func(res *render.Result) map[string]*render.Overlay {
+		m := map[string]*render.Overlay{}
+		for _, o := range res.Overlays {
+			m[o.Path] = o
+		}
+		return m
+	}
+	baseOut, headOut := byPath(baseRes), byPath(headRes)
+	rep := &drift.Report{Targets: []drift.Target{}, Errors: []string{}}
+	for _, path := range overlays {
+		in := drift.Input{Path: path}
+		var problems []string
+		objects := func(o *render.Overlay) []*unstructured.Unstructured {
+			if o == nil {
+				return nil
+			}
+			if len(o.Problems) > 0 {
+				for _, p := range o.Problems {
+					problems = append(problems, p.Error())
+				}
+				return nil
+			}
+			objs, err := o.Objects()
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: parse the render: %v", path, err))
+			}
+			return objs
+		}
+		if o, ok := baseOut[path]; ok {
+			in.Base, in.HasBase = objects(o), true
+		}
+		in.Head = objects(headOut[path])
+		var t *drift.Target
+		if len(problems) > 0 {
+			t = &drift.Target{Path: path, Changes: []drift.Change{}, Drift: []drift.Change{}, PR: []drift.Change{}, Errors: problems}
+			rep.Errors = append(rep.Errors, problems...)
+		} else {
+			var cerr error
+			t, cerr = drift.Compare(ctx, reader, in, opts)
+			if cerr != nil {
+				// The cluster failed us: still show what the PR changes in Git.
+				if t, err = drift.Compare(ctx, nil, in, opts); err != nil {
+					return nil, err
+				}
+				t.LiveError = cerr.Error()
+			}
+		}
+		if reader == nil && t.LiveError == "" {
+			t.LiveError = liveErr
+		}
+		rep.Targets = append(rep.Targets, *t)
+	}
+	return rep, nil
+}
+
+// onlyPresent keeps the overlays that exist in a tree.
+func onlyPresent(t *render.Tree, overlays []string) []string {
+	var out []string
+	for _, o := range overlays {
+		if t.HasKustomization(o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func union(a, b []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range append(append([]string{}, a...), b...) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
