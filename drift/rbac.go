@@ -42,7 +42,7 @@ func rbacDangers(changes []Change, desired, liveObjs map[string]*unstructured.Un
 			}
 			if len(added) > 0 {
 				ch.Danger = append(ch.Danger, Danger{Reason: DangerRBACEscalation, Count: len(added),
-					Message: "grants wildcard access: " + strings.Join(added, "; ")})
+					Message: fmt.Sprintf("grants wildcard access in %s: %s", plural(len(added), "rule"), strings.Join(added, "; "))})
 			}
 		case "RoleBinding", "ClusterRoleBinding":
 			if roleRefName(d) != "cluster-admin" {
@@ -70,23 +70,32 @@ func rbacDangers(changes []Change, desired, liveObjs map[string]*unstructured.Un
 	}
 }
 
-// wildcards describes each rule field holding "*".
+// wildcards describes each rule that holds "*" in its verbs, resources, API
+// groups or non-resource URLs.
 func wildcards(role *unstructured.Unstructured) []string {
 	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
 	var out []string
 	for _, r := range rules {
 		rm, _ := r.(map[string]any)
+		wild := false
+		var parts []string
 		for _, field := range []string{"verbs", "resources", "apiGroups", "nonResourceURLs"} {
 			vals, _, _ := unstructured.NestedStringSlice(rm, field)
-			for _, v := range vals {
+			if len(vals) == 0 {
+				continue
+			}
+			for i, v := range vals {
 				if v == "*" {
-					groups, _, _ := unstructured.NestedStringSlice(rm, "apiGroups")
-					res, _, _ := unstructured.NestedStringSlice(rm, "resources")
-					verbs, _, _ := unstructured.NestedStringSlice(rm, "verbs")
-					out = append(out, fmt.Sprintf("%s: * (apiGroups [%s], resources [%s], verbs [%s])", field,
-						strings.Join(groups, ","), strings.Join(res, ","), strings.Join(verbs, ",")))
+					wild = true
+				}
+				if field == "apiGroups" && v == "" {
+					vals[i] = `""`
 				}
 			}
+			parts = append(parts, field+" ["+strings.Join(vals, ", ")+"]")
+		}
+		if wild {
+			out = append(out, strings.Join(parts, " "))
 		}
 	}
 	sort.Strings(out)

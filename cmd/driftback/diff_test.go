@@ -1,0 +1,126 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of driftback's own reports")
+
+const demoDir = "../../fixtures/demo"
+
+// canaries are the Secret values of the demo, in base, head and live (the live
+// dump holds the base value, base64-encoded as the API returns it).
+var canaries = []string{"DEMO-CANARY", "REVNTy1DQU5BUlk"}
+
+// TestDiffDemo is the quick-start command: the demo's pull request against its
+// live dump. The markdown is the comment the bot posts; both formats are
+// golden, and the test also states what a reader must find in them.
+func TestDiffDemo(t *testing.T) {
+	for _, format := range []string{"markdown", "json"} {
+		t.Run(format, func(t *testing.T) {
+			out, errOut, code := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live", "--format", format)
+			if code != exitChanges {
+				t.Fatalf("exit %d, want %d (changes found); stderr:\n%s", code, exitChanges, errOut)
+			}
+			for _, c := range canaries {
+				if strings.Contains(out, c) || strings.Contains(errOut, c) {
+					t.Errorf("a Secret value (%s…) appears in the %s output", c, format)
+				}
+			}
+			golden := filepath.Join("testdata", "demo."+map[string]string{"markdown": "md", "json": "json"}[format])
+			if *update {
+				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), out); diff != "" {
+				t.Errorf("%s report differs from %s (-want +got):\n%s", format, golden, diff)
+			}
+		})
+	}
+
+	out, _, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live")
+	mustSay := []string{
+		// Sections, in order: summary, dangers, overwrites, per-object diffs, drift.
+		"| `apps/shop/overlays/production` | 1 | 2 | 4 |",
+		"### ⚠️ Dangers (5)",
+		"### ↩️ This pull request overwrites live changes (1)",
+		"<details><summary>✏️ update <code>Deployment/shop-prod/web</code>",
+		"#### Existing drift in `apps/shop/overlays/staging`",
+		// Each danger with its blast radius from the live dump.
+		"**crd-removal** `CustomResourceDefinition/widgets.example.com`", "3 custom resources in 2 namespaces",
+		"**namespace-removal** `Namespace/shop-preview`", "3 objects (1 PersistentVolumeClaim holding data, 2 ConfigMap)",
+		"**pvc-removal** `PersistentVolumeClaim/shop-prod/cache`", "pv-cache (5Gi) with reclaim policy Delete",
+		"**immutable-field** `PersistentVolumeClaim/shop-prod/uploads`",
+		"**rbac-escalation** `ClusterRole/shop-debug`",
+		// Ownership: who changed the cluster.
+		"`.spec.replicas` in `apps/shop/overlays/production`: live 5 (set by kubectl via scale) → 3",
+		"# changed (set by kubectl-edit at ",
+		// Secrets: keys, never values.
+		"Secret keys changed: refresh, token (values hidden)",
+	}
+	last := -1
+	for i, s := range mustSay {
+		at := strings.Index(out, s)
+		if at < 0 {
+			t.Errorf("the demo comment does not say %q", s)
+			continue
+		}
+		if i < 5 && at < last {
+			t.Errorf("section %q is out of order", s)
+		}
+		if i < 5 {
+			last = at
+		}
+	}
+	// The HPA's replicas (kube-controller-manager through scale) are not drift.
+	if strings.Contains(out, "Deployment/shop-prod/api") {
+		t.Errorf("the HPA-owned replicas of api show up as a change")
+	}
+}
+
+func TestDiffCommandErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"no base", []string{"diff", "--head", demoDir + "/pr"}, "give --base and --head"},
+		{"both live sources", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "--live", "x", "--kubeconfig", "y"}, "not both"},
+		{"a bad format", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "--format", "xml"}, "--format must be"},
+		{"dry-run without a cluster", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "--mode", "dry-run"}, "needs --kubeconfig"},
+		{"a live dir that does not exist", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "--live", "/does/not/exist"}, "no such file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := runCLI(t, tc.args...)
+			if code != exitError || !strings.Contains(errOut, tc.says) {
+				t.Errorf("exit %d, stderr %q; want exit 2 saying %q", code, errOut, tc.says)
+			}
+		})
+	}
+}
+
+// TestDiffWithoutCluster proves that without a cluster the report still says
+// what the pull request changes in Git, and says why the cluster is missing.
+func TestDiffWithoutCluster(t *testing.T) {
+	out, errOut, code := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr")
+	if code != exitChanges {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, s := range []string{"Git only: cluster not read", "no cluster given", "What the pull request changes", "🗑️ delete <code>CustomResourceDefinition/widgets.example.com</code>"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output does not say %q", s)
+		}
+	}
+}
