@@ -3,6 +3,7 @@ package drift_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,15 +22,19 @@ import (
 // cluster drives the shared test apiserver the way people and controllers do:
 // server-side applies and updates under named field managers.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	env    *kubetest.Env
 	dyn    dynamic.Interface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
-	env := kubetest.New(t)
+	return clusterOn(t, kubetest.New(t))
+}
+
+func clusterOn(t testing.TB, env *kubetest.Env) *cluster {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +55,7 @@ func obj(t testing.TB, y string) *unstructured.Unstructured {
 	return u
 }
 
-func (c *cluster) res(u *unstructured.Unstructured) dynamic.ResourceInterface {
-	c.t.Helper()
+func (c *cluster) res(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
 	gvk := u.GroupVersionKind()
 	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
@@ -59,53 +63,84 @@ func (c *cluster) res(u *unstructured.Unstructured) dynamic.ResourceInterface {
 		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
 	if err != nil {
-		c.t.Fatal(err)
+		return nil, err
 	}
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return c.dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+		return c.dyn.Resource(m.Resource).Namespace(u.GetNamespace()), nil
 	}
-	return c.dyn.Resource(m.Resource)
+	return c.dyn.Resource(m.Resource), nil
 }
 
 // apply server-side applies u as manager, forcing conflicts as GitOps appliers do.
-func (c *cluster) apply(u *unstructured.Unstructured, manager string) *unstructured.Unstructured {
+func (c *cluster) apply(u *unstructured.Unstructured, manager string) {
 	c.t.Helper()
-	b, err := json.Marshal(u.Object)
-	if err != nil {
+	if err := c.tryApply(u, manager); err != nil {
 		c.t.Fatal(err)
 	}
-	force := true
-	out, err := c.res(u).Patch(context.Background(), u.GetName(), types.ApplyPatchType, b,
-		metav1.PatchOptions{FieldManager: manager, Force: &force})
+}
+
+func (c *cluster) tryApply(u *unstructured.Unstructured, manager string) error {
+	r, err := c.res(u)
 	if err != nil {
-		c.t.Fatalf("apply %s/%s as %s: %v", u.GetKind(), u.GetName(), manager, err)
+		return err
 	}
-	return out
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	force := true
+	if _, err := r.Patch(context.Background(), u.GetName(), types.ApplyPatchType, b,
+		metav1.PatchOptions{FieldManager: manager, Force: &force}); err != nil {
+		return fmt.Errorf("apply %s/%s as %s: %w", u.GetKind(), u.GetName(), manager, err)
+	}
+	return nil
 }
 
 // edit reads the live object, changes it and writes it back with an Update, as
 // `kubectl edit` does.
 func (c *cluster) edit(u *unstructured.Unstructured, manager string, change func(*unstructured.Unstructured)) {
 	c.t.Helper()
-	live, err := c.res(u).Get(context.Background(), u.GetName(), metav1.GetOptions{})
-	if err != nil {
+	if err := c.tryEdit(u, manager, change); err != nil {
 		c.t.Fatal(err)
 	}
-	change(live)
-	if _, err := c.res(u).Update(context.Background(), live, metav1.UpdateOptions{FieldManager: manager}); err != nil {
-		c.t.Fatalf("update %s/%s as %s: %v", u.GetKind(), u.GetName(), manager, err)
+}
+
+func (c *cluster) tryEdit(u *unstructured.Unstructured, manager string, change func(*unstructured.Unstructured)) error {
+	r, err := c.res(u)
+	if err != nil {
+		return err
 	}
+	live, err := r.Get(context.Background(), u.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	change(live)
+	if _, err := r.Update(context.Background(), live, metav1.UpdateOptions{FieldManager: manager}); err != nil {
+		return fmt.Errorf("update %s/%s as %s: %w", u.GetKind(), u.GetName(), manager, err)
+	}
+	return nil
 }
 
 // scale sets replicas through the scale subresource, as `kubectl scale` and
 // the HPA do.
 func (c *cluster) scale(u *unstructured.Unstructured, manager string, replicas int64) {
 	c.t.Helper()
-	patch := []byte(`{"spec":{"replicas":` + jsonInt(replicas) + `}}`)
-	if _, err := c.res(u).Patch(context.Background(), u.GetName(), types.MergePatchType, patch,
-		metav1.PatchOptions{FieldManager: manager}, "scale"); err != nil {
-		c.t.Fatalf("scale %s as %s: %v", u.GetName(), manager, err)
+	if err := c.tryScale(u, manager, replicas); err != nil {
+		c.t.Fatal(err)
 	}
+}
+
+func (c *cluster) tryScale(u *unstructured.Unstructured, manager string, replicas int64) error {
+	r, err := c.res(u)
+	if err != nil {
+		return err
+	}
+	patch := []byte(`{"spec":{"replicas":` + jsonInt(replicas) + `}}`)
+	if _, err := r.Patch(context.Background(), u.GetName(), types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: manager}, "scale"); err != nil {
+		return fmt.Errorf("scale %s as %s: %w", u.GetName(), manager, err)
+	}
+	return nil
 }
 
 func jsonInt(n int64) string {

@@ -9,6 +9,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/driftback/driftback/render"
 )
 
@@ -39,6 +42,9 @@ func commands() []command {
 
 func main() {
 	render.ServeChild() // the sandboxed render child is this binary, re-executed
+	// The dry-run engine's client would log through controller-runtime; the
+	// command reports what matters itself.
+	ctrllog.SetLogger(logr.Discard())
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -1,0 +1,101 @@
+package drift_test
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/driftback/driftback/drift"
+)
+
+// TestSecretValuesNeverShow puts a canary value in a Secret at base, at head
+// and live (including kubectl's last-applied annotation, which copies it) and
+// proves no output of either mode shows it, in any encoding, while the changed
+// keys are still named.
+func TestSecretValuesNeverShow(t *testing.T) {
+	const canary = "CANARY-secret-value-5d1e"
+	c := newCluster(t)
+	ns := c.env.Namespace
+	secret := func(token, extra string) *unstructured.Unstructured {
+		y := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: " + ns + "\ntype: Opaque\nstringData:\n  token: " + canary + token + "\n"
+		if extra != "" {
+			y += "  extra: " + canary + extra + "\n"
+		}
+		return obj(t, y)
+	}
+	base, head := secret("-base", ""), secret("-head", "-new")
+	live := secret("-live", "")
+	live.SetAnnotations(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"stringData":{"token":"` + canary + `-live"}}`})
+	c.apply(live, "kustomize-controller")
+
+	reader, err := drift.NewClusterReader(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, err := drift.NewServerDryRun(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forms := []string{canary, base64.StdEncoding.EncodeToString([]byte(canary))[:20]}
+	for _, mode := range []drift.Mode{drift.ModeReadOnly, drift.ModeDryRun} {
+		opts := drift.DefaultOptions()
+		opts.Mode, opts.DryRun = mode, dry
+		target, err := drift.Compare(context.Background(), reader, drift.Input{Path: "app", Base: []*unstructured.Unstructured{base}, Head: []*unstructured.Unstructured{head}, HasBase: true}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := &drift.Report{Targets: []drift.Target{*target}}
+		js, err := drift.JSON(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs := map[string]string{"json": string(js), "markdown": strings.Join(drift.Markdown(rep, drift.MarkdownOptions{}), "")}
+		for name, out := range outputs {
+			for _, f := range forms {
+				if strings.Contains(out, f) {
+					t.Errorf("%s: the %s output contains the secret value (%s)", mode, name, f)
+				}
+			}
+		}
+		if !strings.Contains(outputs["markdown"], "Secret keys changed: extra, token (values hidden)") {
+			t.Errorf("%s: the changed keys are not named:\n%s", mode, outputs["markdown"])
+		}
+	}
+}
+
+// TestIgnoreRules proves fields owned by ignored managers (the HPA through the
+// scale subresource by default) and fields selected by an ignore rule's JSON
+// pointer leave the diff, and nothing else does.
+func TestIgnoreRules(t *testing.T) {
+	c := newCluster(t)
+	desired := obj(t, inNS(webDeployment, c.env.Namespace))
+	c.apply(desired, "kustomize-controller")
+	c.scale(desired, "kube-controller-manager", 6) // the HPA
+	c.edit(desired, "kubectl-edit", func(u *unstructured.Unstructured) {
+		setContainer(u, 0, "image", "nginx:debug")
+		l := u.GetLabels()
+		l["app"] = "changed"
+		u.SetLabels(l)
+	})
+	paths := func(opts drift.Options) []string {
+		target := compareOn(t, c, []*unstructured.Unstructured{desired}, []*unstructured.Unstructured{desired}, opts)
+		return changedFields(target.Changes)
+	}
+	all := drift.Options{}
+	if got := paths(all); len(got) != 3 {
+		t.Errorf("without ignores: %v, want replicas, image and label", got)
+	}
+	opts := drift.DefaultOptions()
+	opts.Ignore = []drift.IgnoreRule{{Kind: "Deployment", Name: "w*", JSONPointers: []string{"/spec/template/spec/containers/*/image"}}}
+	got := paths(opts)
+	if len(got) != 1 || got[0] != "Deployment .metadata.labels.app" {
+		t.Errorf("with the HPA and the image ignored: %v", got)
+	}
+	opts.Ignore = []drift.IgnoreRule{{Managers: []string{"kubectl-*"}}}
+	if got := paths(opts); len(got) != 0 {
+		t.Errorf("with kubectl-* ignored: %v", got)
+	}
+}
