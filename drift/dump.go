@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/applyconfigurations"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // DirReader reads a folder of object dumps (`kubectl get -o yaml` or `-o json`,
@@ -200,7 +199,7 @@ func (r *DirReader) TypeConverter(context.Context, []schema.GroupVersionKind) (m
 
 func builtinTypeConverter() managedfields.TypeConverter {
 	return &fallbackConverter{
-		primary: applyconfigurations.NewTypeConverter(scheme.Scheme),
+		primary: applyconfigurations.NewTypeConverter(builtinScheme),
 		deduced: managedfields.NewDeducedTypeConverter(),
 	}
 }

@@ -15,6 +15,16 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
 
+// builtinScheme holds the Go types of the built-in kinds. It is driftback's own
+// copy: other packages register more kinds into client-go's global scheme
+// (controller-runtime adds CRDs), and a kind registered there without an apply
+// schema would take the wrong path here.
+var builtinScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = scheme.AddToScheme(s) // registering client-go's own types into a new scheme cannot fail
+	return s
+}()
+
 // predictor computes, without writing to the cluster, the object a server-side
 // apply of desired onto live would leave: the structured merge the apiserver
 // runs, with the same schema and the live object's managedFields.
@@ -39,8 +49,8 @@ func (p *predictor) manager(gvk schema.GroupVersionKind) (*managedfields.FieldMa
 		m   *managedfields.FieldManager
 		err error
 	)
-	if scheme.Scheme.Recognizes(gvk) {
-		m, err = managedfields.NewDefaultFieldManager(p.tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), "", nil)
+	if builtinScheme.Recognizes(gvk) {
+		m, err = managedfields.NewDefaultFieldManager(p.tc, builtinScheme, builtinScheme, builtinScheme, gvk, gvk.GroupVersion(), "", nil)
 	} else {
 		u := unstructuredScheme{}
 		m, err = managedfields.NewDefaultCRDFieldManager(p.tc, u, u, u, gvk, gvk.GroupVersion(), "", nil)
@@ -62,7 +72,7 @@ func (p *predictor) apply(live, desired *unstructured.Unstructured, manager stri
 		return nil, err
 	}
 	var liveObj runtime.Object = live.DeepCopy()
-	if scheme.Scheme.Recognizes(gvk) {
+	if builtinScheme.Recognizes(gvk) {
 		if liveObj, err = toTyped(live, gvk); err != nil {
 			return nil, fmt.Errorf("read live object: %w", err)
 		}
@@ -80,7 +90,7 @@ func (p *predictor) apply(live, desired *unstructured.Unstructured, manager stri
 func canonical(obj runtime.Object) (*unstructured.Unstructured, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		gvk := u.GroupVersionKind()
-		if !scheme.Scheme.Recognizes(gvk) {
+		if !builtinScheme.Recognizes(gvk) {
 			return u, nil
 		}
 		typedObj, err := toTyped(u, gvk)
@@ -97,7 +107,7 @@ func canonical(obj runtime.Object) (*unstructured.Unstructured, error) {
 }
 
 func toTyped(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (runtime.Object, error) {
-	obj, err := scheme.Scheme.New(gvk)
+	obj, err := builtinScheme.New(gvk)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +174,7 @@ func (c *fallbackConverter) ObjectToTyped(obj runtime.Object, opts ...typed.Vali
 	}
 	// managedfields does not export its "no corresponding type" error; a
 	// scheme-based converter says the kind is not registered instead.
-	if runtime.IsNotRegisteredError(err) || strings.Contains(err.Error(), "no corresponding type") {
+	if runtime.IsNotRegisteredError(err) || strings.Contains(err.Error(), "no corresponding type") || strings.Contains(err.Error(), "no type found matching") {
 		return c.deduced.ObjectToTyped(obj, opts...)
 	}
 	return nil, err

@@ -10,12 +10,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/render"
 )
 
 func TestMain(m *testing.M) {
 	render.ServeChild()
-	os.Exit(m.Run())
+	os.Exit(kubetest.Main(m))
 }
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
