@@ -1,0 +1,421 @@
+// Package app is the GitHub App: it takes webhooks, queues work per pull
+// request, reads repositories through a local cache of bare clones, renders and
+// compares the overlays a change affects, and keeps one comment and one check
+// run per target on the pull request.
+package app
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/driftback/driftback/drift"
+)
+
+// Config is app.yml: the GitHub App manifest and driftback's settings.
+type Config struct {
+	// Manifest is the GitHub App manifest `driftback register` submits.
+	Manifest Manifest `yaml:"manifest"`
+	GitHub   GitHub   `yaml:"github"`
+	Server   Server   `yaml:"server"`
+	// Clusters are named connections targets refer to.
+	Clusters map[string]Cluster `yaml:"clusters"`
+	Targets  []Target           `yaml:"targets"`
+}
+
+// Manifest is the GitHub App manifest (docs.github.com: "Registering a GitHub
+// App from a manifest").
+type Manifest struct {
+	Name               string            `yaml:"name" json:"name"`
+	URL                string            `yaml:"url" json:"url"`
+	Description        string            `yaml:"description" json:"description,omitempty"`
+	HookAttributes     HookAttributes    `yaml:"hook_attributes" json:"hook_attributes"`
+	RedirectURL        string            `yaml:"redirect_url" json:"redirect_url,omitempty"`
+	Public             bool              `yaml:"public" json:"public"`
+	DefaultPermissions map[string]string `yaml:"default_permissions" json:"default_permissions"`
+	DefaultEvents      []string          `yaml:"default_events" json:"default_events"`
+}
+
+// HookAttributes says where GitHub delivers webhooks.
+type HookAttributes struct {
+	URL    string `yaml:"url" json:"url"`
+	Active bool   `yaml:"active" json:"active"`
+}
+
+// GitHub holds how driftback authenticates. The private key and the webhook
+// secret are never written in app.yml: they come from files or the environment.
+type GitHub struct {
+	// AppID is the GitHub App's ID.
+	AppID int64 `yaml:"appID"`
+	// PrivateKeyFile holds the App's PEM private key; DRIFTBACK_GITHUB_PRIVATE_KEY
+	// (the PEM itself) takes precedence.
+	PrivateKeyFile string `yaml:"privateKeyFile"`
+	// WebhookSecretFile holds the webhook secret; DRIFTBACK_GITHUB_WEBHOOK_SECRET
+	// takes precedence.
+	WebhookSecretFile string `yaml:"webhookSecretFile"`
+	// APIURL is the REST API base: https://api.github.com/ (the default), or
+	// https://HOST/api/v3/ for GitHub Enterprise Server.
+	APIURL string `yaml:"apiURL"`
+}
+
+// Server configures the HTTP server and the work queue.
+type Server struct {
+	// Listen is the address of the webhook, health and metrics server (default ":8080").
+	Listen string `yaml:"listen"`
+	// Workers is how many pull requests are processed at once (default 4).
+	Workers int `yaml:"workers"`
+	// QueueSize bounds the pull requests waiting (default 256); past it
+	// deliveries get 503 and GitHub's redelivery can retry them.
+	QueueSize int `yaml:"queueSize"`
+	// CacheDir holds the bare clones of repositories (default a temporary folder).
+	CacheDir string `yaml:"cacheDir"`
+	// CacheMaxBytes bounds the clones on disk (default 4 GiB); the least
+	// recently used repositories are removed first.
+	CacheMaxBytes int64 `yaml:"cacheMaxBytes"`
+	// JobTimeout bounds the work on one pull request (default 5m).
+	JobTimeout time.Duration `yaml:"jobTimeout"`
+}
+
+// Cluster is how to reach one cluster, read-only by default.
+type Cluster struct {
+	// Kubeconfig is a kubeconfig file; empty with InCluster false means the
+	// default loading rules (KUBECONFIG, ~/.kube/config).
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Context picks a kubeconfig context.
+	Context string `yaml:"context"`
+	// InCluster uses the pod's service account.
+	InCluster bool `yaml:"inCluster"`
+	// Mode is read-only (default) or dry-run, which needs patch: write access.
+	Mode drift.Mode `yaml:"mode"`
+}
+
+// Target is one overlay of one repository deployed to one cluster.
+type Target struct {
+	// Name names the target on the pull request (default: the path).
+	Name string `yaml:"name"`
+	// Repo is owner/name.
+	Repo string `yaml:"repo"`
+	// Path is the overlay directory in the repository.
+	Path string `yaml:"path"`
+	// Cluster is a key of clusters.
+	Cluster string `yaml:"cluster"`
+	// Tracking finds the live objects the reconciler owns, for prune.
+	Tracking drift.Tracking `yaml:"tracking"`
+	// Policy is what counts as failure and how forks and drafts are treated.
+	Policy Policy `yaml:"policy"`
+}
+
+// Policy tunes a target; a repository can refine it in .github/driftback.yml.
+type Policy struct {
+	// FailOn lists danger reasons that fail the check run.
+	FailOn []drift.DangerReason `yaml:"failOn"`
+	// AckLabel is the pull-request label that acknowledges the dangers and lets
+	// the check pass (default "driftback/allow-danger").
+	AckLabel string `yaml:"ackLabel"`
+	// Drafts: also process draft pull requests (default false).
+	Drafts bool `yaml:"drafts"`
+	// ForkLive: show live cluster data on pull requests from forks without a
+	// writer's "/driftback diff" (default false: render diff only).
+	ForkLive bool `yaml:"forkLive"`
+	// Ignore leaves fields out of the diff.
+	Ignore []drift.IgnoreRule `yaml:"ignore"`
+	// IgnoreManagers adds to the default list of ignored field managers.
+	IgnoreManagers []string `yaml:"ignoreManagers"`
+}
+
+// Secrets are the credentials that never appear in app.yml or a log.
+type Secrets struct {
+	PrivateKey    []byte
+	WebhookSecret []byte
+	// From says where each came from, for the start-up log.
+	From map[string]string
+}
+
+// DefaultAckLabel acknowledges dangers on a pull request.
+const DefaultAckLabel = "driftback/allow-danger"
+
+// LoadConfig reads app.yml strictly (an unknown key or a wrong type is an error
+// with its line), applies DRIFTBACK_… environment overrides and defaults, and
+// validates the result.
+func LoadConfig(path string, env func(string) string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(b, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+var inlineSecret = regexp.MustCompile(`(?m)^\s+(privateKey|webhookSecret|private_key|webhook_secret)\s*:`)
+
+// ParseConfig parses app.yml content; see LoadConfig.
+func ParseConfig(b []byte, env func(string) string) (*Config, error) {
+	if loc := inlineSecret.FindIndex(b); loc != nil {
+		line := bytes.Count(b[:loc[0]], []byte("\n")) + 1
+		return nil, fmt.Errorf("line %d: secrets are never written in app.yml: use github.privateKeyFile and github.webhookSecretFile, or DRIFTBACK_GITHUB_PRIVATE_KEY and DRIFTBACK_GITHUB_WEBHOOK_SECRET", line)
+	}
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if env != nil {
+		if err := applyEnv(reflect.ValueOf(&cfg).Elem(), "DRIFTBACK", env); err != nil {
+			return nil, err
+		}
+	}
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+func (c *Config) defaults() {
+	if c.GitHub.APIURL == "" {
+		c.GitHub.APIURL = "https://api.github.com/"
+	}
+	if !strings.HasSuffix(c.GitHub.APIURL, "/") {
+		c.GitHub.APIURL += "/"
+	}
+	if c.Server.Listen == "" {
+		c.Server.Listen = ":8080"
+	}
+	if c.Server.Workers <= 0 {
+		c.Server.Workers = 4
+	}
+	if c.Server.QueueSize <= 0 {
+		c.Server.QueueSize = 256
+	}
+	if c.Server.CacheMaxBytes <= 0 {
+		c.Server.CacheMaxBytes = 4 << 30
+	}
+	if c.Server.JobTimeout <= 0 {
+		c.Server.JobTimeout = 5 * time.Minute
+	}
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		if t.Name == "" {
+			t.Name = t.Path
+		}
+		if t.Policy.AckLabel == "" {
+			t.Policy.AckLabel = DefaultAckLabel
+		}
+	}
+	for name, cl := range c.Clusters {
+		if cl.Mode == "" {
+			cl.Mode = drift.ModeReadOnly
+			c.Clusters[name] = cl
+		}
+	}
+}
+
+var knownDangers = map[drift.DangerReason]bool{
+	drift.DangerCRDRemoval: true, drift.DangerNamespaceRemoval: true, drift.DangerPVCRemoval: true,
+	drift.DangerPVRemoval: true, drift.DangerStatefulSetPVC: true, drift.DangerImmutableField: true,
+	drift.DangerRBACEscalation: true,
+}
+
+func (c *Config) validate() error {
+	var errs []string
+	for name, cl := range c.Clusters {
+		if cl.Mode != drift.ModeReadOnly && cl.Mode != drift.ModeDryRun {
+			errs = append(errs, fmt.Sprintf("clusters.%s.mode: %q is neither read-only nor dry-run", name, cl.Mode))
+		}
+		if cl.InCluster && cl.Kubeconfig != "" {
+			errs = append(errs, fmt.Sprintf("clusters.%s: inCluster and kubeconfig exclude each other", name))
+		}
+	}
+	seen := map[string]bool{}
+	for i, t := range c.Targets {
+		where := fmt.Sprintf("targets[%d]", i)
+		if t.Repo == "" || strings.Count(t.Repo, "/") != 1 {
+			errs = append(errs, fmt.Sprintf("%s.repo: %q is not owner/name", where, t.Repo))
+		}
+		if t.Path == "" {
+			errs = append(errs, where+".path: missing")
+		}
+		if t.Cluster != "" {
+			if _, ok := c.Clusters[t.Cluster]; !ok {
+				errs = append(errs, fmt.Sprintf("%s.cluster: %q is not one of clusters", where, t.Cluster))
+			}
+		}
+		for _, d := range t.Policy.FailOn {
+			if !knownDangers[d] {
+				errs = append(errs, fmt.Sprintf("%s.policy.failOn: unknown danger %q", where, d))
+			}
+		}
+		key := t.Repo + " " + t.Name
+		if seen[key] {
+			errs = append(errs, fmt.Sprintf("%s: a second target named %q in %s", where, t.Name, t.Repo))
+		}
+		seen[key] = true
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// LoadSecrets reads the private key and webhook secret from the environment or
+// the files app.yml names.
+func (c *Config) LoadSecrets(env func(string) string) (*Secrets, error) {
+	s := &Secrets{From: map[string]string{}}
+	read := func(name, envName, file string) ([]byte, error) {
+		if v := env(envName); v != "" {
+			s.From[name] = "environment " + envName
+			return []byte(v), nil
+		}
+		if file == "" {
+			return nil, fmt.Errorf("%s: set %s or github.%sFile", name, envName, name)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		s.From[name] = "file " + file
+		return bytes.TrimSpace(b), nil
+	}
+	var err error
+	if s.PrivateKey, err = read("privateKey", "DRIFTBACK_GITHUB_PRIVATE_KEY", c.GitHub.PrivateKeyFile); err != nil {
+		return nil, err
+	}
+	if s.WebhookSecret, err = read("webhookSecret", "DRIFTBACK_GITHUB_WEBHOOK_SECRET", c.GitHub.WebhookSecretFile); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// applyEnv overrides every scalar of v from DRIFTBACK_… variables named by its
+// YAML path: github.appID is DRIFTBACK_GITHUB_APP_ID, clusters.prod.context is
+// DRIFTBACK_CLUSTERS_PROD_CONTEXT, targets[0].path is DRIFTBACK_TARGETS_0_PATH.
+func applyEnv(v reflect.Value, prefix string, env func(string) string) error {
+	switch v.Kind() {
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" {
+				continue
+			}
+			if err := applyEnv(v.Field(i), prefix+"_"+envName(tag), env); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if v.Type().Key().Kind() != reflect.String {
+			return nil
+		}
+		for _, k := range v.MapKeys() {
+			elem := reflect.New(v.Type().Elem()).Elem()
+			elem.Set(v.MapIndex(k))
+			if err := applyEnv(elem, prefix+"_"+envName(k.String()), env); err != nil {
+				return err
+			}
+			v.SetMapIndex(k, elem)
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Struct {
+			for i := 0; i < v.Len(); i++ {
+				if err := applyEnv(v.Index(i), prefix+"_"+strconv.Itoa(i), env); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if s := env(prefix); s != "" {
+			parts := strings.Split(s, ",")
+			out := reflect.MakeSlice(v.Type(), 0, len(parts))
+			for _, p := range parts {
+				e := reflect.New(v.Type().Elem()).Elem()
+				if err := setScalar(e, strings.TrimSpace(p), prefix); err != nil {
+					return err
+				}
+				out = reflect.Append(out, e)
+			}
+			v.Set(out)
+		}
+	default:
+		if s := env(prefix); s != "" {
+			return setScalar(v, s, prefix)
+		}
+	}
+	return nil
+}
+
+func setScalar(v reflect.Value, s, name string) error {
+	if v.Type() == reflect.TypeOf(time.Duration(0)) {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		v.SetInt(int64(d))
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a whole number", name, s)
+		}
+		v.SetInt(n)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not true or false", name, s)
+		}
+		v.SetBool(b)
+	default:
+		return fmt.Errorf("%s: cannot be set from the environment", name)
+	}
+	return nil
+}
+
+var camel = regexp.MustCompile(`([a-z0-9])([A-Z])`)
+
+// envName turns a YAML key into an environment name part: appID → APP_ID.
+func envName(key string) string {
+	s := camel.ReplaceAllString(key, "${1}_${2}")
+	s = strings.NewReplacer("-", "_", ".", "_", "/", "_").Replace(s)
+	return strings.ToUpper(s)
+}
+
+// Redacted describes the effective configuration for the start-up log: every
+// setting, and for the secrets only where they came from.
+func (c *Config) Redacted(s *Secrets) map[string]any {
+	out := map[string]any{
+		"github.appID":         c.GitHub.AppID,
+		"github.apiURL":        c.GitHub.APIURL,
+		"server.listen":        c.Server.Listen,
+		"server.workers":       c.Server.Workers,
+		"server.queueSize":     c.Server.QueueSize,
+		"server.cacheDir":      c.Server.CacheDir,
+		"server.jobTimeout":    c.Server.JobTimeout.String(),
+		"clusters":             len(c.Clusters),
+		"targets":              len(c.Targets),
+		"github.privateKey":    "(redacted)",
+		"github.webhookSecret": "(redacted)",
+	}
+	if s != nil {
+		out["github.privateKey"] = "(redacted, from " + s.From["privateKey"] + ")"
+		out["github.webhookSecret"] = "(redacted, from " + s.From["webhookSecret"] + ")"
+	}
+	return out
+}

@@ -1,0 +1,237 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// ErrQueueFull is returned when no more work can wait; the delivery gets 503.
+var ErrQueueFull = errors.New("the work queue is full")
+
+// errSuperseded cancels work that a newer head SHA replaced.
+var errSuperseded = errors.New("superseded by a newer commit")
+
+// Job is the work one event asks for. Jobs with the same Key are coalesced: a
+// queued job is replaced by a newer one, and a running job with another SHA is
+// cancelled when a newer one arrives.
+type Job struct {
+	// Key is what jobs coalesce on: "owner/repo#12" for a pull request.
+	Key string
+	// SHA is the head commit the job reports on.
+	SHA string
+	// Run does the work on a context independent of the webhook request.
+	Run func(ctx context.Context) error
+	// Fail, when set, reports an error or a panic of Run where a person sees it
+	// (the pull request); it runs on a fresh context.
+	Fail func(ctx context.Context, err error)
+	// Log carries the delivery, repository, pull request and SHA.
+	Log *slog.Logger
+}
+
+type running struct {
+	job    *Job
+	cancel context.CancelCauseFunc
+}
+
+// Queue runs jobs on a fixed pool of workers.
+type Queue struct {
+	ctx     context.Context
+	size    int
+	timeout time.Duration
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	wake    chan struct{}
+	pending map[string]*Job
+	order   []string
+	running map[string]*running
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// NewQueue starts workers that run jobs until ctx ends or Close is called.
+// size bounds the jobs waiting; timeout bounds one job.
+func NewQueue(ctx context.Context, workers, size int, timeout time.Duration, log *slog.Logger) *Queue {
+	q := &Queue{
+		ctx: ctx, size: size, timeout: timeout, log: log,
+		wake:    make(chan struct{}, 1),
+		pending: map[string]*Job{},
+		running: map[string]*running{},
+	}
+	for range workers {
+		q.wg.Add(1)
+		go q.work()
+	}
+	return q
+}
+
+// Enqueue adds a job, replacing a queued job with the same key and cancelling
+// a running one for another SHA.
+func (q *Queue) Enqueue(j *Job) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return ErrQueueFull
+	}
+	if r, ok := q.running[j.Key]; ok && r.job.SHA != j.SHA {
+		r.cancel(errSuperseded)
+	}
+	if _, ok := q.pending[j.Key]; ok {
+		q.pending[j.Key] = j
+		return nil
+	}
+	if len(q.pending) >= q.size {
+		return ErrQueueFull
+	}
+	q.pending[j.Key] = j
+	q.order = append(q.order, j.Key)
+	q.signal()
+	return nil
+}
+
+// Drop removes the queued job of key and cancels a running one: the pull
+// request was closed.
+func (q *Queue) Drop(key string, cause error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.pending, key)
+	if r, ok := q.running[key]; ok {
+		r.cancel(cause)
+	}
+}
+
+// Depth is the number of jobs waiting.
+func (q *Queue) Depth() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
+func (q *Queue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the oldest queued job whose key is not running.
+func (q *Queue) next() (*Job, context.Context, context.CancelFunc) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	live := q.order[:0]
+	for _, k := range q.order {
+		if _, ok := q.pending[k]; ok { // dropped keys leave the order here
+			live = append(live, k)
+		}
+	}
+	q.order = live
+	for i, k := range q.order {
+		if _, busy := q.running[k]; busy {
+			continue
+		}
+		j := q.pending[k]
+		q.order = append(q.order[:i:i], q.order[i+1:]...)
+		delete(q.pending, k)
+		ctx, cancelCause := context.WithCancelCause(q.ctx)
+		ctx, cancel := context.WithTimeout(ctx, q.timeout)
+		q.running[k] = &running{job: j, cancel: cancelCause}
+		return j, ctx, func() { cancel(); cancelCause(nil) }
+	}
+	return nil, nil, nil
+}
+
+func (q *Queue) work() {
+	defer q.wg.Done()
+	for {
+		j, ctx, cancel := q.next()
+		if j == nil {
+			select {
+			case <-q.wake:
+				continue
+			case <-q.ctx.Done():
+				return
+			}
+		}
+		q.run(ctx, j)
+		cancel()
+		q.mu.Lock()
+		delete(q.running, j.Key)
+		more := len(q.pending) > 0
+		q.mu.Unlock()
+		if more {
+			q.signal()
+		}
+	}
+}
+
+// run runs one job; a panic becomes an error reported like any other.
+func (q *Queue) run(ctx context.Context, j *Job) {
+	log := j.Log
+	if log == nil {
+		log = q.log
+	}
+	start := time.Now()
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("job panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = fmt.Errorf("internal error: %v", r)
+			}
+		}()
+		return j.Run(ctx)
+	}()
+	switch cause := context.Cause(ctx); {
+	case err == nil:
+		log.Info("job done", "seconds", time.Since(start).Seconds())
+	case errors.Is(cause, errSuperseded) || errors.Is(cause, errPullClosed):
+		log.Info("job cancelled", "reason", cause.Error())
+	default:
+		log.Error("job failed", "err", err)
+		if j.Fail != nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), time.Minute)
+			j.Fail(fctx, err)
+			cancel()
+		}
+	}
+}
+
+// Close stops taking jobs and waits for running ones until ctx ends, then
+// cancels them; queued jobs are dropped (GitHub's next event or a redelivery
+// brings them back).
+func (q *Queue) Close(ctx context.Context) {
+	q.mu.Lock()
+	q.closed = true
+	q.pending = map[string]*Job{}
+	q.order = nil
+	q.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		// Idle workers wait on q.ctx; the caller cancels it after Close.
+		q.mu.Lock()
+		for len(q.running) > 0 {
+			q.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+			q.mu.Lock()
+		}
+		q.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		q.mu.Lock()
+		for _, r := range q.running {
+			r.cancel(errors.New("shutting down"))
+		}
+		q.mu.Unlock()
+		<-done
+	}
+}
+
+// errPullClosed cancels work on a pull request that was closed.
+var errPullClosed = errors.New("the pull request was closed")

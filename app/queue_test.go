@@ -1,0 +1,122 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestQueueCoalescesPerPullRequest proves a burst of jobs for one pull request
+// runs only the newest SHA, and that the newest SHA cancels one in flight.
+func TestQueueCoalescesPerPullRequest(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := NewQueue(ctx, 2, 16, time.Minute, discard)
+	var mu sync.Mutex
+	var ran, cancelled []string
+	started := make(chan string, 10)
+	job := func(sha string) *Job {
+		return &Job{Key: "o/r#1", SHA: sha, Run: func(ctx context.Context) error {
+			started <- sha
+			select {
+			case <-ctx.Done():
+				mu.Lock()
+				cancelled = append(cancelled, sha)
+				mu.Unlock()
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			mu.Lock()
+			ran = append(ran, sha)
+			mu.Unlock()
+			return nil
+		}}
+	}
+	if err := q.Enqueue(job("a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-started; got != "a" {
+		t.Fatalf("started %s", got)
+	}
+	for _, sha := range []string{"b", "c", "d", "e"} {
+		if err := q.Enqueue(job(sha)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := <-started; got != "e" {
+		t.Fatalf("after a burst, started %s, want only the newest, e", got)
+	}
+	waitFor(t, "e to finish", func() bool { mu.Lock(); defer mu.Unlock(); return len(ran) == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(cancelled) != 1 || cancelled[0] != "a" || ran[0] != "e" {
+		t.Errorf("ran %v, cancelled %v; want e ran and a cancelled", ran, cancelled)
+	}
+	if len(started) != 0 {
+		t.Errorf("an older SHA of the burst ran too")
+	}
+}
+
+// TestQueueSurvivesPanics proves a panicking job is reported through Fail and
+// the worker goes on with the next job.
+func TestQueueSurvivesPanics(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := NewQueue(ctx, 1, 16, time.Minute, discard)
+	var failed atomic.Value
+	var after atomic.Bool
+	_ = q.Enqueue(&Job{Key: "o/r#1", Run: func(context.Context) error { panic("boom") },
+		Fail: func(_ context.Context, err error) { failed.Store(err.Error()) }})
+	_ = q.Enqueue(&Job{Key: "o/r#2", Run: func(context.Context) error { after.Store(true); return nil }})
+	waitFor(t, "the next job", after.Load)
+	if msg, _ := failed.Load().(string); msg != "internal error: boom" {
+		t.Errorf("Fail got %q", msg)
+	}
+}
+
+func TestQueueIsBoundedAndDrops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	block := make(chan struct{})
+	q := NewQueue(ctx, 1, 2, time.Minute, discard)
+	var cause atomic.Value
+	_ = q.Enqueue(&Job{Key: "o/r#1", SHA: "x", Run: func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			cause.Store(context.Cause(ctx))
+		case <-block:
+		}
+		return nil
+	}})
+	waitFor(t, "the first job to start", func() bool { return q.Depth() == 0 })
+	for i, want := range []error{nil, nil, ErrQueueFull} {
+		err := q.Enqueue(&Job{Key: "o/r#" + string(rune('2'+i)), Run: func(context.Context) error { return nil }})
+		if !errors.Is(err, want) && err != want {
+			t.Errorf("enqueue %d: %v, want %v", i, err, want)
+		}
+	}
+	q.Drop("o/r#1", errPullClosed)
+	waitFor(t, "the running job to be cancelled", func() bool { return cause.Load() != nil })
+	if c := cause.Load().(error); !errors.Is(c, errPullClosed) {
+		t.Errorf("cancelled with %v", c)
+	}
+	close(block)
+}

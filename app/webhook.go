@@ -1,0 +1,135 @@
+package app
+
+import (
+	"container/list"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/google/go-github/v60/github"
+)
+
+// MaxWebhookBody is GitHub's own cap on a webhook payload.
+const MaxWebhookBody = 25 << 20
+
+// Router turns a verified webhook into work: the jobs to queue and the keys
+// whose work to drop. handled is false for events driftback ignores.
+type Router interface {
+	Route(event, delivery string, payload any, log *slog.Logger) (jobs []*Job, drop []string, handled bool)
+}
+
+// Webhook is the POST /webhook handler.
+type Webhook struct {
+	secret []byte
+	queue  *Queue
+	router Router
+	seen   *recent
+	log    *slog.Logger
+}
+
+// NewWebhook returns a handler that verifies deliveries with secret, routes
+// them and queues their work.
+func NewWebhook(secret []byte, queue *Queue, router Router, log *slog.Logger) *Webhook {
+	return &Webhook{secret: secret, queue: queue, router: router, seen: newRecent(10000), log: log}
+}
+
+func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadRequest)
+		return
+	}
+	// The signature first: nothing about an unsigned request is trusted, not
+	// even its headers. Only the SHA-256 signature counts.
+	sig := r.Header.Get(github.SHA256SignatureHeader)
+	if !strings.HasPrefix(sig, "sha256=") || github.ValidateSignature(sig, body, h.secret) != nil {
+		h.log.Warn("webhook rejected: bad or missing signature", "remote", r.RemoteAddr)
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
+	}
+	event, delivery := github.WebHookType(r), github.DeliveryID(r)
+	log := h.log.With("delivery", delivery, "event", event)
+	if delivery != "" && h.seen.has(delivery) {
+		log.Info("webhook: duplicate delivery ignored")
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	payload, err := github.ParseWebHook(event, body)
+	if err != nil {
+		// An event type go-github does not know is one driftback ignores.
+		if strings.Contains(err.Error(), "unknown X-Github-Event") {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		log.Warn("webhook: unreadable payload", "err", err)
+		http.Error(w, "unreadable payload", http.StatusBadRequest)
+		return
+	}
+	jobs, drop, handled := h.router.Route(event, delivery, payload, log)
+	if !handled {
+		h.seen.add(delivery)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	for _, k := range drop {
+		h.queue.Drop(k, errPullClosed)
+	}
+	for _, j := range jobs {
+		if err := h.queue.Enqueue(j); err != nil {
+			log.Warn("webhook: queue full", "key", j.Key)
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return // not marked seen: a redelivery may succeed
+		}
+	}
+	h.seen.add(delivery)
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// recent remembers the last n delivery IDs.
+type recent struct {
+	mu    sync.Mutex
+	n     int
+	order *list.List
+	set   map[string]*list.Element
+}
+
+func newRecent(n int) *recent {
+	return &recent{n: n, order: list.New(), set: map[string]*list.Element{}}
+}
+
+func (r *recent) has(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.set[id]
+	return ok
+}
+
+func (r *recent) add(id string) {
+	if id == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.set[id]; ok {
+		return
+	}
+	r.set[id] = r.order.PushBack(id)
+	for r.order.Len() > r.n {
+		old := r.order.Front()
+		r.order.Remove(old)
+		delete(r.set, old.Value.(string))
+	}
+}

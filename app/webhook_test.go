@@ -1,0 +1,128 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+)
+
+const testSecret = "webhook-secret-for-tests"
+
+// sign returns GitHub's X-Hub-Signature-256 for body.
+func sign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// delivery POSTs an event to h as GitHub does.
+func delivery(t *testing.T, h http.Handler, event, id string, payload any, signature func([]byte) string) int {
+	t.Helper()
+	body, ok := payload.([]byte)
+	if !ok {
+		var err error
+		if body, err = json.Marshal(payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", id)
+	if signature != nil {
+		req.Header.Set("X-Hub-Signature-256", signature(body))
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code
+}
+
+func signed(body []byte) string { return sign(testSecret, body) }
+
+type recordingRouter struct {
+	mu     sync.Mutex
+	events []string
+	block  chan struct{}
+}
+
+func (r *recordingRouter) Route(event, delivery string, payload any, _ *slog.Logger) ([]*Job, []string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if event != "pull_request" {
+		return nil, nil, false
+	}
+	r.events = append(r.events, delivery)
+	pr := payload.(*github.PullRequestEvent)
+	return []*Job{{Key: delivery, SHA: pr.GetPullRequest().GetHead().GetSHA(), Run: func(ctx context.Context) error {
+		if r.block != nil {
+			<-r.block
+		}
+		return nil
+	}}}, nil, true
+}
+
+func prEvent(sha string) *github.PullRequestEvent {
+	return &github.PullRequestEvent{
+		Action: github.String("opened"), Number: github.Int(7),
+		PullRequest:  &github.PullRequest{Number: github.Int(7), Head: &github.PullRequestBranch{SHA: github.String(sha)}},
+		Repo:         &github.Repository{FullName: github.String("o/r"), Name: github.String("r"), Owner: &github.User{Login: github.String("o")}},
+		Installation: &github.Installation{ID: github.Int64(1)},
+	}
+}
+
+// TestWebhookIntake proves the intake's answers: 401 for a bad or missing
+// signature (and nothing routed), 413 for a body over 25 MB, 204 for an event
+// driftback ignores, 202 for work queued, a repeated delivery ID not routed
+// twice, and 503 when the queue is full.
+func TestWebhookIntake(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	router := &recordingRouter{block: make(chan struct{})}
+	defer close(router.block)
+	q := NewQueue(ctx, 1, 1, time.Minute, discard)
+	h := NewWebhook([]byte(testSecret), q, router, discard)
+
+	steps := []struct {
+		name  string
+		event string
+		id    string
+		body  any
+		sig   func([]byte) string
+		want  int
+	}{
+		{"no signature", "pull_request", "d1", prEvent("a"), nil, http.StatusUnauthorized},
+		{"a wrong signature", "pull_request", "d2", prEvent("a"), func(b []byte) string { return sign("other", b) }, http.StatusUnauthorized},
+		{"only the SHA-1 header's format", "pull_request", "d3", prEvent("a"), func(b []byte) string { return strings.Replace(signed(b), "sha256=", "sha1=", 1) }, http.StatusUnauthorized},
+		{"a body over 25 MB", "pull_request", "d4", bytes.Repeat([]byte(" "), MaxWebhookBody+1), signed, http.StatusRequestEntityTooLarge},
+		{"an ignored event", "star", "d5", map[string]any{"action": "created"}, signed, http.StatusNoContent},
+		{"a pull request", "pull_request", "d6", prEvent("a"), signed, http.StatusAccepted},
+		{"the same delivery again", "pull_request", "d6", prEvent("a"), signed, http.StatusAccepted},
+		{"a second pull request fills the queue", "pull_request", "d7", prEvent("b"), signed, http.StatusAccepted},
+		{"a third finds it full", "pull_request", "d8", prEvent("c"), signed, http.StatusServiceUnavailable},
+	}
+	for _, s := range steps {
+		if s.name == "a second pull request fills the queue" {
+			waitFor(t, "d6 to start", func() bool { return q.Depth() == 0 })
+		}
+		if got := delivery(t, h, s.event, s.id, s.body, s.sig); got != s.want {
+			t.Errorf("%s: %d, want %d", s.name, got, s.want)
+		}
+	}
+	router.mu.Lock()
+	defer router.mu.Unlock()
+	if got := strings.Join(router.events, ","); got != "d6,d7,d8" {
+		t.Errorf("routed deliveries %s, want d6,d7,d8 (nothing unsigned, no duplicate)", got)
+	}
+}
