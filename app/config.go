@@ -25,9 +25,9 @@ import (
 // Config is app.yml: the GitHub App manifest and driftback's settings.
 type Config struct {
 	// Manifest is the GitHub App manifest `driftback register` submits.
-	Manifest Manifest `yaml:"manifest"`
-	GitHub   GitHub   `yaml:"github"`
-	Server   Server   `yaml:"server"`
+	Manifest Manifest     `yaml:"manifest"`
+	GitHub   GitHub       `yaml:"github"`
+	Server   ServerConfig `yaml:"server"`
 	// Clusters are named connections targets refer to.
 	Clusters map[string]Cluster `yaml:"clusters"`
 	Targets  []Target           `yaml:"targets"`
@@ -68,8 +68,8 @@ type GitHub struct {
 	APIURL string `yaml:"apiURL"`
 }
 
-// Server configures the HTTP server and the work queue.
-type Server struct {
+// ServerConfig configures the HTTP server and the work queue.
+type ServerConfig struct {
 	// Listen is the address of the webhook, health and metrics server (default ":8080").
 	Listen string `yaml:"listen"`
 	// Workers is how many pull requests are processed at once (default 4).

@@ -36,6 +36,7 @@ func commands() []command {
 	return []command{
 		{"diff", "show what a change does to the cluster: created, changed and pruned objects, dangers, drift", runDiff},
 		{"render", "print the rendered objects of kustomize overlays", runRender},
+		{"serve", "run the GitHub App: webhooks in, pull-request comments and check runs out", runServe},
 		{"version", "print the version and commit", runVersion},
 	}
 }

@@ -1,0 +1,120 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/google/go-github/v60/github"
+)
+
+// diffCommand re-runs driftback on a pull request, with live data on forks.
+const diffCommand = "/driftback diff"
+
+// Route implements Router: which events become work.
+func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*Job, []string, bool) {
+	switch ev := payload.(type) {
+	case *github.PullRequestEvent:
+		req := prRequest{
+			installation: ev.GetInstallation().GetID(),
+			owner:        ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName(),
+			number: ev.GetNumber(), sha: ev.GetPullRequest().GetHead().GetSHA(),
+		}
+		if len(a.targetsOf(ev.GetRepo().GetFullName())) == 0 {
+			return nil, nil, false
+		}
+		switch ev.GetAction() {
+		case "opened", "synchronize", "reopened", "ready_for_review":
+			return []*Job{a.prJob(req, delivery, log)}, nil, true
+		case "labeled", "unlabeled":
+			if !a.isAckLabel(ev.GetRepo().GetFullName(), ev.GetLabel().GetName()) {
+				return nil, nil, false
+			}
+			return []*Job{a.prJob(req, delivery, log)}, nil, true
+		case "closed":
+			return nil, []string{req.key()}, true
+		}
+	case *github.IssueCommentEvent:
+		if ev.GetAction() != "created" || !ev.GetIssue().IsPullRequest() || strings.TrimSpace(ev.GetComment().GetBody()) != diffCommand {
+			return nil, nil, false
+		}
+		if len(a.targetsOf(ev.GetRepo().GetFullName())) == 0 {
+			return nil, nil, false
+		}
+		req := prRequest{
+			installation: ev.GetInstallation().GetID(),
+			owner:        ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName(),
+			number: ev.GetIssue().GetNumber(), forceLive: true,
+		}
+		user := ev.GetComment().GetUser().GetLogin()
+		j := a.prJob(req, delivery, log)
+		j.SHA = "comment:" + delivery // a command never coalesces into an older run's SHA
+		j.Run = func(ctx context.Context) error {
+			gh, err := a.clients.Client(req.installation)
+			if err != nil {
+				return err
+			}
+			perm, _, err := gh.Repositories.GetPermissionLevel(ctx, req.owner, req.repo, user)
+			if err != nil {
+				return fmt.Errorf("read %s's permission: %w", user, err)
+			}
+			switch perm.GetPermission() {
+			case "admin", "maintain", "write":
+			default:
+				j.Log.Info("command ignored: no write permission", "user", user, "permission", perm.GetPermission())
+				return nil
+			}
+			pr, _, err := gh.PullRequests.Get(ctx, req.owner, req.repo, req.number)
+			if err != nil {
+				return err
+			}
+			req.sha = pr.GetHead().GetSHA()
+			return a.processPR(ctx, req, j.Log)
+		}
+		return []*Job{j}, nil, true
+	case *github.CheckRunEvent:
+		if ev.GetAction() != "rerequested" || !strings.HasPrefix(ev.GetCheckRun().GetName(), "driftback / ") {
+			return nil, nil, false
+		}
+		var jobs []*Job
+		for _, p := range ev.GetCheckRun().PullRequests {
+			req := prRequest{
+				installation: ev.GetInstallation().GetID(),
+				owner:        ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName(),
+				number: p.GetNumber(), sha: ev.GetCheckRun().GetHeadSHA(),
+			}
+			jobs = append(jobs, a.prJob(req, delivery, log))
+		}
+		return jobs, nil, len(jobs) > 0
+	case *github.InstallationEvent:
+		if ev.GetAction() == "deleted" || ev.GetAction() == "suspend" {
+			a.clients.Forget(ev.GetInstallation().GetID())
+		}
+		log.Info("installation event", "action", ev.GetAction(), "installation", ev.GetInstallation().GetID())
+		return nil, nil, true
+	case *github.InstallationRepositoriesEvent:
+		log.Info("installation repositories changed", "action", ev.GetAction(), "added", len(ev.RepositoriesAdded), "removed", len(ev.RepositoriesRemoved))
+		return nil, nil, true
+	}
+	return nil, nil, false
+}
+
+func (a *App) isAckLabel(repo, label string) bool {
+	for _, t := range a.targetsOf(repo) {
+		if t.Policy.AckLabel == label {
+			return true
+		}
+	}
+	return false
+}
+
+// prJob is the job that reports on a pull request at req.sha.
+func (a *App) prJob(req prRequest, delivery string, log *slog.Logger) *Job {
+	log = log.With("repo", req.owner+"/"+req.repo, "pr", req.number, "sha", req.sha)
+	return &Job{
+		Key: req.key(), SHA: req.sha, Log: log,
+		Run:  func(ctx context.Context) error { return a.processPR(ctx, req, log) },
+		Fail: func(ctx context.Context, err error) { a.errorComment(ctx, req, err) },
+	}
+}

@@ -1,0 +1,210 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/google/go-github/v60/github"
+)
+
+// Clients hands out one GitHub client per installation; each caches its
+// installation token until it expires.
+type Clients struct {
+	appID   int64
+	key     []byte
+	baseURL string
+	retry   RetryPolicy
+
+	mu   sync.Mutex
+	byID map[int64]*installation
+}
+
+type installation struct {
+	gh *github.Client
+	tr *ghinstallation.Transport
+}
+
+// RetryPolicy bounds how driftback retries GitHub calls.
+type RetryPolicy struct {
+	// Attempts is the number of tries of one call (default 5).
+	Attempts int
+	// Base is the first backoff; it doubles each attempt, with jitter (default 500ms).
+	Base time.Duration
+	// MaxWait caps one wait, also a rate limit's reset or Retry-After (default 2m).
+	MaxWait time.Duration
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.Attempts <= 0 {
+		p.Attempts = 5
+	}
+	if p.Base <= 0 {
+		p.Base = 500 * time.Millisecond
+	}
+	if p.MaxWait <= 0 {
+		p.MaxWait = 2 * time.Minute
+	}
+	return p
+}
+
+// NewClients returns the clients of a GitHub App. baseURL is the REST API
+// base ending in "/" (api.github.com, a GitHub Enterprise /api/v3/, a fake).
+func NewClients(appID int64, privateKey []byte, baseURL string, retry RetryPolicy) *Clients {
+	return &Clients{appID: appID, key: privateKey, baseURL: baseURL, retry: retry.withDefaults(), byID: map[int64]*installation{}}
+}
+
+func (c *Clients) installation(id int64) (*installation, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if in, ok := c.byID[id]; ok {
+		return in, nil
+	}
+	tr, err := ghinstallation.New(http.DefaultTransport, c.appID, id, c.key)
+	if err != nil {
+		return nil, fmt.Errorf("installation %d: %w", id, err)
+	}
+	tr.BaseURL = c.baseURL
+	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry}})
+	if gh.BaseURL, err = gh.BaseURL.Parse(c.baseURL); err != nil {
+		return nil, err
+	}
+	in := &installation{gh: gh, tr: tr}
+	c.byID[id] = in
+	return in, nil
+}
+
+// Client returns the API client of an installation.
+func (c *Clients) Client(id int64) (*github.Client, error) {
+	in, err := c.installation(id)
+	if err != nil {
+		return nil, err
+	}
+	return in.gh, nil
+}
+
+// Token returns an installation token for git over HTTPS.
+func (c *Clients) Token(ctx context.Context, id int64) (string, error) {
+	in, err := c.installation(id)
+	if err != nil {
+		return "", err
+	}
+	return in.tr.Token(ctx)
+}
+
+// Forget drops an installation's client, on uninstall.
+func (c *Clients) Forget(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byID, id)
+}
+
+// retryTransport retries what GitHub says to retry: rate limits (waiting for
+// the primary limit's reset or a secondary limit's Retry-After) and server
+// errors of idempotent calls, with exponential backoff and jitter, bounded. A
+// POST that failed with a server error is not retried here: it may have taken
+// effect, and the publisher's find-or-create repeats it safely instead. Calls
+// that write are serialized per installation, as GitHub asks of integrations.
+type retryTransport struct {
+	next   http.RoundTripper
+	policy RetryPolicy
+	write  sync.Mutex
+}
+
+func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		t.write.Lock()
+		defer t.write.Unlock()
+	}
+	var lastErr error
+	for attempt := 0; attempt < t.policy.Attempts; attempt++ {
+		r := req
+		if attempt > 0 {
+			r = req.Clone(req.Context())
+			if req.Body != nil {
+				if req.GetBody == nil {
+					return nil, lastErr
+				}
+				body, err := req.GetBody()
+				if err != nil {
+					return nil, err
+				}
+				r.Body = body
+			}
+		}
+		resp, err := t.next.RoundTrip(r)
+		wait, retry := t.verdict(req, resp, err, attempt)
+		if !retry || attempt == t.policy.Attempts-1 {
+			return resp, err
+		}
+		if resp != nil {
+			resp.Body.Close()
+			lastErr = fmt.Errorf("%s %s: %s", req.Method, req.URL.Path, resp.Status)
+		} else {
+			lastErr = err
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-req.Context().Done():
+			timer.Stop()
+			return nil, req.Context().Err()
+		case <-timer.C:
+		}
+	}
+	return nil, lastErr
+}
+
+// verdict says whether and after how long to retry.
+func (t *retryTransport) verdict(req *http.Request, resp *http.Response, err error, attempt int) (time.Duration, bool) {
+	backoff := t.backoff(attempt)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return 0, false
+		}
+		return backoff, idempotent(req.Method)
+	}
+	switch {
+	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests:
+		if s := resp.Header.Get("Retry-After"); s != "" {
+			if secs, err := strconv.Atoi(s); err == nil {
+				return min(time.Duration(secs)*time.Second+jitter(250*time.Millisecond), t.policy.MaxWait), true
+			}
+		}
+		if resp.Header.Get("X-RateLimit-Remaining") == "0" {
+			if reset, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil {
+				return min(time.Until(time.Unix(reset, 0))+time.Second, t.policy.MaxWait), true
+			}
+			return backoff, true
+		}
+		return 0, false // a real permission error
+	case resp.StatusCode >= 500:
+		return backoff, idempotent(req.Method)
+	}
+	return 0, false
+}
+
+func (t *retryTransport) backoff(attempt int) time.Duration {
+	d := t.policy.Base << attempt
+	return min(d+jitter(d/2), t.policy.MaxWait)
+}
+
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(d)))
+}
+
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,377 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/google/go-github/v60/github"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
+)
+
+// App holds what the pull-request flow needs across jobs.
+type App struct {
+	cfg      *Config
+	clients  *Clients
+	cache    *RepoCache
+	renderer *render.Renderer
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu       sync.Mutex
+	clusters map[string]*clusterConn
+}
+
+type clusterConn struct {
+	reader *drift.ClusterReader
+	dryRun *drift.ServerDryRun
+	err    error
+}
+
+// NewApp wires the pull-request flow.
+func NewApp(cfg *Config, clients *Clients, cache *RepoCache, log *slog.Logger) *App {
+	return &App{
+		cfg: cfg, clients: clients, cache: cache, log: log, now: time.Now,
+		renderer: render.New(render.DefaultOptions()),
+		clusters: map[string]*clusterConn{},
+	}
+}
+
+// prRequest is the work on one pull request at one head SHA.
+type prRequest struct {
+	installation int64
+	owner, repo  string
+	number       int
+	sha          string
+	// forceLive shows live data on a fork's pull request: a writer asked.
+	forceLive bool
+}
+
+func (r prRequest) key() string { return fmt.Sprintf("%s/%s#%d", r.owner, r.repo, r.number) }
+
+// targetsOf returns app.yml's targets for a repository.
+func (a *App) targetsOf(fullName string) []Target {
+	var out []Target
+	for _, t := range a.cfg.Targets {
+		if strings.EqualFold(t.Repo, fullName) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// processPR renders and compares the targets a pull request affects and
+// publishes the comment and check runs.
+func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) error {
+	gh, err := a.clients.Client(req.installation)
+	if err != nil {
+		return err
+	}
+	pr, _, err := gh.PullRequests.Get(ctx, req.owner, req.repo, req.number)
+	if err != nil {
+		return fmt.Errorf("read the pull request: %w", err)
+	}
+	if pr.GetHead().GetSHA() != req.sha {
+		log.Info("pull request moved on; a newer event reports it", "head", pr.GetHead().GetSHA())
+		return nil
+	}
+	if pr.GetState() == "closed" {
+		return nil
+	}
+	fullName := req.owner + "/" + req.repo
+	repoInfo, _, err := gh.Repositories.Get(ctx, req.owner, req.repo)
+	if err != nil {
+		return fmt.Errorf("read the repository: %w", err)
+	}
+	token, err := a.clients.Token(ctx, req.installation)
+	if err != nil {
+		return fmt.Errorf("installation token: %w", err)
+	}
+	defaultBranch := repoInfo.GetDefaultBranch()
+	baseSHA, headSHA := pr.GetBase().GetSHA(), pr.GetHead().GetSHA()
+	refs := []string{"refs/heads/" + defaultBranch, fmt.Sprintf("refs/pull/%d/head", req.number)}
+	if b := pr.GetBase().GetRef(); b != "" && b != defaultBranch {
+		refs = append(refs, "refs/heads/"+b)
+	}
+	repo, release, err := a.cache.Fetch(ctx, fullName, repoInfo.GetCloneURL(), token, refs, []string{baseSHA, headSHA})
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	var problems []string
+	targets := a.targetsOf(fullName)
+	if content, err := readDefaultBranchFile(repo, defaultBranch, RepoConfigPath); err == nil && content != nil {
+		if targets, err = refine(targets, content); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if pr.GetDraft() && !anyDrafts(targets) {
+		log.Info("draft pull request skipped")
+		return nil
+	}
+
+	base, err := render.GitTree(repo, baseSHA)
+	if err != nil {
+		return err
+	}
+	head, err := render.GitTree(repo, headSHA)
+	if err != nil {
+		return err
+	}
+	changed, err := render.Changed(base, head)
+	if err != nil {
+		return err
+	}
+	fork := pr.GetHead().GetRepo().GetFullName() != "" && !strings.EqualFold(pr.GetHead().GetRepo().GetFullName(), fullName)
+	labels := map[string]bool{}
+	for _, l := range pr.Labels {
+		labels[l.GetName()] = true
+	}
+
+	rep := &drift.Report{Targets: []drift.Target{}, Errors: problems}
+	var checks []CheckResult
+	for _, t := range targets {
+		if len(render.Affected(base, head, []string{t.Path}, changed)) == 0 {
+			checks = append(checks, CheckResult{Name: checkName(t), Conclusion: "success", Title: "Not affected",
+				Summary: fmt.Sprintf("This pull request does not change anything `%s` renders.", t.Path)})
+			continue
+		}
+		live := !fork || t.Policy.ForkLive || req.forceLive
+		target, check := a.compareTarget(ctx, t, base, head, live, labels)
+		rep.Targets = append(rep.Targets, target)
+		checks = append(checks, check)
+	}
+	if len(rep.Targets) == 0 && len(problems) == 0 {
+		existing, err := ourComments(ctx, gh, req.owner, req.repo, req.number)
+		if err != nil {
+			return err
+		}
+		if len(existing) == 0 {
+			// Nothing to say and nothing said before: stay quiet.
+			return a.publishChecks(ctx, gh, req, headSHA, checks)
+		}
+	}
+	parts := drift.Markdown(rep, drift.MarkdownOptions{})
+	parts[len(parts)-1] += fmt.Sprintf("\n---\n<sub>driftback · head %s · %s</sub>\n", shortSHA(headSHA), a.now().UTC().Format("2006-01-02 15:04:05 UTC"))
+	if err := publishComment(ctx, gh, req.owner, req.repo, req.number, parts); err != nil {
+		return err
+	}
+	return a.publishChecks(ctx, gh, req, headSHA, checks)
+}
+
+func (a *App) publishChecks(ctx context.Context, gh *github.Client, req prRequest, sha string, checks []CheckResult) error {
+	for _, c := range checks {
+		if err := publishCheck(ctx, gh, req.owner, req.repo, sha, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func anyDrafts(ts []Target) bool {
+	for _, t := range ts {
+		if t.Policy.Drafts {
+			return true
+		}
+	}
+	return false
+}
+
+func checkName(t Target) string { return "driftback / " + t.Name }
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// compareTarget renders one target at base and head, compares it with its
+// cluster when live data may be shown, and decides its check run.
+func (a *App) compareTarget(ctx context.Context, t Target, base, head *render.Tree, live bool, labels map[string]bool) (drift.Target, CheckResult) {
+	check := CheckResult{Name: checkName(t)}
+	in := drift.Input{Path: t.Path}
+	var renderProblems []string
+	objects := func(tree *render.Tree) []*unstructured.Unstructured {
+		if !tree.HasKustomization(t.Path) {
+			return nil
+		}
+		res, err := a.renderer.Render(ctx, tree, []string{t.Path})
+		if err != nil {
+			renderProblems = append(renderProblems, err.Error())
+			return nil
+		}
+		o := res.Overlays[0]
+		for _, p := range o.Problems {
+			renderProblems = append(renderProblems, p.Error())
+		}
+		objs, err := o.Objects()
+		if err != nil {
+			renderProblems = append(renderProblems, err.Error())
+		}
+		return objs
+	}
+	in.Base, in.HasBase = objects(base), base.HasKustomization(t.Path)
+	in.Head = objects(head)
+	if len(renderProblems) > 0 {
+		check.Conclusion, check.Title = "failure", "The overlay does not render"
+		check.Summary = "- " + strings.Join(renderProblems, "\n- ")
+		return drift.Target{Path: t.Path, Cluster: t.Cluster, Errors: renderProblems}, check
+	}
+
+	opts := drift.DefaultOptions()
+	opts.Ignore = t.Policy.Ignore
+	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
+	opts.Tracking = t.Tracking
+
+	var reader drift.LiveReader
+	liveErr := ""
+	switch {
+	case !live:
+		liveErr = "this pull request comes from a fork: live cluster data is shown after someone with write access comments /driftback diff"
+	case t.Cluster == "":
+		liveErr = "the target names no cluster"
+	default:
+		conn := a.cluster(t.Cluster)
+		if conn.err != nil {
+			liveErr = fmt.Sprintf("cluster %s: %v", t.Cluster, conn.err)
+		} else {
+			reader = conn.reader
+			if a.cfg.Clusters[t.Cluster].Mode == drift.ModeDryRun {
+				opts.Mode, opts.DryRun = drift.ModeDryRun, conn.dryRun
+			}
+		}
+	}
+	var target *drift.Target
+	var err error
+	if reader != nil {
+		target, err = drift.Compare(ctx, reader, in, opts)
+		if err != nil {
+			liveErr = fmt.Sprintf("cluster %s could not be read: %v", t.Cluster, err)
+			target = nil
+		}
+	}
+	if target == nil {
+		if target, err = drift.Compare(ctx, nil, in, opts); err != nil {
+			check.Conclusion, check.Title, check.Summary = "failure", "Comparison failed", err.Error()
+			return drift.Target{Path: t.Path, Errors: []string{err.Error()}}, check
+		}
+		target.LiveError = liveErr
+	}
+	target.Cluster = t.Cluster
+	check.Summary, check.Text = checkSummary(target), ""
+
+	dangers := target.Dangers()
+	var failing []string
+	for _, reason := range t.Policy.FailOn {
+		if dangers[reason] > 0 {
+			failing = append(failing, fmt.Sprintf("%s (%d)", reason, dangers[reason]))
+		}
+	}
+	sort.Strings(failing)
+	switch {
+	case len(failing) > 0 && !labels[t.Policy.AckLabel]:
+		check.Conclusion = "failure"
+		check.Title = "Dangerous: " + strings.Join(failing, ", ")
+		check.Summary = fmt.Sprintf("This pull request does what the policy of `%s` fails on: %s. Review the comment, then add the label `%s` to accept it.\n\n%s",
+			t.Name, strings.Join(failing, ", "), t.Policy.AckLabel, check.Summary)
+	case len(failing) > 0:
+		check.Conclusion, check.Title = "success", "Dangers acknowledged with "+t.Policy.AckLabel
+	case target.LiveError != "":
+		check.Conclusion, check.Title = "neutral", "Git change only: the cluster was not read"
+		check.Summary = target.LiveError + "\n\n" + check.Summary
+	default:
+		check.Conclusion, check.Title = "success", summaryTitle(target)
+	}
+	return *target, check
+}
+
+func summaryTitle(t *drift.Target) string {
+	counts := map[drift.Action]int{}
+	for _, c := range t.Changes {
+		counts[c.Action]++
+	}
+	return fmt.Sprintf("%d to create, %d to update, %d to delete", counts[drift.ActionCreate], counts[drift.ActionUpdate], counts[drift.ActionDelete])
+}
+
+// checkSummary is the check run's text: the target's part of the report.
+func checkSummary(t *drift.Target) string {
+	parts := drift.Markdown(&drift.Report{Targets: []drift.Target{*t}}, drift.MarkdownOptions{Limit: maxCheckText - 512})
+	if len(parts) > 1 {
+		return parts[0] + "\n\n_(continued in the pull-request comment)_"
+	}
+	return parts[0]
+}
+
+// cluster connects to a named cluster once.
+func (a *App) cluster(name string) *clusterConn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.clusters[name]; ok {
+		return c
+	}
+	c := &clusterConn{}
+	cfg, err := restConfig(a.cfg.Clusters[name])
+	if err == nil {
+		cfg.Timeout = 30 * time.Second
+		cfg.UserAgent = "driftback"
+		c.reader, err = drift.NewClusterReader(cfg)
+		if err == nil && a.cfg.Clusters[name].Mode == drift.ModeDryRun {
+			c.dryRun, err = drift.NewServerDryRun(cfg)
+		}
+	}
+	c.err = err
+	if err == nil {
+		a.clusters[name] = c // a failure is retried on the next job
+	}
+	return c
+}
+
+func restConfig(c Cluster) (*rest.Config, error) {
+	if c.InCluster {
+		return rest.InClusterConfig()
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if c.Kubeconfig != "" {
+		rules.ExplicitPath = c.Kubeconfig
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+}
+
+// readDefaultBranchFile reads a file at the tip of the default branch; nil
+// when it does not exist.
+func readDefaultBranchFile(repo *git.Repository, branch, path string) ([]byte, error) {
+	tree, err := render.GitTree(repo, "refs/heads/"+branch)
+	if err != nil {
+		return nil, err
+	}
+	if !tree.Has(path) {
+		return nil, nil
+	}
+	return tree.ReadFile(path)
+}
+
+// errorComment tells the pull request that driftback failed on it.
+func (a *App) errorComment(ctx context.Context, req prRequest, cause error) {
+	gh, err := a.clients.Client(req.installation)
+	if err != nil {
+		return
+	}
+	body := fmt.Sprintf("## driftback could not check this pull request\n\n%s\n\nPush a new commit or comment `/driftback diff` to try again.\n\n---\n<sub>driftback · head %s · %s</sub>\n",
+		"`"+strings.ReplaceAll(cause.Error(), "`", "'")+"`", shortSHA(req.sha), a.now().UTC().Format("2006-01-02 15:04:05 UTC"))
+	if err := publishComment(ctx, gh, req.owner, req.repo, req.number, []string{body}); err != nil && !errors.Is(err, context.Canceled) {
+		a.log.Error("could not report the failure on the pull request", "err", err)
+	}
+}

@@ -1,0 +1,182 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+)
+
+// RepoCache keeps one bare clone per repository on local disk and fetches into
+// it only the refs a job needs, when it does not have their commits yet. Jobs
+// on one repository read it together; a fetch waits for them. The cache stays
+// under a size bound by removing the least recently used clones.
+type RepoCache struct {
+	dir string
+	max int64
+
+	mu    sync.Mutex
+	repos map[string]*cachedRepo
+}
+
+type cachedRepo struct {
+	lock     sync.RWMutex
+	path     string
+	repo     *git.Repository
+	lastUsed time.Time
+	size     int64
+}
+
+// NewRepoCache keeps clones under dir, at most maxBytes in all.
+func NewRepoCache(dir string, maxBytes int64) (*RepoCache, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &RepoCache{dir: dir, max: maxBytes, repos: map[string]*cachedRepo{}}, nil
+}
+
+// Fetch makes sure the clone of fullName has every commit of want, fetching
+// refs from cloneURL with the installation token when it does not. It returns
+// the repository, to read until release is called.
+func (c *RepoCache) Fetch(ctx context.Context, fullName, cloneURL, token string, refs []string, want []string) (*git.Repository, func(), error) {
+	cr, err := c.entry(fullName)
+	if err != nil {
+		return nil, nil, err
+	}
+	cr.lock.RLock()
+	if hasAll(cr.repo, want) {
+		c.touch(cr)
+		return cr.repo, cr.lock.RUnlock, nil
+	}
+	cr.lock.RUnlock()
+
+	cr.lock.Lock()
+	if !hasAll(cr.repo, want) {
+		if err := fetch(ctx, cr.repo, cloneURL, token, refs); err != nil {
+			cr.lock.Unlock()
+			return nil, nil, fmt.Errorf("fetch %s: %w", fullName, err)
+		}
+		if missing := missingOf(cr.repo, want); len(missing) > 0 {
+			cr.lock.Unlock()
+			return nil, nil, fmt.Errorf("fetch %s: commits %s are not on the server", fullName, strings.Join(missing, ", "))
+		}
+		cr.size = dirSize(cr.path)
+	}
+	cr.lock.Unlock()
+	c.touch(cr)
+	c.evict(cr)
+	cr.lock.RLock()
+	return cr.repo, cr.lock.RUnlock, nil
+}
+
+func (c *RepoCache) entry(fullName string) (*cachedRepo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cr, ok := c.repos[fullName]; ok {
+		return cr, nil
+	}
+	path := filepath.Join(c.dir, filepath.FromSlash(fullName)+".git")
+	repo, err := git.PlainOpen(path)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		repo, err = git.PlainInit(path, true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("repository cache %s: %w", path, err)
+	}
+	cr := &cachedRepo{path: path, repo: repo, size: dirSize(path)}
+	c.repos[fullName] = cr
+	return cr, nil
+}
+
+func (c *RepoCache) touch(cr *cachedRepo) {
+	c.mu.Lock()
+	cr.lastUsed = time.Now()
+	c.mu.Unlock()
+}
+
+// evict removes least recently used clones, never keep, until the cache fits.
+func (c *RepoCache) evict(keep *cachedRepo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var total int64
+	var names []string
+	for name, cr := range c.repos {
+		total += cr.size
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return c.repos[names[i]].lastUsed.Before(c.repos[names[j]].lastUsed) })
+	for _, name := range names {
+		if total <= c.max {
+			return
+		}
+		cr := c.repos[name]
+		if cr == keep || !cr.lock.TryLock() { // in use: not now
+			continue
+		}
+		if err := os.RemoveAll(cr.path); err == nil {
+			total -= cr.size
+			delete(c.repos, name)
+		}
+		cr.lock.Unlock()
+	}
+}
+
+func fetch(ctx context.Context, repo *git.Repository, url, token string, refs []string) error {
+	remote, err := repo.Remote("origin")
+	if errors.Is(err, git.ErrRemoteNotFound) || (err == nil && remote.Config().URLs[0] != url) {
+		_ = repo.DeleteRemote("origin") // absent is fine; it is recreated below
+		remote, err = repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{url}})
+	}
+	if err != nil {
+		return err
+	}
+	var specs []config.RefSpec
+	for _, r := range refs {
+		specs = append(specs, config.RefSpec("+"+r+":"+r))
+	}
+	var auth *githttp.BasicAuth
+	if token != "" {
+		auth = &githttp.BasicAuth{Username: "x-access-token", Password: token}
+	}
+	err = remote.FetchContext(ctx, &git.FetchOptions{RefSpecs: specs, Auth: auth, Tags: git.NoTags, Force: true})
+	if errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return nil
+	}
+	return err
+}
+
+func hasAll(repo *git.Repository, want []string) bool { return len(missingOf(repo, want)) == 0 }
+
+func missingOf(repo *git.Repository, want []string) []string {
+	var out []string
+	for _, sha := range want {
+		if _, err := repo.CommitObject(plumbing.NewHash(sha)); err != nil {
+			out = append(out, sha)
+		}
+	}
+	return out
+}
+
+func dirSize(path string) int64 {
+	var n int64
+	_ = filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error { // an unreadable entry counts as nothing
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}

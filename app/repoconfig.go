@@ -1,0 +1,89 @@
+package app
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/driftback/driftback/drift"
+)
+
+// RepoConfigPath is where a repository refines the policy of its targets. It
+// is read from the default branch only, never from a pull request's head.
+const RepoConfigPath = ".github/driftback.yml"
+
+// repoConfig is .github/driftback.yml: policy for targets app.yml already
+// gives this repository. It cannot add a target or name a cluster.
+type repoConfig struct {
+	Targets []repoTarget `yaml:"targets"`
+}
+
+type repoTarget struct {
+	// Name is a target name from app.yml (or its path when it has no name).
+	Name   string     `yaml:"name"`
+	Policy repoPolicy `yaml:"policy"`
+}
+
+// repoPolicy holds what a repository may set; unset fields keep app.yml's.
+type repoPolicy struct {
+	FailOn         []drift.DangerReason `yaml:"failOn"`
+	AckLabel       string               `yaml:"ackLabel"`
+	Drafts         *bool                `yaml:"drafts"`
+	Ignore         []drift.IgnoreRule   `yaml:"ignore"`
+	IgnoreManagers []string             `yaml:"ignoreManagers"`
+}
+
+var clusterKey = regexp.MustCompile(`(?m)^\s*-?\s*(cluster|clusters|kubeconfig|forkLive)\s*:`)
+
+// refine applies a repository's .github/driftback.yml to its targets. Problems
+// are returned for the pull request to show; the targets are then unchanged.
+func refine(targets []Target, content []byte) ([]Target, error) {
+	if loc := clusterKey.FindSubmatchIndex(content); loc != nil {
+		line := bytes.Count(content[:loc[0]], []byte("\n")) + 1
+		if content[loc[0]] == '\n' {
+			line++
+		}
+		return targets, fmt.Errorf("%s:%d: %q cannot be set by a repository: clusters and fork access are the operator's (app.yml)", RepoConfigPath, line, string(content[loc[2]:loc[3]]))
+	}
+	var rc repoConfig
+	dec := yaml.NewDecoder(bytes.NewReader(content))
+	dec.KnownFields(true)
+	if err := dec.Decode(&rc); err != nil && !errors.Is(err, io.EOF) {
+		return targets, fmt.Errorf("%s: %s", RepoConfigPath, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	out := append([]Target(nil), targets...)
+	for _, rt := range rc.Targets {
+		i := -1
+		for j, t := range out {
+			if t.Name == rt.Name {
+				i = j
+			}
+		}
+		if i < 0 {
+			return targets, fmt.Errorf("%s: target %q is not one app.yml gives this repository", RepoConfigPath, rt.Name)
+		}
+		p := &out[i].Policy
+		for _, d := range rt.Policy.FailOn {
+			if !knownDangers[d] {
+				return targets, fmt.Errorf("%s: target %q: unknown danger %q", RepoConfigPath, rt.Name, d)
+			}
+		}
+		if rt.Policy.FailOn != nil {
+			p.FailOn = rt.Policy.FailOn
+		}
+		if rt.Policy.AckLabel != "" {
+			p.AckLabel = rt.Policy.AckLabel
+		}
+		if rt.Policy.Drafts != nil {
+			p.Drafts = *rt.Policy.Drafts
+		}
+		p.Ignore = append(append([]drift.IgnoreRule(nil), p.Ignore...), rt.Policy.Ignore...)
+		p.IgnoreManagers = append(append([]string(nil), p.IgnoreManagers...), rt.Policy.IgnoreManagers...)
+	}
+	return out, nil
+}

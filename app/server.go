@@ -1,0 +1,85 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Server is driftback serving webhooks.
+type Server struct {
+	App     *App
+	Queue   *Queue
+	Webhook *Webhook
+	handler http.Handler
+	ready   atomic.Bool
+	log     *slog.Logger
+}
+
+// NewServer builds the server from a configuration and its secrets. Work runs
+// on ctx, not on any request's context.
+func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Logger) (*Server, error) {
+	dir := cfg.Server.CacheDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "driftback-cache-"); err != nil {
+			return nil, err
+		}
+	}
+	cache, err := NewRepoCache(dir, cfg.Server.CacheMaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	clients := NewClients(cfg.GitHub.AppID, secrets.PrivateKey, cfg.GitHub.APIURL, RetryPolicy{})
+	a := NewApp(cfg, clients, cache, log)
+	q := NewQueue(ctx, cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log)
+	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), log: log}
+	mux := http.NewServeMux()
+	mux.Handle("/webhook", s.Webhook)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	s.handler = mux
+	s.ready.Store(true)
+	return s, nil
+}
+
+// Handler serves /webhook, /healthz and /readyz.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve listens on addr until ctx ends, then stops taking deliveries and gives
+// running work up to grace to finish.
+func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("serving", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.ready.Store(false)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	s.Queue.Close(sctx)
+	return nil
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/driftback/driftback/app"
+)
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", "serve --config app.yml", stderr)
+	path := fs.String("config", "app.yml", "the configuration `FILE`")
+	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long running work may finish after SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitError
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	cfg, err := app.LoadConfig(*path, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "driftback serve:", err)
+		return exitError
+	}
+	secrets, err := cfg.LoadSecrets(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "driftback serve:", err)
+		return exitError
+	}
+	log.Info("effective configuration", "config", cfg.Redacted(secrets))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := app.NewServer(ctx, cfg, secrets, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "driftback serve:", err)
+		return exitError
+	}
+	if err := srv.Serve(ctx, cfg.Server.Listen, *grace); err != nil {
+		log.Error("server stopped", "err", err)
+		return exitError
+	}
+	return exitOK
+}
