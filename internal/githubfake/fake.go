@@ -378,6 +378,15 @@ func (f *Fake) issue(installation int64) string {
 	return tok
 }
 
+// ValidToken reports whether tok is an unexpired installation token, for a git
+// server that authenticates like GitHub's.
+func (f *Fake) ValidToken(tok string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.tokens[tok]
+	return ok && time.Now().Before(t.expires)
+}
+
 // TokensIssued counts the installation tokens handed out.
 func (f *Fake) TokensIssued() int {
 	f.mu.Lock()

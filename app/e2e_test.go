@@ -1,0 +1,340 @@
+package app
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/google/go-github/v60/github"
+
+	"github.com/driftback/driftback/internal/githubfake"
+)
+
+var baseFiles = map[string]any{
+	"README.md":                         "# gitops\n",
+	"deploy/base/kustomization.yaml":    "resources:\n- web.yaml\n- config.yaml\n",
+	"deploy/base/web.yaml":              "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n",
+	"deploy/base/config.yaml":           "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: normal\n",
+	"deploy/prod/kustomization.yaml":    "namespace: NS\nresources:\n- ../base\n- data.yaml\n",
+	"deploy/prod/data.yaml":             "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests: {storage: 1Gi}\n",
+	"deploy/staging/kustomization.yaml": "namespace: NS\nnameSuffix: -staging\nresources:\n- ../base\n",
+}
+
+// liveProd puts the prod overlay's base render in the cluster, as Flux did.
+func (w *world) liveProd() {
+	for _, f := range []string{"deploy/base/web.yaml", "deploy/base/config.yaml", "deploy/prod/data.yaml"} {
+		y := baseFiles[f].(string)
+		y = strings.Replace(y, "metadata:\n", "metadata:\n  namespace: NS\n", 1)
+		w.apply(y)
+	}
+}
+
+func withReplicas(n int) map[string]any {
+	return map[string]any{"deploy/base/web.yaml": strings.Replace(baseFiles["deploy/base/web.yaml"].(string), "replicas: 2", fmt.Sprintf("replicas: %d", n), 1)}
+}
+
+func conclusions(runs []githubfake.CheckRun) map[string]string {
+	out := map[string]string{}
+	for _, r := range runs {
+		out[r.Name] = r.Conclusion
+	}
+	return out
+}
+
+// TestPullRequestGetsOneCommentAndChecks: opened, then synchronize, then a
+// burst of five synchronize events; always exactly one comment, edited in
+// place, and check runs per target on the reported SHA only.
+func TestPullRequestGetsOneCommentAndChecks(t *testing.T) {
+	w := newWorld(t, nil)
+	w.liveProd()
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, withReplicas(3))
+	w.openPR(1, base, head, nil)
+
+	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	runs := w.waitChecks(head.String(), 2)
+	if got := conclusions(runs); got["driftback / prod"] != "success" || got["driftback / staging"] != "success" || len(runs) != 2 {
+		t.Errorf("check runs on the head: %+v", runs)
+	}
+	comments := w.gh.Comments(fullName, 1)
+	if len(comments) != 1 {
+		t.Fatalf("%d comments, want 1", len(comments))
+	}
+	body := comments[0].Body
+	for _, s := range []string{"<!-- driftback:comment part=1 of=1 -->", "## driftback", "### `deploy/prod`", "### `deploy/staging`",
+		"✏️ update <code>Deployment/" + w.env.Namespace + "/web</code>", "+ .spec.replicas: 3", "head " + head.String()[:12]} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+	firstID := comments[0].ID
+
+	// synchronize: the same comment is edited; the new SHA gets its checks.
+	head2 := w.commit(base, withReplicas(4))
+	w.openPR(1, base, head2, nil)
+	if code := w.deliver("pull_request", "d-sync", prPayload("synchronize", 1, head2.String())); code != http.StatusAccepted {
+		t.Fatalf("synchronize: %d", code)
+	}
+	w.waitChecks(head2.String(), 2)
+	comments = w.gh.Comments(fullName, 1)
+	if len(comments) != 1 || comments[0].ID != firstID || !strings.Contains(comments[0].Body, "+ .spec.replicas: 4") {
+		t.Errorf("after synchronize: %d comments (first %d, want %d)", len(comments), comments[0].ID, firstID)
+	}
+
+	// A burst of five pushes: only the last is reported.
+	var burst []plumbing.Hash
+	for i := range 5 {
+		burst = append(burst, w.commit(base, withReplicas(10+i)))
+	}
+	last := burst[len(burst)-1]
+	w.openPR(1, base, last, nil)
+	for i, h := range burst {
+		if code := w.deliver("pull_request", fmt.Sprintf("d-burst-%d", i), prPayload("synchronize", 1, h.String())); code != http.StatusAccepted {
+			t.Fatalf("burst %d: %d", i, code)
+		}
+	}
+	w.waitChecks(last.String(), 2)
+	for _, h := range burst[:4] {
+		if runs := w.gh.CheckRuns(fullName, h.String()); len(runs) != 0 {
+			t.Errorf("an older SHA of the burst got check runs: %s", h)
+		}
+	}
+	comments = w.gh.Comments(fullName, 1)
+	if len(comments) != 1 || !strings.Contains(comments[0].Body, "+ .spec.replicas: 14") || !strings.Contains(comments[0].Body, "head "+last.String()[:12]) {
+		t.Errorf("after the burst: %d comments; body:\n%s", len(comments), comments[0].Body)
+	}
+}
+
+// TestSignaturesAndDuplicates: a bad signature is 401 and posts nothing; the
+// same delivery twice posts once.
+func TestSignaturesAndDuplicates(t *testing.T) {
+	w := newWorld(t, nil)
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, withReplicas(3))
+	w.openPR(2, base, head, nil)
+	good := w.secret
+	w.secret = "not-the-secret"
+	if code := w.deliver("pull_request", "d-bad", prPayload("opened", 2, head.String())); code != http.StatusUnauthorized {
+		t.Errorf("bad signature: %d, want 401", code)
+	}
+	w.secret = good
+	for range 2 {
+		if code := w.deliver("pull_request", "d-same", prPayload("opened", 2, head.String())); code != http.StatusAccepted {
+			t.Errorf("delivery: %d", code)
+		}
+	}
+	w.waitChecks(head.String(), 2)
+	if n := len(w.gh.Comments(fullName, 2)); n != 1 {
+		t.Errorf("%d comments after a duplicate delivery, want 1", n)
+	}
+	var creates int
+	for _, c := range w.gh.Calls() {
+		if c.Method == "POST" && strings.HasSuffix(c.Path, "/check-runs") {
+			creates++
+		}
+	}
+	if creates != 2 {
+		t.Errorf("%d check runs created, want 2 (one per target, once)", creates)
+	}
+}
+
+// TestCommentSplitsAndShrinks: a change too big for one comment is posted as
+// three parts; when it shrinks, the surplus parts are deleted.
+func TestCommentSplitsAndShrinks(t *testing.T) {
+	w := newWorld(t, nil)
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	big := map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- data.yaml\n- many.yaml\n"}
+	// 40 ConfigMaps whose long values differ from the live ones: each shows
+	// both values in the comment, about 150,000 characters in all.
+	var many strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\ndata:\n", i)
+		live := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\n  namespace: NS\ndata:\n", i)
+		for j := range 3 {
+			fmt.Fprintf(&many, "  k%d: %q\n", j, strings.Repeat(fmt.Sprintf("v%02d-", i), 150))
+			live += fmt.Sprintf("  k%d: %q\n", j, strings.Repeat("old-", 150))
+		}
+		w.apply(live)
+	}
+	big["deploy/prod/many.yaml"] = many.String()
+	w.liveProd()
+	head := w.commit(base, big)
+	w.openPR(3, base, head, nil)
+	w.deliver("pull_request", "d-big", prPayload("opened", 3, head.String()))
+	w.waitChecks(head.String(), 2)
+	comments := w.gh.Comments(fullName, 3)
+	if len(comments) != 3 {
+		t.Fatalf("%d comment parts, want 3", len(comments))
+	}
+	for i, c := range comments {
+		if !strings.HasPrefix(c.Body, fmt.Sprintf("<!-- driftback:comment part=%d of=3 -->", i+1)) || len(c.Body) > githubfake.MaxCommentBody {
+			t.Errorf("part %d: %d characters, starts %.60q", i+1, len(c.Body), c.Body)
+		}
+	}
+	first := comments[0].ID
+
+	small := w.commit(base, withReplicas(5))
+	w.openPR(3, base, small, nil)
+	w.deliver("pull_request", "d-small", prPayload("synchronize", 3, small.String()))
+	w.waitChecks(small.String(), 2)
+	comments = w.gh.Comments(fullName, 3)
+	if len(comments) != 1 || comments[0].ID != first || !strings.Contains(comments[0].Body, "part=1 of=1") {
+		t.Errorf("after shrinking: %d comments", len(comments))
+	}
+}
+
+// TestSecondaryRateLimitMidPublish: GitHub answers a secondary rate limit in
+// the middle of publishing; driftback waits Retry-After and completes, with no
+// duplicate.
+func TestSecondaryRateLimitMidPublish(t *testing.T) {
+	w := newWorld(t, nil)
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, withReplicas(3))
+	w.openPR(4, base, head, nil)
+	w.gh.FailNext("POST", "/repos/"+fullName+"/issues/4/comments", 1, 1)
+	w.gh.FailNext("POST", "/repos/"+fullName+"/check-runs", 1, 1)
+	w.deliver("pull_request", "d-limit", prPayload("opened", 4, head.String()))
+	runs := w.waitChecks(head.String(), 2)
+	if len(runs) != 2 {
+		t.Errorf("%d check runs, want 2", len(runs))
+	}
+	if n := len(w.gh.Comments(fullName, 4)); n != 1 {
+		t.Errorf("%d comments, want 1", n)
+	}
+	limited := 0
+	for _, c := range w.gh.Calls() {
+		if c.Status == http.StatusForbidden {
+			limited++
+		}
+	}
+	if limited != 2 {
+		t.Errorf("%d rate-limited calls, want the 2 injected", limited)
+	}
+}
+
+// TestRestartKeepsOneComment: driftback restarted between two events still
+// edits the one comment: GitHub is the state.
+func TestRestartKeepsOneComment(t *testing.T) {
+	w := newWorld(t, nil)
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, withReplicas(3))
+	w.openPR(5, base, head, nil)
+	w.deliver("pull_request", "d-1", prPayload("opened", 5, head.String()))
+	w.waitChecks(head.String(), 2)
+	w.stop()
+	w.start()
+	head2 := w.commit(base, withReplicas(6))
+	w.openPR(5, base, head2, nil)
+	w.deliver("pull_request", "d-2", prPayload("synchronize", 5, head2.String()))
+	w.waitChecks(head2.String(), 2)
+	if c := w.gh.Comments(fullName, 5); len(c) != 1 || !strings.Contains(c[0].Body, "head "+head2.String()[:12]) {
+		t.Errorf("after a restart: %d comments", len(c))
+	}
+}
+
+// TestDangerFailsUntilAcknowledged: removing a PVC that prod's policy fails on
+// fails the check; adding the acknowledge label re-runs and passes.
+func TestDangerFailsUntilAcknowledged(t *testing.T) {
+	w := newWorld(t, nil)
+	w.liveProd()
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n", "deploy/prod/data.yaml": nil})
+	w.openPR(6, base, head, nil)
+	w.deliver("pull_request", "d-danger", prPayload("opened", 6, head.String()))
+	runs := w.waitChecks(head.String(), 1)
+	prod := findRun(t, runs, "driftback / prod")
+	if prod.Conclusion != "failure" || !strings.Contains(prod.Title, "pvc-removal") {
+		t.Fatalf("prod check: %+v", prod)
+	}
+	if c := w.gh.Comments(fullName, 6); len(c) != 1 || !strings.Contains(c[0].Body, "**pvc-removal**") {
+		t.Errorf("the comment does not show the danger")
+	}
+
+	w.openPR(6, base, head, func(p *githubfake.Pull) { p.Labels = []string{DefaultAckLabel} })
+	ev := prPayload("labeled", 6, head.String())
+	ev.Label = &github.Label{Name: github.String(DefaultAckLabel)}
+	if code := w.deliver("pull_request", "d-label", ev); code != http.StatusAccepted {
+		t.Fatalf("labeled: %d", code)
+	}
+	waitFor(t, "the check to pass", func() bool {
+		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "success"
+	})
+	prodRuns := 0
+	for _, r := range w.gh.CheckRuns(fullName, head.String()) {
+		if r.Name == "driftback / prod" {
+			prodRuns++
+		}
+	}
+	if prodRuns != 1 {
+		t.Errorf("%d prod check runs on the head, want the one run updated", prodRuns)
+	}
+}
+
+func findRun(t *testing.T, runs []githubfake.CheckRun, name string) githubfake.CheckRun {
+	t.Helper()
+	for _, r := range runs {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no check run %q among %+v", name, runs)
+	return githubfake.CheckRun{}
+}
+
+// TestForkPullRequestNeedsAWriter: a fork's pull request gets the Git diff
+// only; "/driftback diff" from a reader changes nothing; from a writer it
+// brings the live data.
+func TestForkPullRequestNeedsAWriter(t *testing.T) {
+	w := newWorld(t, nil)
+	w.liveProd()
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, withReplicas(3))
+	w.openPR(7, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
+	w.deliver("pull_request", "d-fork", prPayload("opened", 7, head.String()))
+	runs := w.waitChecks(head.String(), 2)
+	if c := findRun(t, runs, "driftback / prod"); c.Conclusion != "neutral" {
+		t.Errorf("fork check: %+v", c)
+	}
+	body := w.gh.Comments(fullName, 7)[0].Body
+	if !strings.Contains(body, "comes from a fork") || strings.Contains(body, "set by kustomize-controller") {
+		t.Fatalf("the fork's comment shows live data or no reason:\n%s", body)
+	}
+
+	command := func(user, id string) {
+		ev := &github.IssueCommentEvent{Action: github.String("created"), Repo: repoPayload(),
+			Issue:        &github.Issue{Number: github.Int(7), PullRequestLinks: &github.PullRequestLinks{URL: github.String("x")}},
+			Comment:      &github.IssueComment{Body: github.String("/driftback diff"), User: &github.User{Login: github.String(user)}},
+			Installation: &github.Installation{ID: github.Int64(instID)}}
+		if code := w.deliver("issue_comment", id, ev); code != http.StatusAccepted {
+			t.Fatalf("issue_comment: %d", code)
+		}
+	}
+	before := w.gh.Comments(fullName, 7)[0].Updated
+	command("visitor", "d-reader")
+	waitFor(t, "the reader's command to be handled", func() bool { return w.srv.Queue.Depth() == 0 })
+	w.waitIdle()
+	if after := w.gh.Comments(fullName, 7)[0]; !after.Updated.Equal(before) || strings.Contains(after.Body, "set by kustomize-controller") {
+		t.Errorf("a reader's command changed the comment")
+	}
+	command("maintainer", "d-writer")
+	waitFor(t, "live data after a writer's command", func() bool {
+		return strings.Contains(w.gh.Comments(fullName, 7)[0].Body, "set by kustomize-controller")
+	})
+	waitFor(t, "the check to pass with live data", func() bool {
+		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "success"
+	})
+}
+
+// waitIdle waits until no job is queued or running.
+func (w *world) waitIdle() {
+	w.t.Helper()
+	waitFor(w.t, "the queue to be idle", func() bool {
+		w.srv.Queue.mu.Lock()
+		defer w.srv.Queue.mu.Unlock()
+		return len(w.srv.Queue.pending) == 0 && len(w.srv.Queue.running) == 0
+	})
+}

@@ -1,0 +1,339 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/gittestserver"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/google/go-github/v60/github"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/internal/githubfake"
+	"github.com/driftback/driftback/internal/kubetest"
+)
+
+const (
+	owner    = "acme"
+	repoName = "gitops"
+	fullName = owner + "/" + repoName
+	instID   = int64(77)
+)
+
+// world is everything an end-to-end test talks to: the GitHub fake, a real git
+// server holding the repository, the real apiserver, and driftback's handler
+// served over HTTP.
+type world struct {
+	t      *testing.T
+	gh     *githubfake.Fake
+	git    *gittestserver.GitServer
+	env    *kubetest.Env
+	local  *git.Repository
+	dir    string
+	cfg    *Config
+	secret string
+	srv    *Server
+	http   *httptest.Server
+	cancel context.CancelFunc
+	seq    int
+}
+
+func newWorld(t *testing.T, configure func(*Config)) *world {
+	t.Helper()
+	w := &world{t: t, env: kubetest.New(t), secret: "e2e-webhook-secret"}
+	var err error
+	if w.gh, err = githubfake.New(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.gh.Close)
+
+	// A git server that takes installation tokens, as GitHub's does.
+	w.git, err = gittestserver.NewTempGitServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(w.git.Root()) })
+	w.git.AutoCreate()
+	w.git.AddHTTPMiddlewares(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			user, pass, ok := r.BasicAuth()
+			if !ok || user != "x-access-token" || !w.gh.ValidToken(pass) {
+				rw.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+				http.Error(rw, "authentication required", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(rw, r)
+		})
+	})
+	if err := w.git.StartHTTP(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.git.StopHTTP)
+
+	w.dir = t.TempDir()
+	if w.local, err = git.PlainInit(filepath.Join(w.dir, "work"), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.local.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{w.git.HTTPAddress() + "/" + fullName + ".git"}}); err != nil {
+		t.Fatal(err)
+	}
+	w.gh.AddRepo(&githubfake.Repo{Owner: owner, Name: repoName, Installation: instID,
+		CloneURL:    w.git.HTTPAddress() + "/" + fullName + ".git",
+		Permissions: map[string]string{"maintainer": "write", "visitor": "read"}})
+
+	kubeconfig := filepath.Join(w.dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: w.env.Config.Host, CertificateAuthorityData: w.env.Config.CAData}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: w.env.Config.CertData, ClientKeyData: w.env.Config.KeyData}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	kc.CurrentContext = "test"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(w.dir, "key.pem")
+	if err := os.WriteFile(keyFile, w.gh.KeyPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	y := fmt.Sprintf(`github:
+  appID: %d
+  privateKeyFile: %s
+  apiURL: %s
+server:
+  workers: 2
+  queueSize: 16
+  cacheDir: %s
+clusters:
+  test:
+    kubeconfig: %s
+targets:
+- name: prod
+  repo: %s
+  path: deploy/prod
+  cluster: test
+  policy:
+    failOn: [pvc-removal]
+- name: staging
+  repo: %s
+  path: deploy/staging
+  cluster: test
+`, w.gh.AppID, keyFile, w.gh.URL(), filepath.Join(w.dir, "cache"), kubeconfig, fullName, fullName)
+	if w.cfg, err = ParseConfig([]byte(y), func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if configure != nil {
+		configure(w.cfg)
+	}
+	w.start()
+	return w
+}
+
+// start runs a driftback server (again, after stop: a restart).
+func (w *world) start() {
+	w.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	secrets := &Secrets{PrivateKey: w.gh.KeyPEM(), WebhookSecret: []byte(w.secret)}
+	srv, err := NewServer(ctx, w.cfg, secrets, slog.New(slog.NewTextHandler(testWriter{w.t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	// Short backoffs keep the tests quick; Retry-After is still honoured.
+	srv.App.clients = NewClients(w.cfg.GitHub.AppID, secrets.PrivateKey, w.cfg.GitHub.APIURL,
+		RetryPolicy{Attempts: 4, Base: 10 * time.Millisecond, MaxWait: 3 * time.Second})
+	w.srv, w.cancel = srv, cancel
+	w.http = httptest.NewServer(srv.Handler())
+	w.t.Cleanup(w.stop)
+}
+
+func (w *world) stop() {
+	if w.http != nil {
+		w.http.Close()
+		w.http = nil
+	}
+	if w.cancel != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		w.srv.Queue.Close(ctx)
+		cancel()
+		w.cancel()
+		w.cancel = nil
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (tw testWriter) Write(p []byte) (int, error) {
+	tw.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// ns puts the test's namespace into a manifest.
+func (w *world) ns(y string) string { return strings.ReplaceAll(y, "NS", w.env.Namespace) }
+
+// commit writes files (nil deletes) on top of parent (zero: the current HEAD)
+// and returns the new commit.
+func (w *world) commit(parent plumbing.Hash, files map[string]any) plumbing.Hash {
+	w.t.Helper()
+	wt, err := w.local.Worktree()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if !parent.IsZero() {
+		if err := wt.Checkout(&git.CheckoutOptions{Hash: parent, Force: true}); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	root := filepath.Join(w.dir, "work")
+	for name, v := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if v == nil {
+			_ = os.Remove(p) // absent already is what we want
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			w.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(w.ns(v.(string))), 0o644); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
+		w.t.Fatal(err)
+	}
+	w.seq++
+	h, err := wt.Commit(fmt.Sprintf("change %d", w.seq), &git.CommitOptions{All: true, AllowEmptyCommits: true,
+		Author: &object.Signature{Name: "dev", Email: "dev@example.com", When: time.Unix(1_760_000_000+int64(w.seq), 0)}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return h
+}
+
+// push publishes commits to refs on the git server.
+func (w *world) push(refs map[string]plumbing.Hash) {
+	w.t.Helper()
+	var specs []config.RefSpec
+	for ref, h := range refs {
+		if err := w.local.Storer.SetReference(plumbing.NewHashReference(plumbing.ReferenceName("refs/driftback-test/"+ref), h)); err != nil {
+			w.t.Fatal(err)
+		}
+		specs = append(specs, config.RefSpec("+refs/driftback-test/"+ref+":"+ref))
+	}
+	err := w.local.Push(&git.PushOptions{RemoteName: "origin", RefSpecs: specs, Force: true,
+		Auth: &githttp.BasicAuth{Username: "x-access-token", Password: w.gh.Token(instID)}})
+	if err != nil && err != git.NoErrAlreadyUpToDate {
+		w.t.Fatal(err)
+	}
+}
+
+// openPR pushes base to main and head to the pull request's ref, and records
+// the pull request on the fake.
+func (w *world) openPR(number int, base, head plumbing.Hash, mutate func(*githubfake.Pull)) {
+	w.t.Helper()
+	w.push(map[string]plumbing.Hash{"refs/heads/main": base, fmt.Sprintf("refs/pull/%d/head", number): head})
+	p := githubfake.Pull{Number: number, Title: "change", User: "dev", HeadSHA: head.String(), HeadRef: "feature",
+		BaseSHA: base.String(), BaseRef: "main"}
+	if mutate != nil {
+		mutate(&p)
+	}
+	w.gh.SetPull(fullName, p)
+}
+
+// deliver signs and POSTs an event to driftback and returns the status.
+func (w *world) deliver(event, id string, payload any) int {
+	w.t.Helper()
+	body, err := json.Marshal(payload)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, w.http.URL+"/webhook", strings.NewReader(string(body)))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", sign(w.secret, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func repoPayload() *github.Repository {
+	return &github.Repository{Name: github.String(repoName), FullName: github.String(fullName), Owner: &github.User{Login: github.String(owner)}}
+}
+
+func prPayload(action string, number int, sha string) *github.PullRequestEvent {
+	return &github.PullRequestEvent{
+		Action: github.String(action), Number: github.Int(number), Repo: repoPayload(),
+		PullRequest:  &github.PullRequest{Number: github.Int(number), Head: &github.PullRequestBranch{SHA: github.String(sha)}},
+		Installation: &github.Installation{ID: github.Int64(instID)},
+	}
+}
+
+// waitChecks waits until every target has a completed check run on sha.
+func (w *world) waitChecks(sha string, n int) []githubfake.CheckRun {
+	w.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		runs := w.gh.CheckRuns(fullName, sha)
+		done := 0
+		for _, r := range runs {
+			if r.Status == "completed" {
+				done++
+			}
+		}
+		if done >= n && w.srv.Queue.Depth() == 0 {
+			return runs
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("timed out waiting for %d check runs on %s; have %+v; calls %v", n, sha, runs, lastCalls(w.gh.Calls(), 10))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func lastCalls(c []githubfake.Call, n int) []githubfake.Call {
+	return c[max(0, len(c)-n):]
+}
+
+// apply server-side applies a manifest to the cluster as Flux would.
+func (w *world) apply(y string) {
+	w.t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(w.ns(y)), &u.Object); err != nil {
+		w.t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(w.env.Config)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	gvr := map[string]string{"ConfigMap": "configmaps", "PersistentVolumeClaim": "persistentvolumeclaims", "Deployment": "deployments"}[u.GetKind()]
+	gv := u.GroupVersionKind().GroupVersion()
+	b, _ := json.Marshal(u.Object)
+	force := true
+	if _, err := dyn.Resource(gv.WithResource(gvr)).Namespace(u.GetNamespace()).Patch(context.Background(), u.GetName(),
+		types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: "kustomize-controller", Force: &force}); err != nil {
+		w.t.Fatal(err)
+	}
+}

@@ -1,0 +1,21 @@
+package app
+
+import (
+	"io"
+	"log"
+	"os"
+	"testing"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/driftback/driftback/internal/kubetest"
+	"github.com/driftback/driftback/render"
+)
+
+func TestMain(m *testing.M) {
+	render.ServeChild()
+	ctrllog.SetLogger(logr.Discard())
+	log.SetOutput(io.Discard) // the test git server logs every request through the standard logger
+	os.Exit(kubetest.Main(m))
+}
