@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +56,8 @@ type world struct {
 	http   *httptest.Server
 	cancel context.CancelFunc
 	seq    int
+	// uploads counts fetches served by the git server.
+	uploads atomic.Int64
 }
 
 func newWorld(t *testing.T, configure func(*Config)) *world {
@@ -80,6 +83,9 @@ func newWorld(t *testing.T, configure func(*Config)) *world {
 				rw.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 				http.Error(rw, "authentication required", http.StatusUnauthorized)
 				return
+			}
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+				w.uploads.Add(1)
 			}
 			next.ServeHTTP(rw, r)
 		})

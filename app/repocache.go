@@ -16,6 +16,8 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/driftback/driftback/render"
 )
 
 // RepoCache keeps one bare clone per repository on local disk and fetches into
@@ -149,6 +151,11 @@ func fetch(ctx context.Context, repo *git.Repository, url, token string, refs []
 	if token != "" {
 		auth = &githttp.BasicAuth{Username: "x-access-token", Password: token}
 	}
+	// The cache's write lock keeps this repository's jobs out; the object
+	// store's lock keeps out reads through trees still held elsewhere.
+	lock := render.RepoLock(repo)
+	lock.Lock()
+	defer lock.Unlock()
 	err = remote.FetchContext(ctx, &git.FetchOptions{RefSpecs: specs, Auth: auth, Tags: git.NoTags, Force: true})
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return nil
@@ -159,6 +166,9 @@ func fetch(ctx context.Context, repo *git.Repository, url, token string, refs []
 func hasAll(repo *git.Repository, want []string) bool { return len(missingOf(repo, want)) == 0 }
 
 func missingOf(repo *git.Repository, want []string) []string {
+	lock := render.RepoLock(repo)
+	lock.Lock()
+	defer lock.Unlock()
 	var out []string
 	for _, sha := range want {
 		if _, err := repo.CommitObject(plumbing.NewHash(sha)); err != nil {

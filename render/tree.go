@@ -109,9 +109,24 @@ type treeFile struct {
 	hash string // git blob id; empty until computed for directory trees
 }
 
+// repoLocks serializes the reads of each repository's object store.
+var repoLocks sync.Map // *git.Repository → *sync.Mutex
+
+// RepoLock returns the lock that every read of repo's object store holds:
+// go-git's filesystem storage loads its indexes lazily and is not safe for
+// concurrent use. Code outside this package that reads the same repository
+// (or fetches into it) holds it too.
+func RepoLock(repo *git.Repository) *sync.Mutex {
+	l, _ := repoLocks.LoadOrStore(repo, &sync.Mutex{})
+	return l.(*sync.Mutex)
+}
+
 // GitTree reads the tree of rev (a branch, tag, SHA or any revision go-git
 // resolves) from the repository's object store, without a checkout.
 func GitTree(repo *git.Repository, rev string) (*Tree, error) {
+	lock := RepoLock(repo)
+	lock.Lock()
+	defer lock.Unlock()
 	h, err := repo.ResolveRevision(plumbing.Revision(rev))
 	if err != nil {
 		return nil, fmt.Errorf("resolve %q: %w", rev, err)
@@ -154,6 +169,8 @@ func GitTree(repo *git.Repository, rev string) (*Tree, error) {
 	}
 	t.index()
 	t.open = func(f treeFile) ([]byte, error) {
+		lock.Lock()
+		defer lock.Unlock()
 		blob, err := repo.BlobObject(plumbing.NewHash(f.hash))
 		if err != nil {
 			return nil, err

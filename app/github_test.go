@@ -1,0 +1,129 @@
+package app
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/driftback/driftback/internal/githubfake"
+)
+
+// TestRetryTransport proves what is retried and how long it waits: server
+// errors of idempotent calls with backoff, never a POST that may have taken
+// effect, a secondary limit after Retry-After, a primary limit at its reset,
+// and a permission error never.
+func TestRetryTransport(t *testing.T) {
+	cases := []struct {
+		name     string
+		method   string
+		answers  []func(http.ResponseWriter)
+		want     int // status the caller sees
+		attempts int64
+		minWait  time.Duration
+	}{
+		{"a GET after two 502s", "GET", []func(http.ResponseWriter){status(502), status(502), status(200)}, 200, 3, 0},
+		{"a POST after a 502 is not retried", "POST", []func(http.ResponseWriter){status(502), status(201)}, 502, 1, 0},
+		{"a POST after a secondary rate limit", "POST", []func(http.ResponseWriter){retryAfter(1), status(201)}, 201, 2, time.Second},
+		{"a primary rate limit waits for its reset", "GET", []func(http.ResponseWriter){resetIn(1), status(200)}, 200, 2, 900 * time.Millisecond},
+		{"a 403 without limit headers is final", "PATCH", []func(http.ResponseWriter){status(403), status(200)}, 403, 1, 0},
+		{"bounded: five 503s", "GET", []func(http.ResponseWriter){status(503), status(503), status(503), status(503), status(503), status(200)}, 503, 5, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				i := n.Add(1) - 1
+				if b, _ := io.ReadAll(r.Body); r.Method == "POST" && string(b) != "payload" {
+					t.Errorf("attempt %d lost the body: %q", i, b)
+				}
+				tc.answers[min(int(i), len(tc.answers)-1)](w)
+			}))
+			defer srv.Close()
+			client := &http.Client{Transport: &retryTransport{next: http.DefaultTransport, policy: RetryPolicy{Attempts: 5, Base: time.Millisecond, MaxWait: 5 * time.Second}}}
+			req, _ := http.NewRequestWithContext(context.Background(), tc.method, srv.URL, strings.NewReader("payload"))
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want || n.Load() != tc.attempts {
+				t.Errorf("status %d after %d attempts; want %d after %d", resp.StatusCode, n.Load(), tc.want, tc.attempts)
+			}
+			if waited := time.Since(start); waited < tc.minWait {
+				t.Errorf("waited %s, want at least %s", waited, tc.minWait)
+			}
+		})
+	}
+}
+
+func status(code int) func(http.ResponseWriter) {
+	return func(w http.ResponseWriter) { w.WriteHeader(code) }
+}
+
+func retryAfter(secs int) func(http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		w.WriteHeader(http.StatusForbidden)
+	}
+}
+
+func resetIn(secs int) func(http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Duration(secs)*time.Second).Unix(), 10))
+		w.WriteHeader(http.StatusForbidden)
+	}
+}
+
+// TestInstallationTokensAreCachedAndEnterpriseURLsWork proves one token serves
+// many calls of an installation, that the token request carries a valid JWT,
+// and that a GitHub Enterprise base URL (…/api/v3/) is used as given.
+func TestInstallationTokensAreCachedAndEnterpriseURLsWork(t *testing.T) {
+	gh, err := githubfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gh.Close()
+	gh.AddRepo(&githubfake.Repo{Owner: "o", Name: "r", Installation: 5})
+	for _, base := range []string{gh.URL(), gh.URL() + "api/v3/"} {
+		before := gh.TokensIssued()
+		clients := NewClients(gh.AppID, gh.KeyPEM(), base, RetryPolicy{})
+		c, err := clients.Client(5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			if _, _, err := c.Repositories.Get(context.Background(), "o", "r"); err != nil {
+				t.Fatalf("%s: %v", base, err)
+			}
+		}
+		if _, err := clients.Token(context.Background(), 5); err != nil {
+			t.Fatal(err)
+		}
+		if n := gh.TokensIssued() - before; n != 1 {
+			t.Errorf("%s: %d tokens issued for 6 uses, want 1", base, n)
+		}
+	}
+	var enterprise int
+	for _, c := range gh.Calls() {
+		if strings.HasPrefix(c.Path, "/api/v3/") {
+			enterprise++
+		}
+	}
+	if enterprise == 0 {
+		t.Errorf("no call went to the /api/v3/ base")
+	}
+	wrong := NewClients(gh.AppID, []byte(strings.Replace(string(gh.KeyPEM()), "A", "B", 5)), gh.URL(), RetryPolicy{Attempts: 1})
+	if c, err := wrong.Client(5); err == nil {
+		if _, _, err := c.Repositories.Get(context.Background(), "o", "r"); err == nil {
+			t.Errorf("a client with the wrong key was served")
+		}
+	}
+}
