@@ -338,3 +338,71 @@ func (w *world) waitIdle() {
 		return len(w.srv.Queue.pending) == 0 && len(w.srv.Queue.running) == 0
 	})
 }
+
+// TestRenderErrorsReachThePullRequest: a head that does not render fails its
+// target's check, and the comment names the file, line and reason.
+func TestRenderErrorsReachThePullRequest(t *testing.T) {
+	w := newWorld(t, nil)
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- https://example.com/evil.yaml\n"})
+	w.openPR(8, base, head, nil)
+	w.deliver("pull_request", "d-broken", prPayload("opened", 8, head.String()))
+	runs := w.waitChecks(head.String(), 2)
+	prod := findRun(t, runs, "driftback / prod")
+	if prod.Conclusion != "failure" || !strings.Contains(prod.Summary, "deploy/prod/kustomization.yaml:4") {
+		t.Errorf("prod check: %+v", prod)
+	}
+	if body := w.gh.Comments(fullName, 8)[0].Body; !strings.Contains(body, "deploy/prod/kustomization.yaml:4: resources entry") || !strings.Contains(body, "remote resources are not rendered") {
+		t.Errorf("the comment does not show the render error:\n%s", body)
+	}
+}
+
+// TestRerequestedCheckRunsRunAgain: "Re-run" on a driftback check run reports
+// again on the same commit, updating the runs rather than adding more.
+func TestRerequestedCheckRunsRunAgain(t *testing.T) {
+	w := newWorld(t, nil)
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, withReplicas(3))
+	w.openPR(9, base, head, nil)
+	w.deliver("pull_request", "d-9", prPayload("opened", 9, head.String()))
+	w.waitChecks(head.String(), 2)
+	w.liveProd() // the cluster changed since: the re-run must see it
+	ev := &github.CheckRunEvent{Action: github.String("rerequested"), Repo: repoPayload(),
+		CheckRun: &github.CheckRun{Name: github.String("driftback / prod"), HeadSHA: github.String(head.String()),
+			PullRequests: []*github.PullRequest{{Number: github.Int(9)}}},
+		Installation: &github.Installation{ID: github.Int64(instID)}}
+	if code := w.deliver("check_run", "d-rerun", ev); code != http.StatusAccepted {
+		t.Fatalf("check_run: %d", code)
+	}
+	waitFor(t, "the re-run to see the live Deployment", func() bool {
+		return strings.Contains(w.gh.Comments(fullName, 9)[0].Body, "✏️ update <code>Deployment/"+w.env.Namespace+"/web</code>")
+	})
+	w.waitIdle()
+	if n := len(w.gh.CheckRuns(fullName, head.String())); n != 2 {
+		t.Errorf("%d check runs after a re-run, want the same 2", n)
+	}
+}
+
+// TestPushRefreshesDesiredState: a push to the default branch fetches it into
+// the repository cache, so the desired state is local before it is needed.
+func TestPushRefreshesDesiredState(t *testing.T) {
+	w := newWorld(t, nil)
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	w.push(map[string]plumbing.Hash{"refs/heads/main": base})
+	ev := &github.PushEvent{Ref: github.String("refs/heads/main"), After: github.String(base.String()),
+		Repo: &github.PushEventRepository{Name: github.String(repoName), FullName: github.String(fullName),
+			DefaultBranch: github.String("main"), Owner: &github.User{Login: github.String(owner)}},
+		Installation: &github.Installation{ID: github.Int64(instID)}}
+	if code := w.deliver("push", "d-push", ev); code != http.StatusAccepted {
+		t.Fatalf("push: %d", code)
+	}
+	w.waitIdle()
+	if w.uploads.Load() != 1 {
+		t.Errorf("%d fetches after a push, want 1", w.uploads.Load())
+	}
+	other := *ev
+	other.Ref = github.String("refs/heads/feature")
+	if code := w.deliver("push", "d-push-2", &other); code != http.StatusNoContent {
+		t.Errorf("a push to another branch: %d, want 204", code)
+	}
+}

@@ -87,6 +87,20 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 			jobs = append(jobs, a.prJob(req, delivery, log))
 		}
 		return jobs, nil, len(jobs) > 0
+	case *github.PushEvent:
+		full := ev.GetRepo().GetFullName()
+		if len(a.targetsOf(full)) == 0 || ev.GetRef() != "refs/heads/"+ev.GetRepo().GetDefaultBranch() || ev.GetDeleted() {
+			return nil, nil, false
+		}
+		owner, name := ev.GetRepo().GetOwner().GetLogin(), ev.GetRepo().GetName()
+		if owner == "" {
+			owner = ev.GetRepo().GetOwner().GetName()
+		}
+		sha := ev.GetAfter()
+		plog := log.With("repo", full, "sha", sha)
+		return []*Job{{Key: full + "@default", SHA: sha, Log: plog, Run: func(ctx context.Context) error {
+			return a.refreshDefaultBranch(ctx, ev.GetInstallation().GetID(), owner, name, sha, plog)
+		}}}, nil, true
 	case *github.InstallationEvent:
 		if ev.GetAction() == "deleted" || ev.GetAction() == "suspend" {
 			a.clients.Forget(ev.GetInstallation().GetID())

@@ -44,7 +44,7 @@ const (
 // server holding the repository, the real apiserver, and driftback's handler
 // served over HTTP.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	gh     *githubfake.Fake
 	git    *gittestserver.GitServer
 	env    *kubetest.Env
@@ -60,7 +60,7 @@ type world struct {
 	uploads atomic.Int64
 }
 
-func newWorld(t *testing.T, configure func(*Config)) *world {
+func newWorld(t testing.TB, configure func(*Config)) *world {
 	t.Helper()
 	w := &world{t: t, env: kubetest.New(t), secret: "e2e-webhook-secret"}
 	var err error
@@ -183,7 +183,7 @@ func (w *world) stop() {
 	}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (tw testWriter) Write(p []byte) (int, error) {
 	tw.t.Log(strings.TrimSpace(string(p)))

@@ -165,10 +165,70 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	}
 	parts := drift.Markdown(rep, drift.MarkdownOptions{})
 	parts[len(parts)-1] += fmt.Sprintf("\n---\n<sub>driftback · head %s · %s</sub>\n", shortSHA(headSHA), a.now().UTC().Format("2006-01-02 15:04:05 UTC"))
-	if err := publishComment(ctx, gh, req.owner, req.repo, req.number, parts); err != nil {
+	// Publishing is find-or-create by marker and by check name, so a failed
+	// attempt is simply repeated: what it created is found, not duplicated.
+	return retryPublish(ctx, func() error {
+		if err := publishComment(ctx, gh, req.owner, req.repo, req.number, parts); err != nil {
+			return err
+		}
+		return a.publishChecks(ctx, gh, req, headSHA, checks)
+	})
+}
+
+// retryPublish repeats an idempotent publish a few times with backoff.
+func retryPublish(ctx context.Context, publish func() error) error {
+	var err error
+	for attempt := range 3 {
+		if err = publish(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 2 * time.Second):
+		}
+	}
+	return err
+}
+
+// refreshDefaultBranch fetches the default branch's new head into the cache
+// and renders the repository's targets there, so the desired state is ready
+// (and cached) before the next pull request or drift check needs it.
+func (a *App) refreshDefaultBranch(ctx context.Context, installation int64, owner, repo, sha string, log *slog.Logger) error {
+	gh, err := a.clients.Client(installation)
+	if err != nil {
 		return err
 	}
-	return a.publishChecks(ctx, gh, req, headSHA, checks)
+	info, _, err := gh.Repositories.Get(ctx, owner, repo)
+	if err != nil {
+		return fmt.Errorf("read the repository: %w", err)
+	}
+	token, err := a.clients.Token(ctx, installation)
+	if err != nil {
+		return err
+	}
+	fullName := owner + "/" + repo
+	r, release, err := a.cache.Fetch(ctx, fullName, info.GetCloneURL(), token, []string{"refs/heads/" + info.GetDefaultBranch()}, []string{sha})
+	if err != nil {
+		return err
+	}
+	defer release()
+	tree, err := render.GitTree(r, sha)
+	if err != nil {
+		return err
+	}
+	var paths []string
+	for _, t := range a.targetsOf(fullName) {
+		if tree.HasKustomization(t.Path) {
+			paths = append(paths, t.Path)
+		}
+	}
+	res, err := a.renderer.Render(ctx, tree, paths)
+	if err != nil {
+		return err
+	}
+	log.Info("desired state refreshed", "targets", len(paths), "problems", len(res.Problems()))
+	return nil
 }
 
 func (a *App) publishChecks(ctx context.Context, gh *github.Client, req prRequest, sha string, checks []CheckResult) error {

@@ -13,7 +13,7 @@ import (
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

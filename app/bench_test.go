@@ -1,0 +1,115 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+)
+
+type nopRouter struct{}
+
+func (nopRouter) Route(event, delivery string, payload any, _ *slog.Logger) ([]*Job, []string, bool) {
+	return []*Job{{Key: delivery, Run: func(context.Context) error { return nil }}}, nil, true
+}
+
+// BenchmarkWebhookIntake measures verifying and queueing deliveries: the work
+// done before GitHub gets its 202.
+func BenchmarkWebhookIntake(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := NewQueue(ctx, 4, 1<<20, time.Minute, discard)
+	h := NewWebhook([]byte(testSecret), q, nopRouter{}, discard)
+	body, err := json.Marshal(prEvent("0123456789abcdef0123456789abcdef01234567"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sig := signed(body)
+	// 1,000 deliveries an iteration, so a short -benchtime still measures.
+	i := 0
+	start := time.Now()
+	for b.Loop() {
+		for range 1000 {
+			i++
+			req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+			req.Header.Set("X-GitHub-Event", "pull_request")
+			req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("d-%d", i))
+			req.Header.Set("X-Hub-Signature-256", sig)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusAccepted {
+				b.Fatalf("delivery %d: %d", i, rec.Code)
+			}
+		}
+	}
+	b.ReportMetric(float64(i)/time.Since(start).Seconds(), "deliveries/s")
+}
+
+// BenchmarkDeliveryToComment measures, with warm caches, the time from a
+// synchronize delivery to the updated comment, for a pull request that changes
+// one base shared by 10 overlays of a 200-overlay repository, each overlay a
+// target on the local apiserver (so 200 check runs are published each time).
+func BenchmarkDeliveryToComment(b *testing.B) {
+	const overlays, perBase = 200, 10
+	files := map[string]any{}
+	for i := range overlays / perBase {
+		files[fmt.Sprintf("bases/b%02d/kustomization.yaml", i)] = "resources:\n- app.yaml\n"
+		files[fmt.Sprintf("bases/b%02d/app.yaml", i)] = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  base: b%02d\n  version: \"1\"\n", i)
+	}
+	var targets strings.Builder
+	for i := range overlays {
+		files[fmt.Sprintf("overlays/o%03d/kustomization.yaml", i)] = fmt.Sprintf("namespace: NS\nnamePrefix: o%03d-\nresources:\n- ../../bases/b%02d\n", i, i/perBase)
+		fmt.Fprintf(&targets, "- name: o%03d\n  repo: %s\n  path: overlays/o%03d\n  cluster: test\n", i, fullName, i)
+	}
+	w := newWorld(b, func(c *Config) {
+		extra, err := ParseConfig([]byte("targets:\n"+targets.String()+"clusters:\n  test:\n    kubeconfig: "+c.Clusters["test"].Kubeconfig+"\n"), func(string) string { return "" })
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Targets = extra.Targets
+	})
+	base := w.commit(plumbing.ZeroHash, files)
+	version := 1
+	run := func() time.Duration {
+		version++
+		head := w.commit(base, map[string]any{"bases/b03/app.yaml": fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  base: b03\n  version: \"%d\"\n", version)})
+		w.openPR(1, base, head, nil)
+		start := time.Now()
+		if code := w.deliver("pull_request", fmt.Sprintf("d-%d", version), prPayload("synchronize", 1, head.String())); code != http.StatusAccepted {
+			b.Fatalf("delivery: %d", code)
+		}
+		marker := "head " + head.String()[:12]
+		for {
+			if c := w.gh.Comments(fullName, 1); len(c) == 1 && strings.Contains(c[0].Body, marker) {
+				d := time.Since(start)
+				w.waitIdle()
+				return d
+			}
+			if time.Since(start) > 2*time.Minute {
+				b.Fatalf("no comment for %s", head)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	run() // warm: clone, base renders, schemas
+	var samples []time.Duration
+	for b.Loop() {
+		samples = append(samples, run())
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	pct := func(p float64) float64 {
+		return samples[min(len(samples)-1, int(p*float64(len(samples))))].Seconds()
+	}
+	b.ReportMetric(pct(0.50), "p50-s")
+	b.ReportMetric(pct(0.99), "p99-s")
+	b.ReportMetric(float64(len(samples)), "samples")
+}
