@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -95,5 +96,16 @@ func TestSecretsNeverLogged(t *testing.T) {
 	}
 	if _, err := cfg.LoadSecrets(envOf(nil)); err == nil || !strings.Contains(err.Error(), "webhookSecret") {
 		t.Errorf("a missing webhook secret: %v", err)
+	}
+}
+
+func TestServerRefusesABadPrivateKey(t *testing.T) {
+	cfg, err := ParseConfig([]byte("github:\n  appID: 1\n"), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewServer(context.Background(), cfg, &Secrets{PrivateKey: []byte("not a key"), WebhookSecret: []byte("s")}, discard)
+	if err == nil || !strings.Contains(err.Error(), "github private key") {
+		t.Errorf("error %v, want one about the private key", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/golang-jwt/jwt/v4"
 )
 
 // Server is driftback serving webhooks.
@@ -25,6 +27,9 @@ type Server struct {
 // NewServer builds the server from a configuration and its secrets. Work runs
 // on ctx, not on any request's context.
 func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Logger) (*Server, error) {
+	if _, err := jwt.ParseRSAPrivateKeyFromPEM(secrets.PrivateKey); err != nil {
+		return nil, fmt.Errorf("github private key: %w (download the App's .pem from its settings page)", err)
+	}
 	dir := cfg.Server.CacheDir
 	if dir == "" {
 		var err error
@@ -81,5 +86,6 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 		return err
 	}
 	s.Queue.Close(sctx)
+	s.log.Info("stopped")
 	return nil
 }
