@@ -298,6 +298,9 @@ func (c *Config) LoadSecrets(env func(string) string) (*Secrets, error) {
 	if s.WebhookSecret, err = read("webhookSecret", "DRIFTBACK_GITHUB_WEBHOOK_SECRET", c.GitHub.WebhookSecretFile); err != nil {
 		return nil, err
 	}
+	if len(s.WebhookSecret) == 0 {
+		return nil, errors.New("webhookSecret: empty; anyone could sign deliveries with an empty secret")
+	}
 	return s, nil
 }
 

@@ -109,3 +109,18 @@ func TestServerRefusesABadPrivateKey(t *testing.T) {
 		t.Errorf("error %v, want one about the private key", err)
 	}
 }
+
+func TestEmptyWebhookSecretIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "secret")
+	if err := os.WriteFile(empty, []byte("  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte("github:\n  webhookSecretFile: "+empty+"\n"), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.LoadSecrets(envOf(map[string]string{"DRIFTBACK_GITHUB_PRIVATE_KEY": "k"})); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("an empty webhook secret: %v", err)
+	}
+}

@@ -28,9 +28,8 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		case "opened", "synchronize", "reopened", "ready_for_review":
 			return []*Job{a.prJob(req, delivery, log)}, nil, true
 		case "labeled", "unlabeled":
-			if !a.isAckLabel(ev.GetRepo().GetFullName(), ev.GetLabel().GetName()) {
-				return nil, nil, false
-			}
+			// Any label may be a target's acknowledge label: .github/driftback.yml
+			// can rename it, so the check is decided on the refined policy.
 			return []*Job{a.prJob(req, delivery, log)}, nil, true
 		case "closed":
 			return nil, []string{req.key()}, true
@@ -49,7 +48,10 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		}
 		user := ev.GetComment().GetUser().GetLogin()
 		j := a.prJob(req, delivery, log)
-		j.SHA = "comment:" + delivery // a command never coalesces into an older run's SHA
+		// A command has its own key: whoever comments, it can neither replace
+		// nor cancel the report of a new commit. Publishing is serialized per
+		// pull request, so the two never interleave.
+		j.Key, j.SHA = req.key()+" command", delivery
 		j.Run = func(ctx context.Context) error {
 			gh, err := a.clients.Client(req.installation)
 			if err != nil {
@@ -112,15 +114,6 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		return nil, nil, true
 	}
 	return nil, nil, false
-}
-
-func (a *App) isAckLabel(repo, label string) bool {
-	for _, t := range a.targetsOf(repo) {
-		if t.Policy.AckLabel == label {
-			return true
-		}
-	}
-	return false
 }
 
 // prJob is the job that reports on a pull request at req.sha.

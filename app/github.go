@@ -24,6 +24,32 @@ type Clients struct {
 
 	mu   sync.Mutex
 	byID map[int64]*installation
+	bot  string
+}
+
+// BotLogin returns the login of the App's bot user ("slug[bot]"), which
+// authors its comments; it is read once from GET /app.
+func (c *Clients) BotLogin(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bot != "" {
+		return c.bot, nil
+	}
+	tr, err := ghinstallation.NewAppsTransport(http.DefaultTransport, c.appID, c.key)
+	if err != nil {
+		return "", err
+	}
+	tr.BaseURL = c.baseURL
+	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry}})
+	if gh.BaseURL, err = gh.BaseURL.Parse(c.baseURL); err != nil {
+		return "", err
+	}
+	app, _, err := gh.Apps.Get(ctx, "")
+	if err != nil {
+		return "", fmt.Errorf("read the App: %w", err)
+	}
+	c.bot = app.GetSlug() + "[bot]"
+	return c.bot, nil
 }
 
 type installation struct {

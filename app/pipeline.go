@@ -31,6 +31,21 @@ type App struct {
 
 	mu       sync.Mutex
 	clusters map[string]*clusterConn
+	// publishing serializes publishing per pull request: a find-or-create
+	// that interleaved with another could create twice.
+	publishing map[string]*sync.Mutex
+}
+
+// publishLock returns the lock of one pull request's comment and checks.
+func (a *App) publishLock(key string) *sync.Mutex {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, ok := a.publishing[key]
+	if !ok {
+		l = &sync.Mutex{}
+		a.publishing[key] = l
+	}
+	return l
 }
 
 type clusterConn struct {
@@ -43,8 +58,9 @@ type clusterConn struct {
 func NewApp(cfg *Config, clients *Clients, cache *RepoCache, log *slog.Logger) *App {
 	return &App{
 		cfg: cfg, clients: clients, cache: cache, log: log, now: time.Now,
-		renderer: render.New(render.DefaultOptions()),
-		clusters: map[string]*clusterConn{},
+		renderer:   render.New(render.DefaultOptions()),
+		clusters:   map[string]*clusterConn{},
+		publishing: map[string]*sync.Mutex{},
 	}
 }
 
@@ -134,7 +150,9 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	fork := pr.GetHead().GetRepo().GetFullName() != "" && !strings.EqualFold(pr.GetHead().GetRepo().GetFullName(), fullName)
+	// Fail closed: a head repository that is missing (a deleted fork) or
+	// different from the base is a fork.
+	fork := !strings.EqualFold(pr.GetHead().GetRepo().GetFullName(), fullName)
 	labels := map[string]bool{}
 	for _, l := range pr.Labels {
 		labels[l.GetName()] = true
@@ -153,8 +171,15 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 		rep.Targets = append(rep.Targets, target)
 		checks = append(checks, check)
 	}
+	lock := a.publishLock(req.key())
+	lock.Lock()
+	defer lock.Unlock()
+	bot, err := a.clients.BotLogin(ctx)
+	if err != nil {
+		return err
+	}
 	if len(rep.Targets) == 0 && len(problems) == 0 {
-		existing, err := ourComments(ctx, gh, req.owner, req.repo, req.number)
+		existing, err := ourComments(ctx, gh, bot, req.owner, req.repo, req.number)
 		if err != nil {
 			return err
 		}
@@ -168,7 +193,7 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	// Publishing is find-or-create by marker and by check name, so a failed
 	// attempt is simply repeated: what it created is found, not duplicated.
 	return retryPublish(ctx, func() error {
-		if err := publishComment(ctx, gh, req.owner, req.repo, req.number, parts); err != nil {
+		if err := publishComment(ctx, gh, bot, req.owner, req.repo, req.number, parts); err != nil {
 			return err
 		}
 		return a.publishChecks(ctx, gh, req, headSHA, checks)
@@ -233,7 +258,7 @@ func (a *App) refreshDefaultBranch(ctx context.Context, installation int64, owne
 
 func (a *App) publishChecks(ctx context.Context, gh *github.Client, req prRequest, sha string, checks []CheckResult) error {
 	for _, c := range checks {
-		if err := publishCheck(ctx, gh, req.owner, req.repo, sha, c); err != nil {
+		if err := publishCheck(ctx, gh, a.cfg.GitHub.AppID, req.owner, req.repo, sha, c); err != nil {
 			return err
 		}
 	}
@@ -283,7 +308,9 @@ func (a *App) compareTarget(ctx context.Context, t Target, base, head *render.Tr
 		}
 		return objs
 	}
-	in.Base, in.HasBase = objects(base), base.HasKustomization(t.Path)
+	// An overlay new in this pull request has an empty base: everything in it
+	// is a change of the pull request, not drift.
+	in.Base, in.HasBase = objects(base), true
 	in.Head = objects(head)
 	if len(renderProblems) > 0 {
 		check.Conclusion, check.Title = "failure", "The overlay does not render"
@@ -431,7 +458,14 @@ func (a *App) errorComment(ctx context.Context, req prRequest, cause error) {
 	}
 	body := fmt.Sprintf("## driftback could not check this pull request\n\n%s\n\nPush a new commit or comment `/driftback diff` to try again.\n\n---\n<sub>driftback · head %s · %s</sub>\n",
 		"`"+strings.ReplaceAll(cause.Error(), "`", "'")+"`", shortSHA(req.sha), a.now().UTC().Format("2006-01-02 15:04:05 UTC"))
-	if err := publishComment(ctx, gh, req.owner, req.repo, req.number, []string{body}); err != nil && !errors.Is(err, context.Canceled) {
+	lock := a.publishLock(req.key())
+	lock.Lock()
+	defer lock.Unlock()
+	bot, err := a.clients.BotLogin(ctx)
+	if err == nil {
+		err = publishComment(ctx, gh, bot, req.owner, req.repo, req.number, []string{body})
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
 		a.log.Error("could not report the failure on the pull request", "err", err)
 	}
 }

@@ -22,10 +22,11 @@ func marker(part, of int) string {
 
 // publishComment makes the pull request's driftback comment equal parts: the
 // existing parts are edited in place, missing ones created, surplus ones
-// deleted. Only comments by a bot carrying the marker are ours. It is safe to
-// repeat: a retry after a failure finds what the failed attempt created.
-func publishComment(ctx context.Context, gh *github.Client, owner, repo string, number int, parts []string) error {
-	existing, err := ourComments(ctx, gh, owner, repo, number)
+// deleted. Only comments by this App's bot user carrying the marker are ours.
+// It is safe to repeat: a retry after a failure finds what the failed attempt
+// created.
+func publishComment(ctx context.Context, gh *github.Client, bot, owner, repo string, number int, parts []string) error {
+	existing, err := ourComments(ctx, gh, bot, owner, repo, number)
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func publishComment(ctx context.Context, gh *github.Client, owner, repo string, 
 // ourComments lists the bot's marked comments on a pull request, in part
 // order (then oldest first, so a stray duplicate of a part sorts after it and
 // is deleted as surplus).
-func ourComments(ctx context.Context, gh *github.Client, owner, repo string, number int) ([]*github.IssueComment, error) {
+func ourComments(ctx context.Context, gh *github.Client, bot, owner, repo string, number int) ([]*github.IssueComment, error) {
 	var out []*github.IssueComment
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
@@ -64,7 +65,7 @@ func ourComments(ctx context.Context, gh *github.Client, owner, repo string, num
 			return nil, fmt.Errorf("list comments: %w", err)
 		}
 		for _, c := range cs {
-			if c.GetUser().GetType() == "Bot" && strings.HasPrefix(c.GetBody(), markerPrefix) {
+			if c.GetUser().GetLogin() == bot && strings.HasPrefix(c.GetBody(), markerPrefix) {
 				out = append(out, c)
 			}
 		}
@@ -114,13 +115,13 @@ type CheckResult struct {
 // maxCheckText is GitHub's limit on a check run's summary and text.
 const maxCheckText = 65535
 
-// publishCheck creates or updates the named check run on sha.
-func publishCheck(ctx context.Context, gh *github.Client, owner, repo, sha string, c CheckResult) error {
+// publishCheck creates or updates this App's named check run on sha.
+func publishCheck(ctx context.Context, gh *github.Client, appID int64, owner, repo, sha string, c CheckResult) error {
 	out := &github.CheckRunOutput{Title: github.String(c.Title), Summary: github.String(truncate(c.Summary, maxCheckText))}
 	if c.Text != "" {
 		out.Text = github.String(truncate(c.Text, maxCheckText))
 	}
-	runs, _, err := gh.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, &github.ListCheckRunsOptions{CheckName: github.String(c.Name)})
+	runs, _, err := gh.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, &github.ListCheckRunsOptions{CheckName: github.String(c.Name), AppID: github.Int64(appID)})
 	if err != nil {
 		return fmt.Errorf("list check runs: %w", err)
 	}

@@ -16,6 +16,10 @@ var ErrQueueFull = errors.New("the work queue is full")
 // errSuperseded cancels work that a newer head SHA replaced.
 var errSuperseded = errors.New("superseded by a newer commit")
 
+// errShutdown cancels work still running when the grace period of a shutdown
+// ends; it is not the pull request's fault, so nothing is reported there.
+var errShutdown = errors.New("driftback is shutting down")
+
 // Job is the work one event asks for. Jobs with the same Key are coalesced: a
 // queued job is replaced by a newer one, and a running job with another SHA is
 // cancelled when a newer one arrives.
@@ -41,6 +45,7 @@ type running struct {
 // Queue runs jobs on a fixed pool of workers.
 type Queue struct {
 	ctx     context.Context
+	stop    context.CancelCauseFunc
 	size    int
 	timeout time.Duration
 	log     *slog.Logger
@@ -54,11 +59,13 @@ type Queue struct {
 	wg      sync.WaitGroup
 }
 
-// NewQueue starts workers that run jobs until ctx ends or Close is called.
-// size bounds the jobs waiting; timeout bounds one job.
-func NewQueue(ctx context.Context, workers, size int, timeout time.Duration, log *slog.Logger) *Queue {
+// NewQueue starts workers that run jobs until Close (or the end of parent).
+// Jobs run on the queue's own context, not on any request's; size bounds the
+// jobs waiting; timeout bounds one job.
+func NewQueue(parent context.Context, workers, size int, timeout time.Duration, log *slog.Logger) *Queue {
+	ctx, stop := context.WithCancelCause(parent)
 	q := &Queue{
-		ctx: ctx, size: size, timeout: timeout, log: log,
+		ctx: ctx, stop: stop, size: size, timeout: timeout, log: log,
 		wake:    make(chan struct{}, 1),
 		pending: map[string]*Job{},
 		running: map[string]*running{},
@@ -78,18 +85,17 @@ func (q *Queue) Enqueue(j *Job) error {
 	if q.closed {
 		return ErrQueueFull
 	}
+	_, queued := q.pending[j.Key]
+	if !queued && len(q.pending) >= q.size {
+		return ErrQueueFull // refused before anything running is cancelled
+	}
 	if r, ok := q.running[j.Key]; ok && r.job.SHA != j.SHA {
 		r.cancel(errSuperseded)
 	}
-	if _, ok := q.pending[j.Key]; ok {
-		q.pending[j.Key] = j
-		return nil
-	}
-	if len(q.pending) >= q.size {
-		return ErrQueueFull
-	}
 	q.pending[j.Key] = j
-	q.order = append(q.order, j.Key)
+	if !queued {
+		q.order = append(q.order, j.Key)
+	}
 	q.signal()
 	return nil
 }
@@ -123,6 +129,9 @@ func (q *Queue) signal() {
 func (q *Queue) next() (*Job, context.Context, context.CancelFunc) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return nil, nil, nil
+	}
 	live := q.order[:0]
 	for _, k := range q.order {
 		if _, ok := q.pending[k]; ok { // dropped keys leave the order here
@@ -140,6 +149,9 @@ func (q *Queue) next() (*Job, context.Context, context.CancelFunc) {
 		ctx, cancelCause := context.WithCancelCause(q.ctx)
 		ctx, cancel := context.WithTimeout(ctx, q.timeout)
 		q.running[k] = &running{job: j, cancel: cancelCause}
+		if len(q.pending) > 0 {
+			q.signal() // another idle worker may take the next one
+		}
 		return j, ctx, func() { cancel(); cancelCause(nil) }
 	}
 	return nil, nil, nil
@@ -188,7 +200,7 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 	switch cause := context.Cause(ctx); {
 	case err == nil:
 		log.Info("job done", "seconds", time.Since(start).Seconds())
-	case errors.Is(cause, errSuperseded) || errors.Is(cause, errPullClosed):
+	case errors.Is(cause, errSuperseded) || errors.Is(cause, errPullClosed) || errors.Is(cause, errShutdown):
 		log.Info("job cancelled", "reason", cause.Error())
 	default:
 		log.Error("job failed", "err", err)
@@ -200,37 +212,33 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 	}
 }
 
-// Close stops taking jobs and waits for running ones until ctx ends, then
-// cancels them; queued jobs are dropped (GitHub's next event or a redelivery
-// brings them back).
+// Close stops taking jobs, drops the queued ones (GitHub's next event or a
+// redelivery brings them back) and lets running jobs finish until ctx ends;
+// then it cancels them, which reports nothing on their pull requests, and waits
+// for the workers to return.
 func (q *Queue) Close(ctx context.Context) {
 	q.mu.Lock()
 	q.closed = true
 	q.pending = map[string]*Job{}
 	q.order = nil
 	q.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		// Idle workers wait on q.ctx; the caller cancels it after Close.
+	idle := func() bool {
 		q.mu.Lock()
-		for len(q.running) > 0 {
-			q.mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
-			q.mu.Lock()
-		}
-		q.mu.Unlock()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		q.mu.Lock()
-		for _, r := range q.running {
-			r.cancel(errors.New("shutting down"))
-		}
-		q.mu.Unlock()
-		<-done
+		defer q.mu.Unlock()
+		return len(q.running) == 0
 	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !idle() {
+		select {
+		case <-tick.C:
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	q.stop(errShutdown) // cancels what still runs; idle workers return
+	q.wg.Wait()
 }
 
 // errPullClosed cancels work on a pull request that was closed.

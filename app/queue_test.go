@@ -120,3 +120,63 @@ func TestQueueIsBoundedAndDrops(t *testing.T) {
 	}
 	close(block)
 }
+
+// TestQueueFullDoesNotCancelRunningWork proves a newer SHA refused for lack of
+// room leaves the running job alone: refusing must not lose both.
+func TestQueueFullDoesNotCancelRunningWork(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := NewQueue(ctx, 1, 1, time.Minute, discard)
+	release := make(chan struct{})
+	var cancelled atomic.Bool
+	_ = q.Enqueue(&Job{Key: "o/r#1", SHA: "a", Run: func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			cancelled.Store(true)
+		case <-release:
+		}
+		return nil
+	}})
+	waitFor(t, "a to start", func() bool { return q.Depth() == 0 })
+	_ = q.Enqueue(&Job{Key: "o/r#2", Run: func(context.Context) error { return nil }})
+	if err := q.Enqueue(&Job{Key: "o/r#1", SHA: "b", Run: func(context.Context) error { return nil }}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("enqueue b: %v, want ErrQueueFull", err)
+	}
+	close(release)
+	q.Close(context.Background())
+	if cancelled.Load() {
+		t.Errorf("the running job was cancelled by a job that was refused")
+	}
+}
+
+// TestQueueShutdown proves Close lets running work finish within the grace
+// period, cancels it after, and reports nothing on the pull requests.
+func TestQueueShutdown(t *testing.T) {
+	q := NewQueue(context.Background(), 2, 8, time.Minute, discard)
+	var finished, failed atomic.Int64
+	for i, d := range []time.Duration{50 * time.Millisecond, time.Hour} {
+		_ = q.Enqueue(&Job{Key: "o/r#" + string(rune('1'+i)), Run: func(ctx context.Context) error {
+			select {
+			case <-time.After(d):
+				finished.Add(1)
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, Fail: func(context.Context, error) { failed.Add(1) }})
+	}
+	waitFor(t, "both to start", func() bool { return q.Depth() == 0 })
+	grace, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	q.Close(grace)
+	if finished.Load() != 1 || failed.Load() != 0 {
+		t.Errorf("%d finished, %d reported failed; want the short job finished and nothing reported", finished.Load(), failed.Load())
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Close took %s", took)
+	}
+	if err := q.Enqueue(&Job{Key: "late"}); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("a closed queue took a job: %v", err)
+	}
+}

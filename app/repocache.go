@@ -33,11 +33,13 @@ type RepoCache struct {
 }
 
 type cachedRepo struct {
-	lock     sync.RWMutex
-	path     string
-	repo     *git.Repository
+	lock sync.RWMutex
+	path string
+	repo *git.Repository
+	// Guarded by RepoCache.mu:
 	lastUsed time.Time
 	size     int64
+	users    int // jobs between entry and release; never evicted while > 0
 }
 
 // NewRepoCache keeps clones under dir, at most maxBytes in all.
@@ -52,40 +54,53 @@ func NewRepoCache(dir string, maxBytes int64) (*RepoCache, error) {
 // refs from cloneURL with the installation token when it does not. It returns
 // the repository, to read until release is called.
 func (c *RepoCache) Fetch(ctx context.Context, fullName, cloneURL, token string, refs []string, want []string) (*git.Repository, func(), error) {
-	cr, err := c.entry(fullName)
+	cr, err := c.entry(fullName) // counts this job as a user
 	if err != nil {
 		return nil, nil, err
 	}
+	done := func() {
+		cr.lock.RUnlock()
+		c.mu.Lock()
+		cr.users--
+		c.mu.Unlock()
+	}
 	cr.lock.RLock()
 	if hasAll(cr.repo, want) {
-		c.touch(cr)
-		return cr.repo, cr.lock.RUnlock, nil
+		c.touch(cr, -1)
+		return cr.repo, done, nil
 	}
 	cr.lock.RUnlock()
 
 	cr.lock.Lock()
+	size := int64(-1)
 	if !hasAll(cr.repo, want) {
-		if err := fetch(ctx, cr.repo, cloneURL, token, refs); err != nil {
+		fail := func(err error) (*git.Repository, func(), error) {
 			cr.lock.Unlock()
-			return nil, nil, fmt.Errorf("fetch %s: %w", fullName, err)
+			c.mu.Lock()
+			cr.users--
+			c.mu.Unlock()
+			return nil, nil, err
+		}
+		if err := fetch(ctx, cr.repo, cloneURL, token, refs); err != nil {
+			return fail(fmt.Errorf("fetch %s: %w", fullName, err))
 		}
 		if missing := missingOf(cr.repo, want); len(missing) > 0 {
-			cr.lock.Unlock()
-			return nil, nil, fmt.Errorf("fetch %s: commits %s are not on the server", fullName, strings.Join(missing, ", "))
+			return fail(fmt.Errorf("fetch %s: commits %s are not on the server", fullName, strings.Join(missing, ", ")))
 		}
-		cr.size = dirSize(cr.path)
+		size = dirSize(cr.path)
 	}
 	cr.lock.Unlock()
-	c.touch(cr)
-	c.evict(cr)
+	c.touch(cr, size)
+	c.evict()
 	cr.lock.RLock()
-	return cr.repo, cr.lock.RUnlock, nil
+	return cr.repo, done, nil
 }
 
 func (c *RepoCache) entry(fullName string) (*cachedRepo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cr, ok := c.repos[fullName]; ok {
+		cr.users++
 		return cr, nil
 	}
 	path := filepath.Join(c.dir, filepath.FromSlash(fullName)+".git")
@@ -96,19 +111,24 @@ func (c *RepoCache) entry(fullName string) (*cachedRepo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("repository cache %s: %w", path, err)
 	}
-	cr := &cachedRepo{path: path, repo: repo, size: dirSize(path)}
+	cr := &cachedRepo{path: path, repo: repo, size: dirSize(path), users: 1}
 	c.repos[fullName] = cr
 	return cr, nil
 }
 
-func (c *RepoCache) touch(cr *cachedRepo) {
+// touch marks a clone used now and records its size when size >= 0.
+func (c *RepoCache) touch(cr *cachedRepo, size int64) {
 	c.mu.Lock()
 	cr.lastUsed = time.Now()
+	if size >= 0 {
+		cr.size = size
+	}
 	c.mu.Unlock()
 }
 
-// evict removes least recently used clones, never keep, until the cache fits.
-func (c *RepoCache) evict(keep *cachedRepo) {
+// evict removes least recently used clones that no job uses until the cache
+// fits.
+func (c *RepoCache) evict() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var total int64
@@ -123,14 +143,14 @@ func (c *RepoCache) evict(keep *cachedRepo) {
 			return
 		}
 		cr := c.repos[name]
-		if cr == keep || !cr.lock.TryLock() { // in use: not now
+		if cr.users > 0 { // in use: not now
 			continue
 		}
 		if err := os.RemoveAll(cr.path); err == nil {
 			total -= cr.size
 			delete(c.repos, name)
+			render.ForgetRepo(cr.repo)
 		}
-		cr.lock.Unlock()
 	}
 }
 

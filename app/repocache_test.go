@@ -65,7 +65,7 @@ func TestRepoCacheConcurrentAndBounded(t *testing.T) {
 		}
 		release()
 	}
-	small.evict(nil)
+	small.evict()
 	if n := len(small.repos); n != 0 {
 		t.Errorf("%d clones kept in a 1-byte cache after release", n)
 	}

@@ -43,7 +43,9 @@ func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Log
 	}
 	clients := NewClients(cfg.GitHub.AppID, secrets.PrivateKey, cfg.GitHub.APIURL, RetryPolicy{})
 	a := NewApp(cfg, clients, cache, log)
-	q := NewQueue(ctx, cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log)
+	// The queue outlives the signal that stops intake: Serve closes it with a
+	// grace period.
+	q := NewQueue(context.WithoutCancel(ctx), cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log)
 	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), log: log}
 	mux := http.NewServeMux()
 	mux.Handle("/webhook", s.Webhook)

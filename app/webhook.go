@@ -62,7 +62,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	event, delivery := github.WebHookType(r), github.DeliveryID(r)
 	log := h.log.With("delivery", delivery, "event", event)
-	if delivery != "" && h.seen.has(delivery) {
+	if !h.seen.claim(delivery) {
 		log.Info("webhook: duplicate delivery ignored")
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -75,12 +75,12 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		log.Warn("webhook: unreadable payload", "err", err)
+		h.seen.forget(delivery)
 		http.Error(w, "unreadable payload", http.StatusBadRequest)
 		return
 	}
 	jobs, drop, handled := h.router.Route(event, delivery, payload, log)
 	if !handled {
-		h.seen.add(delivery)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -90,11 +90,11 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, j := range jobs {
 		if err := h.queue.Enqueue(j); err != nil {
 			log.Warn("webhook: queue full", "key", j.Key)
+			h.seen.forget(delivery) // a redelivery may succeed
 			http.Error(w, "busy", http.StatusServiceUnavailable)
-			return // not marked seen: a redelivery may succeed
+			return
 		}
 	}
-	h.seen.add(delivery)
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -110,26 +110,31 @@ func newRecent(n int) *recent {
 	return &recent{n: n, order: list.New(), set: map[string]*list.Element{}}
 }
 
-func (r *recent) has(id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.set[id]
-	return ok
-}
-
-func (r *recent) add(id string) {
+// claim records id and reports whether it was new; an empty id is always new.
+func (r *recent) claim(id string) bool {
 	if id == "" {
-		return
+		return true
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.set[id]; ok {
-		return
+		return false
 	}
 	r.set[id] = r.order.PushBack(id)
 	for r.order.Len() > r.n {
 		old := r.order.Front()
 		r.order.Remove(old)
 		delete(r.set, old.Value.(string))
+	}
+	return true
+}
+
+// forget removes id, for a delivery that was refused and may come again.
+func (r *recent) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if el, ok := r.set[id]; ok {
+		r.order.Remove(el)
+		delete(r.set, id)
 	}
 }

@@ -105,6 +105,9 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	if in.HasBase || in.Base != nil {
 		t.PR = c.gitDiff(base, head)
 	}
+	for i := range t.PR {
+		hideSecretFields(&t.PR[i])
+	}
 	if live == nil {
 		return t, nil
 	}
@@ -116,9 +119,6 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	}
 	for i := range t.Drift {
 		hideSecretFields(&t.Drift[i])
-	}
-	for i := range t.PR {
-		hideSecretFields(&t.PR[i])
 	}
 	return t, nil
 }
@@ -248,8 +248,10 @@ func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructur
 	manager := c.applierOf(live)
 	var after *unstructured.Unstructured
 	var err error
-	switch c.opts.Mode {
-	case ModeDryRun:
+	// A Secret's values are masked before anything sees them, so the server
+	// could only compare masks: Secrets are always predicted locally.
+	switch mode := c.opts.Mode; {
+	case mode == ModeDryRun && !isSecret(desired):
 		if c.opts.DryRun == nil {
 			err = errors.New("dry-run mode needs a cluster connection")
 			break
@@ -280,7 +282,7 @@ func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructur
 		c.t.Errors = append(c.t.Errors, ref.String()+": compare: "+err.Error())
 		return ch
 	}
-	if c.opts.Mode == ModeDryRun {
+	if c.opts.Mode == ModeDryRun && !isSecret(desired) {
 		fields = withoutServerDefaults(fields, only)
 	}
 	attribute(fields, owners(live))

@@ -34,6 +34,15 @@ func maskSecret(u *unstructured.Unstructured) {
 	if !isSecret(u) {
 		return
 	}
+	// A data or stringData that is not a map is not a valid Secret, but its
+	// content is still secret: it becomes one opaque value.
+	for _, field := range []string{"data", "stringData"} {
+		if v, ok := u.Object[field]; ok {
+			if _, isMap := v.(map[string]any); !isMap {
+				u.Object[field] = map[string]any{"(unreadable)": "(not a map)"}
+			}
+		}
+	}
 	data, _, _ := unstructured.NestedMap(u.Object, "data")
 	if data == nil {
 		data = map[string]any{}

@@ -121,6 +121,9 @@ func RepoLock(repo *git.Repository) *sync.Mutex {
 	return l.(*sync.Mutex)
 }
 
+// ForgetRepo drops the lock of a repository that is no longer read.
+func ForgetRepo(repo *git.Repository) { repoLocks.Delete(repo) }
+
 // GitTree reads the tree of rev (a branch, tag, SHA or any revision go-git
 // resolves) from the repository's object store, without a checkout.
 func GitTree(repo *git.Repository, rev string) (*Tree, error) {

@@ -224,9 +224,8 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 			}
 			return objs
 		}
-		if o, ok := baseOut[path]; ok {
-			in.Base, in.HasBase = objects(o), true
-		}
+		// An overlay new at head has an empty base: all of it is the change.
+		in.Base, in.HasBase = objects(baseOut[path]), true
 		in.Head = objects(headOut[path])
 		var t *drift.Target
 		if len(problems) > 0 {

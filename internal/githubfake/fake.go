@@ -231,7 +231,7 @@ func (f *Fake) addComment(repo string, issue int, user, body string) int64 {
 }
 
 // botLogin is the login of the App's bot user.
-func (f *Fake) botLogin() string { return "driftback[bot]" }
+func (f *Fake) botLogin() string { return Slug + "[bot]" }
 
 type route struct {
 	method  string
@@ -245,6 +245,7 @@ func (f *Fake) routes() []route {
 	return []route{
 		{"POST", re(`^/app/installations/(\d+)/access_tokens$`), f.createToken, "jwt"},
 		{"GET", re(`^/app/installations$`), f.listInstallations, "jwt"},
+		{"GET", re(`^/app$`), f.getApp, "jwt"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)$`), f.getRepo, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/pulls/(\d+)$`), f.getPull, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$`), f.listComments, "token"},
@@ -404,6 +405,13 @@ func (f *Fake) createToken(w http.ResponseWriter, _ *http.Request, m []string, _
 	}
 	tok := f.issue(id)
 	writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": f.tokens[tok].expires.Format(time.RFC3339)})
+}
+
+// Slug is the App's slug; its bot user is Slug + "[bot]".
+const Slug = "driftback"
+
+func (f *Fake) getApp(w http.ResponseWriter, _ *http.Request, _ []string, _ int64) {
+	writeJSON(w, http.StatusOK, map[string]any{"id": f.AppID, "slug": Slug, "name": "driftback"})
 }
 
 func (f *Fake) listInstallations(w http.ResponseWriter, _ *http.Request, _ []string, _ int64) {
@@ -733,6 +741,10 @@ func (f *Fake) listCheckRuns(w http.ResponseWriter, req *http.Request, m []strin
 	}
 	var runs []map[string]any
 	name := req.URL.Query().Get("check_name")
+	if app := req.URL.Query().Get("app_id"); app != "" && app != strconv.FormatInt(f.AppID, 10) {
+		writeJSON(w, http.StatusOK, map[string]any{"total_count": 0, "check_runs": []any{}})
+		return
+	}
 	for _, c := range f.checkRuns {
 		if c.Repo == r.Owner+"/"+r.Name && c.HeadSHA == m[3] && (name == "" || c.Name == name) {
 			runs = append(runs, checkRunJSON(c))
