@@ -43,6 +43,12 @@ type Field struct {
 	path fieldpath.Path
 }
 
+// FieldPath returns the structured path of the field, with list items by key.
+func (f Field) FieldPath() fieldpath.Path { return f.path }
+
+// ValueAt returns the value at p in an unstructured object, or nil.
+func ValueAt(obj map[string]any, p fieldpath.Path) any { return valueAt(obj, p) }
+
 // allowDuplicates lets objects with duplicate list keys (which the server
 // accepts for some built-in lists) be compared instead of failing.
 var allowDuplicates = []typed.ValidationOptions{typed.AllowDuplicates}

@@ -248,6 +248,31 @@ func (t *Tree) HasKustomization(dir string) bool {
 	return findKustomization(t, dir) != ""
 }
 
+// With returns a copy of the tree in which the given files have the given
+// content (added or replaced), for rendering a planned change in memory.
+func (t *Tree) With(files map[string][]byte) *Tree {
+	c := newTree(t.Rev + "+edits")
+	for p, f := range t.files {
+		c.files[p] = f
+	}
+	for p, why := range t.skipped {
+		c.skipped[p] = why
+	}
+	for p, b := range files {
+		c.files[p] = treeFile{path: p, size: int64(len(b)), hash: blobHash(b)}
+		delete(c.skipped, p)
+	}
+	c.index()
+	open := t.open
+	c.open = func(f treeFile) ([]byte, error) {
+		if b, ok := files[f.path]; ok {
+			return b, nil
+		}
+		return open(f)
+	}
+	return c
+}
+
 // Has reports whether p is a regular file of the tree.
 func (t *Tree) Has(p string) bool {
 	_, ok := t.files[p]

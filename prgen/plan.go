@@ -1,0 +1,672 @@
+// Package prgen plans the Git change that codifies drift: for each field a
+// person changed live, it finds where in the overlay's kustomize sources the
+// value comes from, edits that file keeping its comments and layout, and
+// verifies the edit by rendering again. The planner is pure: publishing the
+// plan as a branch and pull request is separate.
+package prgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
+)
+
+// Strategy names where a codified value was written.
+type Strategy string
+
+// Strategies, in the order they are tried.
+const (
+	StrategyReplicas Strategy = "kustomization replicas"
+	StrategyImages   Strategy = "kustomization images"
+	StrategyResource Strategy = "the overlay's own resource file"
+	StrategyPatch    Strategy = "a strategic-merge patch in the overlay"
+)
+
+// Input is what a plan is made from.
+type Input struct {
+	// Tree is the repository at the head of its default branch.
+	Tree *render.Tree
+	// Overlay is the overlay directory the drift belongs to.
+	Overlay string
+	// Renderer renders the overlay; it must record origins.
+	Renderer *render.Renderer
+	// Drift is the overlay's drift (drift.Target.Drift), with live values and
+	// the managers that made them.
+	Drift []drift.Change
+	// Appliers are field managers whose writes are Git's, never a person's;
+	// empty means drift.KnownAppliers.
+	Appliers []string
+}
+
+// Codified is one field written back to Git.
+type Codified struct {
+	Object   string     `json:"object"`
+	Path     string     `json:"path"`
+	Value    any        `json:"value"`
+	Manager  string     `json:"manager,omitempty"`
+	Time     *time.Time `json:"time,omitempty"`
+	File     string     `json:"file"`
+	Strategy Strategy   `json:"strategy"`
+}
+
+// Manual is a field no strategy could codify: a person must edit it.
+type Manual struct {
+	Object string `json:"object"`
+	Path   string `json:"path"`
+	Value  any    `json:"value"`
+	Reason string `json:"reason"`
+}
+
+// SecretDrift is a Secret changed live: only its keys are named, and nothing
+// is written to Git.
+type SecretDrift struct {
+	Object string   `json:"object"`
+	Keys   []string `json:"keys"`
+}
+
+// Plan is the change that codifies an overlay's drift.
+type Plan struct {
+	Overlay string `json:"overlay"`
+	// Files maps repository paths to their new content.
+	Files    map[string][]byte `json:"-"`
+	Codified []Codified        `json:"codified"`
+	Manual   []Manual          `json:"manual"`
+	// Deleted are objects Git has that the cluster does not: listed, not removed.
+	Deleted []string      `json:"deleted"`
+	Secrets []SecretDrift `json:"secrets"`
+}
+
+// Empty reports whether there is nothing to propose.
+func (p *Plan) Empty() bool {
+	return len(p.Files) == 0 && len(p.Manual) == 0 && len(p.Deleted) == 0 && len(p.Secrets) == 0
+}
+
+// Paths returns the changed files, sorted.
+func (p *Plan) Paths() []string {
+	out := make([]string, 0, len(p.Files))
+	for f := range p.Files {
+		out = append(out, f)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type planner struct {
+	ctx   context.Context
+	in    Input
+	edits map[string][]byte
+	// current is the render with the accepted edits.
+	current *render.Overlay
+	objs    []*unstructured.Unstructured
+}
+
+// Make plans the codification of an overlay's drift. Fields set by the
+// applier, controllers or nobody are not a person's change and are left out.
+func Make(ctx context.Context, in Input) (*Plan, error) {
+	if len(in.Appliers) == 0 {
+		in.Appliers = drift.KnownAppliers
+	}
+	p := &planner{ctx: ctx, in: in, edits: map[string][]byte{}}
+	if err := p.rerender(); err != nil {
+		return nil, err
+	}
+	plan := &Plan{Overlay: in.Overlay, Files: map[string][]byte{}, Codified: []Codified{}, Manual: []Manual{}, Deleted: []string{}, Secrets: []SecretDrift{}}
+	for _, ch := range in.Drift {
+		obj := refString(ch)
+		switch {
+		case ch.Action == drift.ActionCreate:
+			plan.Deleted = append(plan.Deleted, obj)
+			continue
+		case ch.Action != drift.ActionUpdate:
+			continue
+		case ch.Secret:
+			var keys []string
+			for _, f := range ch.Fields {
+				keys = append(keys, strings.TrimPrefix(strings.TrimPrefix(f.Path, ".data."), ".stringData."))
+			}
+			plan.Secrets = append(plan.Secrets, SecretDrift{Object: obj, Keys: keys})
+			continue
+		}
+		for _, f := range ch.Fields {
+			if f.Manager == "" || f.Hidden || contains(in.Appliers, f.Manager) {
+				continue
+			}
+			c, reason := p.codify(ch, f)
+			if c != nil {
+				plan.Codified = append(plan.Codified, *c)
+			} else {
+				plan.Manual = append(plan.Manual, Manual{Object: obj, Path: f.Path, Value: f.Live, Reason: reason})
+			}
+		}
+	}
+	for f, b := range p.edits {
+		plan.Files[f] = b
+	}
+	return plan, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func refString(c drift.Change) string {
+	if c.Namespace == "" {
+		return c.Kind + "/" + c.Name
+	}
+	return c.Kind + "/" + c.Namespace + "/" + c.Name
+}
+
+func (p *planner) render(edits map[string][]byte) (*render.Overlay, []*unstructured.Unstructured, error) {
+	tree := p.in.Tree
+	if len(edits) > 0 {
+		tree = tree.With(edits)
+	}
+	res, err := p.in.Renderer.Render(p.ctx, tree, []string{p.in.Overlay})
+	if err != nil {
+		return nil, nil, err
+	}
+	o := res.Overlays[0]
+	if err := o.Err(); err != nil {
+		return o, nil, err
+	}
+	objs, err := o.Objects()
+	return o, objs, err
+}
+
+func (p *planner) rerender() error {
+	o, objs, err := p.render(p.edits)
+	if err != nil {
+		return fmt.Errorf("%s: render: %w", p.in.Overlay, err)
+	}
+	p.current, p.objs = o, objs
+	return nil
+}
+
+// find returns the rendered object of a change and its origin.
+func (p *planner) find(ch drift.Change) (int, *unstructured.Unstructured) {
+	for i, o := range p.objs {
+		if o.GetKind() == ch.Kind && o.GetName() == ch.Name && (o.GetNamespace() == ch.Namespace || o.GetNamespace() == "") &&
+			o.GroupVersionKind().Group == groupOf(ch.APIVersion) {
+			return i, o
+		}
+	}
+	return -1, nil
+}
+
+func groupOf(apiVersion string) string {
+	if i := strings.LastIndex(apiVersion, "/"); i >= 0 {
+		return apiVersion[:i]
+	}
+	return ""
+}
+
+// codify tries each strategy for one field and keeps the first whose render
+// verifies.
+func (p *planner) codify(ch drift.Change, f drift.Field) (*Codified, string) {
+	i, obj := p.find(ch)
+	if obj == nil {
+		return nil, "the object is not in the overlay's render"
+	}
+	fp := f.FieldPath()
+	var origin render.Origin
+	if i < len(p.current.Origins) {
+		origin = p.current.Origins[i]
+	}
+	if origin.ConfiguredIn != "" {
+		return nil, "the object is generated (" + origin.ConfiguredBy + "); change the generator's inputs"
+	}
+	type attempt struct {
+		strategy Strategy
+		file     string
+		edit     func() ([]byte, error)
+	}
+	var attempts []attempt
+	kust := p.kustomizationFile()
+	if isReplicas(fp) {
+		attempts = append(attempts, attempt{StrategyReplicas, kust, func() ([]byte, error) { return p.editReplicas(kust, f.Live) }})
+	}
+	if isImage(fp) {
+		if s, ok := f.Live.(string); ok {
+			attempts = append(attempts, attempt{StrategyImages, kust, func() ([]byte, error) { return p.editImages(kust, s) }})
+		}
+	}
+	if origin.Path != "" && strings.HasPrefix(origin.Path, p.in.Overlay+"/") {
+		attempts = append(attempts, attempt{StrategyResource, origin.Path, func() ([]byte, error) { return p.editResource(origin.Path, obj, fp, f.Live) }})
+	}
+	patchFile := path.Join(p.in.Overlay, fmt.Sprintf("driftback-%s-%s.yaml", strings.ToLower(obj.GetKind()), sourceName(p, obj, origin)))
+	attempts = append(attempts, attempt{StrategyPatch, patchFile, func() ([]byte, error) {
+		return p.editPatch(patchFile, obj, sourceName(p, obj, origin), fp, f.Live)
+	}})
+
+	reason := "no source file sets it"
+	for _, a := range attempts {
+		content, err := a.edit()
+		if err != nil || content == nil {
+			if err != nil {
+				reason = fmt.Sprintf("%s: %v", a.strategy, err)
+			}
+			continue
+		}
+		edits := clone(p.edits)
+		edits[a.file] = content
+		if a.strategy == StrategyPatch {
+			k, err := p.addPatch(edits, kust, path.Base(patchFile))
+			if err != nil {
+				reason = err.Error()
+				continue
+			}
+			edits[kust] = k
+		}
+		if ok, why := p.verify(edits, i, fp, f.Live); ok {
+			p.edits = edits
+			if err := p.rerender(); err != nil {
+				return nil, err.Error()
+			}
+			return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Manager: f.Manager, Time: f.Time, File: a.file, Strategy: a.strategy}, ""
+		} else if why != "" {
+			reason = fmt.Sprintf("%s did not verify: %s", a.strategy, why)
+		}
+	}
+	return nil, reason
+}
+
+func clone(m map[string][]byte) map[string][]byte {
+	out := make(map[string][]byte, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// verify renders with edits: the field must come out equal to the live value
+// and nothing else may move.
+func (p *planner) verify(edits map[string][]byte, index int, fp fieldpath.Path, want any) (bool, string) {
+	_, after, err := p.render(edits)
+	if err != nil {
+		return false, err.Error()
+	}
+	if len(after) != len(p.objs) {
+		return false, "the edit adds or removes objects"
+	}
+	expected := make([]map[string]any, len(p.objs))
+	for i, o := range p.objs {
+		expected[i] = o.DeepCopy().Object
+	}
+	nv, err := setValue(expected[index], fp, want)
+	if err != nil {
+		return false, err.Error()
+	}
+	expected[index] = nv.(map[string]any)
+	for i := range after {
+		if !sameJSON(expected[i], after[i].Object) {
+			if i == index {
+				return false, fmt.Sprintf("%s renders as %v, not the live %v", fp, drift.ValueAt(after[i].Object, fp), want)
+			}
+			return false, fmt.Sprintf("the edit also changes %s/%s", after[i].GetKind(), after[i].GetName())
+		}
+	}
+	return true, ""
+}
+
+func sameJSON(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	if err1 != nil || err2 != nil {
+		return reflect.DeepEqual(a, b)
+	}
+	var x, y any
+	_ = json.Unmarshal(ja, &x) // both were just marshalled
+	_ = json.Unmarshal(jb, &y)
+	return reflect.DeepEqual(x, y)
+}
+
+// setValue returns cur with v written at p, creating maps and keyed list
+// items on the way.
+func setValue(cur any, p fieldpath.Path, v any) (any, error) {
+	if len(p) == 0 {
+		return v, nil
+	}
+	pe := p[0]
+	switch {
+	case pe.FieldName != nil:
+		m, ok := cur.(map[string]any)
+		if !ok {
+			if cur != nil {
+				return nil, fmt.Errorf("%s is not a map", *pe.FieldName)
+			}
+			m = map[string]any{}
+		}
+		nv, err := setValue(m[*pe.FieldName], p[1:], v)
+		if err != nil {
+			return nil, err
+		}
+		m[*pe.FieldName] = nv
+		return m, nil
+	case pe.Key != nil:
+		l, _ := cur.([]any)
+		for j, item := range l {
+			if im, ok := item.(map[string]any); ok && keyMatches(im, pe) {
+				nv, err := setValue(item, p[1:], v)
+				if err != nil {
+					return nil, err
+				}
+				l[j] = nv
+				return l, nil
+			}
+		}
+		item := map[string]any{}
+		for _, f := range *pe.Key {
+			item[f.Name] = f.Value.Unstructured()
+		}
+		nv, err := setValue(item, p[1:], v)
+		if err != nil {
+			return nil, err
+		}
+		return append(l, nv), nil
+	case pe.Index != nil:
+		l, ok := cur.([]any)
+		if !ok || *pe.Index >= len(l) {
+			return nil, fmt.Errorf("no list item %d", *pe.Index)
+		}
+		nv, err := setValue(l[*pe.Index], p[1:], v)
+		if err != nil {
+			return nil, err
+		}
+		l[*pe.Index] = nv
+		return l, nil
+	}
+	return nil, fmt.Errorf("%s: set-list members cannot be edited", p)
+}
+
+func keyMatches(m map[string]any, pe fieldpath.PathElement) bool {
+	for _, f := range *pe.Key {
+		if fmt.Sprint(m[f.Name]) != fmt.Sprint(f.Value.Unstructured()) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *planner) kustomizationFile() string {
+	for _, n := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
+		f := path.Join(p.in.Overlay, n)
+		if p.in.Tree.Has(f) {
+			return f
+		}
+	}
+	return path.Join(p.in.Overlay, "kustomization.yaml")
+}
+
+// read returns a file's content with the accepted edits.
+func (p *planner) read(file string) ([]byte, error) {
+	if b, ok := p.edits[file]; ok {
+		return b, nil
+	}
+	return p.in.Tree.ReadFile(file)
+}
+
+func isReplicas(fp fieldpath.Path) bool { return fp.String() == ".spec.replicas" }
+
+func isImage(fp fieldpath.Path) bool {
+	s := fp.String()
+	return strings.HasSuffix(s, ".image") && (strings.Contains(s, ".containers[") || strings.Contains(s, ".initContainers["))
+}
+
+// editReplicas sets the count of the overlay's replicas entries, one at a
+// time as the caller verifies; here: every entry, since verification rejects
+// an entry that does not land on the object.
+func (p *planner) editReplicas(kust string, live any) ([]byte, error) {
+	b, err := p.read(kust)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := readDocs(b)
+	if err != nil || len(docs) == 0 {
+		return nil, err
+	}
+	reps, err := docs[0].Pipe(yaml.Lookup("replicas"))
+	if err != nil || reps == nil {
+		return nil, nil
+	}
+	items, err := reps.Elements()
+	if err != nil || len(items) != 1 {
+		return nil, nil // several entries: the patch strategy is exact
+	}
+	return editAt(b, docs, items[0], fieldpath.MakePathOrDie("count"), live)
+}
+
+// editImages points the overlay's images entry for the live image's
+// repository at the live tag or digest (newTag and digest exclude each other).
+func (p *planner) editImages(kust, live string) ([]byte, error) {
+	b, err := p.read(kust)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := readDocs(b)
+	if err != nil || len(docs) == 0 {
+		return nil, err
+	}
+	imgs, err := docs[0].Pipe(yaml.Lookup("images"))
+	if err != nil || imgs == nil {
+		return nil, nil
+	}
+	repo, tag, digest := splitImage(live)
+	items, err := imgs.Elements()
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		name, _ := it.GetString("name")
+		newName, _ := it.GetString("newName")
+		if newName != repo && (newName != "" || name != repo) {
+			continue
+		}
+		if digest == "" && it.Field("digest") == nil {
+			return editAt(b, docs, it, fieldpath.MakePathOrDie("newTag"), tag)
+		}
+		if digest != "" {
+			if err := setField(it, "digest", digest); err != nil {
+				return nil, err
+			}
+			_ = it.PipeE(yaml.Clear("newTag")) // absent already is fine
+		} else {
+			if err := setField(it, "newTag", tag); err != nil {
+				return nil, err
+			}
+			_ = it.PipeE(yaml.Clear("digest")) // absent already is fine
+		}
+		return writeDocs(docs)
+	}
+	return nil, nil
+}
+
+// splitImage splits "repo:tag" or "repo@sha256:…".
+func splitImage(image string) (repo, tag, digest string) {
+	if i := strings.Index(image, "@"); i >= 0 {
+		return image[:i], "", image[i+1:]
+	}
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		return image[:i], image[i+1:], ""
+	}
+	return image, "latest", ""
+}
+
+// editResource sets the field in the overlay's own file that holds the object.
+func (p *planner) editResource(file string, obj *unstructured.Unstructured, fp fieldpath.Path, live any) ([]byte, error) {
+	b, err := p.read(file)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := readDocs(b)
+	if err != nil {
+		return nil, err
+	}
+	doc := matchDoc(docs, obj)
+	if doc == nil {
+		return nil, nil
+	}
+	return editAt(b, docs, doc, fp, live)
+}
+
+// matchDoc finds the document of obj in a file: same kind, and the name as
+// rendered or as the document says before prefixes and suffixes.
+func matchDoc(docs []*yaml.RNode, obj *unstructured.Unstructured) *yaml.RNode {
+	var byKind []*yaml.RNode
+	for _, d := range docs {
+		if d.GetKind() != obj.GetKind() {
+			continue
+		}
+		if d.GetName() == obj.GetName() {
+			return d
+		}
+		byKind = append(byKind, d)
+	}
+	for _, d := range byKind {
+		if strings.Contains(obj.GetName(), d.GetName()) {
+			return d
+		}
+	}
+	return nil
+}
+
+// sourceName is the object's name as its source file writes it, which is what
+// a patch in the overlay targets.
+func sourceName(p *planner, obj *unstructured.Unstructured, origin render.Origin) string {
+	if origin.Path != "" {
+		if b, err := p.in.Tree.ReadFile(origin.Path); err == nil {
+			if docs, err := readDocs(b); err == nil {
+				if d := matchDoc(docs, obj); d != nil {
+					return d.GetName()
+				}
+			}
+		}
+	}
+	return obj.GetName()
+}
+
+// editPatch writes the field into the overlay's strategic-merge patch for the
+// object, creating the patch when there is none.
+func (p *planner) editPatch(file string, obj *unstructured.Unstructured, name string, fp fieldpath.Path, live any) ([]byte, error) {
+	var doc *yaml.RNode
+	var docs []*yaml.RNode
+	if b, err := p.read(file); err == nil {
+		if docs, err = readDocs(b); err != nil {
+			return nil, err
+		}
+		if len(docs) > 0 {
+			doc = docs[0]
+		}
+	}
+	if doc == nil {
+		doc = yaml.NewMapRNode(nil)
+		if err := doc.PipeE(yaml.SetField("apiVersion", yaml.NewStringRNode(obj.GetAPIVersion()))); err != nil {
+			return nil, err
+		}
+		if err := doc.PipeE(yaml.SetField("kind", yaml.NewStringRNode(obj.GetKind()))); err != nil {
+			return nil, err
+		}
+		if err := doc.PipeE(yaml.SetField("metadata", yaml.NewMapRNode(&map[string]string{"name": name}))); err != nil {
+			return nil, err
+		}
+		doc.YNode().HeadComment = "Written by driftback: codifies a change made in the cluster outside Git."
+		docs = []*yaml.RNode{doc}
+	}
+	if err := setAt(doc, fp, live); err != nil {
+		return nil, err
+	}
+	return writeDocs(docs)
+}
+
+// addPatch lists the patch file in the overlay's kustomization, once.
+func (p *planner) addPatch(edits map[string][]byte, kust, patch string) ([]byte, error) {
+	b, ok := edits[kust]
+	if !ok {
+		var err error
+		if b, err = p.in.Tree.ReadFile(kust); err != nil {
+			return nil, err
+		}
+	}
+	docs, err := readDocs(b)
+	if err != nil || len(docs) == 0 {
+		return nil, fmt.Errorf("%s: %v", kust, err)
+	}
+	if f := docs[0].Field("patches"); f != nil {
+		items, _ := f.Value.Elements()
+		for _, it := range items {
+			if v, _ := it.GetString("path"); v == patch {
+				return b, nil
+			}
+		}
+		if out, ok := appendToList(b, f, "- path: "+patch); ok {
+			return out, nil
+		}
+		entry := yaml.NewMapRNode(&map[string]string{"path": patch})
+		if err := f.Value.PipeE(yaml.Append(entry.YNode())); err != nil {
+			return nil, err
+		}
+		return writeDocs(docs)
+	}
+	// A new top-level list at the end, indented like the file's other lists.
+	indent := ""
+	if bytes.Contains(b, []byte("\n  - ")) {
+		indent = "  "
+	}
+	out := append([]byte{}, b...)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	out = append(out, []byte("patches:\n"+indent+"- path: "+patch+"\n")...)
+	return out, nil
+}
+
+// appendToList inserts item as the last entry of a top-level list, after its
+// last line, with the indentation of its entries.
+func appendToList(src []byte, field *yaml.MapNode, item string) ([]byte, bool) {
+	items := field.Value.YNode().Content
+	if len(items) == 0 {
+		return nil, false
+	}
+	first, last := items[0], items[len(items)-1]
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	// The entry's dash sits two columns before its first field.
+	col := first.Column - 3
+	if col < 0 || last.Line < 1 || last.Line > len(lines) {
+		return nil, false
+	}
+	// The last entry ends before the next line that is not more indented.
+	end := last.Line
+	for end < len(lines) {
+		l := string(lines[end])
+		trimmed := strings.TrimLeft(l, " ")
+		if strings.TrimSpace(l) == "" || len(l)-len(trimmed) <= col {
+			break
+		}
+		end++
+	}
+	if end > 0 && !bytes.HasSuffix(lines[end-1], []byte("\n")) {
+		lines[end-1] = append(lines[end-1], '\n')
+	}
+	insert := []byte(strings.Repeat(" ", col) + item + "\n")
+	out := append([][]byte{}, lines[:end]...)
+	out = append(out, insert)
+	out = append(out, lines[end:]...)
+	return bytes.Join(out, nil), true
+}

@@ -1,0 +1,138 @@
+package prgen
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// spliceScalar replaces the scalar token of n in src with value, touching
+// nothing else on the line (its comment, its alignment) or in the file. It
+// reports false when the token cannot be found exactly, and the caller then
+// rewrites the document instead.
+func spliceScalar(src []byte, n *yaml.Node, value any) ([]byte, bool) {
+	s, ok := scalar(value)
+	if !ok || n == nil || n.Kind != yaml.ScalarNode || n.Line < 1 || n.Column < 1 {
+		return nil, false
+	}
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	if n.Line > len(lines) {
+		return nil, false
+	}
+	line := string(lines[n.Line-1])
+	start := n.Column - 1
+	if start >= len(line) {
+		return nil, false
+	}
+	end, ok := tokenEnd(line, start)
+	if !ok {
+		return nil, false
+	}
+	text := s.Value
+	switch {
+	case line[start] == '"' || (s.Tag == yaml.NodeTagString && needsQuotes(s.Value)):
+		b, _ := json.Marshal(s.Value) // a JSON string is a valid double-quoted YAML scalar
+		text = string(b)
+	case line[start] == '\'':
+		text = "'" + strings.ReplaceAll(s.Value, "'", "''") + "'"
+	}
+	lines[n.Line-1] = []byte(line[:start] + text + line[end:])
+	return bytes.Join(lines, nil), true
+}
+
+// tokenEnd finds where the scalar starting at start ends on its line.
+func tokenEnd(line string, start int) (int, bool) {
+	switch line[start] {
+	case '"':
+		for i := start + 1; i < len(line); i++ {
+			switch line[i] {
+			case '\\':
+				i++
+			case '"':
+				return i + 1, true
+			}
+		}
+		return 0, false
+	case '\'':
+		for i := start + 1; i < len(line); i++ {
+			if line[i] == '\'' {
+				if i+1 < len(line) && line[i+1] == '\'' {
+					i++
+					continue
+				}
+				return i + 1, true
+			}
+		}
+		return 0, false
+	case '|', '>', '&', '*', '!', '[', '{':
+		return 0, false // block scalars, anchors, tags and flow collections: rewrite instead
+	}
+	end := len(strings.TrimRight(line, "\r\n"))
+	if i := strings.Index(line[start:], " #"); i >= 0 {
+		end = start + i
+	}
+	return len(strings.TrimRight(line[:end], " \t")), true
+}
+
+// lookupAt finds the node at p without creating anything; nil when absent.
+func lookupAt(node *yaml.RNode, p fieldpath.Path) *yaml.RNode {
+	cur := node
+	for _, pe := range p {
+		if cur == nil {
+			return nil
+		}
+		switch {
+		case pe.FieldName != nil:
+			f := cur.Field(*pe.FieldName)
+			if f == nil {
+				return nil
+			}
+			cur = f.Value
+		case pe.Key != nil:
+			var keys, values []string
+			for _, f := range *pe.Key {
+				keys = append(keys, f.Name)
+				values = append(values, jsonScalar(f.Value.Unstructured()))
+			}
+			next, err := cur.Pipe(yaml.MatchElementList(keys, values))
+			if err != nil {
+				return nil
+			}
+			cur = next
+		case pe.Index != nil:
+			items, err := cur.Elements()
+			if err != nil || *pe.Index >= len(items) {
+				return nil
+			}
+			cur = items[*pe.Index]
+		default:
+			return nil
+		}
+	}
+	return cur
+}
+
+func jsonScalar(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// editAt sets the value at p in one document of src: by splicing the scalar
+// when it is there, else by rewriting the documents.
+func editAt(src []byte, docs []*yaml.RNode, doc *yaml.RNode, p fieldpath.Path, value any) ([]byte, error) {
+	if n := lookupAt(doc, p); n != nil {
+		if out, ok := spliceScalar(src, n.YNode(), value); ok {
+			return out, nil
+		}
+	}
+	if err := setAt(doc, p, value); err != nil {
+		return nil, err
+	}
+	return writeDocs(docs)
+}
