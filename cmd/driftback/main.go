@@ -35,6 +35,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"diff", "show what a change does to the cluster: created, changed and pruned objects, dangers, drift", runDiff},
+		{"drift", "find lasting manual changes to the cluster and codify them into the overlay's sources", runDrift},
 		{"render", "print the rendered objects of kustomize overlays", runRender},
 		{"serve", "run the GitHub App: webhooks in, pull-request comments and check runs out", runServe},
 		{"version", "print the version and commit", runVersion},
