@@ -241,7 +241,9 @@ func (p *planner) codify(ch drift.Change, f drift.Field) (*Codified, string) {
 	var attempts []attempt
 	kust := p.kustomizationFile()
 	if isReplicas(fp) {
-		attempts = append(attempts, attempt{StrategyReplicas, kust, func() ([]byte, error) { return p.editReplicas(kust, f.Live) }})
+		attempts = append(attempts, attempt{StrategyReplicas, kust, func() ([]byte, error) {
+			return p.editReplicas(kust, sourceName(p, obj, origin), f.Live)
+		}})
 	}
 	if isImage(fp) {
 		if s, ok := f.Live.(string); ok {
@@ -430,49 +432,48 @@ func isImage(fp fieldpath.Path) bool {
 	return strings.HasSuffix(s, ".image") && (strings.Contains(s, ".containers[") || strings.Contains(s, ".initContainers["))
 }
 
-// editReplicas sets the count of the overlay's replicas entries, one at a
-// time as the caller verifies; here: every entry, since verification rejects
-// an entry that does not land on the object.
-func (p *planner) editReplicas(kust string, live any) ([]byte, error) {
+// kustomizationList reads the overlay kustomization (with accepted edits) and
+// the entries of one of its top-level lists; no entries when it has none.
+func (p *planner) kustomizationList(kust, field string) ([]byte, []*yaml.RNode, []*yaml.RNode, error) {
 	b, err := p.read(kust)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	docs, err := readDocs(b)
 	if err != nil || len(docs) == 0 {
+		return nil, nil, nil, err
+	}
+	list, err := docs[0].Pipe(yaml.Lookup(field))
+	if err != nil || list == nil {
+		return b, docs, nil, err
+	}
+	items, err := list.Elements()
+	return b, docs, items, err
+}
+
+// editReplicas sets the count of the overlay's replicas entry for the object,
+// named as its source writes it.
+func (p *planner) editReplicas(kust, name string, live any) ([]byte, error) {
+	b, docs, items, err := p.kustomizationList(kust, "replicas")
+	if err != nil {
 		return nil, err
 	}
-	reps, err := docs[0].Pipe(yaml.Lookup("replicas"))
-	if err != nil || reps == nil {
-		return nil, nil
+	for _, it := range items {
+		if n, _ := it.GetString("name"); n == name {
+			return editAt(b, docs, it, fieldpath.MakePathOrDie("count"), live)
+		}
 	}
-	items, err := reps.Elements()
-	if err != nil || len(items) != 1 {
-		return nil, nil // several entries: the patch strategy is exact
-	}
-	return editAt(b, docs, items[0], fieldpath.MakePathOrDie("count"), live)
+	return nil, nil
 }
 
 // editImages points the overlay's images entry for the live image's
 // repository at the live tag or digest (newTag and digest exclude each other).
 func (p *planner) editImages(kust, live string) ([]byte, error) {
-	b, err := p.read(kust)
+	b, docs, items, err := p.kustomizationList(kust, "images")
 	if err != nil {
 		return nil, err
-	}
-	docs, err := readDocs(b)
-	if err != nil || len(docs) == 0 {
-		return nil, err
-	}
-	imgs, err := docs[0].Pipe(yaml.Lookup("images"))
-	if err != nil || imgs == nil {
-		return nil, nil
 	}
 	repo, tag, digest := splitImage(live)
-	items, err := imgs.Elements()
-	if err != nil {
-		return nil, err
-	}
 	for _, it := range items {
 		name, _ := it.GetString("name")
 		newName, _ := it.GetString("newName")

@@ -13,6 +13,7 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/driftback/driftback/drift"
@@ -112,12 +113,10 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		}
 		reader = r
 	case *kubeconfig != "":
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig}
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+		cfg, err := kubeConfig(*kubeconfig, *kubeContext)
 		if err != nil {
-			return fail("kubeconfig %s: %v", *kubeconfig, err)
+			return fail("%v", err)
 		}
-		cfg.UserAgent = "driftback"
 		r, err := drift.NewClusterReader(cfg)
 		if err != nil {
 			return fail("%v", err)
@@ -154,6 +153,17 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		return exitChanges
 	}
 	return exitOK
+}
+
+// kubeConfig loads a kubeconfig file and context.
+func kubeConfig(file, context string) (*rest.Config, error) {
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: file}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", file, err)
+	}
+	cfg.UserAgent = "driftback"
+	return cfg, nil
 }
 
 // diffTrees opens base and head: refs of one repository, or two directories.

@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
@@ -65,10 +63,9 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	} else {
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: *kubeconfig}
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+		cfg, err := kubeConfig(*kubeconfig, *kubeContext)
 		if err != nil {
-			return fail("kubeconfig %s: %v", *kubeconfig, err)
+			return fail("%v", err)
 		}
 		if reader, err = drift.NewClusterReader(cfg); err != nil {
 			return fail("%v", err)
