@@ -140,13 +140,19 @@ func (c *Clients) Forget(id int64) {
 type retryTransport struct {
 	next   http.RoundTripper
 	policy RetryPolicy
-	write  sync.Mutex
+	once   sync.Once
+	write  chan struct{} // a one-slot semaphore a cancelled caller can stop waiting for
 }
 
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		t.write.Lock()
-		defer t.write.Unlock()
+		t.once.Do(func() { t.write = make(chan struct{}, 1) })
+		select {
+		case t.write <- struct{}{}:
+			defer func() { <-t.write }()
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
 	}
 	var lastErr error
 	for attempt := 0; attempt < t.policy.Attempts; attempt++ {

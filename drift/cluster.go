@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,8 +34,18 @@ type ClusterReader struct {
 
 	mu      sync.Mutex
 	kinds   []Kind
-	schemas map[string]map[string]*spec.Schema // group-version path → its schemas
+	kindsAt time.Time
+	schemas map[string]cachedSchema // group-version path → its schemas
 }
+
+type cachedSchema struct {
+	schemas map[string]*spec.Schema
+	at      time.Time
+}
+
+// discoveryTTL bounds how long kinds and schemas are reused: a CRD installed or
+// changed since shows up within it.
+const discoveryTTL = time.Minute
 
 // NewClusterReader returns a reader for the cluster cfg reaches.
 func NewClusterReader(cfg *rest.Config) (*ClusterReader, error) {
@@ -51,7 +62,7 @@ func NewClusterReader(cfg *rest.Config) (*ClusterReader, error) {
 		dyn:     dyn,
 		disc:    cached,
 		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(cached),
-		schemas: map[string]map[string]*spec.Schema{},
+		schemas: map[string]cachedSchema{},
 	}, nil
 }
 
@@ -178,9 +189,10 @@ func (r *ClusterReader) List(ctx context.Context, gk schema.GroupKind, namespace
 func (r *ClusterReader) Kinds(context.Context) ([]Kind, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.kinds != nil {
+	if r.kinds != nil && time.Since(r.kindsAt) < discoveryTTL {
 		return r.kinds, nil
 	}
+	r.disc.Invalidate()
 	lists, err := r.disc.ServerPreferredResources()
 	if err != nil && len(lists) == 0 {
 		return nil, err
@@ -210,7 +222,11 @@ func (r *ClusterReader) Kinds(context.Context) ([]Kind, error) {
 		}
 	}
 	sort.Slice(kinds, func(i, j int) bool { return kinds[i].String() < kinds[j].String() })
-	r.kinds = kinds
+	// A partial failure (an aggregated API down) is not kept for long.
+	r.kinds, r.kindsAt = kinds, time.Now()
+	if err != nil {
+		r.kindsAt = time.Now().Add(-discoveryTTL + 5*time.Second)
+	}
 	return kinds, nil
 }
 
@@ -243,8 +259,9 @@ func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVers
 	defer r.mu.Unlock()
 	all := map[string]*spec.Schema{}
 	for p := range want {
-		schemas, ok := r.schemas[p]
-		if !ok {
+		cached, ok := r.schemas[p]
+		schemas := cached.schemas
+		if !ok || time.Since(cached.at) > discoveryTTL {
 			gv, found := paths[p]
 			if !found {
 				continue // not served (yet): deduced types
@@ -260,7 +277,7 @@ func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVers
 			if doc.Components != nil {
 				schemas = doc.Components.Schemas
 			}
-			r.schemas[p] = schemas
+			r.schemas[p] = cachedSchema{schemas: schemas, at: time.Now()}
 		}
 		for k, v := range schemas {
 			all[k] = v
