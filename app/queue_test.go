@@ -33,20 +33,20 @@ func TestQueueCoalescesPerPullRequest(t *testing.T) {
 	var mu sync.Mutex
 	var ran, cancelled []string
 	started := make(chan string, 10)
+	release := make(chan struct{})
 	job := func(sha string) *Job {
 		return &Job{Key: "o/r#1", SHA: sha, Run: func(ctx context.Context) error {
 			started <- sha
-			select {
-			case <-ctx.Done():
-				mu.Lock()
-				cancelled = append(cancelled, sha)
-				mu.Unlock()
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
+			if sha == "a" {
+				<-release // still running while the burst arrives, whatever the machine's speed
 			}
 			mu.Lock()
+			defer mu.Unlock()
+			if ctx.Err() != nil {
+				cancelled = append(cancelled, sha)
+				return ctx.Err()
+			}
 			ran = append(ran, sha)
-			mu.Unlock()
 			return nil
 		}}
 	}
@@ -61,6 +61,7 @@ func TestQueueCoalescesPerPullRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	close(release)
 	if got := <-started; got != "e" {
 		t.Fatalf("after a burst, started %s, want only the newest, e", got)
 	}
