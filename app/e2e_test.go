@@ -406,3 +406,23 @@ func TestPushRefreshesDesiredState(t *testing.T) {
 		t.Errorf("a push to another branch: %d, want 204", code)
 	}
 }
+
+// TestDraftsWaitUntilReady: a draft gets nothing while no target asks for
+// drafts; "ready for review" brings the report.
+func TestDraftsWaitUntilReady(t *testing.T) {
+	w := newWorld(t, nil)
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, withReplicas(3))
+	w.openPR(10, base, head, func(p *githubfake.Pull) { p.Draft = true })
+	w.deliver("pull_request", "d-draft", prPayload("opened", 10, head.String()))
+	w.waitIdle()
+	if n, r := len(w.gh.Comments(fullName, 10)), len(w.gh.CheckRuns(fullName, head.String())); n != 0 || r != 0 {
+		t.Fatalf("a draft got %d comments and %d check runs", n, r)
+	}
+	w.openPR(10, base, head, nil)
+	w.deliver("pull_request", "d-ready", prPayload("ready_for_review", 10, head.String()))
+	w.waitChecks(head.String(), 2)
+	if n := len(w.gh.Comments(fullName, 10)); n != 1 {
+		t.Errorf("%d comments after ready for review, want 1", n)
+	}
+}
