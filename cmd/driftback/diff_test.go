@@ -124,3 +124,44 @@ func TestDiffWithoutCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffAtRefs proves --repo with --base and --head refs reads both commits
+// from the object store and reports exactly what the two directories give.
+func TestDiffAtRefs(t *testing.T) {
+	repo := t.TempDir()
+	gitCmd(t, repo, "init", "-q", "-b", "main")
+	commitTree := func(src, msg string) {
+		t.Helper()
+		entries, _ := os.ReadDir(repo)
+		for _, e := range entries {
+			if e.Name() != ".git" {
+				if err := os.RemoveAll(filepath.Join(repo, e.Name())); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := os.CopyFS(repo, os.DirFS(src)); err != nil {
+			t.Fatal(err)
+		}
+		gitCmd(t, repo, "add", "-A")
+		gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", msg)
+	}
+	commitTree(filepath.Join(demoDir, "base"), "base")
+	gitCmd(t, repo, "branch", "base-branch")
+	commitTree(filepath.Join(demoDir, "pr"), "pr")
+	// The working tree is then emptied: only the object store can answer.
+	if err := os.RemoveAll(filepath.Join(repo, "apps")); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "base-branch", "--head", "main", "--live", demoDir+"/live")
+	if code != exitChanges {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "demo.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), out); diff != "" {
+		t.Errorf("at refs (-want +got):\n%s", diff)
+	}
+}
