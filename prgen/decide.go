@@ -1,0 +1,124 @@
+package prgen
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Fingerprint identifies a drift by what it changes: the codified fields and
+// their live values, the fields left for a person, the Secrets' changed keys
+// and the deleted objects. The same drift seen again has the same fingerprint,
+// whatever the time or the order it was found in.
+func (p *Plan) Fingerprint() string {
+	var lines []string
+	for _, c := range p.Codified {
+		lines = append(lines, "codify "+c.Object+" "+c.Path+" "+canonical(c.Value))
+	}
+	for _, m := range p.Manual {
+		lines = append(lines, "manual "+m.Object+" "+m.Path+" "+canonical(m.Value))
+	}
+	for _, s := range p.Secrets {
+		keys := append([]string(nil), s.Keys...)
+		sort.Strings(keys)
+		lines = append(lines, "secret "+s.Object+" "+strings.Join(keys, ","))
+	}
+	for _, d := range p.Deleted {
+		lines = append(lines, "deleted "+d)
+	}
+	sort.Strings(lines)
+	h := sha256.Sum256([]byte(p.Overlay + "\n" + strings.Join(lines, "\n")))
+	return hex.EncodeToString(h[:8])
+}
+
+func canonical(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+var fingerprintPattern = regexp.MustCompile(`<!-- driftback:drift fingerprint=([0-9a-f]+) -->`)
+
+// Body is the pull request's description: the plan for a person, and the
+// fingerprint that lets driftback find its decision again on GitHub.
+func Body(p *Plan) string {
+	return Markdown(p) + fmt.Sprintf("\n<!-- driftback:drift fingerprint=%s -->\n", p.Fingerprint())
+}
+
+// FingerprintOf reads the fingerprint from a pull request's description.
+func FingerprintOf(body string) string {
+	if m := fingerprintPattern.FindStringSubmatch(body); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// PullRequest is what the decision needs to know of one of driftback's drift
+// pull requests for a target (found by its branch name).
+type PullRequest struct {
+	Number int
+	Open   bool
+	Merged bool
+	Body   string
+}
+
+// Action is what to do with a target's drift pull request.
+type Action string
+
+// Actions.
+const (
+	ActionNothing Action = "nothing" // up to date, or a person already said no
+	ActionOpen    Action = "open"
+	ActionUpdate  Action = "update"  // new commit on the branch, new description
+	ActionComment Action = "comment" // a person pushed to the branch: say, don't overwrite
+	ActionClose   Action = "close"   // the drift is gone
+)
+
+// Decision is an action on a pull request, with why.
+type Decision struct {
+	Action Action
+	// Number is the pull request acted on; 0 for ActionOpen and ActionNothing.
+	Number int
+	Reason string
+}
+
+// Decide chooses what to do about a target's drift given its drift pull
+// requests, open and closed, as GitHub has them: GitHub is the only state, so
+// a restart or a second replica decides the same. personPushed says the open
+// pull request's branch has commits driftback did not make.
+func Decide(p *Plan, pulls []PullRequest, personPushed bool) Decision {
+	var open *PullRequest
+	for i := range pulls {
+		if pulls[i].Open {
+			open = &pulls[i]
+			break
+		}
+	}
+	if p.Empty() {
+		if open != nil {
+			return Decision{Action: ActionClose, Number: open.Number, Reason: "the cluster matches Git again"}
+		}
+		return Decision{Action: ActionNothing, Reason: "no drift"}
+	}
+	fp := p.Fingerprint()
+	for _, pr := range pulls {
+		if !pr.Open && !pr.Merged && FingerprintOf(pr.Body) == fp {
+			return Decision{Action: ActionNothing, Number: pr.Number, Reason: fmt.Sprintf("#%d with this drift was closed without merging: a person decided against it", pr.Number)}
+		}
+	}
+	switch {
+	case open == nil:
+		return Decision{Action: ActionOpen, Reason: "new drift"}
+	case FingerprintOf(open.Body) == fp:
+		return Decision{Action: ActionNothing, Number: open.Number, Reason: "the pull request already proposes this drift"}
+	case personPushed:
+		return Decision{Action: ActionComment, Number: open.Number, Reason: "the drift changed, but a person pushed to the branch: it is theirs now"}
+	}
+	return Decision{Action: ActionUpdate, Number: open.Number, Reason: "the drift changed"}
+}
