@@ -426,3 +426,26 @@ func TestDraftsWaitUntilReady(t *testing.T) {
 		t.Errorf("%d comments after ready for review, want 1", n)
 	}
 }
+
+// TestRepositoryConfigFromTheDefaultBranch: .github/driftback.yml on main
+// renames prod's acknowledge label; the same file in the pull request's head,
+// which would drop the failOn, is not read.
+func TestRepositoryConfigFromTheDefaultBranch(t *testing.T) {
+	w := newWorld(t, nil)
+	w.liveProd()
+	files := map[string]any{RepoConfigPath: "targets:\n- name: prod\n  policy:\n    ackLabel: ok-to-prune\n"}
+	for k, v := range baseFiles {
+		files[k] = v
+	}
+	base := w.commit(plumbing.ZeroHash, files)
+	head := w.commit(base, map[string]any{
+		"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n", "deploy/prod/data.yaml": nil,
+		RepoConfigPath: "targets:\n- name: prod\n  policy:\n    failOn: []\n",
+	})
+	w.openPR(11, base, head, nil)
+	w.deliver("pull_request", "d-config", prPayload("opened", 11, head.String()))
+	prod := findRun(t, w.waitChecks(head.String(), 2), "driftback / prod")
+	if prod.Conclusion != "failure" || !strings.Contains(prod.Summary, "`ok-to-prune`") {
+		t.Errorf("prod check: %s: %s", prod.Conclusion, prod.Summary)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-github/v60/github"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -440,14 +442,26 @@ func restConfig(c Cluster) (*rest.Config, error) {
 // readDefaultBranchFile reads a file at the tip of the default branch; nil
 // when it does not exist.
 func readDefaultBranchFile(repo *git.Repository, branch, path string) ([]byte, error) {
-	tree, err := render.GitTree(repo, "refs/heads/"+branch)
+	lock := render.RepoLock(repo)
+	lock.Lock()
+	defer lock.Unlock()
+	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
 	if err != nil {
 		return nil, err
 	}
-	if !tree.Has(path) {
+	commit, err := repo.CommitObject(ref.Hash())
+	if err != nil {
+		return nil, err
+	}
+	f, err := commit.File(path)
+	if errors.Is(err, object.ErrFileNotFound) {
 		return nil, nil
 	}
-	return tree.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := f.Contents()
+	return []byte(s), err
 }
 
 // errorComment tells the pull request that driftback failed on it.

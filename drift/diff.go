@@ -301,14 +301,12 @@ func withoutServerDefaults(fields []Field, only *fieldpath.Set) []Field {
 	}
 	out := fields[:0]
 	for _, f := range fields {
-		if f.Desired == nil || only.Has(f.path) || hasSetPrefix(only, f.path) {
+		if f.Desired == nil || only.Has(f.path) || ownsUnder(only, f.path) {
 			out = append(out, f)
 		}
 	}
 	return out
 }
-
-func hasSetPrefix(s *fieldpath.Set, p fieldpath.Path) bool { return ownsUnder(s, p) }
 
 // applierOf names the field manager a sync applies with.
 func (c *comparer) applierOf(live *unstructured.Unstructured) string {

@@ -6,7 +6,6 @@
 package drift
 
 import (
-	"fmt"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -90,8 +89,4 @@ func crdScopes(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
 
 func sortRefs(refs []Ref) {
 	sort.Slice(refs, func(i, j int) bool { return refs[i].Key() < refs[j].Key() })
-}
-
-func errorf(r Ref, format string, args ...any) error {
-	return fmt.Errorf("%s: %s", r, fmt.Sprintf(format, args...))
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -182,9 +181,4 @@ func (c *fallbackConverter) ObjectToTyped(obj runtime.Object, opts ...typed.Vali
 
 func (c *fallbackConverter) TypedToObject(tv *typed.TypedValue) (runtime.Object, error) {
 	return c.primary.TypedToObject(tv)
-}
-
-// managedFieldsOf returns the live object's field managers.
-func managedFieldsOf(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {
-	return u.GetManagedFields()
 }

@@ -157,9 +157,7 @@ func scalar(v any) (*yaml.Node, bool) {
 	switch x := v.(type) {
 	case string:
 		n := &yaml.Node{Kind: yaml.ScalarNode, Value: x, Tag: yaml.NodeTagString}
-		// A string that would read as another type keeps its quotes.
-		if t := yaml.NewScalarRNode(x).YNode(); needsQuotes(x) {
-			t.Style = yaml.DoubleQuotedStyle
+		if needsQuotes(x) { // a string that would read as another type keeps its quotes
 			n.Style = yaml.DoubleQuotedStyle
 		}
 		return n, true

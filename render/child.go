@@ -306,7 +306,7 @@ func kustomizeProblem(overlay string, err error) *Problem {
 	case strings.Contains(lower, "external plugins disabled") || strings.Contains(lower, "plugins disabled") ||
 		strings.Contains(lower, "unable to load builtin") || strings.Contains(lower, "krm function"):
 		reason = ReasonPlugin
-	case strings.Contains(lower, "must specify --enable-helm") || strings.Contains(lower, "helm"):
+	case strings.Contains(lower, "must specify --enable-helm"):
 		reason = ReasonHelm
 	case strings.Contains(lower, "network access is disabled") || strings.Contains(lower, "no 'git' program"):
 		reason = ReasonRemote

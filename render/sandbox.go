@@ -207,8 +207,9 @@ func finish(t *Tree, j *job, rep childReply) {
 func blameFile(t *Tree, c *closure, p *Problem) string {
 	if p.Reason == ReasonPlugin {
 		if m := pluginKind.FindStringSubmatch(p.Message); m != nil {
+			kind := regexp.MustCompile(`(?m)^kind:\s*` + regexp.QuoteMeta(m[1]) + `\s*$`)
 			for _, f := range c.pluginFiles {
-				if b, err := t.ReadFile(f); err == nil && regexp.MustCompile(`(?m)^kind:\s*`+regexp.QuoteMeta(m[1])+`\s*$`).Match(b) {
+				if b, err := t.ReadFile(f); err == nil && kind.Match(b) {
 					return f
 				}
 			}

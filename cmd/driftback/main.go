@@ -3,7 +3,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,10 +20,6 @@ const (
 	exitChanges = 1
 	exitError   = 2
 )
-
-// errUsage marks an error whose message is a usage problem; the command's help
-// follows it.
-var errUsage = errors.New("usage")
 
 type command struct {
 	name    string
