@@ -84,6 +84,10 @@ type ServerConfig struct {
 	CacheMaxBytes int64 `yaml:"cacheMaxBytes"`
 	// JobTimeout bounds the work on one pull request (default 5m).
 	JobTimeout time.Duration `yaml:"jobTimeout"`
+	// DriftInterval is how often the drift loop looks at every target even
+	// when nothing it watches changed (default 5m); watch events and pushes
+	// to the default branch wake it sooner.
+	DriftInterval time.Duration `yaml:"driftInterval"`
 }
 
 // Cluster is how to reach one cluster, read-only by default.
@@ -129,9 +133,43 @@ type Policy struct {
 	ForkLive bool `yaml:"forkLive"`
 	// Ignore leaves fields out of the diff.
 	Ignore []drift.IgnoreRule `yaml:"ignore"`
-	// IgnoreManagers adds to the default list of ignored field managers.
+	// IgnoreManagers adds to the default list of ignored field managers:
+	// controllers whose writes are never a person's drift.
 	IgnoreManagers []string `yaml:"ignoreManagers"`
+	// Codify is what the drift loop does with live changes that stay: manual
+	// (default) proposes every one in a pull request, annotated only those on
+	// objects carrying driftback.io/intent, report keeps one issue per target
+	// instead of a pull request, off does nothing.
+	Codify CodifyMode `yaml:"codify"`
+	// QuietPeriod is how long a live change must stay before it is proposed
+	// (default 2m); a change reverted sooner is never proposed.
+	QuietPeriod time.Duration `yaml:"quietPeriod"`
+	// AdoptUnmanaged writes objects a person created in the target's
+	// namespaces into the overlay (default false: they are only listed).
+	AdoptUnmanaged bool `yaml:"adoptUnmanaged"`
+	// DriftLabels label drift pull requests and issues (default
+	// ["driftback/drift"]).
+	DriftLabels []string `yaml:"driftLabels"`
 }
+
+// CodifyMode is a target's drift policy.
+type CodifyMode string
+
+// Drift policies.
+const (
+	CodifyManual    CodifyMode = "manual"
+	CodifyAnnotated CodifyMode = "annotated"
+	CodifyReport    CodifyMode = "report"
+	CodifyOff       CodifyMode = "off"
+)
+
+// IntentAnnotation on a live object says why a person changed it; with
+// codify: annotated only such objects are proposed, and the pull request
+// quotes it.
+const IntentAnnotation = "driftback.io/intent"
+
+// DefaultQuietPeriod is how long a live change must stay to be proposed.
+const DefaultQuietPeriod = 2 * time.Minute
 
 // Secrets are the credentials that never appear in app.yml or a log.
 type Secrets struct {
@@ -207,6 +245,9 @@ func (c *Config) defaults() {
 	if c.Server.JobTimeout <= 0 {
 		c.Server.JobTimeout = 5 * time.Minute
 	}
+	if c.Server.DriftInterval <= 0 {
+		c.Server.DriftInterval = 5 * time.Minute
+	}
 	for i := range c.Targets {
 		t := &c.Targets[i]
 		if t.Name == "" {
@@ -215,6 +256,7 @@ func (c *Config) defaults() {
 		if t.Policy.AckLabel == "" {
 			t.Policy.AckLabel = DefaultAckLabel
 		}
+		t.Policy.driftDefaults()
 	}
 	for name, cl := range c.Clusters {
 		if cl.Mode == "" {
@@ -222,6 +264,26 @@ func (c *Config) defaults() {
 			c.Clusters[name] = cl
 		}
 	}
+}
+
+func (p *Policy) driftDefaults() {
+	if p.Codify == "" {
+		p.Codify = CodifyManual
+	}
+	if p.QuietPeriod <= 0 {
+		p.QuietPeriod = DefaultQuietPeriod
+	}
+	if p.DriftLabels == nil {
+		p.DriftLabels = []string{"driftback/drift"}
+	}
+}
+
+func (m CodifyMode) validate() error {
+	switch m {
+	case CodifyManual, CodifyAnnotated, CodifyReport, CodifyOff:
+		return nil
+	}
+	return fmt.Errorf("%q is not one of manual, annotated, report, off", m)
 }
 
 var knownDangers = map[drift.DangerReason]bool{
@@ -258,6 +320,9 @@ func (c *Config) validate() error {
 			if !knownDangers[d] {
 				errs = append(errs, fmt.Sprintf("%s.policy.failOn: unknown danger %q", where, d))
 			}
+		}
+		if err := t.Policy.Codify.validate(); err != nil {
+			errs = append(errs, fmt.Sprintf("%s.policy.codify: %v", where, err))
 		}
 		key := t.Repo + " " + t.Name
 		if seen[key] {
@@ -411,6 +476,7 @@ func (c *Config) Redacted(s *Secrets) map[string]any {
 		"server.queueSize":     c.Server.QueueSize,
 		"server.cacheDir":      c.Server.CacheDir,
 		"server.jobTimeout":    c.Server.JobTimeout.String(),
+		"server.driftInterval": c.Server.DriftInterval.String(),
 		"clusters":             len(c.Clusters),
 		"targets":              len(c.Targets),
 		"github.privateKey":    "(redacted)",

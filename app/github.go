@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,9 +23,51 @@ type Clients struct {
 	baseURL string
 	retry   RetryPolicy
 
-	mu   sync.Mutex
-	byID map[int64]*installation
-	bot  string
+	mu     sync.Mutex
+	byID   map[int64]*installation
+	bot    string
+	app    *github.Client
+	byRepo map[string]int64
+}
+
+// appClient is the client that authenticates as the App itself (a JWT).
+func (c *Clients) appClient() (*github.Client, error) {
+	if c.app != nil {
+		return c.app, nil
+	}
+	tr, err := ghinstallation.NewAppsTransport(http.DefaultTransport, c.appID, c.key)
+	if err != nil {
+		return nil, err
+	}
+	tr.BaseURL = c.baseURL
+	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry}})
+	if gh.BaseURL, err = gh.BaseURL.Parse(c.baseURL); err != nil {
+		return nil, err
+	}
+	c.app = gh
+	return gh, nil
+}
+
+// InstallationOf returns the installation that gives the App a repository,
+// for work no webhook started (the drift loop). It is asked once per
+// repository until Forget.
+func (c *Clients) InstallationOf(ctx context.Context, owner, repo string) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := strings.ToLower(owner + "/" + repo)
+	if id, ok := c.byRepo[key]; ok {
+		return id, nil
+	}
+	gh, err := c.appClient()
+	if err != nil {
+		return 0, err
+	}
+	in, _, err := gh.Apps.FindRepositoryInstallation(ctx, owner, repo)
+	if err != nil {
+		return 0, fmt.Errorf("%s/%s: find the App's installation: %w", owner, repo, err)
+	}
+	c.byRepo[key] = in.GetID()
+	return in.GetID(), nil
 }
 
 // BotLogin returns the login of the App's bot user ("slug[bot]"), which
@@ -35,13 +78,8 @@ func (c *Clients) BotLogin(ctx context.Context) (string, error) {
 	if c.bot != "" {
 		return c.bot, nil
 	}
-	tr, err := ghinstallation.NewAppsTransport(http.DefaultTransport, c.appID, c.key)
+	gh, err := c.appClient()
 	if err != nil {
-		return "", err
-	}
-	tr.BaseURL = c.baseURL
-	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry}})
-	if gh.BaseURL, err = gh.BaseURL.Parse(c.baseURL); err != nil {
 		return "", err
 	}
 	app, _, err := gh.Apps.Get(ctx, "")
@@ -83,7 +121,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // NewClients returns the clients of a GitHub App. baseURL is the REST API
 // base ending in "/" (api.github.com, a GitHub Enterprise /api/v3/, a fake).
 func NewClients(appID int64, privateKey []byte, baseURL string, retry RetryPolicy) *Clients {
-	return &Clients{appID: appID, key: privateKey, baseURL: baseURL, retry: retry.withDefaults(), byID: map[int64]*installation{}}
+	return &Clients{appID: appID, key: privateKey, baseURL: baseURL, retry: retry.withDefaults(), byID: map[int64]*installation{}, byRepo: map[string]int64{}}
 }
 
 func (c *Clients) installation(id int64) (*installation, error) {
@@ -129,6 +167,11 @@ func (c *Clients) Forget(id int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byID, id)
+	for repo, in := range c.byRepo {
+		if in == id {
+			delete(c.byRepo, repo)
+		}
+	}
 }
 
 // retryTransport retries what GitHub says to retry: rate limits (waiting for

@@ -33,6 +33,8 @@ type App struct {
 
 	mu       sync.Mutex
 	clusters map[string]*clusterConn
+	// drift is woken when a default branch moves.
+	drift *DriftLoop
 	// publishing serializes publishing per pull request: a find-or-create
 	// that interleaved with another could create twice.
 	publishing map[string]*sync.Mutex
@@ -255,6 +257,9 @@ func (a *App) refreshDefaultBranch(ctx context.Context, installation int64, owne
 		return err
 	}
 	log.Info("desired state refreshed", "targets", len(paths), "problems", len(res.Problems()))
+	if a.drift != nil {
+		a.drift.Nudge(fullName)
+	}
 	return nil
 }
 
@@ -444,12 +449,20 @@ func restConfig(c Cluster) (*rest.Config, error) {
 func readDefaultBranchFile(repo *git.Repository, branch, path string) ([]byte, error) {
 	lock := render.RepoLock(repo)
 	lock.Lock()
-	defer lock.Unlock()
 	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
+	lock.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	commit, err := repo.CommitObject(ref.Hash())
+	return readCommitFile(repo, ref.Hash().String(), path)
+}
+
+// readCommitFile reads a file at a commit; nil when it does not exist.
+func readCommitFile(repo *git.Repository, sha, path string) ([]byte, error) {
+	lock := render.RepoLock(repo)
+	lock.Lock()
+	defer lock.Unlock()
+	commit, err := repo.CommitObject(plumbing.NewHash(sha))
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -36,6 +37,10 @@ type repoPolicy struct {
 	Drafts         *bool                `yaml:"drafts"`
 	Ignore         []drift.IgnoreRule   `yaml:"ignore"`
 	IgnoreManagers []string             `yaml:"ignoreManagers"`
+	Codify         CodifyMode           `yaml:"codify"`
+	QuietPeriod    time.Duration        `yaml:"quietPeriod"`
+	AdoptUnmanaged *bool                `yaml:"adoptUnmanaged"`
+	DriftLabels    []string             `yaml:"driftLabels"`
 }
 
 var clusterKey = regexp.MustCompile(`(?m)^\s*-?\s*(cluster|clusters|kubeconfig|forkLive)\s*:`)
@@ -72,6 +77,21 @@ func refine(targets []Target, content []byte) ([]Target, error) {
 			if !knownDangers[d] {
 				return targets, fmt.Errorf("%s: target %q: unknown danger %q", RepoConfigPath, rt.Name, d)
 			}
+		}
+		if rt.Policy.Codify != "" {
+			if err := rt.Policy.Codify.validate(); err != nil {
+				return targets, fmt.Errorf("%s: target %q: codify: %v", RepoConfigPath, rt.Name, err)
+			}
+			p.Codify = rt.Policy.Codify
+		}
+		if rt.Policy.QuietPeriod > 0 {
+			p.QuietPeriod = rt.Policy.QuietPeriod
+		}
+		if rt.Policy.AdoptUnmanaged != nil {
+			p.AdoptUnmanaged = *rt.Policy.AdoptUnmanaged
+		}
+		if rt.Policy.DriftLabels != nil {
+			p.DriftLabels = rt.Policy.DriftLabels
 		}
 		if rt.Policy.FailOn != nil {
 			p.FailOn = rt.Policy.FailOn

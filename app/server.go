@@ -19,6 +19,8 @@ type Server struct {
 	App     *App
 	Queue   *Queue
 	Webhook *Webhook
+	// Drift is the drift loop; Serve runs it.
+	Drift   *DriftLoop
 	handler http.Handler
 	ready   atomic.Bool
 	log     *slog.Logger
@@ -46,7 +48,8 @@ func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Log
 	// The queue outlives the signal that stops intake: Serve closes it with a
 	// grace period.
 	q := NewQueue(context.WithoutCancel(ctx), cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log)
-	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), log: log}
+	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: NewDriftLoop(a, log.With("loop", "drift")), log: log}
+	a.drift = s.Drift
 	mux := http.NewServeMux()
 	mux.Handle("/webhook", s.Webhook)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -76,6 +79,11 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String())
+	driftDone := make(chan struct{})
+	go func() {
+		defer close(driftDone)
+		_ = s.Drift.Run(ctx) // ends with ctx
+	}()
 	select {
 	case err := <-errc:
 		return err
@@ -88,6 +96,10 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 		return err
 	}
 	s.Queue.Close(sctx)
+	select {
+	case <-driftDone:
+	case <-sctx.Done():
+	}
 	s.log.Info("stopped")
 	return nil
 }

@@ -218,6 +218,7 @@ func (r *ClusterReader) Kinds(context.Context) ([]Kind, error) {
 				GroupVersionKind: gv.WithKind(res.Kind),
 				Namespaced:       res.Namespaced,
 				Status:           status[gv.Group+"/"+res.Name],
+				Watch:            hasVerb(res.Verbs, "watch"),
 			})
 		}
 	}

@@ -35,4 +35,6 @@ type Kind struct {
 	Namespaced bool
 	// Status says the kind has a status subresource, whose fields apply never sets.
 	Status bool
+	// Watch says the kind can be watched.
+	Watch bool
 }

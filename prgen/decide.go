@@ -30,6 +30,12 @@ func (p *Plan) Fingerprint() string {
 	for _, d := range p.Deleted {
 		lines = append(lines, "deleted "+d)
 	}
+	for _, a := range p.Adopted {
+		lines = append(lines, "adopt "+a.Object+" "+a.File)
+	}
+	for _, u := range p.Unmanaged {
+		lines = append(lines, "unmanaged "+u.Object)
+	}
 	sort.Strings(lines)
 	h := sha256.Sum256([]byte(p.Overlay + "\n" + strings.Join(lines, "\n")))
 	return hex.EncodeToString(h[:8])

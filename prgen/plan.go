@@ -49,13 +49,24 @@ type Input struct {
 	// Appliers are field managers whose writes are Git's, never a person's;
 	// empty means drift.KnownAppliers.
 	Appliers []string
+	// Intents are the reasons people gave for their changes, by object
+	// ("Kind/namespace/name"), from the driftback.io/intent annotation.
+	Intents map[string]string
+	// Unmanaged are objects a person created live in the overlay's
+	// namespaces that Git does not declare, as read from the cluster.
+	Unmanaged []*unstructured.Unstructured
+	// Adopt writes Unmanaged objects into the overlay; otherwise they are
+	// only listed.
+	Adopt bool
 }
 
 // Codified is one field written back to Git.
 type Codified struct {
-	Object   string     `json:"object"`
-	Path     string     `json:"path"`
-	Value    any        `json:"value"`
+	Object string `json:"object"`
+	Path   string `json:"path"`
+	Value  any    `json:"value"`
+	// Was is the value Git renders before the change.
+	Was      any        `json:"was"`
 	Manager  string     `json:"manager,omitempty"`
 	Time     *time.Time `json:"time,omitempty"`
 	File     string     `json:"file"`
@@ -87,11 +98,26 @@ type Plan struct {
 	// Deleted are objects Git has that the cluster does not: listed, not removed.
 	Deleted []string      `json:"deleted"`
 	Secrets []SecretDrift `json:"secrets"`
+	// Adopted are objects created live, now written into the overlay.
+	Adopted []Adopted `json:"adopted"`
+	// Unmanaged are objects created live that are only listed: adoption is
+	// off, it did not verify, or they are Secrets.
+	Unmanaged []Manual `json:"unmanaged"`
+	// Intents quotes the driftback.io/intent annotation of changed objects.
+	Intents map[string]string `json:"intents,omitempty"`
+}
+
+// Adopted is an object created live and written into the overlay.
+type Adopted struct {
+	Object  string     `json:"object"`
+	File    string     `json:"file"`
+	Manager string     `json:"manager,omitempty"`
+	Time    *time.Time `json:"time,omitempty"`
 }
 
 // Empty reports whether there is nothing to propose.
 func (p *Plan) Empty() bool {
-	return len(p.Files) == 0 && len(p.Manual) == 0 && len(p.Deleted) == 0 && len(p.Secrets) == 0
+	return len(p.Files) == 0 && len(p.Manual) == 0 && len(p.Deleted) == 0 && len(p.Secrets) == 0 && len(p.Unmanaged) == 0
 }
 
 // Paths returns the changed files, sorted.
@@ -123,7 +149,8 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 	if err := p.rerender(); err != nil {
 		return nil, err
 	}
-	plan := &Plan{Overlay: in.Overlay, Files: map[string][]byte{}, Codified: []Codified{}, Manual: []Manual{}, Deleted: []string{}, Secrets: []SecretDrift{}}
+	plan := &Plan{Overlay: in.Overlay, Files: map[string][]byte{}, Codified: []Codified{}, Manual: []Manual{}, Deleted: []string{}, Secrets: []SecretDrift{},
+		Adopted: []Adopted{}, Unmanaged: []Manual{}}
 	for _, ch := range in.Drift {
 		obj := refString(ch)
 		switch {
@@ -152,8 +179,30 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 			}
 		}
 	}
+	for _, obj := range in.Unmanaged {
+		ref := objectString(obj)
+		switch {
+		case obj.GetKind() == "Secret" && obj.GroupVersionKind().Group == "":
+			plan.Unmanaged = append(plan.Unmanaged, Manual{Object: ref, Reason: "a Secret: driftback never writes Secret values to Git"})
+		case !in.Adopt:
+			plan.Unmanaged = append(plan.Unmanaged, Manual{Object: ref, Reason: "created live, not in Git (adoptUnmanaged is off)"})
+		default:
+			a, reason := p.adopt(obj)
+			if a != nil {
+				plan.Adopted = append(plan.Adopted, *a)
+			} else {
+				plan.Unmanaged = append(plan.Unmanaged, Manual{Object: ref, Reason: reason})
+			}
+		}
+	}
 	for f, b := range p.edits {
 		plan.Files[f] = b
+	}
+	for obj, reason := range in.Intents {
+		if plan.Intents == nil {
+			plan.Intents = map[string]string{}
+		}
+		plan.Intents[obj] = reason
 	}
 	return plan, nil
 }
@@ -165,6 +214,13 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func objectString(o *unstructured.Unstructured) string {
+	if o.GetNamespace() == "" {
+		return o.GetKind() + "/" + o.GetName()
+	}
+	return o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
 }
 
 func refString(c drift.Change) string {
@@ -282,7 +338,7 @@ func (p *planner) codify(ch drift.Change, f drift.Field) (*Codified, string) {
 			if err := p.rerender(); err != nil {
 				return nil, err.Error()
 			}
-			return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Manager: f.Manager, Time: f.Time, File: a.file, Strategy: a.strategy}, ""
+			return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Was: f.Desired, Manager: f.Manager, Time: f.Time, File: a.file, Strategy: a.strategy}, ""
 		} else if why != "" {
 			reason = fmt.Sprintf("%s did not verify: %s", a.strategy, why)
 		}

@@ -38,6 +38,11 @@ type Fake struct {
 	AppID int64
 	Key   *rsa.PrivateKey
 
+	// BranchHead, when set, tells the fake which branches the repository's
+	// git server has, as GitHub knows its own: a pull request from a missing
+	// branch is refused with 422.
+	BranchHead func(repo, branch string) (sha string, ok bool)
+
 	mu            sync.Mutex
 	nextID        int64
 	installations map[int64]bool
@@ -61,6 +66,8 @@ type Repo struct {
 	CloneURL      string
 	Installation  int64
 	Pulls         map[int]*Pull
+	// Issues are issues proper; pull requests share their numbers.
+	Issues map[int]*Issue
 	// Permissions maps a user login to admin, maintain, write, triage, read or none.
 	Permissions map[string]string
 }
@@ -78,6 +85,8 @@ type Pull struct {
 	Draft    bool
 	State    string
 	Labels   []string
+	Body     string
+	Merged   bool
 }
 
 // Comment is an issue or pull-request comment.
@@ -152,6 +161,9 @@ func (f *Fake) AddRepo(r *Repo) {
 	defer f.mu.Unlock()
 	if r.Pulls == nil {
 		r.Pulls = map[int]*Pull{}
+	}
+	if r.Issues == nil {
+		r.Issues = map[int]*Issue{}
 	}
 	if r.Permissions == nil {
 		r.Permissions = map[string]string{}
@@ -247,6 +259,14 @@ func (f *Fake) routes() []route {
 		{"GET", re(`^/app/installations$`), f.listInstallations, "jwt"},
 		{"GET", re(`^/app$`), f.getApp, "jwt"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)$`), f.getRepo, "token"},
+		{"GET", re(`^/repos/([^/]+)/([^/]+)/installation$`), f.repoInstallation, "jwt"},
+		{"GET", re(`^/repos/([^/]+)/([^/]+)/pulls$`), f.listPulls, "token"},
+		{"POST", re(`^/repos/([^/]+)/([^/]+)/pulls$`), f.createPull, "token"},
+		{"PATCH", re(`^/repos/([^/]+)/([^/]+)/pulls/(\d+)$`), f.editPull, "token"},
+		{"GET", re(`^/repos/([^/]+)/([^/]+)/issues$`), f.listIssues, "token"},
+		{"POST", re(`^/repos/([^/]+)/([^/]+)/issues$`), f.createIssue, "token"},
+		{"PATCH", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)$`), f.editIssue, "token"},
+		{"POST", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)/labels$`), f.addLabels, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/pulls/(\d+)$`), f.getPull, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$`), f.listComments, "token"},
 		{"POST", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)/comments$`), f.createComment, "token"},
@@ -477,11 +497,17 @@ func (f *Fake) pullJSON(r *Repo, p *Pull) map[string]any {
 	for _, l := range p.Labels {
 		labels = append(labels, map[string]any{"name": l})
 	}
+	var mergedAt any
+	if p.Merged {
+		mergedAt = "2026-01-01T00:00:00Z"
+	}
 	return map[string]any{
-		"number": p.Number, "title": p.Title, "state": p.State, "draft": p.Draft,
+		"number": p.Number, "title": p.Title, "state": p.State, "draft": p.Draft, "body": p.Body,
+		"merged": p.Merged, "merged_at": mergedAt,
+		"html_url": fmt.Sprintf("%s/%s/%s/pull/%d", f.Server.URL, r.Owner, r.Name, p.Number),
 		"user":   map[string]any{"login": p.User},
 		"labels": labels,
-		"head": map[string]any{"sha": p.HeadSHA, "ref": p.HeadRef,
+		"head": map[string]any{"sha": p.HeadSHA, "ref": p.HeadRef, "label": owner + ":" + p.HeadRef,
 			"repo": map[string]any{"name": name, "full_name": headRepo, "owner": map[string]any{"login": owner}}},
 		"base": map[string]any{"sha": p.BaseSHA, "ref": p.BaseRef, "repo": repoJSON(r)},
 	}
@@ -625,10 +651,8 @@ func (f *Fake) listLabels(w http.ResponseWriter, _ *http.Request, m []string, in
 	}
 	n, _ := strconv.Atoi(m[3])
 	out := []map[string]any{}
-	if p, ok := r.Pulls[n]; ok {
-		for _, l := range p.Labels {
-			out = append(out, map[string]any{"name": l})
-		}
+	for _, l := range r.labelsOf(n) {
+		out = append(out, map[string]any{"name": l})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -1,0 +1,616 @@
+package app
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/driftback/driftback/internal/githubfake"
+	"github.com/driftback/driftback/render"
+)
+
+// driftRepo is a repository with a base that two overlays share. Production's
+// kustomization is commented the way people comment them.
+var driftRepo = map[string]any{
+	"base/kustomization.yaml": `resources:
+- deployment.yaml
+`,
+	"base/deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: registry.example.com/web:1.0.0
+        env:
+        - name: LOG_LEVEL
+          value: info
+`,
+	"deploy/prod/kustomization.yaml": `# Production: the web tier on the shared base.
+namespace: NS # one namespace per environment
+
+resources:
+  - ../../base       # shared with staging
+  - token.yaml
+
+# How many web pods production runs.
+replicas:
+  - name: web
+    count: 2 # at least two for the PDB
+
+images:
+  # Pinned per environment by release tooling.
+  - name: registry.example.com/web
+    newTag: "1.0.0"
+`,
+	"deploy/prod/token.yaml": `apiVersion: v1
+kind: Secret
+metadata:
+  name: api-token
+stringData:
+  token: from-git
+`,
+	"deploy/staging/kustomization.yaml": `namespace: NS
+nameSuffix: -staging
+resources:
+- ../../base
+`,
+}
+
+// driftWorld is a world whose production target is live in the cluster and
+// whose drift loop runs with a short quiet period.
+type driftWorld struct {
+	*world
+	loop   *DriftLoop
+	main   plumbing.Hash
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newDriftWorld(t *testing.T, quiet time.Duration, policy func(*Policy)) *driftWorld {
+	t.Helper()
+	w := newWorld(t, func(c *Config) {
+		c.Server.DriftInterval = 3 * time.Second
+		for i := range c.Targets {
+			c.Targets[i].Policy.QuietPeriod = quiet
+			c.Targets[i].Policy.Codify = CodifyOff
+			if c.Targets[i].Name == "prod" {
+				c.Targets[i].Policy.Codify = CodifyManual
+				if policy != nil {
+					policy(&c.Targets[i].Policy)
+				}
+			}
+		}
+	})
+	w.gh.BranchHead = func(repo, branch string) (string, bool) {
+		refs, err := remoteRefs(context.Background(), w.git.HTTPAddress()+"/"+repo+".git", w.gh.Token(instID))
+		if err != nil {
+			return "", false
+		}
+		sha, ok := refs["refs/heads/"+branch]
+		return sha, ok
+	}
+	d := &driftWorld{world: w}
+	d.main = w.commit(plumbing.ZeroHash, driftRepo)
+	w.push(map[string]plumbing.Hash{"refs/heads/main": d.main})
+	d.applyOverlay(d.main, "deploy/prod")
+	return d
+}
+
+// run starts the drift loop.
+func (d *driftWorld) run() {
+	d.t.Helper()
+	d.loop = NewDriftLoop(d.srv.App, slog.New(slog.NewTextHandler(testWriter{d.t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	d.loop.debounce = 50 * time.Millisecond
+	d.srv.App.drift = d.loop
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel, d.done = cancel, make(chan struct{})
+	go func() {
+		defer close(d.done)
+		_ = d.loop.Run(ctx) // ends with ctx
+	}()
+	d.t.Cleanup(func() {
+		cancel()
+		<-d.done
+	})
+}
+
+// applyOverlay renders an overlay at a commit and applies it as Flux would.
+func (d *driftWorld) applyOverlay(commit plumbing.Hash, path string) {
+	d.t.Helper()
+	tree, err := render.GitTree(d.local, commit.String())
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	res, err := render.New(render.DefaultOptions()).Render(context.Background(), tree, []string{path})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	objs, err := res.Overlays[0].Objects()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(d.env.Config)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, err := dynamic.NewForConfig(d.env.Config)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, o := range objs {
+		m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		b, _ := json.Marshal(o.Object)
+		force := true
+		if _, err := dyn.Resource(m.Resource).Namespace(o.GetNamespace()).Patch(context.Background(), o.GetName(), types.ApplyPatchType, b,
+			metav1.PatchOptions{FieldManager: "kustomize-controller", Force: &force}); err != nil {
+			d.t.Fatalf("apply %s/%s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+}
+
+// scale changes the Deployment's replicas through the scale subresource, as
+// `kubectl scale` (manager) or the HPA (kube-controller-manager) does.
+func (d *driftWorld) scale(n int32, manager string) {
+	d.t.Helper()
+	_, err := d.env.Client.AppsV1().Deployments(d.env.Namespace).UpdateScale(context.Background(), "web",
+		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: d.env.Namespace}, Spec: autoscalingv1.ScaleSpec{Replicas: n}},
+		metav1.UpdateOptions{FieldManager: manager})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// patch changes an object with a strategic-merge patch, as kubectl edit,
+// set and annotate do.
+func (d *driftWorld) patch(kind, name, manager, patch string) {
+	d.t.Helper()
+	ctx := context.Background()
+	opts := metav1.PatchOptions{FieldManager: manager}
+	var err error
+	switch kind {
+	case "Deployment":
+		_, err = d.env.Client.AppsV1().Deployments(d.env.Namespace).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), opts)
+	case "Secret":
+		_, err = d.env.Client.CoreV1().Secrets(d.env.Namespace).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), opts)
+	default:
+		d.t.Fatalf("patch %s: not handled", kind)
+	}
+	if err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// waitFor polls until ok or fails after a minute.
+func (d *driftWorld) waitFor(what string, ok func() bool) {
+	d.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			d.t.Fatalf("timed out waiting for %s; pulls %+v; last calls %v", what, d.gh.Pulls(fullName), lastCalls(d.gh.Calls(), 12))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// settle waits until the loop has finished n more checks of the targets.
+func (d *driftWorld) settle(n int64) {
+	d.t.Helper()
+	start := d.loop.checks.Load()
+	d.waitFor(fmt.Sprintf("%d drift checks", n), func() bool { return d.loop.checks.Load() >= start+n })
+}
+
+func (d *driftWorld) pull(n int) githubfake.Pull {
+	for _, p := range d.gh.Pulls(fullName) {
+		if p.Number == n {
+			return p
+		}
+	}
+	d.t.Fatalf("no pull request #%d", n)
+	return githubfake.Pull{}
+}
+
+func (d *driftWorld) openPulls() []githubfake.Pull {
+	var out []githubfake.Pull
+	for _, p := range d.gh.Pulls(fullName) {
+		if p.State == "open" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// branch fetches the drift branch and returns its tip commit, or the zero
+// hash when the branch does not exist.
+func (d *driftWorld) branch() plumbing.Hash {
+	d.t.Helper()
+	refs, err := remoteRefs(context.Background(), d.git.HTTPAddress()+"/"+fullName+".git", d.gh.Token(instID))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	sha := refs["refs/heads/driftback/drift/prod"]
+	if sha == "" {
+		return plumbing.ZeroHash
+	}
+	err = d.local.Fetch(&git.FetchOptions{RemoteName: "origin", Force: true,
+		RefSpecs: []config.RefSpec{"+refs/heads/driftback/drift/prod:refs/remotes/origin/drift"},
+		Auth:     &githttp.BasicAuth{Username: "x-access-token", Password: d.gh.Token(instID)}})
+	if err != nil && err != git.NoErrAlreadyUpToDate {
+		d.t.Fatal(err)
+	}
+	return plumbing.NewHash(sha)
+}
+
+// changedFiles lists the files a commit changes against its parent, with
+// their new content.
+func (d *driftWorld) changedFiles(h plumbing.Hash) map[string]string {
+	d.t.Helper()
+	c, err := d.local.CommitObject(h)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	parent, err := c.Parent(0)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	from, _ := parent.Tree()
+	to, _ := c.Tree()
+	changes, err := object.DiffTree(from, to)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, ch := range changes {
+		_, f, err := ch.Files()
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		content := ""
+		if f != nil {
+			content, _ = f.Contents()
+		}
+		out[ch.To.Name] = content
+	}
+	return out
+}
+
+// rendered renders production at a commit and returns the Deployment.
+func (d *driftWorld) renderedWeb(h plumbing.Hash) map[string]any {
+	d.t.Helper()
+	tree, err := render.GitTree(d.local, h.String())
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	res, err := render.New(render.DefaultOptions()).Render(context.Background(), tree, []string{"deploy/prod"})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	objs, err := res.Overlays[0].Objects()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			return o.Object
+		}
+	}
+	d.t.Fatal("no Deployment rendered")
+	return nil
+}
+
+func replicasOf(obj map[string]any) int64 {
+	switch n := obj["spec"].(map[string]any)["replicas"].(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return -1
+}
+
+func commentsWith(gh *githubfake.Fake, number int, text string) int {
+	n := 0
+	for _, c := range gh.Comments(fullName, number) {
+		if strings.Contains(c.Body, text) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestScaleBecomesOnePullRequest follows one target's drift through its
+// life: a person scales production, the loop opens one pull request whose
+// branch renders the live count; a second scale updates it; scaling back
+// closes it; a person closing a pull request unmerged is never overruled for
+// the same drift, while a different drift opens a new one; and once a person
+// pushes to the branch, driftback comments instead of force-pushing.
+func TestScaleBecomesOnePullRequest(t *testing.T) {
+	d := newDriftWorld(t, 500*time.Millisecond, nil)
+	d.run()
+	d.settle(2)
+	if p := d.gh.Pulls(fullName); len(p) != 0 {
+		t.Fatalf("the cluster matches Git, yet pull requests: %+v", p)
+	}
+
+	d.scale(5, "kubectl")
+	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	pr := d.openPulls()[0]
+	if pr.HeadRef != "driftback/drift/prod" || pr.BaseRef != "main" || pr.User != "driftback[bot]" {
+		t.Errorf("pull request from %s to %s by %s", pr.HeadRef, pr.BaseRef, pr.User)
+	}
+	if fmt.Sprint(pr.Labels) != "[driftback/drift]" {
+		t.Errorf("labels %v, want [driftback/drift]", pr.Labels)
+	}
+	for _, want := range []string{"Deployment/" + d.env.Namespace + "/web", ".spec.replicas", "kubectl", "`5`", "**Merge**", "**Close**"} {
+		if !strings.Contains(pr.Body, want) {
+			t.Errorf("body lacks %q:\n%s", want, pr.Body)
+		}
+	}
+	tip := d.branch()
+	if got := replicasOf(d.renderedWeb(tip)); got != 5 {
+		t.Errorf("the branch renders replicas %d, want the live 5", got)
+	}
+	files := d.changedFiles(tip)
+	if len(files) != 1 || files["deploy/prod/kustomization.yaml"] == "" {
+		t.Fatalf("the commit changes %v, want only the overlay's kustomization", keys(files))
+	}
+	was, _ := driftRepo["deploy/prod/kustomization.yaml"].(string)
+	if diff := lineDiff(d.ns(was), files["deploy/prod/kustomization.yaml"]); diff != "-    count: 2 # at least two for the PDB\n+    count: 5 # at least two for the PDB\n" {
+		t.Errorf("the edit should change the count's line only, keeping its comment:\n%s", diff)
+	}
+
+	// The drift changes: the same pull request is updated.
+	d.scale(6, "kubectl")
+	d.waitFor("the pull request to propose 6", func() bool { return strings.Contains(d.pull(pr.Number).Body, "`6`") })
+	if got := replicasOf(d.renderedWeb(d.branch())); got != 6 {
+		t.Errorf("after the update the branch renders %d, want 6", got)
+	}
+	if n := len(d.gh.Pulls(fullName)); n != 1 {
+		t.Errorf("%d pull requests, want the one updated", n)
+	}
+
+	// Scaled back to Git's count: closed with a comment, branch deleted.
+	d.scale(2, "kubectl")
+	d.waitFor("the pull request to close", func() bool { return d.pull(pr.Number).State == "closed" })
+	if commentsWith(d.gh, pr.Number, "matches Git again") != 1 {
+		t.Errorf("closed without exactly one comment saying why: %+v", d.gh.Comments(fullName, pr.Number))
+	}
+	if d.pull(pr.Number).Merged {
+		t.Error("closing must not merge")
+	}
+	if !d.branch().IsZero() {
+		t.Error("the drift branch is left behind after closing")
+	}
+
+	// A new drift opens a new pull request; a person closes it unmerged.
+	d.scale(7, "kubectl")
+	d.waitFor("a second pull request", func() bool { return len(d.openPulls()) == 1 })
+	second := d.openPulls()[0].Number
+	if second == pr.Number {
+		t.Fatal("a closed pull request was reopened")
+	}
+	d.gh.ClosePull(fullName, second, false)
+	d.loop.Nudge(fullName)
+	d.settle(4)
+	if open := d.openPulls(); len(open) != 0 {
+		t.Fatalf("the drift a person rejected was proposed again: %+v", open)
+	}
+
+	// A different drift is a new question.
+	d.scale(8, "kubectl")
+	d.waitFor("a third pull request", func() bool { return len(d.openPulls()) == 1 })
+	third := d.openPulls()[0].Number
+
+	// A person pushes to the branch: driftback stops force-pushing.
+	tip = d.branch()
+	d.t.Logf("person pushes on %s", tip)
+	wt, err := d.local.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.Checkout(&git.CheckoutOptions{Hash: tip, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	personal, err := wt.Commit("keep 8 but note why", &git.CommitOptions{AllowEmptyCommits: true,
+		Author: &object.Signature{Name: "dev", Email: "dev@example.com", When: time.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.push(map[string]plumbing.Hash{"refs/heads/driftback/drift/prod": personal})
+	d.scale(9, "kubectl")
+	d.waitFor("a comment instead of a push", func() bool { return commentsWith(d.gh, third, "has commits from a person") == 1 })
+	if got := d.branch(); got != personal {
+		t.Errorf("the branch was moved from the person's %s to %s", personal, got)
+	}
+	d.settle(3)
+	if n := commentsWith(d.gh, third, "has commits from a person"); n != 1 {
+		t.Errorf("%d comments about the person's branch, want one", n)
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// lineDiff lists the lines removed (-) and added (+) between two texts of the
+// same line count, in order.
+func lineDiff(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	if len(la) != len(lb) {
+		return fmt.Sprintf("line count %d → %d:\n%s", len(la), len(lb), b)
+	}
+	var out strings.Builder
+	for i := range la {
+		if la[i] != lb[i] {
+			fmt.Fprintf(&out, "-%s\n+%s\n", la[i], lb[i])
+		}
+	}
+	return out.String()
+}
+
+// TestImageEnvSecretAndAdoption: a set image lands in the overlay's images
+// entry, an env var edited on the Deployment that comes from the shared base
+// becomes a patch in production only, a Secret edited live is named by key
+// and never written, and a ConfigMap a person created is adopted.
+func TestImageEnvSecretAndAdoption(t *testing.T) {
+	d := newDriftWorld(t, 300*time.Millisecond, func(p *Policy) { p.AdoptUnmanaged = true })
+	d.patch("Deployment", "web", "kubectl-set", `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.example.com/web:1.2.0"}]}}}}`)
+	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"debug"}]}]}}}}`)
+	d.patch("Secret", "api-token", "kubectl-edit", `{"stringData":{"token":"s3cr3t-live-value"}}`)
+	if _, err := d.env.Client.CoreV1().ConfigMaps(d.env.Namespace).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "feature-flags"}, Data: map[string]string{"checkout": "on"},
+	}, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		t.Fatal(err)
+	}
+	d.run()
+	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	pr := d.openPulls()[0]
+	tip := d.branch()
+	files := d.changedFiles(tip)
+	want := []string{"deploy/prod/configmap-feature-flags.yaml", "deploy/prod/driftback-deployment-web.yaml", "deploy/prod/kustomization.yaml"}
+	if got := keys(files); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the commit changes %v, want %v (never the shared base)", got, want)
+	}
+	k := files["deploy/prod/kustomization.yaml"]
+	for _, s := range []string{`newTag: "1.2.0"`, "- path: driftback-deployment-web.yaml", "- configmap-feature-flags.yaml", "# Pinned per environment by release tooling."} {
+		if !strings.Contains(k, s) {
+			t.Errorf("kustomization lacks %q:\n%s", s, k)
+		}
+	}
+	if !strings.Contains(files["deploy/prod/driftback-deployment-web.yaml"], "value: debug") {
+		t.Errorf("the patch does not set LOG_LEVEL:\n%s", files["deploy/prod/driftback-deployment-web.yaml"])
+	}
+	web := d.renderedWeb(tip)
+	b, _ := json.Marshal(web)
+	if !strings.Contains(string(b), `"image":"registry.example.com/web:1.2.0"`) || !strings.Contains(string(b), `"value":"debug"`) {
+		t.Errorf("the branch does not render the live image and env: %s", b)
+	}
+	secretB64 := base64.StdEncoding.EncodeToString([]byte("s3cr3t-live-value"))
+	for name, content := range files {
+		if strings.Contains(content, "s3cr3t") || strings.Contains(content, secretB64) {
+			t.Errorf("%s holds the live Secret value", name)
+		}
+	}
+	if strings.Contains(pr.Body, "s3cr3t") || strings.Contains(pr.Body, secretB64) {
+		t.Error("the pull request shows the live Secret value")
+	}
+	for _, s := range []string{"Secret/" + d.env.Namespace + "/api-token", "keys token", "ConfigMap/" + d.env.Namespace + "/feature-flags", "kubectl-create", "kubectl-set", "kubectl-edit"} {
+		if !strings.Contains(pr.Body, s) {
+			t.Errorf("body lacks %q:\n%s", s, pr.Body)
+		}
+	}
+	cm := files["deploy/prod/configmap-feature-flags.yaml"]
+	for _, gone := range []string{"uid:", "resourceVersion:", "managedFields", "creationTimestamp"} {
+		if strings.Contains(cm, gone) {
+			t.Errorf("the adopted ConfigMap keeps the server's %s:\n%s", gone, cm)
+		}
+	}
+	tree, err := render.GitTree(d.local, tip.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := tree.ReadFile("base/deployment.yaml")
+	if err != nil || string(base) != driftRepo["base/deployment.yaml"] {
+		t.Errorf("the shared base changed: %v\n%s", err, base)
+	}
+}
+
+// TestChangesThatAreNotProposed: replicas the HPA owns, and a change
+// reverted within the quiet period, never become a pull request.
+func TestChangesThatAreNotProposed(t *testing.T) {
+	d := newDriftWorld(t, 3*time.Second, nil)
+	d.run()
+	d.settle(1)
+	d.scale(9, "kube-controller-manager") // the HPA scales through the controller manager
+	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"trace"}]}]}}}}`)
+	d.settle(2)
+	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"info"}]}]}}}}`)
+	time.Sleep(4 * time.Second) // past the quiet period of the reverted edit
+	d.settle(3)
+	if p := d.gh.Pulls(fullName); len(p) != 0 {
+		t.Fatalf("pull requests for an HPA's scale and a reverted edit: %+v", p)
+	}
+	if n := d.loop.checks.Load(); n < 6 {
+		t.Fatalf("only %d checks ran", n)
+	}
+}
+
+// TestAnnotatedOnlyProposesWhatPeopleExplain: with codify: annotated, a
+// change is proposed only on an object carrying driftback.io/intent, and
+// the pull request quotes it.
+func TestAnnotatedOnlyProposesWhatPeopleExplain(t *testing.T) {
+	d := newDriftWorld(t, 300*time.Millisecond, func(p *Policy) { p.Codify = CodifyAnnotated })
+	d.run()
+	d.scale(4, "kubectl")
+	d.settle(4)
+	if p := d.gh.Pulls(fullName); len(p) != 0 {
+		t.Fatalf("an unexplained change was proposed: %+v", p)
+	}
+	d.patch("Deployment", "web", "kubectl-annotate", `{"metadata":{"annotations":{"driftback.io/intent":"INC-42: more capacity for the sale"}}}`)
+	d.waitFor("a pull request", func() bool { return len(d.openPulls()) == 1 })
+	body := d.openPulls()[0].Body
+	if !strings.Contains(body, "INC-42: more capacity for the sale") || !strings.Contains(body, "`4`") {
+		t.Errorf("the body does not quote the intent and the change:\n%s", body)
+	}
+}
+
+// TestReportModeKeepsOneIssue: codify: report keeps one issue per target
+// instead of a pull request, and closes it when the drift is gone.
+func TestReportModeKeepsOneIssue(t *testing.T) {
+	d := newDriftWorld(t, 300*time.Millisecond, func(p *Policy) { p.Codify = CodifyReport })
+	d.run()
+	d.scale(3, "kubectl")
+	d.waitFor("an issue", func() bool { return len(d.gh.Issues(fullName)) == 1 })
+	d.scale(4, "kubectl")
+	d.waitFor("the issue to show 4", func() bool { return strings.Contains(d.gh.Issues(fullName)[0].Body, "`4`") })
+	is := d.gh.Issues(fullName)
+	if len(is) != 1 || is[0].State != "open" || fmt.Sprint(is[0].Labels) != "[driftback/drift]" {
+		t.Fatalf("issues %+v", is)
+	}
+	if len(d.gh.Pulls(fullName)) != 0 || !d.branch().IsZero() {
+		t.Error("report mode pushed a branch or opened a pull request")
+	}
+	d.scale(2, "kubectl")
+	d.waitFor("the issue to close", func() bool { return d.gh.Issues(fullName)[0].State == "closed" })
+	if commentsWith(d.gh, is[0].Number, "matches Git again") != 1 {
+		t.Error("closed without saying why")
+	}
+}
+

@@ -1,0 +1,558 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/render"
+)
+
+// DriftLoop watches each target's cluster and turns live changes that stay
+// into a pull request that writes them into the target's overlay (or an
+// issue, for codify: report). Everything it decides on is read again from
+// GitHub and the cluster, so a restart or another replica takes over where it
+// left off; what it keeps in memory is only when it first saw each change.
+type DriftLoop struct {
+	app      *App
+	log      *slog.Logger
+	renderer *render.Renderer
+	// debounce is how long a burst of watch events is collected.
+	debounce time.Duration
+	// checks counts finished target checks, failed or not.
+	checks atomic.Int64
+
+	mu      sync.Mutex
+	states  map[string]*targetState
+	wake    map[string]chan struct{} // by cluster
+	running bool
+}
+
+// targetState is what the loop remembers of one target between checks.
+type targetState struct {
+	// seen maps each live change to when it was first seen with its value.
+	seen map[string]time.Time
+	// head is the default branch's commit last read, and when.
+	head   string
+	headAt time.Time
+	// decided is the key of the last drift published (or found up to date)
+	// and when: the same drift is not asked of GitHub again until the
+	// interval passes.
+	decided   string
+	decidedAt time.Time
+}
+
+// NewDriftLoop prepares the drift loop of an App.
+func NewDriftLoop(a *App, log *slog.Logger) *DriftLoop {
+	return &DriftLoop{
+		app: a, log: log, debounce: time.Second,
+		renderer: render.New(render.Options{Origins: true, Cache: render.NewCache(256 << 20)}),
+		states:   map[string]*targetState{}, wake: map[string]chan struct{}{},
+	}
+}
+
+func targetKey(t Target) string { return strings.ToLower(t.Repo) + " " + t.Name }
+
+// Run watches every cluster that has targets until ctx ends. Each cluster has
+// its own goroutine, so a slow or unreachable cluster delays only its own
+// targets.
+func (d *DriftLoop) Run(ctx context.Context) error {
+	byCluster := map[string][]Target{}
+	for _, t := range d.app.cfg.Targets {
+		if t.Cluster == "" || t.Policy.Codify == CodifyOff {
+			continue
+		}
+		byCluster[t.Cluster] = append(byCluster[t.Cluster], t)
+	}
+	d.mu.Lock()
+	for c := range byCluster {
+		if d.wake[c] == nil {
+			d.wake[c] = make(chan struct{}, 1)
+		}
+	}
+	d.running = true
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for c, ts := range byCluster {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.clusterLoop(ctx, c, ts)
+		}()
+	}
+	wg.Wait()
+	d.mu.Lock()
+	d.running = false
+	d.mu.Unlock()
+	return ctx.Err()
+}
+
+// Nudge makes the loop look at a repository's targets now: its default
+// branch moved.
+func (d *DriftLoop) Nudge(repo string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, t := range d.app.cfg.Targets {
+		if !strings.EqualFold(t.Repo, repo) {
+			continue
+		}
+		if s := d.states[targetKey(t)]; s != nil {
+			s.headAt = time.Time{}
+		}
+		if ch := d.wake[t.Cluster]; ch != nil {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string, targets []Target) {
+	log := d.log.With("cluster", cluster)
+	var w *drift.Watcher
+	backoff := time.Second
+	for w == nil {
+		cfg, err := restConfig(d.app.cfg.Clusters[cluster])
+		if err == nil {
+			cfg.UserAgent = "driftback"
+			w, err = drift.NewWatcher(ctx, cfg)
+		}
+		if err == nil {
+			break
+		}
+		log.Error("cannot reach the cluster; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, d.app.cfg.Server.DriftInterval)
+	}
+	d.mu.Lock()
+	wake := d.wake[cluster]
+	d.mu.Unlock()
+	for {
+		next := d.app.cfg.Server.DriftInterval
+		for _, t := range targets {
+			if ctx.Err() != nil {
+				return
+			}
+			tlog := log.With("repo", t.Repo, "target", t.Name)
+			wait, err := d.check(ctx, w, t, tlog)
+			d.checks.Add(1)
+			if err != nil && ctx.Err() == nil {
+				tlog.Error("drift check failed", "err", err)
+			}
+			if wait > 0 && wait < next {
+				next = wait
+			}
+		}
+		timer := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-w.Changed():
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+		// Collect the rest of a burst of changes into one check.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d.debounce):
+		}
+	}
+}
+
+func (d *DriftLoop) state(t Target) *targetState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.states[targetKey(t)]
+	if !ok {
+		s = &targetState{seen: map[string]time.Time{}}
+		d.states[targetKey(t)] = s
+	}
+	return s
+}
+
+// errHeadMoved says the default branch moved during a check: it is checked
+// again at the new head.
+var errHeadMoved = errors.New("the default branch moved")
+
+// check looks at one target once. wait is when it wants to look again: a
+// change is waiting out its quiet period.
+func (d *DriftLoop) check(ctx context.Context, w *drift.Watcher, t Target, log *slog.Logger) (time.Duration, error) {
+	for range 3 {
+		wait, err := d.checkOnce(ctx, w, t, log)
+		if !errors.Is(err, errHeadMoved) {
+			return wait, err
+		}
+		d.state(t).headAt = time.Time{}
+	}
+	return 0, errHeadMoved
+}
+
+func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, log *slog.Logger) (time.Duration, error) {
+	a := d.app
+	owner, name, _ := strings.Cut(t.Repo, "/")
+	inst, err := a.clients.InstallationOf(ctx, owner, name)
+	if err != nil {
+		return 0, err
+	}
+	gh, err := a.clients.Client(inst)
+	if err != nil {
+		return 0, err
+	}
+	info, _, err := gh.Repositories.Get(ctx, owner, name)
+	if err != nil {
+		return 0, fmt.Errorf("read the repository: %w", err)
+	}
+	token, err := a.clients.Token(ctx, inst)
+	if err != nil {
+		return 0, err
+	}
+	st := d.state(t)
+	now := a.now()
+	defaultRef := "refs/heads/" + info.GetDefaultBranch()
+	if st.head == "" || now.Sub(st.headAt) >= a.cfg.Server.DriftInterval {
+		refs, err := remoteRefs(ctx, info.GetCloneURL(), token)
+		if err != nil {
+			return 0, fmt.Errorf("list the repository's branches: %w", err)
+		}
+		if refs[defaultRef] == "" {
+			return 0, fmt.Errorf("the default branch %s does not exist", info.GetDefaultBranch())
+		}
+		st.head, st.headAt = refs[defaultRef], now
+	}
+	repo, release, err := a.cache.Fetch(ctx, info.GetFullName(), info.GetCloneURL(), token, []string{defaultRef}, []string{st.head})
+	if err != nil {
+		return 0, err
+	}
+	var once sync.Once
+	done := func() { once.Do(release) }
+	defer done()
+	if content, err := readCommitFile(repo, st.head, RepoConfigPath); err == nil && content != nil {
+		refined, err := refine([]Target{t}, content)
+		if err != nil {
+			return 0, err
+		}
+		t = refined[0]
+	}
+	if t.Policy.Codify == CodifyOff {
+		return 0, nil
+	}
+	tree, err := render.GitTree(repo, st.head)
+	if err != nil {
+		return 0, err
+	}
+	if !tree.HasKustomization(t.Path) {
+		return 0, fmt.Errorf("%s has no kustomization at %s", t.Path, shortSHA(st.head))
+	}
+	res, err := d.renderer.Render(ctx, tree, []string{t.Path})
+	if err != nil {
+		return 0, err
+	}
+	o := res.Overlays[0]
+	if err := o.Err(); err != nil {
+		return 0, fmt.Errorf("%s does not render at %s: %w", t.Path, shortSHA(st.head), err)
+	}
+	desired, err := o.Objects()
+	if err != nil {
+		return 0, err
+	}
+	kinds, namespaces, err := watchScope(ctx, w, desired)
+	if err != nil {
+		return 0, err
+	}
+	if err := w.Watch(ctx, kinds, namespaces); err != nil {
+		return 0, err
+	}
+	if err := w.WatchMetadata(ctx, namespaces); err != nil {
+		return 0, err
+	}
+	opts := drift.DefaultOptions()
+	opts.Ignore = t.Policy.Ignore
+	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
+	target, err := drift.Compare(ctx, w, drift.Input{Path: t.Path, Head: desired}, opts)
+	if err != nil {
+		return 0, err
+	}
+	live := d.liveChanges(ctx, w, t, target.Drift, desired, namespaces, opts.IgnoreManagers)
+	ready, wait := d.quiet(st, t, live, now)
+	log.Debug("drift checked", "head", shortSHA(st.head), "drifted", len(target.Drift), "ready", len(ready.changes)+len(ready.unmanaged), "waiting", wait)
+	if wait > 0 {
+		// A change is still settling, maybe a new value of one already
+		// proposed: act once everything has stayed, not on a half picture.
+		return wait, nil
+	}
+	unmanaged, err := d.unmanagedObjects(ctx, w, ready.unmanaged)
+	if err != nil {
+		return 0, err
+	}
+	key := st.head + "\n" + ready.key
+	if key == st.decided && now.Sub(st.decidedAt) < a.cfg.Server.DriftInterval {
+		return wait, nil // published, or found up to date, already
+	}
+	plan, err := prgen.Make(ctx, prgen.Input{
+		Tree: tree, Overlay: t.Path, Renderer: d.renderer, Drift: ready.changes,
+		Intents: ready.intents, Unmanaged: unmanaged, Adopt: t.Policy.AdoptUnmanaged,
+	})
+	if err != nil {
+		return 0, err
+	}
+	// Publishing fetches into the cache itself: let go of this read first.
+	done()
+	p := &driftPublisher{loop: d, gh: gh, owner: owner, repo: name, info: info, token: token, t: t, head: st.head, log: log}
+	if t.Policy.Codify == CodifyReport {
+		err = p.publishIssue(ctx, plan)
+	} else {
+		err = p.publishPull(ctx, plan)
+	}
+	if err != nil {
+		return 0, err
+	}
+	st.decided, st.decidedAt = key, now
+	return wait, nil
+}
+
+// watchScope is what a render needs watched: its kinds and namespaces.
+func watchScope(ctx context.Context, w *drift.Watcher, objs []*unstructured.Unstructured) ([]schema.GroupKind, []string, error) {
+	kinds, err := w.Kinds(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	namespaced := map[schema.GroupKind]bool{}
+	for _, k := range kinds {
+		namespaced[k.GroupKind()] = k.Namespaced
+	}
+	gks := map[schema.GroupKind]bool{}
+	nss := map[string]bool{}
+	for _, o := range objs {
+		gk := o.GroupVersionKind().GroupKind()
+		gks[gk] = true
+		switch {
+		case gk == schema.GroupKind{Kind: "Namespace"}:
+			nss[o.GetName()] = true
+		case o.GetNamespace() != "":
+			nss[o.GetNamespace()] = true
+		case namespaced[gk]:
+			nss["default"] = true
+		}
+	}
+	var outK []schema.GroupKind
+	for gk := range gks {
+		outK = append(outK, gk)
+	}
+	sort.Slice(outK, func(i, j int) bool { return outK[i].String() < outK[j].String() })
+	var outN []string
+	for ns := range nss {
+		outN = append(outN, ns)
+	}
+	sort.Strings(outN)
+	return outK, outN, nil
+}
+
+// liveChanges are the changes a person made: drifted fields written by a
+// manager that is neither a GitOps applier nor an ignored controller,
+// objects deleted from the cluster, and objects created in the target's
+// namespaces that Git does not declare.
+type liveChanges struct {
+	changes   []drift.Change
+	unmanaged []drift.Present
+	intents   map[string]string
+}
+
+func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t Target, changes []drift.Change, desired []*unstructured.Unstructured, namespaces []string, ignore []string) liveChanges {
+	notPerson := map[string]bool{}
+	for _, m := range append(append([]string(nil), drift.KnownAppliers...), ignore...) {
+		notPerson[m] = true
+	}
+	out := liveChanges{intents: map[string]string{}}
+	intentOf := func(ref drift.Ref) (string, bool) {
+		objs, err := w.Get(ctx, []drift.Ref{ref})
+		if err != nil || objs[ref.Key()] == nil {
+			return "", false
+		}
+		v, ok := objs[ref.Key()].GetAnnotations()[IntentAnnotation]
+		return v, ok
+	}
+	for _, ch := range changes {
+		if ch.Action != drift.ActionUpdate && ch.Action != drift.ActionCreate {
+			continue // unchanged, or not Git's (a prune belongs to the reconciler)
+		}
+		ref := ch.Ref()
+		intent, hasIntent := "", false
+		if ch.Action != drift.ActionCreate {
+			intent, hasIntent = intentOf(ref)
+		}
+		if t.Policy.Codify == CodifyAnnotated && !hasIntent {
+			continue
+		}
+		var fields []drift.Field
+		for _, f := range ch.Fields {
+			if f.Manager != "" && !notPerson[f.Manager] {
+				fields = append(fields, f)
+			}
+		}
+		if ch.Action == drift.ActionUpdate && len(fields) == 0 {
+			continue
+		}
+		ch.Fields = fields
+		out.changes = append(out.changes, ch)
+		if hasIntent && intent != "" {
+			out.intents[ref.String()] = intent
+		}
+	}
+	inGit := map[string]bool{}
+	for _, o := range desired {
+		inGit[o.GroupVersionKind().Group+"/"+o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = true
+	}
+	for _, p := range w.InNamespaces(namespaces) {
+		m := p.Metadata
+		if inGit[p.Ref().Key()] || len(m.OwnerReferences) > 0 || len(m.ManagedFields) == 0 {
+			continue
+		}
+		if _, ok := m.Annotations["kubernetes.io/service-account.name"]; ok {
+			continue // a token the control plane fills
+		}
+		person := true
+		for _, e := range m.ManagedFields {
+			if notPerson[e.Manager] {
+				person = false
+			}
+		}
+		if !person {
+			continue
+		}
+		intent, hasIntent := m.Annotations[IntentAnnotation]
+		if t.Policy.Codify == CodifyAnnotated && !hasIntent {
+			continue
+		}
+		if intent != "" {
+			out.intents[p.Ref().String()] = intent
+		}
+		out.unmanaged = append(out.unmanaged, p)
+	}
+	return out
+}
+
+// ready is what has stayed for the quiet period, with a key that names it.
+type ready struct {
+	changes   []drift.Change
+	unmanaged []drift.Present
+	intents   map[string]string
+	key       string
+}
+
+// quiet keeps the live changes that have stayed, each with the same value,
+// for the target's quiet period; wait is when the next one will have.
+func (d *DriftLoop) quiet(st *targetState, t Target, live liveChanges, now time.Time) (ready, time.Duration) {
+	seen := map[string]time.Time{}
+	var wait time.Duration
+	pass := func(k string) bool {
+		since, ok := st.seen[k]
+		if !ok {
+			since = now
+		}
+		seen[k] = since
+		left := t.Policy.QuietPeriod - now.Sub(since)
+		if left > 0 {
+			if wait == 0 || left < wait {
+				wait = left
+			}
+			return false
+		}
+		return true
+	}
+	var keys []string
+	out := ready{intents: map[string]string{}}
+	for _, ch := range live.changes {
+		ref := ch.Ref().String()
+		if ch.Action != drift.ActionUpdate {
+			k := string(ch.Action) + " " + ref
+			if pass(k) {
+				out.changes = append(out.changes, ch)
+				keys = append(keys, k)
+			}
+			continue
+		}
+		var fields []drift.Field
+		for _, f := range ch.Fields {
+			k := "field " + ref + " " + f.Path + " " + canonicalValue(f.Live)
+			if pass(k) {
+				fields = append(fields, f)
+				keys = append(keys, k)
+			}
+		}
+		if len(fields) > 0 {
+			ch.Fields = fields
+			out.changes = append(out.changes, ch)
+			if v, ok := live.intents[ref]; ok {
+				out.intents[ref] = v
+			}
+		}
+	}
+	for _, p := range live.unmanaged {
+		k := "unmanaged " + p.Ref().String() + " " + string(p.Metadata.UID)
+		if pass(k) {
+			out.unmanaged = append(out.unmanaged, p)
+			keys = append(keys, k)
+			if v, ok := live.intents[p.Ref().String()]; ok {
+				out.intents[p.Ref().String()] = v
+			}
+		}
+	}
+	st.seen = seen // a change that went away starts over if it comes back
+	sort.Strings(keys)
+	out.key = strings.Join(keys, "\n")
+	return out, wait
+}
+
+// canonicalValue names a value compactly: the same value, the same name.
+func canonicalValue(v any) string {
+	b, err := json.Marshal(v) // maps marshal with sorted keys
+	if err != nil {
+		b = []byte(fmt.Sprintf("%#v", v))
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+// unmanagedObjects reads the whole objects a person created, for adoption.
+func (d *DriftLoop) unmanagedObjects(ctx context.Context, w *drift.Watcher, ps []drift.Present) ([]*unstructured.Unstructured, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	refs := make([]drift.Ref, len(ps))
+	for i, p := range ps {
+		refs[i] = p.Ref()
+	}
+	objs, err := w.Get(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, r := range refs {
+		if o := objs[r.Key()]; o != nil {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,264 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/google/go-github/v60/github"
+
+	"github.com/driftback/driftback/prgen"
+)
+
+// DriftBranchPrefix starts the branch of every drift pull request; the rest
+// is the target's name as a slug.
+const DriftBranchPrefix = "driftback/drift/"
+
+// driftPublisher executes a plan on GitHub for one target: the branch and
+// pull request, or the issue in report mode. GitHub is its only state.
+type driftPublisher struct {
+	loop        *DriftLoop
+	gh          *github.Client
+	owner, repo string
+	info        *github.Repository
+	token       string
+	t           Target
+	head        string
+	log         *slog.Logger
+}
+
+func (p *driftPublisher) branch() string { return DriftBranchPrefix + slug(p.t.Name) }
+
+// botIdentity is who driftback's commits are by.
+func (p *driftPublisher) botIdentity(ctx context.Context) (object.Signature, error) {
+	bot, err := p.loop.app.clients.BotLogin(ctx)
+	if err != nil {
+		return object.Signature{}, err
+	}
+	return object.Signature{Name: bot, Email: bot + "@users.noreply.github.com", When: p.loop.app.now()}, nil
+}
+
+// pulls returns the target's drift pull requests, newest first.
+func (p *driftPublisher) pulls(ctx context.Context) ([]*github.PullRequest, error) {
+	var out []*github.PullRequest
+	opts := &github.PullRequestListOptions{State: "all", Head: p.owner + ":" + p.branch(), ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		page, resp, err := p.gh.PullRequests.List(ctx, p.owner, p.repo, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list drift pull requests: %w", err)
+		}
+		out = append(out, page...)
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+func driftMarker(kind, fp string) string {
+	return fmt.Sprintf("<!-- driftback:drift-%s fingerprint=%s -->", kind, fp)
+}
+
+func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) error {
+	list, err := p.pulls(ctx)
+	if err != nil {
+		return err
+	}
+	var pulls []prgen.PullRequest
+	var open *github.PullRequest
+	for _, pr := range list {
+		pulls = append(pulls, prgen.PullRequest{Number: pr.GetNumber(), Open: pr.GetState() == "open", Merged: pr.MergedAt != nil || pr.GetMerged(), Body: pr.GetBody()})
+		if pr.GetState() == "open" && open == nil {
+			open = pr
+		}
+	}
+	// The branches as they are now: the default head must be the one the plan
+	// was made on, and the branch's commits say whether a person pushed.
+	refs, err := remoteRefs(ctx, p.info.GetCloneURL(), p.token)
+	if err != nil {
+		return fmt.Errorf("list the repository's branches: %w", err)
+	}
+	if refs["refs/heads/"+p.info.GetDefaultBranch()] != p.head {
+		return errHeadMoved
+	}
+	me, err := p.botIdentity(ctx)
+	if err != nil {
+		return err
+	}
+	fetch, want := []string{"refs/heads/" + p.info.GetDefaultBranch()}, []string{p.head}
+	tip := refs["refs/heads/"+p.branch()]
+	if open != nil && tip != "" {
+		fetch, want = append(fetch, "refs/heads/"+p.branch()), append(want, tip)
+	}
+	repo, release, err := p.loop.app.cache.Fetch(ctx, p.info.GetFullName(), p.info.GetCloneURL(), p.token, fetch, want)
+	if err != nil {
+		return err
+	}
+	defer release()
+	personPushed := false
+	if open != nil && tip != "" {
+		email, err := commitAuthor(repo, tip)
+		if err != nil {
+			return err
+		}
+		personPushed = email != me.Email
+	}
+	d := prgen.Decide(plan, pulls, personPushed)
+	log := p.log.With("decision", d.Action, "reason", d.Reason)
+	fp := plan.Fingerprint()
+	switch d.Action {
+	case prgen.ActionNothing:
+		log.Debug("drift pull request up to date")
+		return nil
+	case prgen.ActionOpen, prgen.ActionUpdate:
+		commit, err := commitFiles(repo, p.head, plan.Files, commitMessage(plan), me)
+		if err != nil {
+			return err
+		}
+		if err := pushBranch(ctx, repo, p.info.GetCloneURL(), p.token, commit, p.branch()); err != nil {
+			return err
+		}
+		title, body := prgen.Title(plan), prgen.Body(plan)
+		if d.Action == prgen.ActionUpdate {
+			if _, _, err := p.gh.PullRequests.Edit(ctx, p.owner, p.repo, d.Number, &github.PullRequest{Title: &title, Body: &body}); err != nil {
+				return fmt.Errorf("update #%d: %w", d.Number, err)
+			}
+			log.Info("drift pull request updated", "pr", d.Number, "commit", commit.String())
+			return nil
+		}
+		base, head := p.info.GetDefaultBranch(), p.branch()
+		pr, _, err := p.gh.PullRequests.Create(ctx, p.owner, p.repo, &github.NewPullRequest{Title: &title, Body: &body, Base: &base, Head: &head})
+		if err != nil {
+			return fmt.Errorf("open the drift pull request: %w", err)
+		}
+		if len(p.t.Policy.DriftLabels) > 0 {
+			if _, _, err := p.gh.Issues.AddLabelsToIssue(ctx, p.owner, p.repo, pr.GetNumber(), p.t.Policy.DriftLabels); err != nil {
+				log.Warn("could not label the drift pull request", "err", err)
+			}
+		}
+		log.Info("drift pull request opened", "pr", pr.GetNumber(), "commit", commit.String())
+		return nil
+	case prgen.ActionComment:
+		return p.commentOnce(ctx, d.Number, driftMarker("note", fp),
+			"The drift in the cluster changed, but this branch has commits from a person, so driftback leaves it alone. The drift now:\n\n"+prgen.Markdown(plan))
+	case prgen.ActionClose:
+		if personPushed {
+			return p.commentOnce(ctx, d.Number, driftMarker("gone", fp),
+				"The cluster matches Git again. This branch has commits from a person, so driftback leaves the pull request open: close it if it is no longer wanted.")
+		}
+		if err := p.commentOnce(ctx, d.Number, driftMarker("gone", fp), "The cluster matches Git again: the live changes this pull request proposed are gone, so it is closed."); err != nil {
+			return err
+		}
+		closed := "closed"
+		if _, _, err := p.gh.PullRequests.Edit(ctx, p.owner, p.repo, d.Number, &github.PullRequest{State: &closed}); err != nil {
+			return fmt.Errorf("close #%d: %w", d.Number, err)
+		}
+		if err := deleteBranch(ctx, repo, p.info.GetCloneURL(), p.token, p.branch()); err != nil {
+			log.Warn("could not delete the drift branch", "err", err)
+		}
+		log.Info("drift pull request closed", "pr", d.Number)
+		return nil
+	}
+	return fmt.Errorf("unknown decision %q", d.Action)
+}
+
+func commitMessage(plan *prgen.Plan) string {
+	var b strings.Builder
+	b.WriteString(prgen.Title(plan) + "\n\n")
+	for _, c := range plan.Codified {
+		fmt.Fprintf(&b, "- %s %s (changed live by %s)\n", c.Object, c.Path, c.Manager)
+	}
+	for _, a := range plan.Adopted {
+		fmt.Fprintf(&b, "- %s created live by %s\n", a.Object, a.Manager)
+	}
+	return b.String()
+}
+
+// commentOnce comments on an issue or pull request unless a comment of
+// driftback's already carries the marker.
+func (p *driftPublisher) commentOnce(ctx context.Context, number int, mark, body string) error {
+	bot, err := p.loop.app.clients.BotLogin(ctx)
+	if err != nil {
+		return err
+	}
+	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		cs, resp, err := p.gh.Issues.ListComments(ctx, p.owner, p.repo, number, opts)
+		if err != nil {
+			return fmt.Errorf("list comments: %w", err)
+		}
+		for _, c := range cs {
+			if c.GetUser().GetLogin() == bot && strings.Contains(c.GetBody(), mark) {
+				return nil
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	_, _, err = p.gh.Issues.CreateComment(ctx, p.owner, p.repo, number, &github.IssueComment{Body: github.String(body + "\n\n" + mark + "\n")})
+	return err
+}
+
+// reportMarker identifies a target's drift issue.
+func (p *driftPublisher) reportMarker() string {
+	return fmt.Sprintf("<!-- driftback:drift-report target=%s -->", slug(p.t.Name))
+}
+
+// publishIssue keeps one issue per target that describes its drift.
+func (p *driftPublisher) publishIssue(ctx context.Context, plan *prgen.Plan) error {
+	bot, err := p.loop.app.clients.BotLogin(ctx)
+	if err != nil {
+		return err
+	}
+	opts := &github.IssueListByRepoOptions{State: "all", Creator: bot, ListOptions: github.ListOptions{PerPage: 100}}
+	var issues []prgen.PullRequest
+	for {
+		page, resp, err := p.gh.Issues.ListByRepo(ctx, p.owner, p.repo, opts)
+		if err != nil {
+			return fmt.Errorf("list drift issues: %w", err)
+		}
+		for _, is := range page {
+			if is.IsPullRequest() || !strings.Contains(is.GetBody(), p.reportMarker()) {
+				continue
+			}
+			issues = append(issues, prgen.PullRequest{Number: is.GetNumber(), Open: is.GetState() == "open", Body: is.GetBody()})
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	d := prgen.Decide(plan, issues, false)
+	log := p.log.With("decision", d.Action, "reason", d.Reason)
+	title := "Drift in " + p.t.Name
+	body := prgen.ReportBody(plan) + p.reportMarker() + "\n"
+	switch d.Action {
+	case prgen.ActionNothing:
+		return nil
+	case prgen.ActionOpen:
+		is, _, err := p.gh.Issues.Create(ctx, p.owner, p.repo, &github.IssueRequest{Title: &title, Body: &body, Labels: &p.t.Policy.DriftLabels})
+		if err != nil {
+			return fmt.Errorf("open the drift issue: %w", err)
+		}
+		log.Info("drift issue opened", "issue", is.GetNumber())
+	case prgen.ActionUpdate, prgen.ActionComment:
+		if _, _, err := p.gh.Issues.Edit(ctx, p.owner, p.repo, d.Number, &github.IssueRequest{Title: &title, Body: &body}); err != nil {
+			return fmt.Errorf("update drift issue #%d: %w", d.Number, err)
+		}
+		log.Info("drift issue updated", "issue", d.Number)
+	case prgen.ActionClose:
+		if err := p.commentOnce(ctx, d.Number, driftMarker("gone", plan.Fingerprint()), "The cluster matches Git again: closing."); err != nil {
+			return err
+		}
+		closed := "closed"
+		if _, _, err := p.gh.Issues.Edit(ctx, p.owner, p.repo, d.Number, &github.IssueRequest{State: &closed}); err != nil {
+			return fmt.Errorf("close drift issue #%d: %w", d.Number, err)
+		}
+		log.Info("drift issue closed", "issue", d.Number)
+	}
+	return nil
+}

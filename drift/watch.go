@@ -1,0 +1,393 @@
+package drift
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Watcher keeps a cluster's objects in informer caches: whole objects for
+// the kinds the targets render, and only the metadata of every other kind in
+// the targets' namespaces (enough to see an object a person created there).
+// It is a LiveReader and a SchemaSource that reads its caches, falling back to
+// the API server for kinds it does not watch. It only gets, lists and watches.
+type Watcher struct {
+	reader *ClusterReader
+	dyn    dynamic.Interface
+	meta   metadata.Interface
+	// SyncTimeout bounds the wait for a new informer's first list (default 1m).
+	SyncTimeout time.Duration
+
+	mu       sync.Mutex
+	ctx      context.Context
+	full     map[string]*watched // by resource and namespace
+	metaOnly map[string]*watched
+	changed  chan struct{}
+}
+
+type watched struct {
+	gk        schema.GroupKind
+	resource  schema.GroupVersionResource
+	namespace string // "" for a cluster-scoped kind or every namespace
+	informer  cache.SharedIndexInformer
+}
+
+// NewWatcher returns a watcher of the cluster cfg reaches. Its informers run
+// until ctx ends.
+func NewWatcher(ctx context.Context, cfg *rest.Config) (*Watcher, error) {
+	reader, err := NewClusterReader(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Watcher{
+		reader: reader, dyn: reader.dyn, meta: mc, ctx: ctx, SyncTimeout: time.Minute,
+		full: map[string]*watched{}, metaOnly: map[string]*watched{},
+		changed: make(chan struct{}, 1),
+	}, nil
+}
+
+// Changed receives a value after watched objects change; changes in a burst
+// are coalesced into one.
+func (w *Watcher) Changed() <-chan struct{} { return w.changed }
+
+func (w *Watcher) notify() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Watch makes sure every given kind is watched in full in each namespace (a
+// cluster-scoped kind cluster-wide), and waits until the caches hold the
+// current state. Kinds the cluster does not serve are skipped: their objects
+// do not exist yet.
+func (w *Watcher) Watch(ctx context.Context, kinds []schema.GroupKind, namespaces []string) error {
+	var waits []*watched
+	for _, gk := range kinds {
+		m, ok, err := w.reader.mapping(gk, "")
+		if err != nil {
+			return fmt.Errorf("%s: %w", gk, err)
+		}
+		if !ok {
+			continue
+		}
+		nss := namespaces
+		if m.Scope.Name() != meta.RESTScopeNameNamespace {
+			nss = []string{""}
+		}
+		for _, ns := range nss {
+			if wt, started := w.start(gk, m.Resource, ns, false); started {
+				waits = append(waits, wt)
+			}
+		}
+	}
+	return w.wait(ctx, waits)
+}
+
+// WatchMetadata watches the metadata of every namespaced kind that can be
+// watched in the given namespaces, except the kinds watched in full and
+// bookkeeping kinds (events, endpoints, leases, controller revisions).
+func (w *Watcher) WatchMetadata(ctx context.Context, namespaces []string) error {
+	kinds, err := w.reader.Kinds(ctx)
+	if err != nil {
+		return err
+	}
+	var waits []*watched
+	for _, k := range kinds {
+		if !k.Namespaced || !k.Watch || bookkeeping[k.GroupKind()] {
+			continue
+		}
+		m, ok, err := w.reader.mapping(k.GroupKind(), k.Version)
+		if err != nil || !ok {
+			continue
+		}
+		for _, ns := range namespaces {
+			if w.watchedFull(m.Resource, ns) {
+				continue
+			}
+			if wt, started := w.start(k.GroupKind(), m.Resource, ns, true); started {
+				waits = append(waits, wt)
+			}
+		}
+	}
+	return w.wait(ctx, waits)
+}
+
+// bookkeeping kinds change all the time and are never a person's objects.
+var bookkeeping = map[schema.GroupKind]bool{
+	{Kind: "Event"}:                                    true,
+	{Group: "events.k8s.io", Kind: "Event"}:            true,
+	{Kind: "Endpoints"}:                                true,
+	{Group: "discovery.k8s.io", Kind: "EndpointSlice"}: true,
+	{Group: "coordination.k8s.io", Kind: "Lease"}:      true,
+	{Group: "apps", Kind: "ControllerRevision"}:        true,
+}
+
+func key(r schema.GroupVersionResource, ns string) string { return r.String() + "|" + ns }
+
+func (w *Watcher) watchedFull(r schema.GroupVersionResource, ns string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, a := w.full[key(r, ns)]
+	_, b := w.full[key(r, "")]
+	return a || b
+}
+
+// start starts an informer unless one runs; started is false when it did.
+func (w *Watcher) start(gk schema.GroupKind, r schema.GroupVersionResource, ns string, metaOnly bool) (*watched, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	set := w.full
+	if metaOnly {
+		set = w.metaOnly
+	}
+	if wt, ok := set[key(r, ns)]; ok {
+		return wt, false
+	}
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	var inf cache.SharedIndexInformer
+	if metaOnly {
+		inf = metadatainformer.NewFilteredMetadataInformer(w.meta, r, ns, 0, indexers, nil).Informer()
+		_ = inf.SetTransform(slimMetadata) // fails only once the informer runs; it has not started
+	} else {
+		inf = dynamicinformer.NewFilteredDynamicInformer(w.dyn, r, ns, 0, indexers, nil).Informer()
+		_ = inf.SetTransform(slimObject) // as above
+	}
+	notify := func(any) { w.notify() }
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: notify, DeleteFunc: notify,
+		UpdateFunc: func(_, _ any) { w.notify() },
+	}); err != nil {
+		return nil, false // only when stopped, which a new informer is not
+	}
+	wt := &watched{gk: gk, resource: r, namespace: ns, informer: inf}
+	set[key(r, ns)] = wt
+	go inf.Run(w.ctx.Done())
+	return wt, true
+}
+
+func (w *Watcher) wait(ctx context.Context, waits []*watched) error {
+	if len(waits) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.SyncTimeout)
+	defer cancel()
+	for _, wt := range waits {
+		if !cache.WaitForCacheSync(ctx.Done(), wt.informer.HasSynced) {
+			where := "cluster-wide"
+			if wt.namespace != "" {
+				where = "in " + wt.namespace
+			}
+			return fmt.Errorf("watch %s %s: the first list did not complete in %s (can driftback list and watch it?)", wt.gk, where, w.SyncTimeout)
+		}
+	}
+	return nil
+}
+
+// slimObject drops what comparisons never read, to keep the caches small:
+// the status and the client-side-apply copy of the whole object.
+func slimObject(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		unstructured.RemoveNestedField(u.Object, "status")
+		if a := u.GetAnnotations(); a[lastApplied] != "" {
+			delete(a, lastApplied)
+			u.SetAnnotations(a)
+		}
+	}
+	return obj, nil
+}
+
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// slimMetadata keeps who wrote an object but not which fields.
+func slimMetadata(obj any) (any, error) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		for i := range m.ManagedFields {
+			m.ManagedFields[i].FieldsV1 = nil
+		}
+		if m.Annotations[lastApplied] != "" {
+			delete(m.Annotations, lastApplied)
+		}
+	}
+	return obj, nil
+}
+
+// find returns the full informer holding objects of gk in ns.
+func (w *Watcher) find(gk schema.GroupKind, ns string) *watched {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out *watched
+	for _, wt := range w.full {
+		if wt.gk == gk && (wt.namespace == ns || wt.namespace == "") {
+			out = wt
+		}
+	}
+	return out
+}
+
+// Get implements LiveReader from the caches; objects of kinds not watched
+// are read from the API server.
+func (w *Watcher) Get(ctx context.Context, refs []Ref) (map[string]*unstructured.Unstructured, error) {
+	out := map[string]*unstructured.Unstructured{}
+	var rest []Ref
+	for _, ref := range refs {
+		wt := w.find(ref.GroupKind(), ref.Namespace)
+		if wt == nil {
+			rest = append(rest, ref)
+			continue
+		}
+		k := ref.Name
+		if ref.Namespace != "" {
+			k = ref.Namespace + "/" + ref.Name
+		}
+		item, ok, err := wt.informer.GetIndexer().GetByKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ref, err)
+		}
+		if ok {
+			out[ref.Key()] = item.(*unstructured.Unstructured).DeepCopy()
+		}
+	}
+	if len(rest) > 0 {
+		more, err := w.reader.Get(ctx, rest)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range more {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// List implements LiveReader from the caches when the kind is watched there.
+func (w *Watcher) List(ctx context.Context, gk schema.GroupKind, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	wt := w.find(gk, namespace)
+	if wt == nil || (namespace == "" && wt.namespace != "") {
+		return w.reader.List(ctx, gk, namespace, sel)
+	}
+	var items []any
+	if namespace == "" {
+		items = wt.informer.GetIndexer().List()
+	} else {
+		var err error
+		if items, err = wt.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace); err != nil {
+			return nil, err
+		}
+	}
+	var out []*unstructured.Unstructured
+	for _, it := range items {
+		u := it.(*unstructured.Unstructured)
+		if sel == nil || sel.Matches(labels.Set(u.GetLabels())) {
+			out = append(out, u.DeepCopy())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].GetNamespace()+"/"+out[i].GetName() < out[j].GetNamespace()+"/"+out[j].GetName()
+	})
+	return out, nil
+}
+
+// Kinds implements LiveReader.
+func (w *Watcher) Kinds(ctx context.Context) ([]Kind, error) { return w.reader.Kinds(ctx) }
+
+// TypeConverter implements SchemaSource.
+func (w *Watcher) TypeConverter(ctx context.Context, gvks []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
+	return w.reader.TypeConverter(ctx, gvks)
+}
+
+// Present is an object seen in a namespace: its kind and metadata. The
+// managedFields name their managers only, without fields.
+type Present struct {
+	GroupVersionKind schema.GroupVersionKind
+	Metadata         metav1.ObjectMeta
+}
+
+// Ref returns the object's identity.
+func (p Present) Ref() Ref {
+	return Ref{Group: p.GroupVersionKind.Group, Version: p.GroupVersionKind.Version, Kind: p.GroupVersionKind.Kind,
+		Namespace: p.Metadata.Namespace, Name: p.Metadata.Name}
+}
+
+// InNamespaces lists every object the watcher holds in the namespaces, from
+// full and metadata-only caches alike, sorted by identity.
+func (w *Watcher) InNamespaces(namespaces []string) []Present {
+	want := map[string]bool{}
+	for _, ns := range namespaces {
+		want[ns] = true
+	}
+	w.mu.Lock()
+	var all []*watched
+	for _, wt := range w.full {
+		all = append(all, wt)
+	}
+	for _, wt := range w.metaOnly {
+		all = append(all, wt)
+	}
+	w.mu.Unlock()
+	seen := map[string]bool{}
+	var out []Present
+	for _, wt := range all {
+		for _, it := range wt.informer.GetIndexer().List() {
+			obj, err := meta.Accessor(it)
+			if err != nil || !want[obj.GetNamespace()] {
+				continue
+			}
+			p := Present{GroupVersionKind: wt.resource.GroupVersion().WithKind(wt.gk.Kind)}
+			switch o := it.(type) {
+			case *unstructured.Unstructured:
+				p.Metadata = metaOf(o)
+			case *metav1.PartialObjectMetadata:
+				p.Metadata = *o.ObjectMeta.DeepCopy()
+			default:
+				continue
+			}
+			k := p.Ref().Key()
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, p)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ref().Key() < out[j].Ref().Key() })
+	return out
+}
+
+func metaOf(u *unstructured.Unstructured) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{
+		Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(),
+		Labels: u.GetLabels(), Annotations: u.GetAnnotations(),
+		OwnerReferences: u.GetOwnerReferences(), CreationTimestamp: u.GetCreationTimestamp(),
+	}
+	for _, e := range u.GetManagedFields() {
+		e.FieldsV1 = nil
+		m.ManagedFields = append(m.ManagedFields, e)
+	}
+	return m
+}
+
+// Watches counts the informers running, full and metadata-only.
+func (w *Watcher) Watches() (full, metadataOnly int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.full), len(w.metaOnly)
+}
