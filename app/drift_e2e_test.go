@@ -613,4 +613,3 @@ func TestReportModeKeepsOneIssue(t *testing.T) {
 		t.Error("closed without saying why")
 	}
 }
-
