@@ -5,6 +5,8 @@
 #   make test      testbin, go vet, and every test (race detector on)
 #   make bench     every benchmark; figures go in BENCHMARKS.md
 #   make demo      the quick-start diff of the bundled demo
+#   make image     the container image (docker build; IMAGE=... to name it);
+#                  not part of make test
 
 SHELL := /usr/bin/env bash
 GO ?= go
@@ -13,8 +15,9 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TESTFLAGS ?=
 BENCHTIME ?= 3x
+IMAGE ?= ghcr.io/driftback/driftback:$(VERSION)
 
-.PHONY: build testbin test vet bench demo clean
+.PHONY: build testbin test vet bench demo image clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/driftback ./cmd/driftback
@@ -39,6 +42,9 @@ bench: testbin
 
 demo:
 	$(GO) run ./cmd/driftback diff --base fixtures/demo/base --head fixtures/demo/pr --live fixtures/demo/live || [ $$? -eq 1 ]
+
+image:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 clean:
 	rm -rf bin

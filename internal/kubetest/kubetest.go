@@ -88,6 +88,19 @@ func New(t testing.TB) *Env {
 	return &Env{Config: rest.CopyConfig(cfg), Client: client, Namespace: ns.Name}
 }
 
+// Impersonate returns a copy of cfg that acts as the service account
+// namespace/serviceAccount, with the groups the apiserver gives every service
+// account token. Tests use it to prove what a role allows and forbids: the
+// admin Config is in system:masters, which RBAC never denies.
+func Impersonate(cfg *rest.Config, namespace, serviceAccount string) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + namespace + ":" + serviceAccount,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	return c
+}
+
 var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // namespaceName derives a unique, valid namespace name from a test name.

@@ -3,10 +3,13 @@ package kubetest_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/driftback/driftback/internal/kubetest"
 )
@@ -42,5 +45,27 @@ func TestNamespacesAreSeparate(t *testing.T) {
 	}
 	if v.Minor != "37" {
 		t.Errorf("server version %s.%s, want the pinned 1.37", v.Major, v.Minor)
+	}
+}
+
+// TestImpersonate proves the shared apiserver authorizes with RBAC: a service
+// account bound to nothing is refused what the admin Config may do, so a test
+// that a role forbids something cannot pass by the server allowing everything.
+func TestImpersonate(t *testing.T) {
+	env := kubetest.New(t)
+	ctx := context.Background()
+	if _, err := env.Client.CoreV1().ConfigMaps(env.Namespace).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("admin: %v", err)
+	}
+	sa, err := kubernetes.NewForConfig(kubetest.Impersonate(env.Config, env.Namespace, "nobody"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sa.CoreV1().ConfigMaps(env.Namespace).List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("a service account bound to nothing lists ConfigMaps: err = %v, want Forbidden", err)
+	}
+	if want := "system:serviceaccount:" + env.Namespace + ":nobody"; !strings.Contains(err.Error(), want) {
+		t.Errorf("the refusal %q does not name %s", err, want)
 	}
 }

@@ -1,0 +1,30 @@
+# syntax=docker/dockerfile:1
+#
+# driftback's image: one static binary on distroless, running as nonroot.
+#   docker build --build-arg VERSION=v0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) -t ghcr.io/driftback/driftback:v0.1.0 .
+# or `make image`.
+
+# The build runs on the builder's own platform and cross-compiles for the
+# target's (TARGETOS/TARGETARCH are set by BuildKit; empty means the builder's).
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+ARG TARGETOS
+ARG TARGETARCH
+ARG VERSION=dev
+ARG COMMIT=unknown
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
+      -o /out/driftback ./cmd/driftback
+
+# No shell, no package manager: the render child is /driftback re-executed,
+# and it needs nothing else.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/driftback /driftback
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/driftback"]
+CMD ["serve", "--config", "/etc/driftback/app.yml"]
