@@ -66,6 +66,10 @@ type GitHub struct {
 	// APIURL is the REST API base: https://api.github.com/ (the default), or
 	// https://HOST/api/v3/ for GitHub Enterprise Server.
 	APIURL string `yaml:"apiURL"`
+	// WebURL is the GitHub web address `driftback register` sends the
+	// manifest to: https://github.com/ (the default), derived from APIURL
+	// (https://HOST/api/v3/ gives https://HOST/).
+	WebURL string `yaml:"webURL"`
 }
 
 // ServerConfig configures the HTTP server and the work queue.
@@ -229,6 +233,11 @@ func (c *Config) defaults() {
 	}
 	if !strings.HasSuffix(c.GitHub.APIURL, "/") {
 		c.GitHub.APIURL += "/"
+	}
+	if c.GitHub.WebURL == "" {
+		c.GitHub.WebURL = webURLFor(c.GitHub.APIURL)
+	} else if !strings.HasSuffix(c.GitHub.WebURL, "/") {
+		c.GitHub.WebURL += "/"
 	}
 	if c.Server.Listen == "" {
 		c.Server.Listen = ":8080"

@@ -31,6 +31,7 @@ func commands() []command {
 	return []command{
 		{"diff", "show what a change does to the cluster: created, changed and pruned objects, dangers, drift", runDiff},
 		{"drift", "find lasting manual changes to the cluster and codify them into the overlay's sources", runDrift},
+		{"register", "create the GitHub App from app.yml's manifest and save its key and secrets", runRegister},
 		{"render", "print the rendered objects of kustomize overlays", runRender},
 		{"serve", "run the GitHub App: webhooks in, pull-request comments and check runs out", runServe},
 		{"version", "print the version and commit", runVersion},

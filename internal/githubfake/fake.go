@@ -47,6 +47,7 @@ type Fake struct {
 	nextID        int64
 	installations map[int64]bool
 	tokens        map[string]token
+	manifests     manifestState // manifest.go
 	repos         map[string]*Repo
 	comments      map[int64]*Comment
 	checkRuns     map[int64]*CheckRun
@@ -255,6 +256,9 @@ type route struct {
 func (f *Fake) routes() []route {
 	re := regexp.MustCompile
 	return []route{
+		{"POST", re(`^/settings/apps/new$`), f.newAppFromManifest, ""},
+		{"POST", re(`^/organizations/([^/]+)/settings/apps/new$`), f.newAppFromManifest, ""},
+		{"POST", re(`^/app-manifests/([^/]+)/conversions$`), f.convertManifest, ""},
 		{"POST", re(`^/app/installations/(\d+)/access_tokens$`), f.createToken, "jwt"},
 		{"GET", re(`^/app/installations$`), f.listInstallations, "jwt"},
 		{"GET", re(`^/app$`), f.getApp, "jwt"},
