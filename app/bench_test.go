@@ -113,3 +113,41 @@ func BenchmarkDeliveryToComment(b *testing.B) {
 	b.ReportMetric(pct(0.99), "p99-s")
 	b.ReportMetric(float64(len(samples)), "samples")
 }
+
+// BenchmarkDriftToPullRequest measures the drift loop end to end with a quiet
+// period of 0: from a person scaling a Deployment on the real apiserver to
+// the drift pull request open on GitHub (the fake), with the branch pushed
+// to the real git server. Each iteration scales to a new count; a person then
+// closes the pull request, so the next count opens a new one. The loop runs
+// with its production debounce.
+func BenchmarkDriftToPullRequest(b *testing.B) {
+	d := newDriftWorld(b, 0, nil)
+	d.debounce = NewDriftLoop(d.srv.App, discard).debounce // as in production
+	d.run()
+	d.settle(1)
+	replicas := int32(10)
+	var total time.Duration
+	var n int
+	for b.Loop() {
+		replicas++
+		want := fmt.Sprintf("`%d`", replicas)
+		start := time.Now()
+		d.scale(replicas, "kubectl")
+		var number int
+		d.waitFor("the pull request", func() bool {
+			for _, p := range d.openPulls() {
+				if strings.Contains(p.Body, want) {
+					number = p.Number
+					return true
+				}
+			}
+			return false
+		})
+		total += time.Since(start)
+		n++
+		b.StopTimer()
+		d.gh.ClosePull(fullName, number, false)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(n), "ms/change-to-PR")
+}

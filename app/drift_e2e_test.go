@@ -89,13 +89,15 @@ resources:
 // whose drift loop runs with a short quiet period.
 type driftWorld struct {
 	*world
-	loop   *DriftLoop
-	main   plumbing.Hash
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop *DriftLoop
+	// debounce is the loop's (default 50ms, to keep the tests short).
+	debounce time.Duration
+	main     plumbing.Hash
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
-func newDriftWorld(t *testing.T, quiet time.Duration, policy func(*Policy)) *driftWorld {
+func newDriftWorld(t testing.TB, quiet time.Duration, policy func(*Policy)) *driftWorld {
 	t.Helper()
 	w := newWorld(t, func(c *Config) {
 		c.Server.DriftInterval = 3 * time.Second
@@ -130,6 +132,9 @@ func (d *driftWorld) run() {
 	d.t.Helper()
 	d.loop = NewDriftLoop(d.srv.App, slog.New(slog.NewTextHandler(testWriter{d.t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	d.loop.debounce = 50 * time.Millisecond
+	if d.debounce > 0 {
+		d.loop.debounce = d.debounce
+	}
 	d.srv.App.drift = d.loop
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan struct{})

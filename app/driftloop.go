@@ -59,7 +59,7 @@ type targetState struct {
 // NewDriftLoop prepares the drift loop of an App.
 func NewDriftLoop(a *App, log *slog.Logger) *DriftLoop {
 	return &DriftLoop{
-		app: a, log: log, debounce: time.Second,
+		app: a, log: log, debounce: 250 * time.Millisecond,
 		renderer: render.New(render.Options{Origins: true, Cache: render.NewCache(256 << 20)}),
 		states:   map[string]*targetState{}, wake: map[string]chan struct{}{},
 	}
