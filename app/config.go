@@ -92,6 +92,8 @@ type ServerConfig struct {
 	// when nothing it watches changed (default 5m); watch events and pushes
 	// to the default branch wake it sooner.
 	DriftInterval time.Duration `yaml:"driftInterval"`
+	// LeaderElection chooses the one replica that runs the drift loop.
+	LeaderElection LeaderElection `yaml:"leaderElection"`
 }
 
 // Cluster is how to reach one cluster, read-only by default.
@@ -257,6 +259,7 @@ func (c *Config) defaults() {
 	if c.Server.DriftInterval <= 0 {
 		c.Server.DriftInterval = 5 * time.Minute
 	}
+	c.Server.LeaderElection.defaults(os.Getenv)
 	for i := range c.Targets {
 		t := &c.Targets[i]
 		if t.Name == "" {
@@ -311,6 +314,12 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Sprintf("clusters.%s: inCluster and kubeconfig exclude each other", name))
 		}
 	}
+	if le := c.Server.LeaderElection.Cluster; le != "" {
+		if _, ok := c.Clusters[le]; !ok {
+			errs = append(errs, fmt.Sprintf("server.leaderElection.cluster: %q is not one of clusters", le))
+		}
+	}
+	slugs := map[string]string{}
 	seen := map[string]bool{}
 	for i, t := range c.Targets {
 		where := fmt.Sprintf("targets[%d]", i)
@@ -333,6 +342,11 @@ func (c *Config) validate() error {
 		if err := t.Policy.Codify.validate(); err != nil {
 			errs = append(errs, fmt.Sprintf("%s.policy.codify: %v", where, err))
 		}
+		branch := strings.ToLower(t.Repo) + " " + slug(t.Name)
+		if other, ok := slugs[branch]; ok && other != t.Name {
+			errs = append(errs, fmt.Sprintf("%s: %q and %q would share the drift branch %s%s; rename one", where, other, t.Name, DriftBranchPrefix, slug(t.Name)))
+		}
+		slugs[branch] = t.Name
 		key := t.Repo + " " + t.Name
 		if seen[key] {
 			errs = append(errs, fmt.Sprintf("%s: a second target named %q in %s", where, t.Name, t.Repo))

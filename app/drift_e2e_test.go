@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
+	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +27,8 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/render"
@@ -616,5 +621,58 @@ func TestReportModeKeepsOneIssue(t *testing.T) {
 	d.waitFor("the issue to close", func() bool { return d.gh.Issues(fullName)[0].State == "closed" })
 	if commentsWith(d.gh, is[0].Number, "matches Git again") != 1 {
 		t.Error("closed without saying why")
+	}
+}
+
+// TestUnreachableClusterBlocksOnlyItsTargets: a second cluster whose API
+// server accepts connections and never answers does not delay the drift
+// pull request of a target on the healthy cluster.
+func TestUnreachableClusterBlocksOnlyItsTargets(t *testing.T) {
+	d := newDriftWorld(t, 300*time.Millisecond, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["down"] = &clientcmdapi.Cluster{Server: "https://" + ln.Addr().String(), InsecureSkipTLSVerify: true}
+	kc.AuthInfos["down"] = &clientcmdapi.AuthInfo{Token: "unused"}
+	kc.Contexts["down"] = &clientcmdapi.Context{Cluster: "down", AuthInfo: "down"}
+	kc.CurrentContext = "down"
+	path := filepath.Join(d.dir, "down.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	d.cfg.Clusters["down"] = Cluster{Kubeconfig: path, Mode: "read-only"}
+	d.cfg.Targets = append([]Target{{Name: "elsewhere", Repo: fullName, Path: "deploy/staging", Cluster: "down",
+		Policy: Policy{Codify: CodifyManual, QuietPeriod: 300 * time.Millisecond, DriftLabels: []string{"driftback/drift"}}}}, d.cfg.Targets...)
+	d.run()
+	d.scale(4, "kubectl")
+	d.waitFor("the healthy cluster's pull request", func() bool { return len(d.openPulls()) == 1 })
+	mu.Lock()
+	n := len(held)
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("the unreachable cluster was never tried, so this proves nothing")
 	}
 }

@@ -35,11 +35,16 @@ type DriftLoop struct {
 	debounce time.Duration
 	// checks counts finished target checks, failed or not.
 	checks atomic.Int64
+	// beforeAct, when set, runs between deciding and acting on GitHub (tests
+	// use it to stop a replica there).
+	beforeAct func(context.Context, prgen.Action)
 
-	mu      sync.Mutex
-	states  map[string]*targetState
-	wake    map[string]chan struct{} // by cluster
-	running bool
+	// runs makes runs one at a time: a lost and regained leadership must not
+	// run two loops.
+	runs   sync.Mutex
+	mu     sync.Mutex
+	states map[string]*targetState
+	wake   map[string]chan struct{} // by cluster
 }
 
 // targetState is what the loop remembers of one target between checks.
@@ -71,6 +76,8 @@ func targetKey(t Target) string { return strings.ToLower(t.Repo) + " " + t.Name 
 // its own goroutine, so a slow or unreachable cluster delays only its own
 // targets.
 func (d *DriftLoop) Run(ctx context.Context) error {
+	d.runs.Lock()
+	defer d.runs.Unlock()
 	byCluster := map[string][]Target{}
 	for _, t := range d.app.cfg.Targets {
 		if t.Cluster == "" || t.Policy.Codify == CodifyOff {
@@ -84,7 +91,6 @@ func (d *DriftLoop) Run(ctx context.Context) error {
 			d.wake[c] = make(chan struct{}, 1)
 		}
 	}
-	d.running = true
 	d.mu.Unlock()
 	var wg sync.WaitGroup
 	for c, ts := range byCluster {
@@ -95,9 +101,6 @@ func (d *DriftLoop) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	d.mu.Lock()
-	d.running = false
-	d.mu.Unlock()
 	return ctx.Err()
 }
 
@@ -156,6 +159,7 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string, targets []T
 			wait, err := d.check(ctx, w, t, tlog)
 			d.checks.Add(1)
 			if err != nil && ctx.Err() == nil {
+				d.app.metrics.failure("drift_check")
 				tlog.Error("drift check failed", "err", err)
 			}
 			if wait > 0 && wait < next {
@@ -199,6 +203,10 @@ var errHeadMoved = errors.New("the default branch moved")
 // check looks at one target once. wait is when it wants to look again: a
 // change is waiting out its quiet period.
 func (d *DriftLoop) check(ctx context.Context, w *drift.Watcher, t Target, log *slog.Logger) (time.Duration, error) {
+	// A cluster or GitHub that stops answering must not hold the loop: watches
+	// are long requests, so the bound is on the check, not the client.
+	ctx, cancel := context.WithTimeout(ctx, d.app.cfg.Server.JobTimeout)
+	defer cancel()
 	for range 3 {
 		wait, err := d.checkOnce(ctx, w, t, log)
 		if !errors.Is(err, errHeadMoved) {
@@ -265,7 +273,9 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	if !tree.HasKustomization(t.Path) {
 		return 0, fmt.Errorf("%s has no kustomization at %s", t.Path, shortSHA(st.head))
 	}
+	start := time.Now()
 	res, err := d.renderer.Render(ctx, tree, []string{t.Path})
+	a.metrics.render(time.Since(start))
 	if err != nil {
 		return 0, err
 	}
@@ -296,6 +306,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	}
 	live := d.liveChanges(ctx, w, t, target.Drift, desired, namespaces, opts.IgnoreManagers)
 	ready, wait := d.quiet(st, t, live, now)
+	a.metrics.driftedObjects(t.Repo, t.Name, len(live.changes)+len(live.unmanaged))
 	log.Debug("drift checked", "head", shortSHA(st.head), "drifted", len(target.Drift), "ready", len(ready.changes)+len(ready.unmanaged), "waiting", wait)
 	if wait > 0 {
 		// A change is still settling, maybe a new value of one already

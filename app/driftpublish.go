@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -108,6 +110,9 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 	d := prgen.Decide(plan, pulls, personPushed)
 	log := p.log.With("decision", d.Action, "reason", d.Reason)
 	fp := plan.Fingerprint()
+	if p.loop.beforeAct != nil && d.Action != prgen.ActionNothing {
+		p.loop.beforeAct(ctx, d.Action)
+	}
 	switch d.Action {
 	case prgen.ActionNothing:
 		log.Debug("drift pull request up to date")
@@ -125,11 +130,19 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 			if _, _, err := p.gh.PullRequests.Edit(ctx, p.owner, p.repo, d.Number, &github.PullRequest{Title: &title, Body: &body}); err != nil {
 				return fmt.Errorf("update #%d: %w", d.Number, err)
 			}
+			p.loop.app.metrics.driftAction("pull_request", "updated")
 			log.Info("drift pull request updated", "pr", d.Number, "commit", commit.String())
 			return nil
 		}
 		base, head := p.info.GetDefaultBranch(), p.branch()
 		pr, _, err := p.gh.PullRequests.Create(ctx, p.owner, p.repo, &github.NewPullRequest{Title: &title, Body: &body, Base: &base, Head: &head})
+		if alreadyOpen(err) {
+			// Another replica opened it between our look and now (a leader
+			// handover): GitHub keeps one open pull request per branch, and
+			// the next check finds it.
+			log.Info("the drift pull request was opened elsewhere meanwhile")
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("open the drift pull request: %w", err)
 		}
@@ -138,6 +151,7 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 				log.Warn("could not label the drift pull request", "err", err)
 			}
 		}
+		p.loop.app.metrics.driftAction("pull_request", "opened")
 		log.Info("drift pull request opened", "pr", pr.GetNumber(), "commit", commit.String())
 		return nil
 	case prgen.ActionComment:
@@ -158,6 +172,7 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 		if err := deleteBranch(ctx, repo, p.info.GetCloneURL(), p.token, p.branch()); err != nil {
 			log.Warn("could not delete the drift branch", "err", err)
 		}
+		p.loop.app.metrics.driftAction("pull_request", "closed")
 		log.Info("drift pull request closed", "pr", d.Number)
 		return nil
 	}
@@ -244,11 +259,13 @@ func (p *driftPublisher) publishIssue(ctx context.Context, plan *prgen.Plan) err
 		if err != nil {
 			return fmt.Errorf("open the drift issue: %w", err)
 		}
+		p.loop.app.metrics.driftAction("issue", "opened")
 		log.Info("drift issue opened", "issue", is.GetNumber())
 	case prgen.ActionUpdate, prgen.ActionComment:
 		if _, _, err := p.gh.Issues.Edit(ctx, p.owner, p.repo, d.Number, &github.IssueRequest{Title: &title, Body: &body}); err != nil {
 			return fmt.Errorf("update drift issue #%d: %w", d.Number, err)
 		}
+		p.loop.app.metrics.driftAction("issue", "updated")
 		log.Info("drift issue updated", "issue", d.Number)
 	case prgen.ActionClose:
 		if err := p.commentOnce(ctx, d.Number, driftMarker("gone", plan.Fingerprint()), "The cluster matches Git again: closing."); err != nil {
@@ -258,7 +275,26 @@ func (p *driftPublisher) publishIssue(ctx context.Context, plan *prgen.Plan) err
 		if _, _, err := p.gh.Issues.Edit(ctx, p.owner, p.repo, d.Number, &github.IssueRequest{State: &closed}); err != nil {
 			return fmt.Errorf("close drift issue #%d: %w", d.Number, err)
 		}
+		p.loop.app.metrics.driftAction("issue", "closed")
 		log.Info("drift issue closed", "issue", d.Number)
 	}
 	return nil
+}
+
+// alreadyOpen reports GitHub's refusal of a second open pull request from
+// the same branch.
+func alreadyOpen(err error) bool {
+	var e *github.ErrorResponse
+	if !errors.As(err, &e) || e.Response == nil || e.Response.StatusCode != http.StatusUnprocessableEntity {
+		return false
+	}
+	if strings.Contains(e.Message, "already exists") {
+		return true
+	}
+	for _, x := range e.Errors {
+		if strings.Contains(x.Message, "already exists") {
+			return true
+		}
+	}
+	return false
 }

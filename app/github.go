@@ -28,6 +28,8 @@ type Clients struct {
 	bot    string
 	app    *github.Client
 	byRepo map[string]int64
+	// metrics, when set before the first client is made, counts API calls.
+	metrics *Metrics
 }
 
 // appClient is the client that authenticates as the App itself (a JWT).
@@ -40,7 +42,7 @@ func (c *Clients) appClient() (*github.Client, error) {
 		return nil, err
 	}
 	tr.BaseURL = c.baseURL
-	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry}})
+	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry, metrics: c.metrics}})
 	if gh.BaseURL, err = gh.BaseURL.Parse(c.baseURL); err != nil {
 		return nil, err
 	}
@@ -135,7 +137,7 @@ func (c *Clients) installation(id int64) (*installation, error) {
 		return nil, fmt.Errorf("installation %d: %w", id, err)
 	}
 	tr.BaseURL = c.baseURL
-	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry}})
+	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry, metrics: c.metrics}})
 	if gh.BaseURL, err = gh.BaseURL.Parse(c.baseURL); err != nil {
 		return nil, err
 	}
@@ -181,10 +183,11 @@ func (c *Clients) Forget(id int64) {
 // effect, and the publisher's find-or-create repeats it safely instead. Calls
 // that write are serialized per installation, as GitHub asks of integrations.
 type retryTransport struct {
-	next   http.RoundTripper
-	policy RetryPolicy
-	once   sync.Once
-	write  chan struct{} // a one-slot semaphore a cancelled caller can stop waiting for
+	next    http.RoundTripper
+	policy  RetryPolicy
+	metrics *Metrics
+	once    sync.Once
+	write   chan struct{} // a one-slot semaphore a cancelled caller can stop waiting for
 }
 
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -214,6 +217,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := t.next.RoundTrip(r)
+		t.metrics.githubCall(req.Method, resp)
 		wait, retry := t.verdict(req, resp, err, attempt)
 		if !retry || attempt == t.policy.Attempts-1 {
 			return resp, err

@@ -35,6 +35,8 @@ type App struct {
 	clusters map[string]*clusterConn
 	// drift is woken when a default branch moves.
 	drift *DriftLoop
+	// metrics, when set, records render times and drift outcomes.
+	metrics *Metrics
 	// publishing serializes publishing per pull request: a find-or-create
 	// that interleaved with another could create twice.
 	publishing map[string]*sync.Mutex
@@ -300,7 +302,9 @@ func (a *App) compareTarget(ctx context.Context, t Target, base, head *render.Tr
 		if !tree.HasKustomization(t.Path) {
 			return nil
 		}
+		start := time.Now()
 		res, err := a.renderer.Render(ctx, tree, []string{t.Path})
+		a.metrics.render(time.Since(start))
 		if err != nil {
 			renderProblems = append(renderProblems, err.Error())
 			return nil

@@ -49,6 +49,8 @@ type Queue struct {
 	size    int
 	timeout time.Duration
 	log     *slog.Logger
+	// metrics, when set, times each job.
+	metrics *Metrics
 
 	mu      sync.Mutex
 	wake    chan struct{}
@@ -199,10 +201,14 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 	}()
 	switch cause := context.Cause(ctx); {
 	case err == nil:
+		q.metrics.job("done", time.Since(start))
 		log.Info("job done", "seconds", time.Since(start).Seconds())
 	case errors.Is(cause, errSuperseded) || errors.Is(cause, errPullClosed) || errors.Is(cause, errShutdown):
+		q.metrics.job("cancelled", time.Since(start))
 		log.Info("job cancelled", "reason", cause.Error())
 	default:
+		q.metrics.job("failed", time.Since(start))
+		q.metrics.failure("job")
 		log.Error("job failed", "err", err)
 		if j.Fail != nil {
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), time.Minute)

@@ -19,6 +19,8 @@ type Server struct {
 	App     *App
 	Queue   *Queue
 	Webhook *Webhook
+	// Metrics are served on /metrics.
+	Metrics *Metrics
 	// Drift is the drift loop; Serve runs it.
 	Drift   *DriftLoop
 	handler http.Handler
@@ -44,14 +46,20 @@ func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Log
 		return nil, err
 	}
 	clients := NewClients(cfg.GitHub.AppID, secrets.PrivateKey, cfg.GitHub.APIURL, RetryPolicy{})
+	var q *Queue
+	metrics := NewMetrics(func() float64 { return float64(q.Depth()) })
+	clients.metrics = metrics
 	a := NewApp(cfg, clients, cache, log)
 	// The queue outlives the signal that stops intake: Serve closes it with a
 	// grace period.
-	q := NewQueue(context.WithoutCancel(ctx), cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log)
-	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: NewDriftLoop(a, log.With("loop", "drift")), log: log}
+	q = NewQueue(context.WithoutCancel(ctx), cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log)
+	q.metrics = metrics
+	a.metrics = metrics
+	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: NewDriftLoop(a, log.With("loop", "drift")), Metrics: metrics, log: log}
 	a.drift = s.Drift
 	mux := http.NewServeMux()
-	mux.Handle("/webhook", s.Webhook)
+	mux.Handle("/webhook", metrics.countDeliveries(s.Webhook))
+	mux.Handle("/metrics", metrics.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.ready.Load() {
@@ -65,7 +73,7 @@ func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Log
 	return s, nil
 }
 
-// Handler serves /webhook, /healthz and /readyz.
+// Handler serves /webhook, /healthz, /readyz and /metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve listens on addr until ctx ends, then stops taking deliveries and gives
@@ -82,7 +90,18 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 	driftDone := make(chan struct{})
 	go func() {
 		defer close(driftDone)
-		_ = s.Drift.Run(ctx) // ends with ctx
+		le := s.App.cfg.Server.LeaderElection
+		if le.Cluster == "" {
+			_ = s.Drift.Run(ctx) // ends with ctx
+			return
+		}
+		cfg, err := restConfig(s.App.cfg.Clusters[le.Cluster])
+		if err == nil {
+			err = runElected(ctx, cfg, le, identity(), s.log, s.Metrics, func(lctx context.Context) { _ = s.Drift.Run(lctx) })
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("leader election stopped: this replica will not run the drift loop", "err", err)
+		}
 	}()
 	select {
 	case err := <-errc:

@@ -50,7 +50,17 @@ type watched struct {
 // NewWatcher returns a watcher of the cluster cfg reaches. Its informers run
 // until ctx ends.
 func NewWatcher(ctx context.Context, cfg *rest.Config) (*Watcher, error) {
-	reader, err := NewClusterReader(cfg)
+	// Discovery, gets and lists are bounded (some take no context); watches
+	// are long requests and are not.
+	bounded := rest.CopyConfig(cfg)
+	if bounded.Timeout == 0 {
+		bounded.Timeout = 30 * time.Second
+	}
+	reader, err := NewClusterReader(bounded)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +69,7 @@ func NewWatcher(ctx context.Context, cfg *rest.Config) (*Watcher, error) {
 		return nil, err
 	}
 	return &Watcher{
-		reader: reader, dyn: reader.dyn, meta: mc, ctx: ctx, SyncTimeout: time.Minute,
+		reader: reader, dyn: dyn, meta: mc, ctx: ctx, SyncTimeout: time.Minute,
 		full: map[string]*watched{}, metaOnly: map[string]*watched{},
 		changed: make(chan struct{}, 1),
 	}, nil

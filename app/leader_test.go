@@ -1,0 +1,135 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/driftback/driftback/prgen"
+)
+
+// secondReplica is another driftback process on the same configuration,
+// GitHub and cluster, with a disk of its own.
+func (d *driftWorld) secondReplica(name string) *Server {
+	d.t.Helper()
+	cfg := *d.cfg
+	cfg.Server.CacheDir = filepath.Join(d.dir, "cache-"+name)
+	srv, err := NewServer(context.Background(), &cfg, &Secrets{PrivateKey: d.gh.KeyPEM(), WebhookSecret: []byte(d.secret)},
+		slog.New(slog.NewTextHandler(testWriter{d.t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("replica", name))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	srv.App.clients = NewClients(cfg.GitHub.AppID, d.gh.KeyPEM(), cfg.GitHub.APIURL, RetryPolicy{Attempts: 4, Base: 10 * time.Millisecond, MaxWait: 3 * time.Second})
+	srv.Drift.debounce = 50 * time.Millisecond
+	d.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Queue.Close(ctx)
+	})
+	return srv
+}
+
+// TestLeaderHandoverMidCycleOpensOnePullRequest: two replicas campaign for the
+// drift loop's Lease on the real apiserver. The leader decides to open a drift
+// pull request and loses its leadership right there; the other replica takes
+// over and opens it. One pull request, however the handover falls.
+func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
+	d := newDriftWorld(t, 300*time.Millisecond, nil)
+	a, b := d.secondReplica("a"), d.secondReplica("b")
+	le := LeaderElection{Namespace: d.env.Namespace, Name: "driftback-drift",
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+
+	atOpen := make(chan struct{})
+	var stopped atomic.Bool
+	a.Drift.beforeAct = func(ctx context.Context, action prgen.Action) {
+		if action == prgen.ActionOpen && !stopped.Load() {
+			close(atOpen)
+			<-ctx.Done() // leadership ends here, mid-cycle
+		}
+	}
+	var leaderA, leaderB atomic.Bool
+	actx, stopA := context.WithCancel(context.Background())
+	doneA := make(chan struct{})
+	go func() {
+		defer close(doneA)
+		_ = runElected(actx, d.env.Config, le, "replica-a", discard, nil, func(ctx context.Context) {
+			leaderA.Store(true)
+			_ = a.Drift.Run(ctx)
+		})
+	}()
+	d.waitFor("replica a to lead", leaderA.Load)
+	bctx, stopB := context.WithCancel(context.Background())
+	doneB := make(chan struct{})
+	go func() {
+		defer close(doneB)
+		_ = runElected(bctx, d.env.Config, le, "replica-b", discard, nil, func(ctx context.Context) {
+			leaderB.Store(true)
+			_ = b.Drift.Run(ctx)
+		})
+	}()
+	t.Cleanup(func() {
+		stopA()
+		stopB()
+		<-doneA
+		<-doneB
+	})
+	if leaderB.Load() {
+		t.Fatal("both replicas lead")
+	}
+
+	d.scale(6, "kubectl")
+	select {
+	case <-atOpen:
+	case <-time.After(60 * time.Second):
+		t.Fatal("replica a never decided to open the pull request")
+	}
+	stopped.Store(true)
+	stopA() // replica a stops: its lease is released mid-cycle
+	d.waitFor("replica b to lead", leaderB.Load)
+	d.waitFor("the drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	start := b.Drift.checks.Load()
+	d.waitFor("replica b to check again", func() bool { return b.Drift.checks.Load() >= start+3 })
+	if n := len(d.gh.Pulls(fullName)); n != 1 {
+		t.Fatalf("%d pull requests after the handover, want 1: %+v", n, d.gh.Pulls(fullName))
+	}
+}
+
+// TestSplitBrainOpensOnePullRequest: even two replicas that both believe they
+// lead (no election at all) open one pull request: the one that decides
+// second finds GitHub refusing a second open pull request from the branch,
+// and takes it as done.
+func TestSplitBrainOpensOnePullRequest(t *testing.T) {
+	d := newDriftWorld(t, 300*time.Millisecond, nil)
+	a, b := d.secondReplica("a"), d.secondReplica("b")
+	release := make(chan struct{})
+	var once atomic.Bool
+	a.Drift.beforeAct = func(ctx context.Context, action prgen.Action) {
+		if action == prgen.ActionOpen && once.CompareAndSwap(false, true) {
+			select { // hold a back until b has opened the pull request
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	doneA, doneB := make(chan struct{}), make(chan struct{})
+	go func() { defer close(doneA); _ = a.Drift.Run(ctx) }()
+	d.scale(7, "kubectl")
+	d.waitFor("replica a to decide", once.Load)
+	go func() { defer close(doneB); _ = b.Drift.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-doneA
+		<-doneB
+	})
+	d.waitFor("replica b's pull request", func() bool { return len(d.openPulls()) == 1 })
+	close(release)
+	start := a.Drift.checks.Load()
+	d.waitFor("replica a to finish its check", func() bool { return a.Drift.checks.Load() > start })
+	if n := len(d.gh.Pulls(fullName)); n != 1 {
+		t.Fatalf("%d pull requests from two replicas, want 1: %+v", n, d.gh.Pulls(fullName))
+	}
+}

@@ -1,0 +1,186 @@
+package app
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are driftback's Prometheus metrics, on a registry of their own (so
+// two servers in one process do not collide). A nil *Metrics records nothing.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	deliveries    *prometheus.CounterVec
+	jobs          *prometheus.HistogramVec
+	renders       prometheus.Histogram
+	githubCalls   *prometheus.CounterVec
+	rateRemaining prometheus.Gauge
+	errors        *prometheus.CounterVec
+	drifted       *prometheus.GaugeVec
+	driftActions  *prometheus.CounterVec
+	leader        prometheus.Gauge
+}
+
+// NewMetrics registers driftback's metrics, the Go runtime's and the
+// process's; queueDepth is read at each scrape.
+func NewMetrics(queueDepth func() float64) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "driftback_webhook_deliveries_total",
+			Help: "Webhook deliveries by event and outcome (accepted, ignored, duplicate, bad_signature, too_large, bad_request, queue_full).",
+		}, []string{"event", "outcome"}),
+		jobs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "driftback_job_duration_seconds",
+			Help:    "Time to process one pull request (or default-branch refresh), by outcome (done, failed, cancelled).",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"outcome"}),
+		renders: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "driftback_render_duration_seconds",
+			Help:    "Time to render the overlays of one request (cache hits included).",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}),
+		githubCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "driftback_github_requests_total",
+			Help: "GitHub API requests by method and status code (\"error\" when no response came).",
+		}, []string{"method", "code"}),
+		rateRemaining: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "driftback_github_rate_limit_remaining",
+			Help: "The primary rate limit's remaining requests, from the last GitHub response that said.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "driftback_errors_total",
+			Help: "Failures by where they happened (job, drift_check).",
+		}, []string{"where"}),
+		drifted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "driftback_drifted_objects",
+			Help: "Objects of a target changed live outside Git at the last drift check (waiting out the quiet period included).",
+		}, []string{"repo", "target"}),
+		driftActions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "driftback_drift_actions_total",
+			Help: "Drift pull requests and issues opened, updated, commented on and closed.",
+		}, []string{"kind", "action"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "driftback_drift_leader",
+			Help: "1 while this replica runs the drift loop.",
+		}),
+	}
+	m.registry.MustRegister(m.deliveries, m.jobs, m.renders, m.githubCalls, m.rateRemaining, m.errors, m.drifted, m.driftActions, m.leader,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "driftback_queue_depth", Help: "Pull requests waiting or in progress."}, queueDepth),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// knownEvents bounds the event label: the header of a rejected delivery is
+// not trusted, and nothing should grow the label set without bound.
+var knownEvents = map[string]bool{
+	"pull_request": true, "issue_comment": true, "check_run": true, "push": true,
+	"installation": true, "installation_repositories": true, "ping": true,
+}
+
+func (m *Metrics) delivery(event string, status int) {
+	if m == nil {
+		return
+	}
+	outcome := map[int]string{
+		http.StatusAccepted: "accepted", http.StatusNoContent: "ignored", http.StatusUnauthorized: "bad_signature",
+		http.StatusRequestEntityTooLarge: "too_large", http.StatusServiceUnavailable: "queue_full",
+	}[status]
+	if outcome == "" {
+		outcome = "bad_request"
+	}
+	if status == http.StatusUnauthorized || !knownEvents[event] {
+		event = "other"
+	}
+	m.deliveries.WithLabelValues(event, outcome).Inc()
+}
+
+func (m *Metrics) job(outcome string, d time.Duration) {
+	if m != nil {
+		m.jobs.WithLabelValues(outcome).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) render(d time.Duration) {
+	if m != nil {
+		m.renders.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) githubCall(method string, resp *http.Response) {
+	if m == nil {
+		return
+	}
+	code := "error"
+	if resp != nil {
+		code = strconv.Itoa(resp.StatusCode)
+		if v := resp.Header.Get("X-RateLimit-Remaining"); v != "" {
+			if n, err := strconv.ParseFloat(v, 64); err == nil {
+				m.rateRemaining.Set(n)
+			}
+		}
+	}
+	m.githubCalls.WithLabelValues(method, code).Inc()
+}
+
+func (m *Metrics) failure(where string) {
+	if m != nil {
+		m.errors.WithLabelValues(where).Inc()
+	}
+}
+
+func (m *Metrics) driftedObjects(repo, target string, n int) {
+	if m != nil {
+		m.drifted.WithLabelValues(repo, target).Set(float64(n))
+	}
+}
+
+func (m *Metrics) driftAction(kind, action string) {
+	if m != nil {
+		m.driftActions.WithLabelValues(kind, action).Inc()
+	}
+}
+
+func (m *Metrics) setLeader(on bool) {
+	if m == nil {
+		return
+	}
+	if on {
+		m.leader.Set(1)
+	} else {
+		m.leader.Set(0)
+	}
+}
+
+// statusRecorder keeps the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(s int) {
+	r.status = s
+	r.ResponseWriter.WriteHeader(s)
+}
+
+// countDeliveries wraps the webhook handler with the deliveries counter.
+func (m *Metrics) countDeliveries(next http.Handler) http.Handler {
+	if m == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		m.delivery(r.Header.Get("X-GitHub-Event"), rec.status)
+	})
+}
