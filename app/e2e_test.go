@@ -1,10 +1,12 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-github/v60/github"
@@ -447,5 +449,43 @@ func TestRepositoryConfigFromTheDefaultBranch(t *testing.T) {
 	prod := findRun(t, w.waitChecks(head.String(), 2), "driftback / prod")
 	if prod.Conclusion != "failure" || !strings.Contains(prod.Summary, "`ok-to-prune`") {
 		t.Errorf("prod check: %s: %s", prod.Conclusion, prod.Summary)
+	}
+}
+
+// TestShutdownNeverHalfPublishes: shutdown comes while a three-part comment
+// is being written (the second part waits out a rate limit); the queue's
+// grace ends, yet the comment set is completed, not left with one part.
+func TestShutdownNeverHalfPublishes(t *testing.T) {
+	w := newWorld(t, nil)
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	big := map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- many.yaml\n"}
+	var many strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\ndata:\n  k: %q\n", i, strings.Repeat(fmt.Sprintf("v%02d-", i), 500))
+		w.apply(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\n  namespace: NS\ndata:\n  k: %q\n", i, strings.Repeat("old-", 500)))
+	}
+	big["deploy/prod/many.yaml"] = many.String()
+	head := w.commit(base, big)
+	w.openPR(5, base, head, nil)
+	w.gh.FailAfter("POST", "/repos/"+fullName+"/issues/5/comments", 1, 1, 2)
+	w.deliver("pull_request", "d-shutdown", prPayload("opened", 5, head.String()))
+	deadline := time.Now().Add(60 * time.Second)
+	for len(w.gh.Comments(fullName, 5)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no comment part was written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	w.srv.Queue.Close(ctx) // returns once the running job has
+	comments := w.gh.Comments(fullName, 5)
+	if len(comments) < 2 {
+		t.Fatalf("shutdown left %d comment part(s): %.80q; calls %v", len(comments), comments[0].Body, lastCalls(w.gh.Calls(), 8))
+	}
+	for i, c := range comments {
+		if !strings.HasPrefix(c.Body, fmt.Sprintf("<!-- driftback:comment part=%d of=%d -->", i+1, len(comments))) {
+			t.Errorf("part %d of %d starts %.50q", i+1, len(comments), c.Body)
+		}
 	}
 }

@@ -198,6 +198,10 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	parts[len(parts)-1] += fmt.Sprintf("\n---\n<sub>driftback · head %s · %s</sub>\n", shortSHA(headSHA), a.now().UTC().Format("2006-01-02 15:04:05 UTC"))
 	// Publishing is find-or-create by marker and by check name, so a failed
 	// attempt is simply repeated: what it created is found, not duplicated.
+	// Once begun it is not cancelled (by shutdown or a newer commit, which
+	// waits for the lock): a comment set is never left half written.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
 	return retryPublish(ctx, func() error {
 		if err := publishComment(ctx, gh, bot, req.owner, req.repo, req.number, parts); err != nil {
 			return err
@@ -205,6 +209,9 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 		return a.publishChecks(ctx, gh, req, headSHA, checks)
 	})
 }
+
+// publishTimeout bounds publishing one pull request's comment and checks.
+const publishTimeout = 45 * time.Second
 
 // retryPublish repeats an idempotent publish a few times with backoff.
 func retryPublish(ctx context.Context, publish func() error) error {

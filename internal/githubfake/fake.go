@@ -123,6 +123,7 @@ type Call struct {
 type failure struct {
 	method, pathPrefix string
 	remaining          int
+	skip               int // matching requests let through first
 	status             int
 	retryAfter         int
 }
@@ -192,6 +193,13 @@ func (f *Fake) FailNext(method, pathPrefix string, n, retryAfter int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failures = append(f.failures, failure{method: method, pathPrefix: pathPrefix, remaining: n, status: http.StatusForbidden, retryAfter: retryAfter})
+}
+
+// FailAfter is FailNext after letting skip matching requests through.
+func (f *Fake) FailAfter(method, pathPrefix string, skip, n, retryAfter int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures = append(f.failures, failure{method: method, pathPrefix: pathPrefix, skip: skip, remaining: n, status: http.StatusForbidden, retryAfter: retryAfter})
 }
 
 // Comments returns the comments on an issue or pull request, oldest first.
@@ -338,6 +346,10 @@ func (f *Fake) takeFailure(method, path string) *failure {
 	for i := range f.failures {
 		fl := &f.failures[i]
 		if fl.remaining > 0 && fl.method == method && strings.HasPrefix(path, fl.pathPrefix) {
+			if fl.skip > 0 {
+				fl.skip--
+				continue
+			}
 			fl.remaining--
 			c := *fl
 			return &c
