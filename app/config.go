@@ -49,7 +49,9 @@ type Manifest struct {
 // HookAttributes says where GitHub delivers webhooks.
 type HookAttributes struct {
 	URL    string `yaml:"url" json:"url"`
-	Active bool   `yaml:"active" json:"active"`
+	// Active turns the webhook on (default true: an App without it hears
+	// nothing).
+	Active *bool `yaml:"active" json:"active"`
 }
 
 // GitHub holds how driftback authenticates. The private key and the webhook
@@ -240,6 +242,10 @@ func (c *Config) defaults() {
 		c.GitHub.WebURL = webURLFor(c.GitHub.APIURL)
 	} else if !strings.HasSuffix(c.GitHub.WebURL, "/") {
 		c.GitHub.WebURL += "/"
+	}
+	if c.Manifest.HookAttributes.Active == nil {
+		on := true
+		c.Manifest.HookAttributes.Active = &on
 	}
 	if c.Server.Listen == "" {
 		c.Server.Listen = ":8080"

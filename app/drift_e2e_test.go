@@ -135,7 +135,11 @@ func newDriftWorld(t testing.TB, quiet time.Duration, policy func(*Policy)) *dri
 // run starts the drift loop.
 func (d *driftWorld) run() {
 	d.t.Helper()
-	d.loop = NewDriftLoop(d.srv.App, slog.New(slog.NewTextHandler(testWriter{d.t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	log := slog.New(slog.NewTextHandler(testWriter{d.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if _, bench := d.t.(*testing.B); bench {
+		log = discard
+	}
+	d.loop = NewDriftLoop(d.srv.App, log)
 	d.loop.debounce = 50 * time.Millisecond
 	if d.debounce > 0 {
 		d.loop.debounce = d.debounce

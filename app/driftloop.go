@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -202,13 +203,20 @@ var errHeadMoved = errors.New("the default branch moved")
 
 // check looks at one target once. wait is when it wants to look again: a
 // change is waiting out its quiet period.
-func (d *DriftLoop) check(ctx context.Context, w *drift.Watcher, t Target, log *slog.Logger) (time.Duration, error) {
+func (d *DriftLoop) check(ctx context.Context, w *drift.Watcher, t Target, log *slog.Logger) (wait time.Duration, err error) {
+	defer func() {
+		// A defect on one target must not stop the loop for the others.
+		if r := recover(); r != nil {
+			log.Error("drift check panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			wait, err = 0, fmt.Errorf("internal error: %v", r)
+		}
+	}()
 	// A cluster or GitHub that stops answering must not hold the loop: watches
 	// are long requests, so the bound is on the check, not the client.
 	ctx, cancel := context.WithTimeout(ctx, d.app.cfg.Server.JobTimeout)
 	defer cancel()
 	for range 3 {
-		wait, err := d.checkOnce(ctx, w, t, log)
+		wait, err = d.checkOnce(ctx, w, t, log)
 		if !errors.Is(err, errHeadMoved) {
 			return wait, err
 		}

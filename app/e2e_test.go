@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -487,5 +488,48 @@ func TestShutdownNeverHalfPublishes(t *testing.T) {
 		if !strings.HasPrefix(c.Body, fmt.Sprintf("<!-- driftback:comment part=%d of=%d -->", i+1, len(comments))) {
 			t.Errorf("part %d of %d starts %.50q", i+1, len(comments), c.Body)
 		}
+	}
+}
+
+// TestMetricsCountWhatHappened: /metrics reports deliveries by event and
+// outcome (a forged one under "other"), the job's duration, GitHub calls and
+// the queue depth.
+func TestMetricsCountWhatHappened(t *testing.T) {
+	w := newWorld(t, nil)
+	w.srv.App.clients.metrics = w.srv.Metrics // the harness replaced the clients
+	w.liveProd()
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, withReplicas(3))
+	w.openPR(6, base, head, nil)
+	w.deliver("pull_request", "m-open", prPayload("opened", 6, head.String()))
+	w.waitChecks(head.String(), 2)
+	req, _ := http.NewRequest(http.MethodPost, w.http.URL+"/webhook", strings.NewReader("{}"))
+	req.Header.Set("X-GitHub-Event", "made-up-event-name")
+	req.Header.Set("X-Hub-Signature-256", "sha256=00")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	resp, err := http.Get(w.http.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	text := string(b)
+	for _, want := range []string{
+		`driftback_webhook_deliveries_total{event="pull_request",outcome="accepted"} 1`,
+		`driftback_webhook_deliveries_total{event="other",outcome="bad_signature"} 1`,
+		`driftback_job_duration_seconds_count{outcome="done"} 1`,
+		`driftback_github_requests_total{code="201",method="POST"}`,
+		`driftback_render_duration_seconds_count`,
+		`driftback_queue_depth 0`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(text, "made-up-event-name") {
+		t.Error("an unverified event name became a label")
 	}
 }
