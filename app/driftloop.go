@@ -55,6 +55,9 @@ type targetState struct {
 	// head is the default branch's commit last read, and when.
 	head   string
 	headAt time.Time
+	// refresh asks for the head to be read again (a push, set by Nudge from
+	// another goroutine).
+	refresh atomic.Bool
 	// decided is the key of the last drift published (or found up to date)
 	// and when: the same drift is not asked of GitHub again until the
 	// interval passes.
@@ -115,7 +118,7 @@ func (d *DriftLoop) Nudge(repo string) {
 			continue
 		}
 		if s := d.states[targetKey(t)]; s != nil {
-			s.headAt = time.Time{}
+			s.refresh.Store(true)
 		}
 		if ch := d.wake[t.Cluster]; ch != nil {
 			select {
@@ -220,7 +223,7 @@ func (d *DriftLoop) check(ctx context.Context, w *drift.Watcher, t Target, log *
 		if !errors.Is(err, errHeadMoved) {
 			return wait, err
 		}
-		d.state(t).headAt = time.Time{}
+		d.state(t).refresh.Store(true)
 	}
 	return 0, errHeadMoved
 }
@@ -247,7 +250,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	st := d.state(t)
 	now := a.now()
 	defaultRef := "refs/heads/" + info.GetDefaultBranch()
-	if st.head == "" || now.Sub(st.headAt) >= a.cfg.Server.DriftInterval {
+	if st.refresh.Swap(false) || st.head == "" || now.Sub(st.headAt) >= a.cfg.Server.DriftInterval {
 		refs, err := remoteRefs(ctx, info.GetCloneURL(), token)
 		if err != nil {
 			return 0, fmt.Errorf("list the repository's branches: %w", err)

@@ -172,14 +172,34 @@ func (f *Fake) createPull(w http.ResponseWriter, req *http.Request, m []string, 
 	writeJSON(w, http.StatusCreated, f.pullJSON(r, p))
 }
 
-func (f *Fake) editPull(w http.ResponseWriter, req *http.Request, m []string, inst int64) {
-	var in struct {
-		Title, Body, State *string
-	}
+// edit is the body of a PATCH to an issue or pull request: the fields given
+// change, the others stay.
+type edit struct {
+	Title, Body, State *string
+}
+
+func readEdit(w http.ResponseWriter, req *http.Request) (edit, bool) {
+	var in edit
 	if !readJSON(w, req, &in) {
-		return
+		return in, false
 	}
 	if in.Body != nil && tooLong(w, *in.Body) {
+		return in, false
+	}
+	return in, true
+}
+
+func (e edit) apply(title, body, state *string) {
+	for _, f := range []struct{ from, to *string }{{e.Title, title}, {e.Body, body}, {e.State, state}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+}
+
+func (f *Fake) editPull(w http.ResponseWriter, req *http.Request, m []string, inst int64) {
+	in, ok := readEdit(w, req)
+	if !ok {
 		return
 	}
 	f.mu.Lock()
@@ -198,15 +218,7 @@ func (f *Fake) editPull(w http.ResponseWriter, req *http.Request, m []string, in
 		validation(w, "PullRequest", "state", "cannot reopen a merged pull request")
 		return
 	}
-	if in.Title != nil {
-		p.Title = *in.Title
-	}
-	if in.Body != nil {
-		p.Body = *in.Body
-	}
-	if in.State != nil {
-		p.State = *in.State
-	}
+	in.apply(&p.Title, &p.Body, &p.State)
 	writeJSON(w, http.StatusOK, f.pullJSON(r, p))
 }
 
@@ -306,13 +318,8 @@ func (f *Fake) createIssue(w http.ResponseWriter, req *http.Request, m []string,
 }
 
 func (f *Fake) editIssue(w http.ResponseWriter, req *http.Request, m []string, inst int64) {
-	var in struct {
-		Title, Body, State *string
-	}
-	if !readJSON(w, req, &in) {
-		return
-	}
-	if in.Body != nil && tooLong(w, *in.Body) {
+	in, ok := readEdit(w, req)
+	if !ok {
 		return
 	}
 	f.mu.Lock()
@@ -327,15 +334,7 @@ func (f *Fake) editIssue(w http.ResponseWriter, req *http.Request, m []string, i
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
 		return
 	}
-	if in.Title != nil {
-		i.Title = *in.Title
-	}
-	if in.Body != nil {
-		i.Body = *in.Body
-	}
-	if in.State != nil {
-		i.State = *in.State
-	}
+	in.apply(&i.Title, &i.Body, &i.State)
 	writeJSON(w, http.StatusOK, f.issueJSON(r, i))
 }
 
