@@ -48,7 +48,7 @@ type Manifest struct {
 
 // HookAttributes says where GitHub delivers webhooks.
 type HookAttributes struct {
-	URL    string `yaml:"url" json:"url"`
+	URL string `yaml:"url" json:"url"`
 	// Active turns the webhook on (default true: an App without it hears
 	// nothing).
 	Active *bool `yaml:"active" json:"active"`
