@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/go-github/v60/github"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -53,6 +54,7 @@ type targetState struct {
 	// seen maps each live change to when it was first seen with its value.
 	seen map[string]time.Time
 	// head is the default branch's commit last read, and when.
+	info   *github.Repository
 	head   string
 	headAt time.Time
 	// refresh asks for the head to be read again (a push, set by Nudge from
@@ -162,6 +164,9 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string, targets []T
 			tlog := log.With("repo", t.Repo, "target", t.Name)
 			wait, err := d.check(ctx, w, t, tlog)
 			d.checks.Add(1)
+			if err != nil {
+				d.state(t).refresh.Store(true)
+			}
 			if err != nil && ctx.Err() == nil {
 				d.app.metrics.failure("drift_check")
 				tlog.Error("drift check failed", "err", err)
@@ -239,18 +244,21 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	if err != nil {
 		return 0, err
 	}
-	info, _, err := gh.Repositories.Get(ctx, owner, name)
-	if err != nil {
-		return 0, fmt.Errorf("read the repository: %w", err)
-	}
 	token, err := a.clients.Token(ctx, inst)
 	if err != nil {
 		return 0, err
 	}
 	st := d.state(t)
 	now := a.now()
-	defaultRef := "refs/heads/" + info.GetDefaultBranch()
-	if st.refresh.Swap(false) || st.head == "" || now.Sub(st.headAt) >= a.cfg.Server.DriftInterval {
+	// The repository and its head are read again on a push, after a failed
+	// check, and every interval; watch events alone cost GitHub nothing until
+	// the drift itself changes.
+	if st.refresh.Swap(false) || st.info == nil || now.Sub(st.headAt) >= a.cfg.Server.DriftInterval {
+		info, _, err := gh.Repositories.Get(ctx, owner, name)
+		if err != nil {
+			return 0, fmt.Errorf("read the repository: %w", err)
+		}
+		defaultRef := "refs/heads/" + info.GetDefaultBranch()
 		refs, err := remoteRefs(ctx, info.GetCloneURL(), token)
 		if err != nil {
 			return 0, fmt.Errorf("list the repository's branches: %w", err)
@@ -258,8 +266,10 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 		if refs[defaultRef] == "" {
 			return 0, fmt.Errorf("the default branch %s does not exist", info.GetDefaultBranch())
 		}
-		st.head, st.headAt = refs[defaultRef], now
+		st.info, st.head, st.headAt = info, refs[defaultRef], now
 	}
+	info := st.info
+	defaultRef := "refs/heads/" + info.GetDefaultBranch()
 	repo, release, err := a.cache.Fetch(ctx, info.GetFullName(), info.GetCloneURL(), token, []string{defaultRef}, []string{st.head})
 	if err != nil {
 		return 0, err

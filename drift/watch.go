@@ -3,6 +3,7 @@ package drift
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -185,7 +186,11 @@ func (w *Watcher) start(gk schema.GroupKind, r schema.GroupVersionResource, ns s
 	notify := func(any) { w.notify() }
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: notify, DeleteFunc: notify,
-		UpdateFunc: func(_, _ any) { w.notify() },
+		UpdateFunc: func(old, cur any) {
+			if changedByWriter(old, cur) {
+				w.notify()
+			}
+		},
 	}); err != nil {
 		return nil, false // only when stopped, which a new informer is not
 	}
@@ -211,6 +216,51 @@ func (w *Watcher) wait(ctx context.Context, waits []*watched) error {
 		}
 	}
 	return nil
+}
+
+// changedByWriter reports whether an update changed more than the status:
+// controllers rewrite status all the time (every pod's, every rollout's), and
+// waking the drift loop for each would keep it checking without pause.
+func changedByWriter(old, cur any) bool {
+	a, err1 := meta.Accessor(old)
+	b, err2 := meta.Accessor(cur)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	if a.GetGeneration() != b.GetGeneration() || !reflect.DeepEqual(a.GetLabels(), b.GetLabels()) ||
+		!reflect.DeepEqual(a.GetAnnotations(), b.GetAnnotations()) || !reflect.DeepEqual(a.GetOwnerReferences(), b.GetOwnerReferences()) {
+		return true
+	}
+	if !reflect.DeepEqual(writers(a.GetManagedFields()), writers(b.GetManagedFields())) {
+		return true
+	}
+	ua, ok1 := old.(*unstructured.Unstructured)
+	ub, ok2 := cur.(*unstructured.Unstructured)
+	if !ok1 || !ok2 {
+		return false // metadata only: nothing else to compare
+	}
+	// Kinds without a generation (ConfigMaps, Secrets, Services) change in
+	// place: compare everything but the bookkeeping.
+	for k, v := range ub.Object {
+		if k == "metadata" || k == "status" {
+			continue
+		}
+		if !reflect.DeepEqual(v, ua.Object[k]) {
+			return true
+		}
+	}
+	return len(ua.Object) != len(ub.Object)
+}
+
+// writers are the managedFields entries of everything but the status.
+func writers(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	var out []metav1.ManagedFieldsEntry
+	for _, e := range entries {
+		if e.Subresource != "status" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // slimObject drops what comparisons never read, to keep the caches small:
