@@ -353,7 +353,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Sprintf("%s: %q and %q would share the drift branch %s%s; rename one", where, other, t.Name, DriftBranchPrefix, slug(t.Name)))
 		}
 		slugs[branch] = t.Name
-		key := t.Repo + " " + t.Name
+		key := strings.ToLower(t.Repo) + " " + t.Name
 		if seen[key] {
 			errs = append(errs, fmt.Sprintf("%s: a second target named %q in %s", where, t.Name, t.Repo))
 		}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/driftback/driftback/internal/githubfake"
+	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
 )
 
@@ -678,5 +680,44 @@ func TestUnreachableClusterBlocksOnlyItsTargets(t *testing.T) {
 	mu.Unlock()
 	if n == 0 {
 		t.Fatal("the unreachable cluster was never tried, so this proves nothing")
+	}
+}
+
+// TestPersonsPushDuringAnUpdateIsKept: a person pushes to the drift branch
+// after driftback read it and before it pushes its update. The push is a
+// force-push with lease, so it is refused, driftback reads again, sees the
+// person's commit and comments instead: the person's commit stays.
+func TestPersonsPushDuringAnUpdateIsKept(t *testing.T) {
+	d := newDriftWorld(t, 200*time.Millisecond, nil)
+	var personal plumbing.Hash
+	var raced atomic.Bool
+	d.run()
+	d.scale(5, "kubectl")
+	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	number := d.openPulls()[0].Number
+	tip := d.branch()
+	wt, err := d.local.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.Checkout(&git.CheckoutOptions{Hash: tip, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if personal, err = wt.Commit("a person's fix", &git.CommitOptions{AllowEmptyCommits: true,
+		Author: &object.Signature{Name: "dev", Email: "dev@example.com", When: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	d.loop.beforeAct = func(_ context.Context, a prgen.Action) {
+		if a == prgen.ActionUpdate && raced.CompareAndSwap(false, true) {
+			d.push(map[string]plumbing.Hash{"refs/heads/driftback/drift/prod": personal})
+		}
+	}
+	d.scale(6, "kubectl")
+	d.waitFor("a comment instead of the update", func() bool { return commentsWith(d.gh, number, "has commits from a person") == 1 })
+	if !raced.Load() {
+		t.Fatal("the person's push did not race an update, so this proves nothing")
+	}
+	if got := d.branch(); got != personal {
+		t.Errorf("the person's commit %s was overwritten by %s", personal, got)
 	}
 }

@@ -60,6 +60,10 @@ type targetState struct {
 	// refresh asks for the head to be read again (a push, set by Nudge from
 	// another goroutine).
 	refresh atomic.Bool
+	// present are the desired objects seen live, by identity: an object
+	// missing live counts as deleted only after it was seen there (one Git
+	// just added may not be applied yet).
+	present map[string]bool
 	// decided is the key of the last drift published (or found up to date)
 	// and when: the same drift is not asked of GitHub again until the
 	// interval passes.
@@ -199,11 +203,15 @@ func (d *DriftLoop) state(t Target) *targetState {
 	defer d.mu.Unlock()
 	s, ok := d.states[targetKey(t)]
 	if !ok {
-		s = &targetState{seen: map[string]time.Time{}}
+		s = &targetState{seen: map[string]time.Time{}, present: map[string]bool{}}
 		d.states[targetKey(t)] = s
 	}
 	return s
 }
+
+// headInterval bounds how stale the default branch's head may be: a push
+// delivered to another replica reaches the leader this way.
+const headInterval = time.Minute
 
 // errHeadMoved says the default branch moved during a check: it is checked
 // again at the new head.
@@ -253,7 +261,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	// The repository and its head are read again on a push, after a failed
 	// check, and every interval; watch events alone cost GitHub nothing until
 	// the drift itself changes.
-	if st.refresh.Swap(false) || st.info == nil || now.Sub(st.headAt) >= a.cfg.Server.DriftInterval {
+	if st.refresh.Swap(false) || st.info == nil || now.Sub(st.headAt) >= min(a.cfg.Server.DriftInterval, headInterval) {
 		info, _, err := gh.Repositories.Get(ctx, owner, name)
 		if err != nil {
 			return 0, fmt.Errorf("read the repository: %w", err)
@@ -326,6 +334,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 		return 0, err
 	}
 	live := d.liveChanges(ctx, w, t, target.Drift, desired, namespaces, opts.IgnoreManagers)
+	live.changes = observedDeletions(st, desired, live.changes)
 	ready, wait := d.quiet(st, t, live, now)
 	a.metrics.driftedObjects(t.Repo, t.Name, len(live.changes)+len(live.unmanaged))
 	log.Debug("drift checked", "head", shortSHA(st.head), "drifted", len(target.Drift), "ready", len(ready.changes)+len(ready.unmanaged), "waiting", wait)
@@ -352,10 +361,15 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	// Publishing fetches into the cache itself: let go of this read first.
 	done()
 	p := &driftPublisher{loop: d, gh: gh, owner: owner, repo: name, info: info, token: token, t: t, head: st.head, log: log}
+	// Once begun, publishing is not cut short by a lost leadership or a
+	// shutdown: a branch pushed without its pull request, or a pull request
+	// without its labels, is avoided.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
 	if t.Policy.Codify == CodifyReport {
-		err = p.publishIssue(ctx, plan)
+		err = p.publishIssue(pctx, plan)
 	} else {
-		err = p.publishPull(ctx, plan)
+		err = p.publishPull(pctx, plan)
 	}
 	if err != nil {
 		return 0, err
@@ -439,7 +453,7 @@ func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t Target,
 		}
 		var fields []drift.Field
 		for _, f := range ch.Fields {
-			if f.Manager != "" && !notPerson[f.Manager] {
+			if f.Manager != "" && !notPerson[f.Manager] && !strings.Contains(f.Path, restartedAt) {
 				fields = append(fields, f)
 			}
 		}
@@ -484,6 +498,10 @@ func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t Target,
 	}
 	return out
 }
+
+// restartedAt is what `kubectl rollout restart` writes into a pod template:
+// a restart, not a change worth keeping in Git.
+const restartedAt = "kubectl.kubernetes.io/restartedAt"
 
 // ready is what has stayed for the quiet period, with a key that names it.
 type ready struct {
@@ -587,4 +605,37 @@ func (d *DriftLoop) unmanagedObjects(ctx context.Context, w *drift.Watcher, ps [
 		}
 	}
 	return out, nil
+}
+
+// observedDeletions keeps, of the objects Git has and the cluster does not,
+// those this loop saw live before: one Git just added is the reconciler's to
+// apply, not a person's deletion. It records what is live now.
+func observedDeletions(st *targetState, desired []*unstructured.Unstructured, changes []drift.Change) []drift.Change {
+	missing := map[string]bool{}
+	for _, ch := range changes {
+		if ch.Action == drift.ActionCreate {
+			missing[ch.Ref().Key()] = true
+		}
+	}
+	present := map[string]bool{}
+	for _, o := range desired {
+		gvk := o.GroupVersionKind()
+		k := drift.Ref{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}.Key()
+		if !missing[k] {
+			present[k] = true
+		}
+	}
+	var out []drift.Change
+	for _, ch := range changes {
+		k := ch.Ref().Key()
+		if ch.Action == drift.ActionCreate && !st.present[k] {
+			continue
+		}
+		if ch.Action == drift.ActionCreate {
+			present[k] = true // still counts until it is back or gone from Git
+		}
+		out = append(out, ch)
+	}
+	st.present = present
+	return out
 }

@@ -122,7 +122,10 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 		if err != nil {
 			return err
 		}
-		if err := pushBranch(ctx, repo, p.info.GetCloneURL(), p.token, commit, p.branch()); err != nil {
+		if err := pushBranch(ctx, repo, p.info.GetCloneURL(), p.token, commit, p.branch(), tip); err != nil {
+			if errors.Is(err, errBranchMoved) {
+				return errHeadMoved // read everything again
+			}
 			return err
 		}
 		title, body := prgen.Title(plan), prgen.Body(plan)
@@ -162,7 +165,7 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 			return p.commentOnce(ctx, d.Number, driftMarker("gone", fp),
 				"The cluster matches Git again. This branch has commits from a person, so driftback leaves the pull request open: close it if it is no longer wanted.")
 		}
-		if err := p.commentOnce(ctx, d.Number, driftMarker("gone", fp), "The cluster matches Git again: the live changes this pull request proposed are gone, so it is closed."); err != nil {
+		if err := p.commentOnce(ctx, d.Number, driftMarker("gone", fp), "Closing: "+d.Reason+". The live changes this pull request proposed are no longer there to codify."); err != nil {
 			return err
 		}
 		closed := "closed"
@@ -268,7 +271,7 @@ func (p *driftPublisher) publishIssue(ctx context.Context, plan *prgen.Plan) err
 		p.loop.app.metrics.driftAction("issue", "updated")
 		log.Info("drift issue updated", "issue", d.Number)
 	case prgen.ActionClose:
-		if err := p.commentOnce(ctx, d.Number, driftMarker("gone", plan.Fingerprint()), "The cluster matches Git again: closing."); err != nil {
+		if err := p.commentOnce(ctx, d.Number, driftMarker("gone", plan.Fingerprint()), "Closing: "+d.Reason+"."); err != nil {
 			return err
 		}
 		closed := "closed"

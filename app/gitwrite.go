@@ -150,16 +150,42 @@ func writeTree(repo *git.Repository, tree *object.Tree, files map[string][]byte)
 	return repo.Storer.SetEncodedObject(obj)
 }
 
-// pushBranch points a remote branch at a commit, replacing what it had.
-func pushBranch(ctx context.Context, repo *git.Repository, url, token string, commit plumbing.Hash, branch string) error {
+// errBranchMoved says a branch was not where driftback last saw it: someone
+// pushed meanwhile, and nothing was overwritten.
+var errBranchMoved = errors.New("the branch moved since it was read")
+
+// pushBranch points a remote branch at a commit, replacing what it had, but
+// only while the branch is still at expected ("" for absent): a person's
+// push in between is never overwritten (a force-push with lease).
+func pushBranch(ctx context.Context, repo *git.Repository, url, token string, commit plumbing.Hash, branch, expected string) error {
 	local := plumbing.ReferenceName("refs/driftback/" + branch)
+	// go-git reads the lease from the local name's remote-tracking ref.
+	tracking := plumbing.ReferenceName("refs/remotes/origin/" + local.String())
 	lock := render.RepoLock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	if err := repo.Storer.SetReference(plumbing.NewHashReference(local, commit)); err != nil {
 		return err
 	}
-	return push(ctx, repo, url, token, config.RefSpec("+"+local.String()+":refs/heads/"+branch))
+	if err := repo.Storer.SetReference(plumbing.NewHashReference(tracking, plumbing.NewHash(expected))); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	spec := config.RefSpec("+" + local.String() + ":refs/heads/" + branch)
+	err := repo.PushContext(ctx, &git.PushOptions{
+		RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: tokenAuth(token),
+		ForceWithLease: &git.ForceWithLease{RefName: plumbing.ReferenceName("refs/heads/" + branch)},
+	})
+	switch {
+	case errors.Is(err, git.NoErrAlreadyUpToDate):
+		return nil
+	case err != nil && strings.Contains(err.Error(), "non-fast-forward"):
+		return fmt.Errorf("push %s: %w", branch, errBranchMoved)
+	case err != nil:
+		return fmt.Errorf("push %s: %w", spec, err)
+	}
+	return nil
 }
 
 // deleteBranch removes a remote branch.

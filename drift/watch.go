@@ -45,7 +45,11 @@ type watched struct {
 	gk        schema.GroupKind
 	resource  schema.GroupVersionResource
 	namespace string // "" for a cluster-scoped kind or every namespace
-	informer  cache.SharedIndexInformer
+	// clusterScoped objects are keyed by name alone, whatever namespace a
+	// render gave them.
+	clusterScoped bool
+	informer      cache.SharedIndexInformer
+	stop          context.CancelFunc
 }
 
 // NewWatcher returns a watcher of the cluster cfg reaches. Its informers run
@@ -102,12 +106,14 @@ func (w *Watcher) Watch(ctx context.Context, kinds []schema.GroupKind, namespace
 			continue
 		}
 		nss := namespaces
-		if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		clusterScoped := m.Scope.Name() != meta.RESTScopeNameNamespace
+		if clusterScoped {
 			nss = []string{""}
 		}
 		for _, ns := range nss {
-			if wt, started := w.start(gk, m.Resource, ns, false); started {
-				waits = append(waits, wt)
+			wt, _ := w.start(gk, m.Resource, ns, false, clusterScoped)
+			if wt != nil {
+				waits = append(waits, wt) // a watch that is not synced yet is waited for again
 			}
 		}
 	}
@@ -135,7 +141,7 @@ func (w *Watcher) WatchMetadata(ctx context.Context, namespaces []string) error 
 			if w.watchedFull(m.Resource, ns) {
 				continue
 			}
-			if wt, started := w.start(k.GroupKind(), m.Resource, ns, true); started {
+			if wt, _ := w.start(k.GroupKind(), m.Resource, ns, true, false); wt != nil {
 				waits = append(waits, wt)
 			}
 		}
@@ -164,7 +170,7 @@ func (w *Watcher) watchedFull(r schema.GroupVersionResource, ns string) bool {
 }
 
 // start starts an informer unless one runs; started is false when it did.
-func (w *Watcher) start(gk schema.GroupKind, r schema.GroupVersionResource, ns string, metaOnly bool) (*watched, bool) {
+func (w *Watcher) start(gk schema.GroupKind, r schema.GroupVersionResource, ns string, metaOnly, clusterScoped bool) (*watched, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	set := w.full
@@ -194,9 +200,10 @@ func (w *Watcher) start(gk schema.GroupKind, r schema.GroupVersionResource, ns s
 	}); err != nil {
 		return nil, false // only when stopped, which a new informer is not
 	}
-	wt := &watched{gk: gk, resource: r, namespace: ns, informer: inf}
+	ctx, stop := context.WithCancel(w.ctx)
+	wt := &watched{gk: gk, resource: r, namespace: ns, clusterScoped: clusterScoped, informer: inf, stop: stop}
 	set[key(r, ns)] = wt
-	go inf.Run(w.ctx.Done())
+	go inf.Run(ctx.Done())
 	return wt, true
 }
 
@@ -207,7 +214,13 @@ func (w *Watcher) wait(ctx context.Context, waits []*watched) error {
 	ctx, cancel := context.WithTimeout(ctx, w.SyncTimeout)
 	defer cancel()
 	for _, wt := range waits {
+		if wt.informer.HasSynced() {
+			continue
+		}
 		if !cache.WaitForCacheSync(ctx.Done(), wt.informer.HasSynced) {
+			// An empty cache would read as "every object deleted": stop
+			// this watch, so the next check starts it again and waits.
+			w.forget(wt)
 			where := "cluster-wide"
 			if wt.namespace != "" {
 				where = "in " + wt.namespace
@@ -263,6 +276,18 @@ func writers(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
 	return out
 }
 
+// forget stops a watch and removes it.
+func (w *Watcher) forget(wt *watched) {
+	wt.stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, set := range []map[string]*watched{w.full, w.metaOnly} {
+		if set[key(wt.resource, wt.namespace)] == wt {
+			delete(set, key(wt.resource, wt.namespace))
+		}
+	}
+}
+
 // slimObject drops what comparisons never read, to keep the caches small:
 // the status and the client-side-apply copy of the whole object.
 func slimObject(obj any) (any, error) {
@@ -291,13 +316,13 @@ func slimMetadata(obj any) (any, error) {
 	return obj, nil
 }
 
-// find returns the full informer holding objects of gk in ns.
+// find returns the synced full informer holding objects of gk in ns.
 func (w *Watcher) find(gk schema.GroupKind, ns string) *watched {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out *watched
 	for _, wt := range w.full {
-		if wt.gk == gk && (wt.namespace == ns || wt.namespace == "") {
+		if wt.gk == gk && (wt.namespace == ns || wt.namespace == "") && wt.informer.HasSynced() {
 			out = wt
 		}
 	}
@@ -316,7 +341,7 @@ func (w *Watcher) Get(ctx context.Context, refs []Ref) (map[string]*unstructured
 			continue
 		}
 		k := ref.Name
-		if ref.Namespace != "" {
+		if ref.Namespace != "" && !wt.clusterScoped {
 			k = ref.Namespace + "/" + ref.Name
 		}
 		item, ok, err := wt.informer.GetIndexer().GetByKey(k)

@@ -114,9 +114,21 @@ func Decide(p *Plan, pulls []PullRequest, personPushed bool) Decision {
 	}
 	fp := p.Fingerprint()
 	for _, pr := range pulls {
-		if !pr.Open && !pr.Merged && FingerprintOf(pr.Body) == fp {
-			return Decision{Action: ActionNothing, Number: pr.Number, Reason: fmt.Sprintf("#%d with this drift was closed without merging: a person decided against it", pr.Number)}
+		if pr.Open || FingerprintOf(pr.Body) != fp {
+			continue
 		}
+		reason := fmt.Sprintf("#%d with this drift was closed without merging: a person decided against it", pr.Number)
+		if pr.Merged {
+			// Merged, yet the drift is still there: what it could not write
+			// (a Secret, a manual edit) was already put to a person.
+			reason = fmt.Sprintf("#%d with this drift was merged", pr.Number)
+		}
+		if open != nil && FingerprintOf(open.Body) != fp {
+			// The drift went back to what was already decided: the open
+			// pull request proposes values the cluster no longer has.
+			return Decision{Action: ActionClose, Number: open.Number, Reason: "the drift went back to what " + reason[:strings.Index(reason, " with")] + " settled"}
+		}
+		return Decision{Action: ActionNothing, Number: pr.Number, Reason: reason}
 	}
 	switch {
 	case open == nil:

@@ -25,8 +25,9 @@ func TestFingerprintIsStable(t *testing.T) {
 
 // TestDecide covers the life of a drift pull request: opened once, updated
 // when the drift changes, left alone when it does not, closed when the drift
-// goes, never reopened after a person closed it, and not overwritten once a
-// person pushed to it.
+// goes, never reopened after a person closed or merged it (closing a newer one
+// that proposes values the cluster went back from), and not overwritten once
+// a person pushed to it.
 func TestDecide(t *testing.T) {
 	five, six := plan(5), plan(6)
 	openFive := PullRequest{Number: 3, Open: true, Body: Body(five)}
@@ -48,7 +49,8 @@ func TestDecide(t *testing.T) {
 		{"no drift, no pull request", &Plan{Overlay: "apps/web"}, nil, false, ActionNothing, 0},
 		{"a person closed this drift's pull request", five, []PullRequest{closedFive}, false, ActionNothing, 2},
 		{"a different drift after a person closed one", six, []PullRequest{closedFive}, false, ActionOpen, 0},
-		{"the same drift after a merge (it came back)", five, []PullRequest{mergedFive}, false, ActionOpen, 0},
+		{"the same drift after a merge (a Secret or a manual edit Git cannot hold)", five, []PullRequest{mergedFive}, false, ActionNothing, 1},
+		{"the drift went back to what a person declined", five, []PullRequest{{Number: 4, Open: true, Body: Body(six)}, closedFive}, false, ActionClose, 4},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
