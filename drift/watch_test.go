@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -107,5 +108,35 @@ func TestWatcherServesFromItsCaches(t *testing.T) {
 			t.Fatal("the cache did not follow the change")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWatcherFindsClusterScopedObjectsWhateverTheirNamespace: kustomize's
+// namespace transformer gives unknown cluster-scoped kinds a namespace; the
+// cache holds them by name alone and must still find them.
+func TestWatcherFindsClusterScopedObjectsWhateverTheirNamespace(t *testing.T) {
+	env := kubetest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	name := env.Namespace + "-reader"
+	if _, err := env.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) }) // best effort
+	w, err := drift.NewWatcher(ctx, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gk := schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}
+	if err := w.Watch(ctx, []schema.GroupKind{gk}, []string{env.Namespace}); err != nil {
+		t.Fatal(err)
+	}
+	ref := drift.Ref{Group: gk.Group, Version: "v1", Kind: gk.Kind, Namespace: env.Namespace, Name: name}
+	got, err := w.Get(ctx, []drift.Ref{ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[ref.Key()] == nil {
+		t.Fatal("a cluster-scoped object asked for with a namespace is reported missing")
 	}
 }
