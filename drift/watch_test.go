@@ -122,7 +122,9 @@ func TestWatcherFindsClusterScopedObjectsWhateverTheirNamespace(t *testing.T) {
 	if _, err := env.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Client.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) }) // best effort
+	t.Cleanup(func() {
+		_ = env.Client.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	}) // best effort
 	w, err := drift.NewWatcher(ctx, env.Config)
 	if err != nil {
 		t.Fatal(err)
