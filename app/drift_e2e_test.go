@@ -135,7 +135,10 @@ func newDriftWorld(t testing.TB, quiet time.Duration, policy func(*Policy)) *dri
 }
 
 // run starts the drift loop.
-func (d *driftWorld) run() {
+func (d *driftWorld) run() { d.runHooked(nil) }
+
+// runHooked starts the drift loop with a hook between deciding and acting.
+func (d *driftWorld) runHooked(beforeAct func(context.Context, prgen.Action)) {
 	d.t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{d.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if _, bench := d.t.(*testing.B); bench {
@@ -143,6 +146,7 @@ func (d *driftWorld) run() {
 	}
 	d.loop = NewDriftLoop(d.srv.App, log)
 	d.loop.debounce = 50 * time.Millisecond
+	d.loop.beforeAct = beforeAct
 	if d.debounce > 0 {
 		d.loop.debounce = d.debounce
 	}
@@ -692,8 +696,12 @@ func TestUnreachableClusterBlocksOnlyItsTargets(t *testing.T) {
 func TestPersonsPushDuringAnUpdateIsKept(t *testing.T) {
 	d := newDriftWorld(t, 200*time.Millisecond, nil)
 	var personal plumbing.Hash
-	var raced atomic.Bool
-	d.run()
+	var armed, raced atomic.Bool
+	d.runHooked(func(_ context.Context, a prgen.Action) {
+		if a == prgen.ActionUpdate && armed.Load() && raced.CompareAndSwap(false, true) {
+			d.push(map[string]plumbing.Hash{"refs/heads/driftback/drift/prod": personal})
+		}
+	})
 	d.scale(5, "kubectl")
 	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
 	number := d.openPulls()[0].Number
@@ -709,11 +717,7 @@ func TestPersonsPushDuringAnUpdateIsKept(t *testing.T) {
 		Author: &object.Signature{Name: "dev", Email: "dev@example.com", When: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
-	d.loop.beforeAct = func(_ context.Context, a prgen.Action) {
-		if a == prgen.ActionUpdate && raced.CompareAndSwap(false, true) {
-			d.push(map[string]plumbing.Hash{"refs/heads/driftback/drift/prod": personal})
-		}
-	}
+	armed.Store(true) // after personal is set: the store publishes it to the loop
 	d.scale(6, "kubectl")
 	d.waitFor("a comment instead of the update", func() bool { return commentsWith(d.gh, number, "has commits from a person") == 1 })
 	if !raced.Load() {
