@@ -24,14 +24,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/driftback/driftback/internal/githubfake"
+	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
 )
@@ -178,27 +175,7 @@ func (d *driftWorld) applyOverlay(commit plumbing.Hash, path string) {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(d.env.Config)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(d.env.Config)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	for _, o := range objs {
-		m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
-		if err != nil {
-			d.t.Fatal(err)
-		}
-		b, _ := json.Marshal(o.Object)
-		force := true
-		if _, err := dyn.Resource(m.Resource).Namespace(o.GetNamespace()).Patch(context.Background(), o.GetName(), types.ApplyPatchType, b,
-			metav1.PatchOptions{FieldManager: "kustomize-controller", Force: &force}); err != nil {
-			d.t.Fatalf("apply %s/%s: %v", o.GetKind(), o.GetName(), err)
-		}
-	}
+	kubetest.Apply(d.t, d.env.Config, "kustomize-controller", objs...)
 }
 
 // scale changes the Deployment's replicas through the scale subresource, as
@@ -573,21 +550,22 @@ func TestImageEnvSecretAndAdoption(t *testing.T) {
 	}
 }
 
-// TestChangesThatAreNotProposed: replicas the HPA owns, and a change
-// reverted within the quiet period, never become a pull request.
+// TestChangesThatAreNotProposed: replicas the HPA owns, a rollout restart,
+// and a change reverted within the quiet period never become a pull request.
 func TestChangesThatAreNotProposed(t *testing.T) {
 	const quiet = 10 * time.Second // long enough that the loop surely sees the edit before its revert
 	d := newDriftWorld(t, quiet, nil)
 	d.run()
 	d.settle(1)
 	d.scale(9, "kube-controller-manager") // the HPA scales through the controller manager
+	d.patch("Deployment", "web", "kubectl-rollout", `{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"2026-11-29T12:00:00Z"}}}}}`)
 	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"trace"}]}]}}}}`)
 	d.settle(1)
 	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"info"}]}]}}}}`)
 	time.Sleep(quiet + time.Second) // past the quiet period of the reverted edit and of the HPA's scale
 	d.settle(3)
 	if p := d.gh.Pulls(fullName); len(p) != 0 {
-		t.Fatalf("pull requests for an HPA's scale and a reverted edit: %+v", p)
+		t.Fatalf("pull requests for an HPA's scale, a restart or a reverted edit: %+v", p)
 	}
 	if n := d.loop.checks.Load(); n < 5 {
 		t.Fatalf("only %d checks ran", n)

@@ -453,7 +453,7 @@ func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t Target,
 		}
 		var fields []drift.Field
 		for _, f := range ch.Fields {
-			if f.Manager != "" && !notPerson[f.Manager] && !strings.Contains(f.Path, restartedAt) {
+			if f.Manager != "" && !notPerson[f.Manager] {
 				fields = append(fields, f)
 			}
 		}
@@ -498,10 +498,6 @@ func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t Target,
 	}
 	return out
 }
-
-// restartedAt is what `kubectl rollout restart` writes into a pod template:
-// a restart, not a change worth keeping in Git.
-const restartedAt = "kubectl.kubernetes.io/restartedAt"
 
 // ready is what has stayed for the quiet period, with a key that names it.
 type ready struct {

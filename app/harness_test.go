@@ -21,10 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/google/go-github/v60/github"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
@@ -330,16 +327,5 @@ func (w *world) apply(y string) {
 	if err := yaml.Unmarshal([]byte(w.ns(y)), &u.Object); err != nil {
 		w.t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(w.env.Config)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	gvr := map[string]string{"ConfigMap": "configmaps", "PersistentVolumeClaim": "persistentvolumeclaims", "Deployment": "deployments"}[u.GetKind()]
-	gv := u.GroupVersionKind().GroupVersion()
-	b, _ := json.Marshal(u.Object)
-	force := true
-	if _, err := dyn.Resource(gv.WithResource(gvr)).Namespace(u.GetNamespace()).Patch(context.Background(), u.GetName(),
-		types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: "kustomize-controller", Force: &force}); err != nil {
-		w.t.Fatal(err)
-	}
+	kubetest.Apply(w.t, w.env.Config, "kustomize-controller", u)
 }

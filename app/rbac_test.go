@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -13,8 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -39,29 +37,17 @@ func applyDeployRBAC(t *testing.T, env *kubetest.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resources := map[string]string{"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}
-	applied := 0
+	var install []*unstructured.Unstructured
 	for _, o := range objs {
-		r, ok := resources[o.GetKind()]
-		if !ok {
-			continue
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+			install = append(install, o)
 		}
-		b, _ := json.Marshal(o.Object)
-		force := true
-		gvr := o.GroupVersionKind().GroupVersion().WithResource(r)
-		if _, err := dyn.Resource(gvr).Namespace(o.GetNamespace()).Patch(context.Background(), o.GetName(), types.ApplyPatchType, b,
-			metav1.PatchOptions{FieldManager: "driftback-install", Force: &force}); err != nil {
-			t.Fatalf("apply %s/%s: %v", o.GetKind(), o.GetName(), err)
-		}
-		applied++
 	}
-	if applied < 4 {
-		t.Fatalf("deploy/base gave %d of the namespace, service account, role and binding", applied)
+	if len(install) < 4 {
+		t.Fatalf("deploy/base gave %d of the namespace, service account, role and binding", len(install))
 	}
+	kubetest.Apply(t, env.Config, "driftback-install", install...)
 }
 
 // TestReadOnlyIdentityIsEnough runs driftback's cluster access as the

@@ -2,7 +2,6 @@ package prgen_test
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -74,24 +73,11 @@ func TestPlanCodifiesManualChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := context.Background()
+	kubetest.Apply(t, env.Config, "kustomize-controller", objs...)
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
-	}
-	ctx := context.Background()
-	gvr := func(u *unstructured.Unstructured) schema.GroupVersionResource {
-		return map[string]schema.GroupVersionResource{
-			"Deployment": {Group: "apps", Version: "v1", Resource: "deployments"},
-			"ConfigMap":  {Version: "v1", Resource: "configmaps"},
-			"Secret":     {Version: "v1", Resource: "secrets"},
-		}[u.GetKind()]
-	}
-	force := true
-	for _, o := range objs {
-		b, _ := json.Marshal(o.Object)
-		if _, err := dyn.Resource(gvr(o)).Namespace(ns).Patch(ctx, o.GetName(), types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: "kustomize-controller", Force: &force}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	deploy := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(ns)
 	if _, err := deploy.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{FieldManager: "kubectl"}, "scale"); err != nil {
