@@ -3,7 +3,10 @@
 #   make build     build bin/driftback
 #   make testbin   build the kube-apiserver and etcd the tests run against (cached)
 #   make test      testbin, go vet, and every test (race detector on)
-#   make bench     every benchmark; figures go in BENCHMARKS.md
+#   make bench     every benchmark (builds kubectl for the baselines); figures
+#                  go in BENCHMARKS.md
+#   make fuzz      every fuzz target for FUZZTIME each (default 30s); make
+#                  test runs their seed corpora
 #   make demo      the quick-start diff of the bundled demo
 #   make image     the container image (docker build; IMAGE=... to name it);
 #                  not part of make test
@@ -15,9 +18,10 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TESTFLAGS ?=
 BENCHTIME ?= 3x
+FUZZTIME ?= 30s
 IMAGE ?= ghcr.io/driftback/driftback:$(VERSION)
 
-.PHONY: build testbin test vet bench demo image clean
+.PHONY: build testbin test vet bench fuzz demo image clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/driftback ./cmd/driftback
@@ -36,9 +40,22 @@ test: testbin vet
 	echo "render limits without the race detector (the memory limit as shipped):" && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -run 'TestHostileInput|TestChild' ./render
 
+# kubectl, built from the same release, is the baselines' (kubectl kustomize,
+# kubectl diff --server-side); it is put on PATH for the benchmarks only.
 bench: testbin
-	@assets=$$(hack/testbin/build.sh 2>/dev/null | tail -n1); \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem ./...
+	@assets=$$(hack/testbin/build.sh kubectl | tail -n1); \
+	PATH=$$assets:$$PATH KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem ./...
+
+# Each fuzz target on its own (go test -fuzz takes one at a time). A failing
+# input is written under the package's testdata/fuzz/ and fails make test
+# from then on: commit it with the fix.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$target for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
 
 demo:
 	$(GO) run ./cmd/driftback diff --base fixtures/demo/base --head fixtures/demo/pr --live fixtures/demo/live || [ $$? -eq 1 ]

@@ -109,6 +109,12 @@ type Cluster struct {
 	InCluster bool `yaml:"inCluster"`
 	// Mode is read-only (default) or dry-run, which needs patch: write access.
 	Mode drift.Mode `yaml:"mode"`
+	// QPS is the client's sustained request rate to this cluster; 0 means
+	// drift.DefaultQPS (50), a negative value no client-side limit.
+	QPS float32 `yaml:"qps"`
+	// Burst is how many requests may go at once above QPS; 0 means
+	// drift.DefaultBurst (300).
+	Burst int `yaml:"burst"`
 }
 
 // Target is one overlay of one repository deployed to one cluster.
@@ -319,6 +325,9 @@ func (c *Config) validate() error {
 		if cl.InCluster && cl.Kubeconfig != "" {
 			errs = append(errs, fmt.Sprintf("clusters.%s: inCluster and kubeconfig exclude each other", name))
 		}
+		if cl.Burst < 0 {
+			errs = append(errs, fmt.Sprintf("clusters.%s.burst: %d is negative", name, cl.Burst))
+		}
 	}
 	if le := c.Server.LeaderElection.Cluster; le != "" {
 		if _, ok := c.Clusters[le]; !ok {
@@ -473,6 +482,12 @@ func setScalar(v reflect.Value, s, name string) error {
 			return fmt.Errorf("%s: %q is not a whole number", name, s)
 		}
 		v.SetInt(n)
+	case reflect.Float32, reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a number", name, s)
+		}
+		v.SetFloat(f)
 	case reflect.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {

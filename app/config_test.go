@@ -25,6 +25,44 @@ func TestTheExampleConfigLoads(t *testing.T) {
 	}
 }
 
+// TestClusterClientLimits proves a cluster's client limits come from
+// app.yml or the environment, reach the client config, and default to the
+// product's when unset.
+func TestClusterClientLimits(t *testing.T) {
+	cfg, err := LoadConfig("../app.yml", envOf(map[string]string{"DRIFTBACK_CLUSTERS_STAGING_QPS": "20.5"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging := cfg.Clusters["staging"]
+	if staging.QPS != 20.5 || staging.Burst != 300 {
+		t.Errorf("staging limits %v/%d, want 20.5 from the environment and 300 from app.yml", staging.QPS, staging.Burst)
+	}
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: https://127.0.0.1:6443}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: c\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cluster Cluster
+		qps     float32
+		burst   int
+	}{
+		{Cluster{Kubeconfig: kc}, drift.DefaultQPS, drift.DefaultBurst},
+		{Cluster{Kubeconfig: kc, QPS: 20.5, Burst: 40}, 20.5, 40},
+	} {
+		rc, err := restConfig(c.cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc.QPS != c.qps || rc.Burst != c.burst {
+			t.Errorf("%+v: client limits %v/%d, want %v/%d", c.cluster, rc.QPS, rc.Burst, c.qps, c.burst)
+		}
+	}
+	if _, err := ParseConfig([]byte("clusters:\n  a:\n    burst: -1\n"), envOf(nil)); err == nil || !strings.Contains(err.Error(), "clusters.a.burst") {
+		t.Errorf("a negative burst: err = %v", err)
+	}
+}
+
 func TestConfigErrorsNameTheLine(t *testing.T) {
 	cases := map[string]struct{ yaml, says string }{
 		"an unknown key":    {"server:\n  listen: \":1\"\n  wrokers: 3\n", "line 3: field wrokers not found"},

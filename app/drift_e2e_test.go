@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -356,6 +357,27 @@ func commentsWith(gh *githubfake.Fake, number int, text string) int {
 // closes it; a person closing a pull request unmerged is never overruled for
 // the same drift, while a different drift opens a new one; and once a person
 // pushes to the branch, driftback comments instead of force-pushing.
+// TestWatchEventsDriveTheLoop runs the drift loop with its production timing
+// (a 5-minute interval, the 250 ms debounce): the pull request for a scale
+// arrives well inside waitFor's minute, so it came through the watch, not
+// the interval the other tests shorten.
+func TestWatchEventsDriveTheLoop(t *testing.T) {
+	d := newDriftWorld(t, 500*time.Millisecond, nil)
+	d.cfg.Server.DriftInterval = 5 * time.Minute
+	d.debounce = 250 * time.Millisecond
+	d.run()
+	d.settle(1)
+	checks := d.loop.checks.Load()
+	d.scale(4, "kubectl")
+	d.waitFor("a drift pull request through the watch", func() bool { return len(d.openPulls()) == 1 })
+	if !strings.Contains(d.openPulls()[0].Body, "`4`") {
+		t.Errorf("the pull request does not propose 4:\n%s", d.openPulls()[0].Body)
+	}
+	if d.loop.checks.Load() == checks {
+		t.Error("no check ran after the scale")
+	}
+}
+
 func TestScaleBecomesOnePullRequest(t *testing.T) {
 	d := newDriftWorld(t, 500*time.Millisecond, nil)
 	d.run()
@@ -529,7 +551,7 @@ func TestImageEnvSecretAndAdoption(t *testing.T) {
 	if strings.Contains(pr.Body, "s3cr3t") || strings.Contains(pr.Body, secretB64) {
 		t.Error("the pull request shows the live Secret value")
 	}
-	for _, s := range []string{"Secret/" + d.env.Namespace + "/api-token", "keys token", "ConfigMap/" + d.env.Namespace + "/feature-flags", "kubectl-create", "kubectl-set", "kubectl-edit"} {
+	for _, s := range []string{"Secret/" + d.env.Namespace + "/api-token", "keys `token`", "ConfigMap/" + d.env.Namespace + "/feature-flags", "kubectl-create", "kubectl-set", "kubectl-edit"} {
 		if !strings.Contains(pr.Body, s) {
 			t.Errorf("body lacks %q:\n%s", s, pr.Body)
 		}
@@ -553,22 +575,28 @@ func TestImageEnvSecretAndAdoption(t *testing.T) {
 // TestChangesThatAreNotProposed: replicas the HPA owns, a rollout restart,
 // and a change reverted within the quiet period never become a pull request.
 func TestChangesThatAreNotProposed(t *testing.T) {
-	const quiet = 10 * time.Second // long enough that the loop surely sees the edit before its revert
+	const quiet = 3 * time.Second
 	d := newDriftWorld(t, quiet, nil)
 	d.run()
 	d.settle(1)
 	d.scale(9, "kube-controller-manager") // the HPA scales through the controller manager
 	d.patch("Deployment", "web", "kubectl-rollout", `{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"2026-11-29T12:00:00Z"}}}}}`)
 	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"trace"}]}]}}}}`)
-	d.settle(1)
+	// The loop must have seen the edit waiting out its quiet period, or its
+	// revert proves nothing; the HPA's scale and the restart never count.
+	drifted := func() float64 { return testutil.ToFloat64(d.srv.Metrics.drifted.WithLabelValues(fullName, "prod")) }
+	d.waitFor("the loop to report the edit pending", func() bool { return drifted() == 1 })
 	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"info"}]}]}}}}`)
-	time.Sleep(quiet + time.Second) // past the quiet period of the reverted edit and of the HPA's scale
-	d.settle(3)
+	reverted := time.Now()
+	d.waitFor("the loop to see the revert", func() bool { return drifted() == 0 })
+	// Past the quiet period the edit would have had, and of the HPA's scale.
+	d.waitFor("the quiet period to pass", func() bool { return time.Since(reverted) > quiet })
+	d.settle(2)
 	if p := d.gh.Pulls(fullName); len(p) != 0 {
 		t.Fatalf("pull requests for an HPA's scale, a restart or a reverted edit: %+v", p)
 	}
-	if n := d.loop.checks.Load(); n < 5 {
-		t.Fatalf("only %d checks ran", n)
+	if got := drifted(); got != 0 {
+		t.Errorf("%v drifted objects after the revert, want 0", got)
 	}
 }
 

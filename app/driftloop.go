@@ -364,7 +364,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	// Once begun, publishing is not cut short by a lost leadership or a
 	// shutdown: a branch pushed without its pull request, or a pull request
 	// without its labels, is avoided.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	pctx, cancel := withPublishBudget(ctx, d.app.publishTimeout())
 	defer cancel()
 	if t.Policy.Codify == CodifyReport {
 		err = p.publishIssue(pctx, plan)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/report"
 )
 
 // DriftBranchPrefix starts the branch of every drift pull request; the rest
@@ -118,7 +119,7 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 		log.Debug("drift pull request up to date")
 		return nil
 	case prgen.ActionOpen, prgen.ActionUpdate:
-		commit, err := commitFiles(repo, p.head, plan.Files, commitMessage(plan), me)
+		commit, err := commitFiles(repo, p.head, plan.Files, report.CommitMessage(plan), me)
 		if err != nil {
 			return err
 		}
@@ -128,7 +129,7 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 			}
 			return err
 		}
-		title, body := prgen.Title(plan), prgen.Body(plan)
+		title, body := report.DriftTitle(plan), report.DriftPullRequest(plan)
 		if d.Action == prgen.ActionUpdate {
 			if _, _, err := p.gh.PullRequests.Edit(ctx, p.owner, p.repo, d.Number, &github.PullRequest{Title: &title, Body: &body}); err != nil {
 				return fmt.Errorf("update #%d: %w", d.Number, err)
@@ -159,7 +160,7 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 		return nil
 	case prgen.ActionComment:
 		return p.commentOnce(ctx, d.Number, driftMarker("note", fp),
-			"The drift in the cluster changed, but this branch has commits from a person, so driftback leaves it alone. The drift now:\n\n"+prgen.Markdown(plan))
+			"The drift in the cluster changed, but this branch has commits from a person, so driftback leaves it alone. The drift now:\n\n"+report.DriftPlan(plan))
 	case prgen.ActionClose:
 		if personPushed {
 			return p.commentOnce(ctx, d.Number, driftMarker("gone", fp),
@@ -180,18 +181,6 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 		return nil
 	}
 	return fmt.Errorf("unknown decision %q", d.Action)
-}
-
-func commitMessage(plan *prgen.Plan) string {
-	var b strings.Builder
-	b.WriteString(prgen.Title(plan) + "\n\n")
-	for _, c := range plan.Codified {
-		fmt.Fprintf(&b, "- %s %s (changed live by %s)\n", c.Object, c.Path, c.Manager)
-	}
-	for _, a := range plan.Adopted {
-		fmt.Fprintf(&b, "- %s created live by %s\n", a.Object, a.Manager)
-	}
-	return b.String()
 }
 
 // commentOnce comments on an issue or pull request unless a comment of
@@ -252,8 +241,8 @@ func (p *driftPublisher) publishIssue(ctx context.Context, plan *prgen.Plan) err
 	}
 	d := prgen.Decide(plan, issues, false)
 	log := p.log.With("decision", d.Action, "reason", d.Reason)
-	title := "Drift in " + p.t.Name
-	body := prgen.ReportBody(plan) + p.reportMarker() + "\n"
+	title := report.DriftIssueTitle(p.t.Name)
+	body := report.DriftIssue(plan) + p.reportMarker() + "\n"
 	switch d.Action {
 	case prgen.ActionNothing:
 		return nil

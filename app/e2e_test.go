@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,6 +220,57 @@ func TestSecondaryRateLimitMidPublish(t *testing.T) {
 	}
 }
 
+// TestRetryAfterLongerThanThePublishBound: with the production retry policy,
+// GitHub asks driftback to wait longer than publishing's time bound in the
+// middle of a comment of several parts. driftback waits the whole
+// Retry-After (never retrying early, which would extend GitHub's window) and
+// still writes every part: the bound is on its work, not on GitHub's waits.
+// The bound is lowered to 2 s so the test waits 3 s rather than a minute.
+func TestRetryAfterLongerThanThePublishBound(t *testing.T) {
+	w := newWorld(t, nil)
+	w.srv.App.PublishTimeout = 2 * time.Second
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	big := map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- many.yaml\n"}
+	var many strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\ndata:\n  k: %q\n", i, strings.Repeat(fmt.Sprintf("v%02d-", i), 500))
+		w.apply(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\n  namespace: NS\ndata:\n  k: %q\n", i, strings.Repeat("old-", 500)))
+	}
+	big["deploy/prod/many.yaml"] = many.String()
+	head := w.commit(base, big)
+	w.openPR(6, base, head, nil)
+	path := "/repos/" + fullName + "/issues/6/comments"
+	w.gh.FailAfter("POST", path, 1, 1, 3) // the second part: wait 3 s
+	w.deliver("pull_request", "d-retry-after", prPayload("opened", 6, head.String()))
+	w.waitChecks(head.String(), 2)
+	comments := w.gh.Comments(fullName, 6)
+	if len(comments) < 2 {
+		t.Fatalf("%d comment part(s) after a Retry-After longer than the bound, want all of them", len(comments))
+	}
+	for i, c := range comments {
+		if !strings.HasPrefix(c.Body, fmt.Sprintf("<!-- driftback:comment part=%d of=%d -->", i+1, len(comments))) {
+			t.Errorf("part %d of %d starts %.50q", i+1, len(comments), c.Body)
+		}
+	}
+	var limited, retried time.Time
+	for _, c := range w.gh.Calls() {
+		if c.Method != "POST" || c.Path != path {
+			continue
+		}
+		if c.Status == http.StatusForbidden {
+			limited = c.At
+		} else if !limited.IsZero() && retried.IsZero() {
+			retried = c.At
+		}
+	}
+	if limited.IsZero() || retried.IsZero() {
+		t.Fatalf("no rate-limited call followed by a retry: %v", lastCalls(w.gh.Calls(), 10))
+	}
+	if wait := retried.Sub(limited); wait < 3*time.Second {
+		t.Errorf("retried %v after a Retry-After of 3 s: early", wait)
+	}
+}
+
 // TestRestartKeepsOneComment: driftback restarted between two events still
 // edits the one comment: GitHub is the state.
 func TestRestartKeepsOneComment(t *testing.T) {
@@ -248,7 +300,7 @@ func TestDangerFailsUntilAcknowledged(t *testing.T) {
 	head := w.commit(base, map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n", "deploy/prod/data.yaml": nil})
 	w.openPR(6, base, head, nil)
 	w.deliver("pull_request", "d-danger", prPayload("opened", 6, head.String()))
-	runs := w.waitChecks(head.String(), 1)
+	runs := w.waitChecks(head.String(), 2)
 	prod := findRun(t, runs, "driftback / prod")
 	if prod.Conclusion != "failure" || !strings.Contains(prod.Title, "pvc-removal") {
 		t.Fatalf("prod check: %+v", prod)
@@ -294,6 +346,13 @@ func findRun(t *testing.T, runs []githubfake.CheckRun, name string) githubfake.C
 func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	w := newWorld(t, nil)
 	w.liveProd()
+	var clusterReads atomic.Int64
+	w.srv.App.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			clusterReads.Add(1)
+			return rt.RoundTrip(r)
+		})
+	}
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	head := w.commit(base, withReplicas(3))
 	w.openPR(7, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
@@ -305,6 +364,9 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	body := w.gh.Comments(fullName, 7)[0].Body
 	if !strings.Contains(body, "comes from a fork") || strings.Contains(body, "set by kustomize-controller") {
 		t.Fatalf("the fork's comment shows live data or no reason:\n%s", body)
+	}
+	if n := clusterReads.Load(); n != 0 {
+		t.Fatalf("the fork's pull request made %d requests to the cluster, want none", n)
 	}
 
 	command := func(user, id string) {
@@ -330,6 +392,35 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	waitFor(t, "the check to pass with live data", func() bool {
 		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "success"
 	})
+	if clusterReads.Load() == 0 {
+		t.Error("live data shown without a request to the cluster: the count is not counting")
+	}
+}
+
+// TestPullRequestFromADeletedFork: a pull request whose head repository is
+// gone (a deleted fork: GitHub sends no head repository) is treated as a
+// fork, and the cluster is not read.
+func TestPullRequestFromADeletedFork(t *testing.T) {
+	w := newWorld(t, nil)
+	w.liveProd()
+	var clusterReads atomic.Int64
+	w.srv.App.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			clusterReads.Add(1)
+			return rt.RoundTrip(r)
+		})
+	}
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, withReplicas(3))
+	w.openPR(8, base, head, func(p *githubfake.Pull) { p.HeadRepoGone = true })
+	w.deliver("pull_request", "d-gone", prPayload("opened", 8, head.String()))
+	w.waitChecks(head.String(), 2)
+	if body := w.gh.Comments(fullName, 8)[0].Body; !strings.Contains(body, "comes from a fork") {
+		t.Errorf("a pull request from a deleted fork is not treated as a fork:\n%s", body)
+	}
+	if n := clusterReads.Load(); n != 0 {
+		t.Errorf("%d requests to the cluster for a pull request whose head repository is gone", n)
+	}
 }
 
 // waitIdle waits until no job is queued or running.

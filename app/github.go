@@ -103,7 +103,9 @@ type RetryPolicy struct {
 	Attempts int
 	// Base is the first backoff; it doubles each attempt, with jitter (default 500ms).
 	Base time.Duration
-	// MaxWait caps one wait, also a rate limit's reset or Retry-After (default 2m).
+	// MaxWait caps one backoff (default 2m). A rate limit's Retry-After or
+	// reset is never cut short: a call GitHub asks to wait longer than MaxWait
+	// for is not retried, and fails with GitHub's answer.
 	MaxWait time.Duration
 }
 
@@ -228,6 +230,9 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		} else {
 			lastErr = err
 		}
+		// A publish's time bound is for work: what GitHub asks us to wait
+		// is added to it, so publishing is not cut off half way.
+		extendBudget(req.Context(), wait)
 		timer := time.NewTimer(wait)
 		select {
 		case <-req.Context().Done():
@@ -250,14 +255,18 @@ func (t *retryTransport) verdict(req *http.Request, resp *http.Response, err err
 	}
 	switch {
 	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests:
+		// GitHub's wait is honoured whole: retrying early extends a
+		// secondary limit's window. A wait past MaxWait is not retried.
 		if s := resp.Header.Get("Retry-After"); s != "" {
 			if secs, err := strconv.Atoi(s); err == nil {
-				return min(time.Duration(secs)*time.Second+jitter(250*time.Millisecond), t.policy.MaxWait), true
+				wait := time.Duration(secs)*time.Second + jitter(250*time.Millisecond)
+				return wait, wait <= t.policy.MaxWait
 			}
 		}
 		if resp.Header.Get("X-RateLimit-Remaining") == "0" {
 			if reset, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil {
-				return min(time.Until(time.Unix(reset, 0))+time.Second, t.policy.MaxWait), true
+				wait := time.Until(time.Unix(reset, 0)) + time.Second
+				return wait, wait <= t.policy.MaxWait
 			}
 			return backoff, true
 		}

@@ -158,9 +158,7 @@ func (w *world) start() {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	// Short backoffs keep the tests quick; Retry-After is still honoured.
-	srv.App.clients = NewClients(w.cfg.GitHub.AppID, secrets.PrivateKey, w.cfg.GitHub.APIURL,
-		RetryPolicy{Attempts: 4, Base: 10 * time.Millisecond, MaxWait: 3 * time.Second})
+	// The GitHub clients keep the production retry policy NewServer gives them.
 	w.srv, w.cancel = srv, cancel
 	w.http = httptest.NewServer(srv.Handler())
 	w.t.Cleanup(w.stop)

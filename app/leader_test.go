@@ -3,10 +3,14 @@ package app
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/driftback/driftback/prgen"
 )
@@ -22,7 +26,7 @@ func (d *driftWorld) secondReplica(name string) *Server {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	srv.App.clients = NewClients(cfg.GitHub.AppID, d.gh.KeyPEM(), cfg.GitHub.APIURL, RetryPolicy{Attempts: 4, Base: 10 * time.Millisecond, MaxWait: 3 * time.Second})
+	srv.App.clients = NewClients(cfg.GitHub.AppID, d.gh.KeyPEM(), cfg.GitHub.APIURL, RetryPolicy{})
 	srv.Drift.debounce = 50 * time.Millisecond
 	d.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -40,7 +44,9 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 	d := newDriftWorld(t, 300*time.Millisecond, nil)
 	a, b := d.secondReplica("a"), d.secondReplica("b")
 	le := LeaderElection{Namespace: d.env.Namespace, Name: "driftback-drift",
-		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+		// Replica a releases the Lease when stopped, so b takes it at its next
+		// try: generous renewal times cost the test nothing and cannot flake.
+		LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond}
 
 	atOpen := make(chan struct{})
 	var stopped atomic.Bool
@@ -63,9 +69,20 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 	d.waitFor("replica a to lead", leaderA.Load)
 	bctx, stopB := context.WithCancel(context.Background())
 	doneB := make(chan struct{})
+	// b's Lease requests are counted, to know it has campaigned.
+	var triesB atomic.Int64
+	cfgB := rest.CopyConfig(d.env.Config)
+	cfgB.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if strings.HasSuffix(r.URL.Path, "/leases/"+le.Name) {
+				triesB.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
 	go func() {
 		defer close(doneB)
-		_ = runElected(bctx, d.env.Config, le, "replica-b", discard, nil, func(ctx context.Context) {
+		_ = runElected(bctx, cfgB, le, "replica-b", discard, nil, func(ctx context.Context) {
 			leaderB.Store(true)
 			_ = b.Drift.Run(ctx)
 		})
@@ -76,6 +93,7 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 		<-doneA
 		<-doneB
 	})
+	d.waitFor("replica b to campaign", func() bool { return triesB.Load() >= 3 })
 	if leaderB.Load() {
 		t.Fatal("both replicas lead")
 	}
@@ -133,3 +151,7 @@ func TestSplitBrainOpensOnePullRequest(t *testing.T) {
 		t.Fatalf("%d pull requests from two replicas, want 1: %+v", n, d.gh.Pulls(fullName))
 	}
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/report"
 )
 
 // App holds what the pull-request flow needs across jobs.
@@ -40,6 +42,12 @@ type App struct {
 	// publishing serializes publishing per pull request: a find-or-create
 	// that interleaved with another could create twice.
 	publishing map[string]*sync.Mutex
+	// PublishTimeout bounds the work of publishing; 0 means
+	// DefaultPublishTimeout. Waits GitHub asks for are added to it.
+	PublishTimeout time.Duration
+	// wrapKube, when set, wraps the transport of every cluster client of the
+	// pull-request flow; tests count the requests with it.
+	wrapKube func(http.RoundTripper) http.RoundTripper
 }
 
 // publishLock returns the lock of one pull request's comment and checks.
@@ -165,17 +173,26 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	}
 
 	rep := &drift.Report{Targets: []drift.Target{}, Errors: problems}
-	var checks []CheckResult
-	for _, t := range targets {
+	// Checks keep the order of the targets.
+	checks := make([]CheckResult, len(targets))
+	var work []*targetWork
+	var at []int
+	for i, t := range targets {
 		if len(render.Affected(base, head, []string{t.Path}, changed)) == 0 {
-			checks = append(checks, CheckResult{Name: checkName(t), Conclusion: "success", Title: "Not affected",
-				Summary: fmt.Sprintf("This pull request does not change anything `%s` renders.", t.Path)})
+			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", Title: "Not affected",
+				Summary: report.NotAffectedSummary(t.Path)}
 			continue
 		}
-		live := !fork || t.Policy.ForkLive || req.forceLive
-		target, check := a.compareTarget(ctx, t, base, head, live, labels)
+		w := a.renderTarget(ctx, t, base, head)
+		w.live = !fork || t.Policy.ForkLive || req.forceLive
+		work = append(work, w)
+		at = append(at, i)
+	}
+	readers := a.snapshots(ctx, work)
+	for j, w := range work {
+		target, check := a.compareTarget(ctx, w, readers[w.t.Cluster], labels)
 		rep.Targets = append(rep.Targets, target)
-		checks = append(checks, check)
+		checks[at[j]] = check
 	}
 	lock := a.publishLock(req.key())
 	lock.Lock()
@@ -194,13 +211,13 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 			return a.publishChecks(ctx, gh, req, headSHA, checks)
 		}
 	}
-	parts := drift.Markdown(rep, drift.MarkdownOptions{})
-	parts[len(parts)-1] += fmt.Sprintf("\n---\n<sub>driftback · head %s · %s</sub>\n", shortSHA(headSHA), a.now().UTC().Format("2006-01-02 15:04:05 UTC"))
+	parts := report.Comment(rep, report.CommentOptions{})
+	parts[len(parts)-1] += "\n" + report.Footer(headSHA, a.now())
 	// Publishing is find-or-create by marker and by check name, so a failed
 	// attempt is simply repeated: what it created is found, not duplicated.
 	// Once begun it is not cancelled (by shutdown or a newer commit, which
 	// waits for the lock): a comment set is never left half written.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	ctx, cancel := withPublishBudget(ctx, a.publishTimeout())
 	defer cancel()
 	return retryPublish(ctx, func() error {
 		if err := publishComment(ctx, gh, bot, req.owner, req.repo, req.number, parts); err != nil {
@@ -210,8 +227,17 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	})
 }
 
-// publishTimeout bounds publishing one pull request's comment and checks.
-const publishTimeout = 45 * time.Second
+// DefaultPublishTimeout bounds the work of publishing one pull request's
+// comment and checks, or one drift pull request; waits GitHub asks for
+// (Retry-After) are added to it.
+const DefaultPublishTimeout = 45 * time.Second
+
+func (a *App) publishTimeout() time.Duration {
+	if a.PublishTimeout > 0 {
+		return a.PublishTimeout
+	}
+	return DefaultPublishTimeout
+}
 
 // retryPublish repeats an idempotent publish a few times with backoff.
 func retryPublish(ctx context.Context, publish func() error) error {
@@ -299,12 +325,18 @@ func shortSHA(s string) string {
 	return s
 }
 
-// compareTarget renders one target at base and head, compares it with its
-// cluster when live data may be shown, and decides its check run.
-func (a *App) compareTarget(ctx context.Context, t Target, base, head *render.Tree, live bool, labels map[string]bool) (drift.Target, CheckResult) {
-	check := CheckResult{Name: checkName(t)}
-	in := drift.Input{Path: t.Path}
-	var renderProblems []string
+// targetWork is one affected target of a pull request, rendered.
+type targetWork struct {
+	t        Target
+	in       drift.Input
+	problems []string // render problems: nothing is compared
+	// live says live cluster data may be shown (not a fork, or approved).
+	live bool
+}
+
+// renderTarget renders one target at base and head.
+func (a *App) renderTarget(ctx context.Context, t Target, base, head *render.Tree) *targetWork {
+	w := &targetWork{t: t, in: drift.Input{Path: t.Path}}
 	objects := func(tree *render.Tree) []*unstructured.Unstructured {
 		if !tree.HasKustomization(t.Path) {
 			return nil
@@ -313,26 +345,67 @@ func (a *App) compareTarget(ctx context.Context, t Target, base, head *render.Tr
 		res, err := a.renderer.Render(ctx, tree, []string{t.Path})
 		a.metrics.render(time.Since(start))
 		if err != nil {
-			renderProblems = append(renderProblems, err.Error())
+			w.problems = append(w.problems, err.Error())
 			return nil
 		}
 		o := res.Overlays[0]
 		for _, p := range o.Problems {
-			renderProblems = append(renderProblems, p.Error())
+			w.problems = append(w.problems, p.Error())
 		}
 		objs, err := o.Objects()
 		if err != nil {
-			renderProblems = append(renderProblems, err.Error())
+			w.problems = append(w.problems, err.Error())
 		}
 		return objs
 	}
 	// An overlay new in this pull request has an empty base: everything in it
 	// is a change of the pull request, not drift.
-	in.Base, in.HasBase = objects(base), true
-	in.Head = objects(head)
+	w.in.Base, w.in.HasBase = objects(base), true
+	w.in.Head = objects(head)
+	return w
+}
+
+// clusterRead is what one cluster gives the targets of a pull request: a
+// snapshot of their live objects, or why there is none.
+type clusterRead struct {
+	reader drift.LiveReader
+	err    string
+}
+
+// snapshots reads, per cluster, the live objects of every target of the pull
+// request that may show live data, planned as one set of reads per cluster.
+func (a *App) snapshots(ctx context.Context, work []*targetWork) map[string]*clusterRead {
+	objs := map[string][]*unstructured.Unstructured{}
+	for _, w := range work {
+		if w.live && w.t.Cluster != "" && len(w.problems) == 0 {
+			objs[w.t.Cluster] = append(append(objs[w.t.Cluster], w.in.Base...), w.in.Head...)
+		}
+	}
+	out := map[string]*clusterRead{}
+	for name, all := range objs {
+		conn := a.cluster(name)
+		if conn.err != nil {
+			out[name] = &clusterRead{err: fmt.Sprintf("cluster %s: %v", name, conn.err)}
+			continue
+		}
+		snap, err := drift.NewSnapshot(ctx, conn.reader, all)
+		if err != nil {
+			out[name] = &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+			continue
+		}
+		out[name] = &clusterRead{reader: snap}
+	}
+	return out
+}
+
+// compareTarget compares one rendered target with its cluster's snapshot
+// (nil when live data may not be shown) and decides its check run.
+func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRead, labels map[string]bool) (drift.Target, CheckResult) {
+	t, in, renderProblems := w.t, w.in, w.problems
+	check := CheckResult{Name: checkName(t)}
 	if len(renderProblems) > 0 {
 		check.Conclusion, check.Title = "failure", "The overlay does not render"
-		check.Summary = "- " + strings.Join(renderProblems, "\n- ")
+		check.Summary = report.RenderProblemsSummary(renderProblems)
 		return drift.Target{Path: t.Path, Cluster: t.Cluster, Errors: renderProblems}, check
 	}
 
@@ -344,19 +417,18 @@ func (a *App) compareTarget(ctx context.Context, t Target, base, head *render.Tr
 	var reader drift.LiveReader
 	liveErr := ""
 	switch {
-	case !live:
+	case !w.live:
 		liveErr = "this pull request comes from a fork: live cluster data is shown after someone with write access comments /driftback diff"
 	case t.Cluster == "":
 		liveErr = "the target names no cluster"
+	case read == nil:
+		liveErr = fmt.Sprintf("cluster %s was not read", t.Cluster)
+	case read.err != "":
+		liveErr = read.err
 	default:
-		conn := a.cluster(t.Cluster)
-		if conn.err != nil {
-			liveErr = fmt.Sprintf("cluster %s: %v", t.Cluster, conn.err)
-		} else {
-			reader = conn.reader
-			if a.cfg.Clusters[t.Cluster].Mode == drift.ModeDryRun {
-				opts.Mode, opts.DryRun = drift.ModeDryRun, conn.dryRun
-			}
+		reader = read.reader
+		if a.cfg.Clusters[t.Cluster].Mode == drift.ModeDryRun {
+			opts.Mode, opts.DryRun = drift.ModeDryRun, a.cluster(t.Cluster).dryRun
 		}
 	}
 	var target *drift.Target
@@ -370,13 +442,13 @@ func (a *App) compareTarget(ctx context.Context, t Target, base, head *render.Tr
 	}
 	if target == nil {
 		if target, err = drift.Compare(ctx, nil, in, opts); err != nil {
-			check.Conclusion, check.Title, check.Summary = "failure", "Comparison failed", err.Error()
+			check.Conclusion, check.Title, check.Summary = "failure", "Comparison failed", report.ComparisonFailedSummary(err)
 			return drift.Target{Path: t.Path, Errors: []string{err.Error()}}, check
 		}
 		target.LiveError = liveErr
 	}
 	target.Cluster = t.Cluster
-	check.Summary, check.Text = checkSummary(target), ""
+	check.Summary, check.Text = report.CheckSummary(target), ""
 
 	dangers := target.Dangers()
 	var failing []string
@@ -389,35 +461,17 @@ func (a *App) compareTarget(ctx context.Context, t Target, base, head *render.Tr
 	switch {
 	case len(failing) > 0 && !labels[t.Policy.AckLabel]:
 		check.Conclusion = "failure"
-		check.Title = "Dangerous: " + strings.Join(failing, ", ")
-		check.Summary = fmt.Sprintf("This pull request does what the policy of `%s` fails on: %s. Review the comment, then add the label `%s` to accept it.\n\n%s",
-			t.Name, strings.Join(failing, ", "), t.Policy.AckLabel, check.Summary)
+		check.Title = report.DangerousTitle(failing)
+		check.Summary = report.DangerousSummary(t.Name, failing, t.Policy.AckLabel, check.Summary)
 	case len(failing) > 0:
-		check.Conclusion, check.Title = "success", "Dangers acknowledged with "+t.Policy.AckLabel
+		check.Conclusion, check.Title = "success", report.AcknowledgedTitle(t.Policy.AckLabel)
 	case target.LiveError != "":
 		check.Conclusion, check.Title = "neutral", "Git change only: the cluster was not read"
-		check.Summary = target.LiveError + "\n\n" + check.Summary
+		check.Summary = report.GitOnlySummary(target.LiveError, check.Summary)
 	default:
-		check.Conclusion, check.Title = "success", summaryTitle(target)
+		check.Conclusion, check.Title = "success", report.CheckTitle(target)
 	}
 	return *target, check
-}
-
-func summaryTitle(t *drift.Target) string {
-	counts := map[drift.Action]int{}
-	for _, c := range t.Changes {
-		counts[c.Action]++
-	}
-	return fmt.Sprintf("%d to create, %d to update, %d to delete", counts[drift.ActionCreate], counts[drift.ActionUpdate], counts[drift.ActionDelete])
-}
-
-// checkSummary is the check run's text: the target's part of the report.
-func checkSummary(t *drift.Target) string {
-	parts := drift.Markdown(&drift.Report{Targets: []drift.Target{*t}}, drift.MarkdownOptions{Limit: maxCheckText - 512})
-	if len(parts) > 1 {
-		return parts[0] + "\n\n_(continued in the pull-request comment)_"
-	}
-	return parts[0]
 }
 
 // cluster connects to a named cluster once.
@@ -431,6 +485,9 @@ func (a *App) cluster(name string) *clusterConn {
 	cfg, err := restConfig(a.cfg.Clusters[name])
 	if err == nil {
 		cfg.Timeout = 30 * time.Second
+		if a.wrapKube != nil {
+			cfg.Wrap(a.wrapKube)
+		}
 		cfg.UserAgent = "driftback"
 		c.reader, err = drift.NewClusterReader(cfg)
 		if err == nil && a.cfg.Clusters[name].Mode == drift.ModeDryRun {
@@ -444,15 +501,23 @@ func (a *App) cluster(name string) *clusterConn {
 	return c
 }
 
+// restConfig connects to a cluster with its configured client limits.
 func restConfig(c Cluster) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
 	if c.InCluster {
-		return rest.InClusterConfig()
+		cfg, err = rest.InClusterConfig()
+	} else {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if c.Kubeconfig != "" {
+			rules.ExplicitPath = c.Kubeconfig
+		}
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if c.Kubeconfig != "" {
-		rules.ExplicitPath = c.Kubeconfig
+	if err != nil {
+		return nil, err
 	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+	return drift.Configure(cfg, drift.ClientLimits{QPS: c.QPS, Burst: c.Burst}), nil
 }
 
 // readDefaultBranchFile reads a file at the tip of the default branch; nil
@@ -494,8 +559,7 @@ func (a *App) errorComment(ctx context.Context, req prRequest, cause error) {
 	if err != nil {
 		return
 	}
-	body := fmt.Sprintf("## driftback could not check this pull request\n\n%s\n\nPush a new commit or comment `/driftback diff` to try again.\n\n---\n<sub>driftback · head %s · %s</sub>\n",
-		"`"+strings.ReplaceAll(cause.Error(), "`", "'")+"`", shortSHA(req.sha), a.now().UTC().Format("2006-01-02 15:04:05 UTC"))
+	body := report.ErrorComment(cause, req.sha, a.now())
 	lock := a.publishLock(req.key())
 	lock.Lock()
 	defer lock.Unlock()

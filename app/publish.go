@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/driftback/driftback/report"
 )
 
 // The sticky comment is found again by this hidden marker on each part.
@@ -112,14 +114,11 @@ type CheckResult struct {
 	Text       string
 }
 
-// maxCheckText is GitHub's limit on a check run's summary and text.
-const maxCheckText = 65535
-
 // publishCheck creates or updates this App's named check run on sha.
 func publishCheck(ctx context.Context, gh *github.Client, appID int64, owner, repo, sha string, c CheckResult) error {
-	out := &github.CheckRunOutput{Title: github.String(c.Title), Summary: github.String(truncate(c.Summary, maxCheckText))}
+	out := &github.CheckRunOutput{Title: github.String(c.Title), Summary: github.String(truncate(c.Summary, report.MaxCheckText))}
 	if c.Text != "" {
-		out.Text = github.String(truncate(c.Text, maxCheckText))
+		out.Text = github.String(truncate(c.Text, report.MaxCheckText))
 	}
 	runs, _, err := gh.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, &github.ListCheckRunsOptions{CheckName: github.String(c.Name), AppID: github.Int64(appID)})
 	if err != nil {

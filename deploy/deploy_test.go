@@ -180,7 +180,7 @@ func TestRoles(t *testing.T) {
 // its securityContext draws the apiserver's warning in a namespace that warns.
 func TestRestrictedPodSecurity(t *testing.T) {
 	env := kubetest.New(t)
-	admin := newCluster(t, env.Config)
+	admin := newCluster(t, env.Setup)
 	ns := object(t, `{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "`+env.Namespace+`", "labels": {
 		"pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/warn-version": "latest"}}}`)
 	if w := applyAll(t, admin, []*unstructured.Unstructured{ns}); len(w) > 0 {
@@ -218,7 +218,7 @@ func TestRestrictedPodSecurity(t *testing.T) {
 func TestServiceAccountIsReadOnly(t *testing.T) {
 	env := kubetest.New(t)
 	ctx := context.Background()
-	admin := newCluster(t, env.Config)
+	admin := newCluster(t, env.Setup)
 	if w := applyAll(t, admin, renderOverlay(t, "overlays/example")); len(w) > 0 {
 		t.Errorf("applying the example overlay drew warnings: %q", w)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
 
 	"github.com/driftback/driftback/drift"
 )
@@ -212,26 +213,29 @@ func changedFields(changes []drift.Change) []string {
 	return out
 }
 
-// waitForKind waits until the apiserver serves the CRD's kind and publishes
-// its schema.
+// waitForKind waits until the apiserver serves the CRD's group in discovery
+// and publishes its OpenAPI v3 document, which follows the CRD's
+// establishment by a moment: polled, not slept for.
 func waitForKind(t *testing.T, c *cluster, group string) {
 	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(c.env.Setup)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		reader, err := drift.NewClusterReader(c.env.Config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kinds, err := reader.Kinds(context.Background())
+		paths, err := dc.OpenAPIV3().Paths()
 		if err == nil {
-			for _, k := range kinds {
-				if k.Group == group {
-					time.Sleep(300 * time.Millisecond) // the OpenAPI v3 document follows shortly
+			for p, gv := range paths {
+				if !strings.HasPrefix(p, "apis/"+group+"/") {
+					continue
+				}
+				if b, err := gv.Schema("application/json"); err == nil && len(b) > 0 {
 					return
 				}
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("kind of group %s never served", group)
+	t.Fatalf("group %s never published its OpenAPI v3 document", group)
 }

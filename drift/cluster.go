@@ -47,8 +47,10 @@ type cachedSchema struct {
 // changed since shows up within it.
 const discoveryTTL = time.Minute
 
-// NewClusterReader returns a reader for the cluster cfg reaches.
+// NewClusterReader returns a reader for the cluster cfg reaches. A cfg
+// without client rate limits gets driftback's (see Configure).
 func NewClusterReader(cfg *rest.Config) (*ClusterReader, error) {
+	cfg = Configure(cfg, ClientLimits{})
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -21,9 +21,10 @@ type ServerDryRun struct {
 	managers map[string]*ssa.ResourceManager
 }
 
-// NewServerDryRun returns a dry-run applier for the cluster cfg reaches.
+// NewServerDryRun returns a dry-run applier for the cluster cfg reaches. A
+// cfg without client rate limits gets driftback's.
 func NewServerDryRun(cfg *rest.Config) (*ServerDryRun, error) {
-	c, err := client.New(cfg, client.Options{})
+	c, err := client.New(Configure(cfg, ClientLimits{}), client.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -35,11 +35,11 @@ func newCluster(t testing.TB) *cluster {
 
 func clusterOn(t testing.TB, env *kubetest.Env) *cluster {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(env.Config)
+	dyn, err := dynamic.NewForConfig(env.Setup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Setup)
 	if err != nil {
 		t.Fatal(err)
 	}

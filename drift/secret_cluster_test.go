@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/report"
 )
 
 // TestSecretValuesNeverShow puts a canary value in a Secret at base, at head
@@ -52,7 +53,7 @@ func TestSecretValuesNeverShow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		outputs := map[string]string{"json": string(js), "markdown": strings.Join(drift.Markdown(rep, drift.MarkdownOptions{}), "")}
+		outputs := map[string]string{"json": string(js), "markdown": strings.Join(report.Comment(rep, report.CommentOptions{}), "")}
 		for name, out := range outputs {
 			for _, f := range forms {
 				if strings.Contains(out, f) {
@@ -60,7 +61,7 @@ func TestSecretValuesNeverShow(t *testing.T) {
 				}
 			}
 		}
-		if !strings.Contains(outputs["markdown"], "Secret keys changed: extra, token (values hidden)") {
+		if !strings.Contains(outputs["markdown"], "Secret keys changed: `extra`, `token` (values hidden)") {
 			t.Errorf("%s: the changed keys are not named:\n%s", mode, outputs["markdown"])
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,6 +32,9 @@ type Watcher struct {
 	reader *ClusterReader
 	dyn    dynamic.Interface
 	meta   metadata.Interface
+	// qps and burst are the client's rate limits, for reports.
+	qps   float32
+	burst int
 	// SyncTimeout bounds the wait for a new informer's first list (default 1m).
 	SyncTimeout time.Duration
 
@@ -50,11 +54,27 @@ type watched struct {
 	clusterScoped bool
 	informer      cache.SharedIndexInformer
 	stop          context.CancelFunc
+
+	errMu   sync.Mutex
+	lastErr error // the last list or watch failure, for the start-up report
+}
+
+func (wt *watched) setErr(err error) {
+	wt.errMu.Lock()
+	wt.lastErr = err
+	wt.errMu.Unlock()
+}
+
+func (wt *watched) err() error {
+	wt.errMu.Lock()
+	defer wt.errMu.Unlock()
+	return wt.lastErr
 }
 
 // NewWatcher returns a watcher of the cluster cfg reaches. Its informers run
-// until ctx ends.
+// until ctx ends. A cfg without client rate limits gets driftback's.
 func NewWatcher(ctx context.Context, cfg *rest.Config) (*Watcher, error) {
+	cfg = Configure(cfg, ClientLimits{})
 	// Discovery, gets and lists are bounded (some take no context); watches
 	// are long requests and are not.
 	bounded := rest.CopyConfig(cfg)
@@ -74,7 +94,7 @@ func NewWatcher(ctx context.Context, cfg *rest.Config) (*Watcher, error) {
 		return nil, err
 	}
 	return &Watcher{
-		reader: reader, dyn: dyn, meta: mc, ctx: ctx, SyncTimeout: time.Minute,
+		reader: reader, dyn: dyn, meta: mc, ctx: ctx, SyncTimeout: time.Minute, qps: cfg.QPS, burst: cfg.Burst,
 		full: map[string]*watched{}, metaOnly: map[string]*watched{},
 		changed: make(chan struct{}, 1),
 	}, nil
@@ -202,6 +222,11 @@ func (w *Watcher) start(gk schema.GroupKind, r schema.GroupVersionResource, ns s
 	}
 	ctx, stop := context.WithCancel(w.ctx)
 	wt := &watched{gk: gk, resource: r, namespace: ns, clusterScoped: clusterScoped, informer: inf, stop: stop}
+	// Kept to say why a first list did not complete; the informer retries.
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		wt.setErr(err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}) // fails only once the informer runs; it has not started
 	set[key(r, ns)] = wt
 	go inf.Run(ctx.Done())
 	return wt, true
@@ -213,22 +238,77 @@ func (w *Watcher) wait(ctx context.Context, waits []*watched) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.SyncTimeout)
 	defer cancel()
-	for _, wt := range waits {
+	for i, wt := range waits {
 		if wt.informer.HasSynced() {
 			continue
 		}
 		if !cache.WaitForCacheSync(ctx.Done(), wt.informer.HasSynced) {
-			// An empty cache would read as "every object deleted": stop
-			// this watch, so the next check starts it again and waits.
-			w.forget(wt)
-			where := "cluster-wide"
-			if wt.namespace != "" {
-				where = "in " + wt.namespace
+			// A watch whose list failed is stopped, so the next check starts
+			// it again; one still listing (a slow start) goes on, and the
+			// next check waits for it again. An unfilled cache is never read.
+			pending := 0
+			var cause error
+			for _, other := range waits[i:] {
+				if other.informer.HasSynced() {
+					continue
+				}
+				pending++
+				if err := other.err(); err != nil {
+					if cause == nil {
+						cause = err
+					}
+					w.forget(other)
+				}
 			}
-			return fmt.Errorf("watch %s %s: the first list did not complete in %s (can driftback list and watch it?)", wt.gk, where, w.SyncTimeout)
+			return w.syncError(wt, pending, len(waits), cause)
 		}
 	}
 	return nil
+}
+
+// WatchSyncError says why watches did not fill their caches in time: a
+// refusal (RBAC), another failure of their lists, or none (the lists were
+// still going: a slow apiserver, or the client's own rate limit).
+type WatchSyncError struct {
+	// Kind and Namespace name the first watch that did not fill ("" for
+	// cluster-wide).
+	Kind      schema.GroupKind
+	Namespace string
+	// Pending of Started watches had not filled.
+	Pending, Started int
+	// Cause is the last failure of the first list, or nil when none failed.
+	Cause error
+	// Timeout is how long the watches were waited for; QPS and Burst are the
+	// client's rate limits.
+	Timeout time.Duration
+	QPS     float32
+	Burst   int
+}
+
+func (e *WatchSyncError) Error() string {
+	where := "cluster-wide"
+	if e.Namespace != "" {
+		where = "in " + e.Namespace
+	}
+	head := fmt.Sprintf("watch %s %s: the first list did not complete in %s", e.Kind, where, e.Timeout)
+	switch {
+	case e.Cause != nil && apierrors.IsForbidden(e.Cause):
+		return fmt.Sprintf("%s: refused (can driftback list and watch it?): %v", head, e.Cause)
+	case e.Cause != nil && apierrors.IsTooManyRequests(e.Cause):
+		return fmt.Sprintf("%s: the apiserver is throttling the lists (429, API Priority and Fairness): %v", head, e.Cause)
+	case e.Cause != nil:
+		return fmt.Sprintf("%s: %v", head, e.Cause)
+	}
+	return fmt.Sprintf("%s: no list failed; %d of %d watches were still filling (a slow or busy apiserver, or the client's rate limit of %g requests/s, burst %d, where the apiserver streams no initial lists)",
+		head, e.Pending, e.Started, e.QPS, e.Burst)
+}
+
+// Unwrap returns the cause.
+func (e *WatchSyncError) Unwrap() error { return e.Cause }
+
+func (w *Watcher) syncError(wt *watched, pending, started int, cause error) error {
+	return &WatchSyncError{Kind: wt.gk, Namespace: wt.namespace, Pending: pending, Started: started,
+		Cause: cause, Timeout: w.SyncTimeout, QPS: w.qps, Burst: w.burst}
 }
 
 // changedByWriter reports whether an update changed more than the status:

@@ -51,10 +51,11 @@ func canonical(v any) string {
 
 var fingerprintPattern = regexp.MustCompile(`<!-- driftback:drift fingerprint=([0-9a-f]+) -->`)
 
-// Body is the pull request's description: the plan for a person, and the
-// fingerprint that lets driftback find its decision again on GitHub.
-func Body(p *Plan) string {
-	return Markdown(p) + fmt.Sprintf("\n<!-- driftback:drift fingerprint=%s -->\n", p.Fingerprint())
+// FingerprintMarker is the hidden line a drift pull request's or issue's
+// description carries, which lets driftback find its decision again on
+// GitHub.
+func FingerprintMarker(p *Plan) string {
+	return fmt.Sprintf("<!-- driftback:drift fingerprint=%s -->", p.Fingerprint())
 }
 
 // FingerprintOf reads the fingerprint from a pull request's description.

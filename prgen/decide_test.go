@@ -18,7 +18,7 @@ func TestFingerprintIsStable(t *testing.T) {
 	if plan(5).Fingerprint() == plan(6).Fingerprint() {
 		t.Errorf("different live values share a fingerprint")
 	}
-	if got := FingerprintOf("text\n" + Body(plan(5))); got != plan(5).Fingerprint() {
+	if got := FingerprintOf("text\n" + body(plan(5))); got != plan(5).Fingerprint() {
 		t.Errorf("FingerprintOf(Body) = %q", got)
 	}
 }
@@ -30,9 +30,9 @@ func TestFingerprintIsStable(t *testing.T) {
 // a person pushed to it.
 func TestDecide(t *testing.T) {
 	five, six := plan(5), plan(6)
-	openFive := PullRequest{Number: 3, Open: true, Body: Body(five)}
-	closedFive := PullRequest{Number: 2, Body: Body(five)}
-	mergedFive := PullRequest{Number: 1, Merged: true, Body: Body(five)}
+	openFive := PullRequest{Number: 3, Open: true, Body: body(five)}
+	closedFive := PullRequest{Number: 2, Body: body(five)}
+	mergedFive := PullRequest{Number: 1, Merged: true, Body: body(five)}
 	cases := []struct {
 		name   string
 		plan   *Plan
@@ -50,7 +50,7 @@ func TestDecide(t *testing.T) {
 		{"a person closed this drift's pull request", five, []PullRequest{closedFive}, false, ActionNothing, 2},
 		{"a different drift after a person closed one", six, []PullRequest{closedFive}, false, ActionOpen, 0},
 		{"the same drift after a merge (a Secret or a manual edit Git cannot hold)", five, []PullRequest{mergedFive}, false, ActionNothing, 1},
-		{"the drift went back to what a person declined", five, []PullRequest{{Number: 4, Open: true, Body: Body(six)}, closedFive}, false, ActionClose, 4},
+		{"the drift went back to what a person declined", five, []PullRequest{{Number: 4, Open: true, Body: body(six)}, closedFive}, false, ActionClose, 4},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,3 +61,7 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// body stands for a drift pull request's description: some text and the
+// fingerprint marker.
+func body(p *Plan) string { return "## Drift\n\ntext\n" + FingerprintMarker(p) + "\n" }

@@ -75,7 +75,7 @@ func TestPlanCodifiesManualChanges(t *testing.T) {
 	}
 	ctx := context.Background()
 	kubetest.Apply(t, env.Config, "kustomize-controller", objs...)
-	dyn, err := dynamic.NewForConfig(env.Config)
+	dyn, err := dynamic.NewForConfig(env.Setup)
 	if err != nil {
 		t.Fatal(err)
 	}

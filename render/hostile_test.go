@@ -6,10 +6,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/driftback/driftback/render"
 )
@@ -56,6 +61,10 @@ data:
   h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
   i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
 `
+
+func bigConfigMap(size int) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  k: " + strings.Repeat("x", size) + "\n"
+}
 
 // TestHostileInput proves each kind of hostile kustomization gets a clear
 // problem naming the file and the reason, reads nothing outside the repository,
@@ -189,8 +198,55 @@ metadata:
 				"app/kustomization.yaml": "resources:\n- bomb.yaml\n",
 				"app/bomb.yaml":          aliasBomb,
 			},
-			reason: render.ReasonLimit, file: "app/kustomization.yaml", says: "limit",
+			reason: render.ReasonLimit, file: "app/kustomization.yaml", says: "more than the memory limit of 1024 MiB",
 			limits: render.Limits{Memory: 1 << 30, CPU: 20 * time.Second, Timeout: 40 * time.Second},
+		},
+		{
+			name: "a YAML alias bomb under the limits as shipped",
+			files: map[string]any{
+				"app/kustomization.yaml": "resources:\n- bomb.yaml\n",
+				"app/bomb.yaml":          aliasBomb,
+			},
+			reason: render.ReasonLimit, file: "app/kustomization.yaml",
+			says: fmt.Sprintf("more than the memory limit of %d MiB", render.DefaultLimits().Memory>>20),
+		},
+		{
+			name: "a YAML alias bomb against a lower CPU-time limit",
+			files: map[string]any{
+				"app/kustomization.yaml": "resources:\n- bomb.yaml\n",
+				"app/bomb.yaml":          aliasBomb,
+			},
+			reason: render.ReasonLimit, file: "app/kustomization.yaml", says: "more than the CPU limit of 1s",
+			limits: render.Limits{Memory: 6 << 30, CPU: time.Second, Timeout: 60 * time.Second},
+		},
+		{
+			name: "a YAML alias bomb against a lower wall-time limit",
+			files: map[string]any{
+				"app/kustomization.yaml": "resources:\n- bomb.yaml\n",
+				"app/bomb.yaml":          aliasBomb,
+			},
+			reason: render.ReasonLimit, file: "app/kustomization.yaml", says: "took longer than the limit of 500ms",
+			limits: render.Limits{Memory: 6 << 30, CPU: 60 * time.Second, Timeout: 500 * time.Millisecond},
+		},
+		{
+			name:   "a file over the size limit for one file",
+			files:  map[string]any{"app/kustomization.yaml": "resources:\n- big.yaml\n", "app/big.yaml": bigConfigMap(4096)},
+			reason: render.ReasonLimit, file: "app/big.yaml", says: "over the limit of 2048 per file",
+			limits: render.Limits{MaxFile: 2048},
+		},
+		{
+			name: "files over the size limit for one overlay",
+			files: map[string]any{"app/kustomization.yaml": "resources:\n- a.yaml\n- b.yaml\n",
+				"app/a.yaml": bigConfigMap(3000), "app/b.yaml": strings.Replace(bigConfigMap(3000), "name: big", "name: big2", 1)},
+			reason: render.ReasonLimit, says: "of files, over the limit of 5000",
+			limits: render.Limits{MaxInput: 5000},
+		},
+		{
+			name: "output over the size limit",
+			files: map[string]any{"app/kustomization.yaml": "resources:\n- cm.yaml\nreplicas: []\nnamePrefix: p-\ncommonLabels: {a: b}\n",
+				"app/cm.yaml": bigConfigMap(3000)},
+			reason: render.ReasonLimit, file: "app/kustomization.yaml", says: "the rendered output is",
+			limits: render.Limits{MaxOutput: 1000},
 		},
 		{
 			name: "input that makes kustomize panic",
@@ -248,5 +304,65 @@ metadata:
 				}
 			}
 		})
+	}
+}
+
+// TestSubmodulesAreLeftOut proves a git submodule in the repository is never
+// rendered (its commit lives in another repository that is never fetched):
+// an overlay that uses one gets a problem naming it, and the rest renders.
+func TestSubmodulesAreLeftOut(t *testing.T) {
+	repo := newGitRepo(t)
+	sha := repo.commit("app", map[string]any{
+		"app/kustomization.yaml":  "resources:\n- ../vendor/base\n",
+		"good/kustomization.yaml": goodOverlay, "good/cm.yaml": goodConfigMap,
+	})
+	// Add vendor/base as a gitlink, as `git submodule add` records it.
+	commit, err := repo.repo.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := commit.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := repo.repo.Storer
+	writeTree := func(entries []object.TreeEntry) plumbing.Hash {
+		t.Helper()
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+		obj := store.NewEncodedObject()
+		if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
+			t.Fatal(err)
+		}
+		h, err := store.SetEncodedObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	vendor := writeTree([]object.TreeEntry{{Name: "base", Mode: filemode.Submodule, Hash: plumbing.NewHash("0123456789abcdef0123456789abcdef01234567")}})
+	top := writeTree(append(append([]object.TreeEntry{}, root.Entries...), object.TreeEntry{Name: "vendor", Mode: filemode.Dir, Hash: vendor}))
+	next := &object.Commit{Author: commit.Author, Committer: commit.Committer, Message: "submodule", TreeHash: top, ParentHashes: []plumbing.Hash{commit.Hash}}
+	obj := store.NewEncodedObject()
+	if err := next.Encode(obj); err != nil {
+		t.Fatal(err)
+	}
+	h, err := store.SetEncodedObject(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := render.GitTree(repo.repo, h.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := render.New(render.Options{Parallelism: 1}).Render(context.Background(), tree, []string{"app", "good"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, good := res.Overlays[0], res.Overlays[1]
+	if len(bad.Problems) == 0 || !strings.Contains(bad.Problems[0].Message, "submodule") {
+		t.Fatalf("an overlay using a submodule: problems %v, want one naming the submodule", bad.Problems)
+	}
+	if err := good.Err(); err != nil {
+		t.Errorf("the overlay beside it: %v", err)
 	}
 }

@@ -216,16 +216,25 @@ func DefaultOptions() Options {
 
 // Renderer renders overlays. It is safe for concurrent use.
 type Renderer struct {
-	opts Options
+	opts  Options
+	slots *childSlots
 }
 
-// New returns a Renderer.
+// New returns a Renderer. Where the container has a memory limit, the
+// children of every Renderer in the process together stay within half of it
+// (see ContainerMemory): fewer run at once, or each gets less than
+// Limits.Memory.
 func New(opts Options) *Renderer {
 	opts.Limits = opts.Limits.withDefaults()
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = runtime.GOMAXPROCS(0)
 	}
-	return &Renderer{opts: opts}
+	slots := processSlots()
+	opts.Parallelism = min(opts.Parallelism, cap(slots.free))
+	if slots.memory > 0 {
+		opts.Limits.Memory = min(opts.Limits.Memory, slots.memory)
+	}
+	return &Renderer{opts: opts, slots: slots}
 }
 
 // Render renders the given overlays of t. Every overlay gets an entry in the

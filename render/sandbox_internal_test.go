@@ -39,8 +39,8 @@ func TestChildRefusesNetworkAndPrograms(t *testing.T) {
 	}{
 		"http resource":    {srv.URL + "/cm.yaml", "network access is disabled"},
 		"git base":         {srv.URL + "/org/repo.git//base?ref=main", "network access is disabled"},
-		"github git base":  {"github.com/example/repo//deploy?ref=v1", "git"},
-		"file:// git base": {"file:///etc", "git"},
+		"github git base":  {"github.com/example/repo//deploy?ref=v1", "no 'git' program"},
+		"file:// git base": {"file:///etc", "no 'git' program"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -56,8 +56,8 @@ func TestChildRefusesNetworkAndPrograms(t *testing.T) {
 			if len(o.Problems) == 0 {
 				t.Fatalf("rendered a remote resource:\n%s", o.YAML)
 			}
-			if msg := o.Problems[0].Message; !strings.Contains(msg, tc.says) {
-				t.Errorf("problem %q does not say %q", msg, tc.says)
+			if p := o.Problems[0]; !strings.Contains(p.Message, tc.says) || p.Reason != ReasonRemote {
+				t.Errorf("problem %+v, want a remote refused, saying %q", p, tc.says)
 			}
 			if n := hits.Load(); n != 0 {
 				t.Errorf("the child made %d requests", n)

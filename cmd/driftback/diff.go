@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/report"
 )
 
 // multiFlag collects a flag given several times.
@@ -35,6 +38,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&paths, "path", "an overlay to compare (repeatable); default: the overlays the change affects")
 	kubeconfig := fs.String("kubeconfig", "", "read the live cluster through this kubeconfig `FILE`")
 	kubeContext := fs.String("context", "", "the kubeconfig context (default: its current context)")
+	limits := clientLimitFlags(fs)
 	live := fs.String("live", "", "read the live state from this `DIR` of object dumps (kubectl get -o yaml) instead of a cluster")
 	format := fs.String("format", "markdown", "output: markdown (the pull-request comment) or json")
 	mode := fs.String("mode", string(drift.ModeReadOnly), "read-only predicts server-side apply locally (needs get/list); dry-run asks the server (needs patch: write access)")
@@ -113,7 +117,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		}
 		reader = r
 	case *kubeconfig != "":
-		cfg, err := kubeConfig(*kubeconfig, *kubeContext)
+		cfg, err := kubeConfig(*kubeconfig, *kubeContext, *limits)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -143,7 +147,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
 	default:
-		parts := drift.Markdown(rep, drift.MarkdownOptions{})
+		parts := report.Comment(rep, report.CommentOptions{})
 		fmt.Fprint(stdout, strings.Join(parts, "\n"))
 	}
 	switch {
@@ -155,15 +159,34 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// kubeConfig loads a kubeconfig file and context.
-func kubeConfig(file, context string) (*rest.Config, error) {
+// kubeConfig loads a kubeconfig file and context, with the client limits.
+func kubeConfig(file, context string, limits drift.ClientLimits) (*rest.Config, error) {
 	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: file}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", file, err)
 	}
-	cfg.UserAgent = "driftback"
+	cfg = drift.Configure(cfg, limits)
+	if wrapKubeTransport != nil {
+		cfg.Wrap(wrapKubeTransport)
+	}
 	return cfg, nil
+}
+
+// wrapKubeTransport, when set, wraps the transport of every cluster client
+// the commands build; benchmarks count requests with it. Nil in the product.
+var wrapKubeTransport func(http.RoundTripper) http.RoundTripper
+
+// clientLimitFlags adds the flags that set the cluster client's rate limits.
+func clientLimitFlags(fs *flag.FlagSet) *drift.ClientLimits {
+	l := &drift.ClientLimits{}
+	fs.Func("kube-qps", fmt.Sprintf("client-side requests a second to the cluster (default %d; negative: no client-side limit)", drift.DefaultQPS), func(s string) error {
+		f, err := strconv.ParseFloat(s, 32)
+		l.QPS = float32(f)
+		return err
+	})
+	fs.IntVar(&l.Burst, "kube-burst", drift.DefaultBurst, "requests that may go at once above --kube-qps")
+	return l
 }
 
 // diffTrees opens base and head: refs of one repository, or two directories.
@@ -215,32 +238,48 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 	}
 	baseOut, headOut := byPath(baseRes), byPath(headRes)
 	rep := &drift.Report{Targets: []drift.Target{}, Errors: []string{}}
-	for _, path := range overlays {
-		in := drift.Input{Path: path}
-		var problems []string
+	inputs := make([]drift.Input, len(overlays))
+	problems := make([][]string, len(overlays))
+	var all []*unstructured.Unstructured
+	for i, path := range overlays {
 		objects := func(o *render.Overlay) []*unstructured.Unstructured {
 			if o == nil {
 				return nil
 			}
 			if len(o.Problems) > 0 {
 				for _, p := range o.Problems {
-					problems = append(problems, p.Error())
+					problems[i] = append(problems[i], p.Error())
 				}
 				return nil
 			}
 			objs, err := o.Objects()
 			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: parse the render: %v", path, err))
+				problems[i] = append(problems[i], fmt.Sprintf("%s: parse the render: %v", path, err))
 			}
 			return objs
 		}
 		// An overlay new at head has an empty base: all of it is the change.
-		in.Base, in.HasBase = objects(baseOut[path]), true
-		in.Head = objects(headOut[path])
+		inputs[i] = drift.Input{Path: path, Base: objects(baseOut[path]), HasBase: true, Head: objects(headOut[path])}
+		if len(problems[i]) == 0 {
+			all = append(append(all, inputs[i].Base...), inputs[i].Head...)
+		}
+	}
+	// Every overlay's live objects are read at once, each kind with as few
+	// lists as the credentials allow, rather than per overlay.
+	if reader != nil {
+		snap, err := drift.NewSnapshot(ctx, reader, all)
+		if err != nil {
+			reader, liveErr = nil, fmt.Sprintf("the cluster could not be read: %v", err)
+		} else {
+			reader = snap
+		}
+	}
+	for i, path := range overlays {
+		in := inputs[i]
 		var t *drift.Target
-		if len(problems) > 0 {
-			t = &drift.Target{Path: path, Changes: []drift.Change{}, Drift: []drift.Change{}, PR: []drift.Change{}, Errors: problems}
-			rep.Errors = append(rep.Errors, problems...)
+		if len(problems[i]) > 0 {
+			t = &drift.Target{Path: path, Changes: []drift.Change{}, Drift: []drift.Change{}, PR: []drift.Change{}, Errors: problems[i]}
+			rep.Errors = append(rep.Errors, problems[i]...)
 		} else {
 			var cerr error
 			t, cerr = drift.Compare(ctx, reader, in, opts)

@@ -64,10 +64,10 @@ func TestDiffDemo(t *testing.T) {
 		"**immutable-field** `PersistentVolumeClaim/shop-prod/uploads`",
 		"**rbac-escalation** `ClusterRole/shop-debug`",
 		// Ownership: who changed the cluster.
-		"`.spec.replicas` in `apps/shop/overlays/production`: live 5 (set by kubectl via scale) → 3",
+		"`.spec.replicas` in `apps/shop/overlays/production`: live `5` (set by kubectl via scale) → `3`",
 		"# changed (set by kubectl-edit at ",
 		// Secrets: keys, never values.
-		"Secret keys changed: refresh, token (values hidden)",
+		"Secret keys changed: `refresh`, `token` (values hidden)",
 	}
 	last := -1
 	for i, s := range mustSay {

@@ -15,6 +15,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/report"
 )
 
 func runDrift(args []string, stdout, stderr io.Writer) int {
@@ -24,6 +25,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 	overlay := fs.String("path", "", "the overlay to check")
 	kubeconfig := fs.String("kubeconfig", "", "read the live cluster through this kubeconfig `FILE`")
 	kubeContext := fs.String("context", "", "the kubeconfig context")
+	limits := clientLimitFlags(fs)
 	live := fs.String("live", "", "read the live state from this `DIR` of object dumps")
 	format := fs.String("format", "markdown", "output: markdown or json")
 	write := fs.Bool("write", false, "apply the codified edits to the working tree")
@@ -63,7 +65,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	} else {
-		cfg, err := kubeConfig(*kubeconfig, *kubeContext)
+		cfg, err := kubeConfig(*kubeconfig, *kubeContext, *limits)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -105,7 +107,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {
-		fmt.Fprint(stdout, prgen.Markdown(plan))
+		fmt.Fprint(stdout, report.DriftPlan(plan))
 	}
 	if *write {
 		for _, f := range plan.Paths() {

@@ -2,6 +2,10 @@
 # Builds the kube-apiserver and etcd that tests run against into
 # bin/k8s/<kube>-etcd<etcd>/ and prints that folder on its last line. Does nothing
 # when both binaries of the pinned versions are already there.
+#
+#   build.sh           kube-apiserver and etcd (make test)
+#   build.sh kubectl   also kubectl of the same release, for the benchmarks'
+#                      baselines (make bench); tests never use it
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -9,7 +13,9 @@ root=$(cd "$here/../.." && pwd)
 . "$here/versions.env"
 dest="$root/bin/k8s/${KUBE_VERSION}-etcd${ETCD_VERSION}"
 
-if [ -x "$dest/kube-apiserver" ] && [ -x "$dest/etcd" ]; then
+want_kubectl=false
+[ "${1:-}" = kubectl ] && want_kubectl=true
+if [ -x "$dest/kube-apiserver" ] && [ -x "$dest/etcd" ] && { ! $want_kubectl || [ -x "$dest/kubectl" ]; }; then
   echo "testbin: kube-apiserver v${KUBE_VERSION} and etcd v${ETCD_VERSION} already built" >&2
   echo "$dest"
   exit 0
@@ -25,4 +31,5 @@ build() { # name, module dir
 }
 [ -x "$dest/etcd" ] || build etcd "$here/etcd"
 [ -x "$dest/kube-apiserver" ] || build kube-apiserver "$here/kube-apiserver"
+if $want_kubectl && [ ! -x "$dest/kubectl" ]; then build kubectl "$here/kubectl"; fi
 echo "$dest"

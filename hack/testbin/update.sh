@@ -41,4 +41,17 @@ require go.etcd.io/etcd/server/v3 v${ETCD_VERSION}
 MOD
 rm -f "$here/etcd/go.sum"
 (cd "$here/etcd" && go mod tidy)
+cat > "$here/kubectl/go.mod" <<MOD
+// Builds kubectl for the benchmarks' baselines; see hack/testbin/build.sh.
+module driftback.local/testbin/kubectl
+
+go ${goline}
+
+require (
+	k8s.io/component-base ${staging_version}
+	k8s.io/kubectl ${staging_version}
+)
+MOD
+rm -f "$here/kubectl/go.sum"
+(cd "$here/kubectl" && go mod tidy)
 echo "update.sh: kube-apiserver v${KUBE_VERSION} (${staging_version} staging), etcd v${ETCD_VERSION}"

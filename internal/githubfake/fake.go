@@ -81,13 +81,16 @@ type Pull struct {
 	HeadSHA  string
 	HeadRef  string
 	HeadRepo string // owner/name; another repository means a fork
-	BaseSHA  string
-	BaseRef  string
-	Draft    bool
-	State    string
-	Labels   []string
-	Body     string
-	Merged   bool
+	// HeadRepoGone sends the head repository as null, as GitHub does for a
+	// pull request whose fork was deleted.
+	HeadRepoGone bool
+	BaseSHA      string
+	BaseRef      string
+	Draft        bool
+	State        string
+	Labels       []string
+	Body         string
+	Merged       bool
 }
 
 // Comment is an issue or pull-request comment.
@@ -118,6 +121,8 @@ type CheckRun struct {
 type Call struct {
 	Method, Path string
 	Status       int
+	// At is when the request arrived.
+	At time.Time
 }
 
 type failure struct {
@@ -301,9 +306,10 @@ func (r *recorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.WriteHead
 
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, status: 200}
+	at := time.Now()
 	defer func() {
 		f.mu.Lock()
-		f.calls = append(f.calls, Call{Method: r.Method, Path: r.URL.Path, Status: rec.status})
+		f.calls = append(f.calls, Call{Method: r.Method, Path: r.URL.Path, Status: rec.status, At: at})
 		f.mu.Unlock()
 	}()
 	path := strings.TrimPrefix(r.URL.Path, "/api/v3") // GitHub Enterprise's prefix
@@ -503,6 +509,13 @@ func (f *Fake) getPull(w http.ResponseWriter, _ *http.Request, m []string, inst 
 	writeJSON(w, http.StatusOK, f.pullJSON(r, p))
 }
 
+func headRepoJSON(p *Pull, name, full, owner string) any {
+	if p.HeadRepoGone {
+		return nil
+	}
+	return map[string]any{"name": name, "full_name": full, "owner": map[string]any{"login": owner}}
+}
+
 func (f *Fake) pullJSON(r *Repo, p *Pull) map[string]any {
 	headRepo := p.HeadRepo
 	if headRepo == "" {
@@ -524,7 +537,7 @@ func (f *Fake) pullJSON(r *Repo, p *Pull) map[string]any {
 		"user":     map[string]any{"login": p.User},
 		"labels":   labels,
 		"head": map[string]any{"sha": p.HeadSHA, "ref": p.HeadRef, "label": owner + ":" + p.HeadRef,
-			"repo": map[string]any{"name": name, "full_name": headRepo, "owner": map[string]any{"login": owner}}},
+			"repo": headRepoJSON(p, name, headRepo, owner)},
 		"base": map[string]any{"sha": p.BaseSHA, "ref": p.BaseRef, "repo": repoJSON(r)},
 	}
 }

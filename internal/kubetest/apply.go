@@ -20,6 +20,7 @@ import (
 // namespaced object without a namespace goes to "default".
 func Apply(t testing.TB, cfg *rest.Config, manager string, objs ...*unstructured.Unstructured) {
 	t.Helper()
+	cfg = Fast(cfg)
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -23,9 +23,6 @@ func TestNamespacesAreSeparate(t *testing.T) {
 	if a.Namespace == b.Namespace {
 		t.Fatalf("both got namespace %s", a.Namespace)
 	}
-	if a.Config.Host != b.Config.Host {
-		t.Errorf("two apiservers: %s and %s", a.Config.Host, b.Config.Host)
-	}
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Data: map[string]string{"k": "v"}}
 	if _, err := a.Client.CoreV1().ConfigMaps(a.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
@@ -37,6 +34,10 @@ func TestNamespacesAreSeparate(t *testing.T) {
 	}
 	if _, err := b.Client.CoreV1().ConfigMaps(b.Namespace).Get(ctx, "probe", metav1.GetOptions{}); err == nil {
 		t.Errorf("the object is visible in the other test's namespace")
+	}
+	// One apiserver: the other test's client finds it by its namespace.
+	if _, err := b.Client.CoreV1().ConfigMaps(a.Namespace).Get(ctx, "probe", metav1.GetOptions{}); err != nil {
+		t.Errorf("the second test's client reads another apiserver: %v", err)
 	}
 	// The server is a real one: it reports its version and runs admission.
 	v, err := a.Client.Discovery().ServerVersion()
@@ -67,5 +68,28 @@ func TestImpersonate(t *testing.T) {
 	}
 	if want := "system:serviceaccount:" + env.Namespace + ":nobody"; !strings.Contains(err.Error(), want) {
 		t.Errorf("the refusal %q does not name %s", err, want)
+	}
+}
+
+// TestConfigHasNoClientLimits proves the Config tests give product code is a
+// kubeconfig's: no client rate limits, so the product applies its own, and
+// only the harness's Setup is raised.
+func TestConfigHasNoClientLimits(t *testing.T) {
+	env := kubetest.New(t)
+	if env.Config.QPS != 0 || env.Config.Burst != 0 || env.Config.RateLimiter != nil {
+		t.Errorf("Config carries client limits QPS %v burst %d limiter %v: product code would run with the harness's", env.Config.QPS, env.Config.Burst, env.Config.RateLimiter)
+	}
+	if env.Setup.QPS <= env.Config.QPS {
+		t.Errorf("Setup QPS %v is not raised", env.Setup.QPS)
+	}
+}
+
+// TestInCI proves any non-empty CI but "false" and "0" counts as CI.
+func TestInCI(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "true": true, "1": true, "yes": true, "false": false, "0": false} {
+		t.Setenv("CI", v)
+		if got := kubetest.InCI(); got != want {
+			t.Errorf("CI=%q: InCI() = %v, want %v", v, got, want)
+		}
 	}
 }

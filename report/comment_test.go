@@ -1,29 +1,31 @@
-package drift
+package report
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/driftback/driftback/drift"
 )
 
 // bigReport has n updated objects, each with a few long fields.
-func bigReport(n int) *Report {
-	t := Target{Path: "overlays/prod"}
+func bigReport(n int) *drift.Report {
+	t := drift.Target{Path: "overlays/prod"}
 	for i := range n {
-		ch := Change{APIVersion: "v1", Kind: "ConfigMap", Namespace: "prod", Name: fmt.Sprintf("config-%04d", i), Action: ActionUpdate}
+		ch := drift.Change{APIVersion: "v1", Kind: "ConfigMap", Namespace: "prod", Name: fmt.Sprintf("config-%04d", i), Action: drift.ActionUpdate}
 		for j := range 3 {
-			ch.Fields = append(ch.Fields, Field{Path: fmt.Sprintf(".data.key%d", j), Live: strings.Repeat("a", 200), Desired: strings.Repeat("b", 200)})
+			ch.Fields = append(ch.Fields, drift.Field{Path: fmt.Sprintf(".data.key%d", j), Live: strings.Repeat("a", 200), Desired: strings.Repeat("b", 200)})
 		}
 		t.Changes = append(t.Changes, ch)
 	}
-	return &Report{Targets: []Target{t}}
+	return &drift.Report{Targets: []drift.Target{t}}
 }
 
 // TestMarkdownSplitsAtSectionBoundaries proves a report over the comment limit
 // becomes numbered parts, each within the limit, none breaking a code fence or
 // a details block, with nothing lost; and a small report is one part.
 func TestMarkdownSplitsAtSectionBoundaries(t *testing.T) {
-	parts := Markdown(bigReport(300), MarkdownOptions{})
+	parts := Comment(bigReport(300), CommentOptions{})
 	if len(parts) < 3 {
 		t.Fatalf("%d parts for a report of about %d characters", len(parts), len(strings.Join(parts, "")))
 	}
@@ -47,7 +49,7 @@ func TestMarkdownSplitsAtSectionBoundaries(t *testing.T) {
 			t.Errorf("%s is not shown exactly once across the parts", name)
 		}
 	}
-	if small := Markdown(bigReport(2), MarkdownOptions{}); len(small) != 1 || strings.HasPrefix(small[0], "_(part") {
+	if small := Comment(bigReport(2), CommentOptions{}); len(small) != 1 || strings.HasPrefix(small[0], "_(part") {
 		t.Errorf("a small report gives %d parts", len(small))
 	}
 }
@@ -57,19 +59,13 @@ func TestMarkdownSplitsAtSectionBoundaries(t *testing.T) {
 func TestMarkdownCutsAnObjectTooLargeForAComment(t *testing.T) {
 	r := bigReport(1)
 	r.Targets[0].Changes[0].Fields[0].Desired = strings.Repeat("x", 80_000)
-	r.Targets[0].Changes[0].Fields = append(r.Targets[0].Changes[0].Fields, Field{Path: ".data.more", Desired: strings.Repeat("y\n", 30_000)})
-	for i, p := range Markdown(r, MarkdownOptions{}) {
+	r.Targets[0].Changes[0].Fields = append(r.Targets[0].Changes[0].Fields, drift.Field{Path: ".data.more", Desired: strings.Repeat("y\n", 30_000)})
+	for i, p := range Comment(r, CommentOptions{}) {
 		if len(p) > MaxCommentSize-1024 {
 			t.Errorf("part %d is %d characters", i+1, len(p))
 		}
 		if strings.Count(p, "<details>") != strings.Count(p, "</details>") || strings.Count(p, "```")%2 != 0 {
 			t.Errorf("part %d is not well formed", i+1)
 		}
-	}
-}
-
-func TestCodeFenceOutgrowsBackticksInValues(t *testing.T) {
-	if got := codeFence("a ```` b"); got != "`````" {
-		t.Errorf("codeFence = %q", got)
 	}
 }

@@ -1,26 +1,32 @@
-package drift
+// Package report writes what driftback found as GitHub-flavoured Markdown:
+// the pull-request comment, check runs, drift pull requests and issues, and
+// commit messages. It is the one place text from Git, the cluster or GitHub
+// becomes Markdown, and only through the functions of md.go.
+package report
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/driftback/driftback/drift"
 )
 
 // MaxCommentSize is GitHub's limit on the body of a comment.
 const MaxCommentSize = 65536
 
-// MarkdownOptions shape the markdown report.
-type MarkdownOptions struct {
+// CommentOptions shape the pull-request comment.
+type CommentOptions struct {
 	// Limit is the size of one part; 0 means MaxCommentSize less room for a
 	// marker and footer that the caller adds (1,024 characters).
 	Limit int
 }
 
-// Markdown renders the report as a pull-request comment: a summary table,
+// Comment renders the report as a pull-request comment: a summary table,
 // then dangers, then the live changes the PR overwrites, then one collapsible
 // diff per object. A report over the limit is split into numbered parts at
 // section boundaries; no part breaks a code fence or a details block.
-func Markdown(r *Report, opts MarkdownOptions) []string {
+func Comment(r *drift.Report, opts CommentOptions) []string {
 	limit := opts.Limit
 	if limit <= 0 {
 		limit = MaxCommentSize - 1024
@@ -30,7 +36,7 @@ func Markdown(r *Report, opts MarkdownOptions) []string {
 }
 
 // markdownBlocks renders the report as self-contained blocks, in order.
-func markdownBlocks(r *Report) []string {
+func markdownBlocks(r *drift.Report) []string {
 	var blocks []string
 	var b strings.Builder
 	b.WriteString("## driftback: what merging this pull request does to the cluster\n\n")
@@ -41,7 +47,7 @@ func markdownBlocks(r *Report) []string {
 		var e strings.Builder
 		e.WriteString("### ❌ Errors\n\n")
 		for _, msg := range r.Errors {
-			e.WriteString("- " + inline(msg) + "\n")
+			e.WriteString("- " + text(msg) + "\n")
 		}
 		blocks = append(blocks, e.String())
 	}
@@ -58,12 +64,12 @@ func markdownBlocks(r *Report) []string {
 	return blocks
 }
 
-func summaryTable(r *Report) string {
+func summaryTable(r *drift.Report) string {
 	var b strings.Builder
 	b.WriteString("| overlay | create | update | delete | unchanged | ⚠️ dangers | ↩️ overwrites live changes | existing drift |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range r.Targets {
-		counts := map[Action]int{}
+		counts := map[drift.Action]int{}
 		dangers, overwrites, drifted := 0, 0, 0
 		for _, c := range t.Changes {
 			counts[c.Action]++
@@ -75,18 +81,18 @@ func summaryTable(r *Report) string {
 			}
 		}
 		for _, c := range t.Drift {
-			if c.Action != ActionUnchanged {
+			if c.Action != drift.ActionUnchanged {
 				drifted++
 			}
 		}
 		if t.LiveError != "" {
-			counts = map[Action]int{}
+			counts = map[drift.Action]int{}
 			for _, c := range t.PR {
 				counts[c.Action]++
 			}
 		}
-		fmt.Fprintf(&b, "| `%s`%s | %d | %d | %d | %d | %s | %s | %d |\n", t.Path, liveMark(t),
-			counts[ActionCreate], counts[ActionUpdate], counts[ActionDelete]+counts[ActionKeep], counts[ActionUnchanged],
+		fmt.Fprintf(&b, "| %s%s | %d | %d | %d | %d | %s | %s | %d |\n", cell(t.Path), liveMark(t),
+			counts[drift.ActionCreate], counts[drift.ActionUpdate], counts[drift.ActionDelete]+counts[drift.ActionKeep], counts[drift.ActionUnchanged],
 			bold(dangers), bold(overwrites), drifted)
 	}
 	if len(r.Targets) == 0 {
@@ -95,7 +101,7 @@ func summaryTable(r *Report) string {
 	return b.String()
 }
 
-func liveMark(t Target) string {
+func liveMark(t drift.Target) string {
 	if t.LiveError != "" {
 		return " (Git only: cluster not read)"
 	}
@@ -109,14 +115,14 @@ func bold(n int) string {
 	return fmt.Sprintf("**%d**", n)
 }
 
-func dangerSection(r *Report) string {
+func dangerSection(r *drift.Report) string {
 	var lines []string
 	total := 0
 	for _, t := range r.Targets {
 		for _, c := range t.Changes {
 			for _, d := range c.Danger {
 				total++
-				lines = append(lines, fmt.Sprintf("- **%s** `%s` in `%s` (%s): %s", d.Reason, refString(c), t.Path, c.Action, inline(d.Message)))
+				lines = append(lines, fmt.Sprintf("- **%s** %s in %s (%s): %s", text(string(d.Reason)), code(refString(c)), code(t.Path), text(string(c.Action)), text(d.Message)))
 			}
 		}
 	}
@@ -126,7 +132,7 @@ func dangerSection(r *Report) string {
 	return fmt.Sprintf("### ⚠️ Dangers (%d)\n\n%s\n", total, strings.Join(lines, "\n"))
 }
 
-func overwriteSection(r *Report) string {
+func overwriteSection(r *drift.Report) string {
 	var lines []string
 	for _, t := range r.Targets {
 		for _, c := range t.Changes {
@@ -134,8 +140,8 @@ func overwriteSection(r *Report) string {
 				if !f.OverwritesDrift {
 					continue
 				}
-				lines = append(lines, fmt.Sprintf("- `%s` `%s` in `%s`: live %s%s → %s", refString(c), f.Path, t.Path,
-					valueText(f, f.Live), who(f), valueText(f, f.Desired)))
+				lines = append(lines, fmt.Sprintf("- %s %s in %s: live %s%s → %s", code(refString(c)), code(f.Path), code(t.Path),
+					code(valueText(f, f.Live)), spaced(text(who(f))), code(valueText(f, f.Desired))))
 			}
 		}
 	}
@@ -145,8 +151,16 @@ func overwriteSection(r *Report) string {
 	return fmt.Sprintf("### ↩️ This pull request overwrites live changes (%d)\n\nThese fields were changed in the cluster outside Git; a sync after merging reverts them.\n\n%s\n", len(lines), strings.Join(lines, "\n"))
 }
 
+// spaced puts a space before s unless it is empty.
+func spaced(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " " + s
+}
+
 // who says which manager set a field live, and when.
-func who(f Field) string {
+func who(f drift.Field) string {
 	if f.Manager == "" {
 		return ""
 	}
@@ -160,15 +174,15 @@ func who(f Field) string {
 	return s + ")"
 }
 
-func targetBlocks(t Target) []string {
+func targetBlocks(t drift.Target) []string {
 	var blocks []string
 	var head strings.Builder
-	fmt.Fprintf(&head, "### `%s`\n\n", t.Path)
+	fmt.Fprintf(&head, "### %s\n\n", code(t.Path))
 	if t.LiveError != "" {
-		fmt.Fprintf(&head, "> The cluster could not be read (%s): this shows what the pull request changes in Git only.\n\n", inline(t.LiveError))
+		fmt.Fprintf(&head, "> The cluster could not be read (%s): this shows what the pull request changes in Git only.\n\n", text(t.LiveError))
 	}
 	for _, e := range t.Errors {
-		fmt.Fprintf(&head, "- ❌ %s\n", inline(e))
+		fmt.Fprintf(&head, "- ❌ %s\n", text(e))
 	}
 	if len(t.Errors) > 0 {
 		head.WriteString("\n")
@@ -180,7 +194,7 @@ func targetBlocks(t Target) []string {
 	}
 	n := 0
 	for _, c := range changes {
-		if c.Action != ActionUnchanged {
+		if c.Action != drift.ActionUnchanged {
 			n++
 		}
 	}
@@ -191,19 +205,19 @@ func targetBlocks(t Target) []string {
 		fmt.Fprintf(&head, "%s (%d):\n", title, n)
 		blocks = append(blocks, head.String())
 		for _, c := range changes {
-			if c.Action != ActionUnchanged {
+			if c.Action != drift.ActionUnchanged {
 				blocks = append(blocks, changeBlock(c, false))
 			}
 		}
 	}
-	var drifted []Change
+	var drifted []drift.Change
 	for _, c := range t.Drift {
-		if c.Action != ActionUnchanged {
+		if c.Action != drift.ActionUnchanged {
 			drifted = append(drifted, c)
 		}
 	}
 	if len(drifted) > 0 {
-		blocks = append(blocks, fmt.Sprintf("#### Existing drift in `%s` (%d)\n\nThe cluster already differs from the base branch here, whatever this pull request does.\n", t.Path, len(drifted)))
+		blocks = append(blocks, fmt.Sprintf("#### Existing drift in %s (%d)\n\nThe cluster already differs from the base branch here, whatever this pull request does.\n", code(t.Path), len(drifted)))
 		for _, c := range drifted {
 			blocks = append(blocks, changeBlock(c, true))
 		}
@@ -211,21 +225,21 @@ func targetBlocks(t Target) []string {
 	return blocks
 }
 
-var actionIcon = map[Action]string{
-	ActionCreate: "➕ create", ActionUpdate: "✏️ update", ActionDelete: "🗑️ delete", ActionKeep: "📌 keep (leaves Git, stays in the cluster)",
+var actionIcon = map[drift.Action]string{
+	drift.ActionCreate: "➕ create", drift.ActionUpdate: "✏️ update", drift.ActionDelete: "🗑️ delete", drift.ActionKeep: "📌 keep (leaves Git, stays in the cluster)",
 }
 
 // changeBlock renders one object as a details block with a diff inside.
-func changeBlock(c Change, drift bool) string {
+func changeBlock(c drift.Change, drifted bool) string {
 	var b strings.Builder
 	action := actionIcon[c.Action]
-	if drift {
+	if drifted {
 		action = "≠ drifted"
-		if c.Action == ActionCreate {
+		if c.Action == drift.ActionCreate {
 			action = "≠ missing from the cluster"
 		}
 	}
-	summary := fmt.Sprintf("%s <code>%s</code>", action, htmlEscape(refString(c)))
+	summary := fmt.Sprintf("%s %s", action, htmlCode(refString(c)))
 	if len(c.Fields) > 0 {
 		summary += fmt.Sprintf(" (%s)", plural(len(c.Fields), "field"))
 	}
@@ -237,19 +251,19 @@ func changeBlock(c Change, drift bool) string {
 	}
 	fmt.Fprintf(&b, "<details><summary>%s</summary>\n\n", summary)
 	if c.KeptBy != "" {
-		fmt.Fprintf(&b, "Kept by `%s`.\n\n", c.KeptBy)
+		fmt.Fprintf(&b, "Kept by %s.\n\n", code(c.KeptBy))
 	}
 	for _, d := range c.Danger {
-		fmt.Fprintf(&b, "⚠️ **%s**: %s\n\n", d.Reason, inline(d.Message))
+		fmt.Fprintf(&b, "⚠️ **%s**: %s\n\n", text(string(d.Reason)), text(d.Message))
 	}
 	if c.Note != "" {
-		fmt.Fprintf(&b, "_%s_\n\n", inline(c.Note))
+		fmt.Fprintf(&b, "Note: %s\n\n", text(c.Note))
 	}
 	if c.Secret && len(c.Fields) > 0 {
 		var keys []string
 		for _, f := range c.Fields {
 			if f.Hidden {
-				keys = append(keys, strings.TrimPrefix(strings.TrimPrefix(f.Path, ".data."), ".data"))
+				keys = append(keys, code(strings.TrimPrefix(strings.TrimPrefix(f.Path, ".data."), ".data")))
 			}
 		}
 		if len(keys) > 0 {
@@ -265,34 +279,19 @@ func changeBlock(c Change, drift bool) string {
 			if f.Desired != nil {
 				fmt.Fprintf(&body, "+ %s: %s\n", f.Path, valueText(f, f.Desired))
 			}
-			if w := who(f); w != "" && !drift {
+			if w := who(f); w != "" && !drifted {
 				fmt.Fprintf(&body, "  # live value%s\n", w)
 			} else if w != "" {
 				fmt.Fprintf(&body, "  # changed%s\n", w)
 			}
 		}
-		fence := codeFence(body.String())
-		fmt.Fprintf(&b, "%sdiff\n%s%s\n\n", fence, body.String(), fence)
+		b.WriteString(fenced(body.String(), "diff") + "\n")
 	}
 	b.WriteString("</details>\n")
 	return b.String()
 }
 
-// codeFence returns a fence longer than any run of backticks in s.
-func codeFence(s string) string {
-	longest, run := 0, 0
-	for _, r := range s {
-		if r == '`' {
-			run++
-			longest = max(longest, run)
-		} else {
-			run = 0
-		}
-	}
-	return strings.Repeat("`", max(3, longest+1))
-}
-
-func refString(c Change) string {
+func refString(c drift.Change) string {
 	if c.Namespace == "" {
 		return c.Kind + "/" + c.Name
 	}
@@ -300,7 +299,7 @@ func refString(c Change) string {
 }
 
 // valueText shows a value compactly: scalars as they are, structures as JSON.
-func valueText(f Field, v any) string {
+func valueText(f drift.Field, v any) string {
 	if f.Hidden && v != nil {
 		return "(value hidden)"
 	}
@@ -319,17 +318,6 @@ func valueText(f Field, v any) string {
 	default:
 		return fmt.Sprint(x)
 	}
-}
-
-// inline makes text safe on one markdown line.
-func inline(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	return strings.ReplaceAll(s, "<", "&lt;")
-}
-
-func htmlEscape(s string) string {
-	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
-	return r.Replace(s)
 }
 
 // pack joins blocks into parts of at most limit characters, breaking only
@@ -378,12 +366,14 @@ func splitBlock(blk string, room int) []string {
 		if b.Len()+len(l)+len(tail)+len(fence)+2 > room {
 			break
 		}
-		if strings.HasPrefix(l, "```") {
-			if fence == "" {
-				fence = strings.TrimRight(l, "abcdefghijklmnopqrstuvwxyz")
-			} else {
-				fence = ""
-			}
+		// Fences are ours (fenced): an opener starts with three or more
+		// backticks outside a block; inside, only that fence closes it,
+		// and no content line can equal it.
+		switch {
+		case fence == "" && strings.HasPrefix(l, "```"):
+			fence = l[:len(l)-len(strings.TrimLeft(l, "`"))]
+		case fence != "" && l == fence:
+			fence = ""
 		}
 		b.WriteString(l + "\n")
 		kept++
@@ -397,34 +387,9 @@ func splitBlock(blk string, room int) []string {
 	return []string{b.String()}
 }
 
-// JSON renders the report with its documented, stable schema: every list is
-// present, empty rather than null.
-func JSON(r *Report) ([]byte, error) {
-	out := *r
-	out.Targets = make([]Target, len(r.Targets))
-	for i, t := range r.Targets {
-		t.Changes, t.Drift, t.PR = nonNil(t.Changes), nonNil(t.Drift), nonNil(t.PR)
-		if t.Errors == nil {
-			t.Errors = []string{}
-		}
-		out.Targets[i] = t
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
 	}
-	if out.Errors == nil {
-		out.Errors = []string{}
-	}
-	return json.MarshalIndent(&out, "", "  ")
-}
-
-func nonNil(cs []Change) []Change {
-	out := make([]Change, len(cs))
-	for i, c := range cs {
-		if c.Fields == nil {
-			c.Fields = []Field{}
-		}
-		if c.Danger == nil {
-			c.Danger = []Danger{}
-		}
-		out[i] = c
-	}
-	return out
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/internal/kubetest"
+	"github.com/driftback/driftback/render"
+)
+
+const (
+	fleetOverlays = 100
+	fleetScaled   = 10
+)
+
+// fleetBase is the shared base of every overlay: 19 namespaced objects of 10
+// kinds; each overlay adds its Namespace, so the repository renders 2,000
+// objects of 11 kinds in 100 namespaces.
+var fleetBase = map[string]string{
+	"kustomization.yaml": "resources:\n- sa.yaml\n- config.yaml\n- secret.yaml\n- service.yaml\n- deploy.yaml\n- rbac.yaml\n- netpol.yaml\n- pdb.yaml\n- cron.yaml\n",
+	"sa.yaml":            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n",
+	"config.yaml":        configMaps(5),
+	"secret.yaml":        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ntype: Opaque\ndata:\n  user: YXBw\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\ntype: Opaque\ndata:\n  key: c2VjcmV0\n",
+	"service.yaml":       "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {app: web}\n  ports:\n  - {name: http, port: 80, targetPort: 8080, protocol: TCP}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: worker\nspec:\n  clusterIP: None\n  selector: {app: worker}\n  ports:\n  - {name: metrics, port: 9090, protocol: TCP}\n",
+	"deploy.yaml":        deployment("web", 3) + "---\n" + deployment("worker", 2),
+	"rbac.yaml":          "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: reader\nrules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [get, list]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: leases\nrules:\n- apiGroups: [coordination.k8s.io]\n  resources: [leases]\n  verbs: [get, update]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: reader\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}\nsubjects:\n- {kind: ServiceAccount, name: app}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: leases\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: leases}\nsubjects:\n- {kind: ServiceAccount, name: app}\n",
+	"netpol.yaml":        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: web\nspec:\n  podSelector: {matchLabels: {app: web}}\n  ingress:\n  - ports:\n    - {port: 8080, protocol: TCP}\n",
+	"pdb.yaml":           "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\nspec:\n  minAvailable: 1\n  selector: {matchLabels: {app: web}}\n",
+	"cron.yaml":          "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: cleanup\nspec:\n  schedule: \"0 3 * * *\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: OnFailure\n          containers:\n          - name: cleanup\n            image: registry.example.com/cleanup:1.0.0\n",
+}
+
+func configMaps(n int) string {
+	var docs []string
+	for i := range n {
+		docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings-%d\ndata:\n  level: info\n  size: \"%d\"\n", i, i))
+	}
+	return strings.Join(docs, "---\n")
+}
+
+func deployment(name string, replicas int) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+spec:
+  replicas: %[2]d
+  selector:
+    matchLabels: {app: %[1]s}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+    spec:
+      serviceAccountName: app
+      containers:
+      - name: main
+        image: registry.example.com/%[1]s:1.0.0
+        ports:
+        - {containerPort: 8080, protocol: TCP}
+        resources:
+          requests: {cpu: 100m, memory: 64Mi}
+`, name, replicas)
+}
+
+// fleet is a repository of 100 overlays applied to the test apiserver by
+// the GitOps applier, with 10 Deployments scaled by hand.
+type fleet struct {
+	repo       string
+	paths      []string
+	kubeconfig string
+	manifests  string // every rendered object, one YAML stream
+}
+
+func newFleet(b *testing.B) *fleet {
+	b.Helper()
+	env := kubetest.New(b)
+	dir := b.TempDir()
+	f := &fleet{repo: filepath.Join(dir, "repo")}
+	files := map[string]string{}
+	for name, content := range fleetBase {
+		files["base/"+name] = content
+	}
+	for i := range fleetOverlays {
+		ns := fmt.Sprintf("%s-%03d", env.Namespace, i)
+		path := fmt.Sprintf("tenants/t%03d", i)
+		files[path+"/kustomization.yaml"] = "namespace: " + ns + "\nlabels:\n- pairs: {tenant: t" + fmt.Sprintf("%03d", i) + "}\nresources:\n- namespace.yaml\n- ../../base\n"
+		files[path+"/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n"
+		f.paths = append(f.paths, path)
+	}
+	writeTreeB(b, f.repo, files)
+
+	tree, err := render.DirTree(f.repo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := render.New(render.DefaultOptions()).Render(context.Background(), tree, f.paths)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	var stream bytes.Buffer
+	for _, o := range res.Overlays {
+		if len(o.Problems) > 0 {
+			b.Fatalf("%s: %v", o.Path, o.Problems)
+		}
+		got, err := o.Objects()
+		if err != nil {
+			b.Fatal(err)
+		}
+		objs = append(objs, got...)
+		for _, u := range got {
+			y, err := yaml.Marshal(u.Object)
+			if err != nil {
+				b.Fatal(err)
+			}
+			stream.WriteString("---\n")
+			stream.Write(y)
+		}
+	}
+	if len(objs) != 2000 {
+		b.Fatalf("the repository renders %d objects, want 2,000", len(objs))
+	}
+	f.manifests = filepath.Join(dir, "all.yaml")
+	if err := os.WriteFile(f.manifests, stream.Bytes(), 0o600); err != nil {
+		b.Fatal(err)
+	}
+
+	// Namespaces first, then everything else, as the applier does.
+	var nss, rest []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			nss = append(nss, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	inParallel(b, len(nss), func(i int) { kubetest.Apply(b, env.Setup, "kustomize-controller", nss[i]) })
+	inParallel(b, len(rest), func(i int) { kubetest.Apply(b, env.Setup, "kustomize-controller", rest[i]) })
+	for i := range fleetScaled {
+		ns := fmt.Sprintf("%s-%03d", env.Namespace, i*fleetOverlays/fleetScaled)
+		if _, err := env.Client.AppsV1().Deployments(ns).Patch(context.Background(), "web", types.MergePatchType,
+			[]byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{FieldManager: "kubectl"}, "scale"); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	f.kubeconfig = filepath.Join(dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData, Token: env.Config.BearerToken}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	kc.CurrentContext = "test"
+	if err := clientcmd.WriteToFile(*kc, f.kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+func writeTreeB(b *testing.B, dir string, files map[string]string) {
+	b.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func inParallel(b *testing.B, n int, f func(int)) {
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkDiffFleet runs `driftback diff --kubeconfig` over a repository of
+// 100 overlays (2,000 objects of 11 kinds in 100 namespaces) as a user runs
+// it: the command's own client settings, rendering included. It reports the
+// requests the command made to the apiserver. The kubectl sub-benchmark is
+// the baseline: `kubectl diff --server-side` of the same 2,000 objects on
+// the same apiserver (kubectl from `make bench`, on PATH).
+func BenchmarkDiffFleet(b *testing.B) {
+	f := newFleet(b)
+	b.Run("driftback", func(b *testing.B) {
+		var requests atomic.Int64
+		wrapKubeTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				requests.Add(1)
+				return rt.RoundTrip(r)
+			})
+		}
+		defer func() { wrapKubeTransport = nil }()
+		args := []string{"diff", "--base", f.repo, "--head", f.repo, "--kubeconfig", f.kubeconfig, "--format", "json"}
+		for _, p := range f.paths {
+			args = append(args, "--path", p)
+		}
+		var out, errOut bytes.Buffer
+		for b.Loop() {
+			out.Reset()
+			errOut.Reset()
+			if code := run(args, &out, &errOut); code != exitChanges {
+				b.Fatalf("exit %d: %s", code, errOut.String())
+			}
+		}
+		var rep drift.Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			b.Fatal(err)
+		}
+		updates := 0
+		for _, t := range rep.Targets {
+			if t.LiveError != "" || len(t.Errors) > 0 {
+				b.Fatalf("%s: %s %v", t.Path, t.LiveError, t.Errors)
+			}
+			for _, ch := range t.Changes {
+				if ch.Action == drift.ActionUpdate {
+					updates++
+				}
+			}
+		}
+		if updates != fleetScaled {
+			b.Fatalf("%d objects would change, want the %d scaled Deployments", updates, fleetScaled)
+		}
+		b.ReportMetric(float64(requests.Load())/float64(b.N), "requests/op")
+	})
+	b.Run("kubectl-diff-server-side", func(b *testing.B) {
+		kubectl, err := exec.LookPath("kubectl")
+		if err != nil {
+			b.Skip("kubectl is not on PATH: `make bench` builds it; the baseline is not measured")
+		}
+		cmd := func(extra ...string) *exec.Cmd {
+			args := append([]string{"diff", "--server-side", "--force-conflicts", "--field-manager", "kustomize-controller",
+				"--kubeconfig", f.kubeconfig, "-f", f.manifests}, extra...)
+			return exec.Command(kubectl, args...)
+		}
+		for b.Loop() {
+			// Exit 1 is kubectl diff's "differences found", as here.
+			out, err := cmd().CombinedOutput()
+			var ee *exec.ExitError
+			if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+				b.Fatalf("kubectl diff: %v\n%.2000s", err, out)
+			}
+		}
+		// Its requests, counted from its own request log in one more run.
+		b.StopTimer()
+		out, _ := cmd("-v=6").CombinedOutput()
+		b.ReportMetric(float64(strings.Count(string(out), `"Response"`)), "requests/op")
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

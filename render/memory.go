@@ -1,0 +1,100 @@
+package render
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// The render children's memory comes out of the container's. With a child
+// per core and 2 GiB each, a hostile overlay on a 2-core pod could take 4 GiB
+// and have the whole pod OOM-killed, when it should only fail its own render.
+// So where the container has a memory limit, the children together get at
+// most childShare of it, and no more children run than can each have
+// minChildMemory.
+const (
+	childShare     = 2 // the children get 1/childShare of the container's limit
+	minChildMemory = 512 << 20
+)
+
+// cgroupMemoryFiles hold the container's memory limit: cgroup v2, then v1.
+var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// ContainerMemory returns the memory limit of the cgroup driftback runs in,
+// or 0 when there is none.
+func ContainerMemory() int64 { return containerMemory(cgroupMemoryFiles) }
+
+func containerMemory(files []string) int64 {
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "max" {
+			return 0
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		// cgroup v1 reports "no limit" as a huge page-rounded number.
+		if err != nil || n <= 0 || n >= 1<<62 {
+			return 0
+		}
+		return n
+	}
+	return 0
+}
+
+// fitMemory bounds the children by the container's memory limit (0: none):
+// it returns how many may run at once and the memory limit of each, never
+// more than perChild.
+func fitMemory(container, perChild int64, parallelism int) (int, int64) {
+	if container <= 0 {
+		return parallelism, perChild
+	}
+	budget := container / childShare
+	if n := int(budget / minChildMemory); n < parallelism {
+		parallelism = max(1, n)
+	}
+	return parallelism, max(min(perChild, budget/int64(parallelism)), min(perChild, minChildMemory))
+}
+
+// childSlots bound the render children of the whole process: every Renderer
+// (the pull-request flow's, the drift loop's) takes a slot for each child.
+type childSlots struct {
+	free   chan struct{}
+	memory int64 // the most memory one child may have; 0: no container limit
+}
+
+var (
+	slotsOnce sync.Once
+	slots     *childSlots
+)
+
+// processSlots sizes the process's slots once, from the container's memory
+// limit and the CPUs Go may use.
+func processSlots() *childSlots {
+	slotsOnce.Do(func() {
+		container := ContainerMemory()
+		n, mem := fitMemory(container, DefaultLimits().Memory, runtime.GOMAXPROCS(0))
+		if container == 0 {
+			mem = 0
+		}
+		slots = &childSlots{free: make(chan struct{}, n), memory: mem}
+	})
+	return slots
+}
+
+// acquire waits for a slot; release gives it back.
+func (s *childSlots) acquire(ctx context.Context) error {
+	select {
+	case s.free <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *childSlots) release() { <-s.free }

@@ -1,0 +1,95 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/driftback/driftback/drift"
+)
+
+// MaxCheckText is GitHub's limit on a check run's summary and on its text.
+const MaxCheckText = 65535
+
+// CheckTitle is a check run's title for a target that compared cleanly.
+func CheckTitle(t *drift.Target) string {
+	counts := map[drift.Action]int{}
+	for _, c := range t.Changes {
+		counts[c.Action]++
+	}
+	return fmt.Sprintf("%d to create, %d to update, %d to delete", counts[drift.ActionCreate], counts[drift.ActionUpdate], counts[drift.ActionDelete])
+}
+
+// CheckSummary is a check run's summary: the target's part of the comment,
+// cut where the comment would split.
+func CheckSummary(t *drift.Target) string {
+	parts := Comment(&drift.Report{Targets: []drift.Target{*t}}, CommentOptions{Limit: MaxCheckText - 512})
+	if len(parts) > 1 {
+		return parts[0] + "\n\n_(continued in the pull-request comment)_"
+	}
+	return parts[0]
+}
+
+// NotAffectedSummary says a pull request changes nothing a target renders.
+func NotAffectedSummary(path string) string {
+	return fmt.Sprintf("This pull request does not change anything %s renders.", code(path))
+}
+
+// RenderProblemsSummary lists why a target does not render.
+func RenderProblemsSummary(problems []string) string {
+	var b strings.Builder
+	for _, p := range problems {
+		b.WriteString("- " + text(p) + "\n")
+	}
+	return b.String()
+}
+
+// ComparisonFailedSummary says why a target could not be compared at all.
+func ComparisonFailedSummary(err error) string {
+	return "The comparison failed: " + text(err.Error()) + "\n"
+}
+
+// DangerousTitle is the title of a check that fails on dangers; failing
+// lists them as "reason (count)".
+func DangerousTitle(failing []string) string {
+	return plain("Dangerous: " + strings.Join(failing, ", "))
+}
+
+// DangerousSummary explains a check that fails on dangers and how to accept
+// them, before the target's summary.
+func DangerousSummary(target string, failing []string, ackLabel, summary string) string {
+	return fmt.Sprintf("This pull request does what the policy of %s fails on: %s. Review the comment, then add the label %s to accept it.\n\n%s",
+		code(target), text(strings.Join(failing, ", ")), code(ackLabel), summary)
+}
+
+// AcknowledgedTitle is the title of a check whose dangers a label accepted.
+func AcknowledgedTitle(ackLabel string) string {
+	return plain("Dangers acknowledged with " + ackLabel)
+}
+
+// GitOnlySummary prefixes a target's summary with why the cluster was not
+// read.
+func GitOnlySummary(liveErr, summary string) string {
+	return text(liveErr) + "\n\n" + summary
+}
+
+// ErrorComment tells a pull request driftback failed on it.
+func ErrorComment(cause error, sha string, at time.Time) string {
+	return fmt.Sprintf("## driftback could not check this pull request\n\n%s\n\nPush a new commit or comment `/driftback diff` to try again.\n\n%s",
+		text(cause.Error()), Footer(sha, at))
+}
+
+// Footer ends a comment with the head it describes and when.
+func Footer(sha string, at time.Time) string {
+	return fmt.Sprintf("---\n<sub>driftback · head %s · %s</sub>\n", html(short(sha)), at.UTC().Format("2006-01-02 15:04:05 UTC"))
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+// DriftIssueTitle is the title of a target's drift issue.
+func DriftIssueTitle(target string) string { return truncateRunes(plain("Drift in "+target), maxTitle) }

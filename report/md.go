@@ -1,0 +1,142 @@
+package report
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// The functions in this file are the only way text from Git, the cluster or
+// GitHub becomes Markdown. Each is for one context; GitHub-flavoured Markdown
+// (cmark-gfm, then GitHub's own mention and link filters) is what they guard
+// against. See ../shared/notes/markdown-safety.md for the rules they follow.
+
+// zwj breaks what GitHub would otherwise turn into a mention, an autolink or
+// an email link, without changing what a reader sees.
+const zwj = "\u200d"
+
+// oneLine turns every line break into a space: code spans and cells cannot
+// hold one, and a blank line ends an HTML block.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(s)
+}
+
+// valid replaces bytes that are not UTF-8, which renderers treat unevenly.
+func valid(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// longestRun is the length of the longest run of c in s.
+func longestRun(s string, c rune) int {
+	longest, run := 0, 0
+	for _, r := range s {
+		if r == c {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return longest
+}
+
+// code shows s as one inline code span, whatever it holds: the span's fence
+// is longer than any run of backticks inside, and line breaks become spaces.
+// Inside a code span nothing is Markdown, HTML or a mention.
+func code(s string) string {
+	s = oneLine(valid(s))
+	if s == "" {
+		return "` `"
+	}
+	fence := strings.Repeat("`", longestRun(s, '`')+1)
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") || (strings.HasPrefix(s, " ") && strings.HasSuffix(s, " ")) {
+		// A space on each side is stripped by the renderer, once; it keeps
+		// a backtick at the edge from joining the fence.
+		s = " " + s + " "
+	}
+	return fence + s + fence
+}
+
+// fenced shows s as a fenced code block with the given info string (a
+// language such as "diff", or ""): the fence is longer than any run of
+// backticks in s, so no line of s can close it, and every kind of line
+// break is a newline.
+func fenced(s, info string) string {
+	s = strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(valid(s))
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	fence := strings.Repeat("`", max(3, longestRun(s, '`')+1))
+	return fence + info + "\n" + s + fence + "\n"
+}
+
+var htmlEscaper = strings.NewReplacer(
+	"&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;",
+	"\r\n", " ", "\r", " ", "\n", " ",
+	"@", "@"+zwj, "://", ":"+zwj+"//", "www.", "www"+zwj+".",
+	// Inline HTML in a paragraph (<sub>) is still parsed as Markdown; as
+	// character references these are plain characters in both places.
+	"*", "&#42;", "_", "&#95;", "`", "&#96;", "[", "&#91;", "]", "&#93;", "~", "&#126;",
+	"$", "&#36;", "|", "&#124;", "\\", "&#92;", "!", "&#33;", "#", "&#35;",
+)
+
+// html shows s as text inside HTML (a <summary>, a <code> in one, a <sub>
+// in a paragraph): no tag, no entity of its own, no Markdown syntax, no line
+// break that would end the HTML block, no mention and no autolink.
+func html(s string) string { return htmlEscaper.Replace(valid(s)) }
+
+// htmlCode shows s as <code> inside HTML, where Markdown code spans are not
+// parsed.
+func htmlCode(s string) string { return "<code>" + html(s) + "</code>" }
+
+// cell shows s as inline code in a table cell: a pipe would end the cell
+// even inside a code span, so it is escaped for the table parser.
+func cell(s string) string { return strings.ReplaceAll(code(s), "|", `\|`) }
+
+// textCell shows s as plain text in a table cell.
+func textCell(s string) string { return strings.ReplaceAll(text(s), "|", `\|`) }
+
+// text shows s as plain Markdown text on one line: the characters that
+// start inline structure (emphasis, code, links, images, HTML, entities,
+// tables, strikethrough, math) are backslash-escaped, and so is a first
+// character that could start a block; mentions and autolinks are broken.
+// Other punctuation stays as it is, so the text reads the same in a
+// terminal.
+func text(s string) string {
+	s = strings.Trim(oneLine(valid(s)), " \t")
+	// "1." or "2)" first would start an ordered list in a list item.
+	digits := len(s) - len(strings.TrimLeft(s, "0123456789"))
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/4)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '@':
+			b.WriteString("@" + zwj)
+		case c == ':' && strings.HasPrefix(s[i:], "://"):
+			b.WriteString(":" + zwj)
+		case (c == 'w' || c == 'W') && len(s) >= i+4 && strings.EqualFold(s[i:i+4], "www."):
+			b.WriteString(s[i:i+3] + zwj)
+			i += 2
+		case strings.IndexByte(inlineSyntax, c) >= 0, i == 0 && strings.IndexByte(blockStart, c) >= 0,
+			i == digits && digits > 0 && (c == '.' || c == ')'):
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+const (
+	// inlineSyntax are the characters that start inline structure anywhere.
+	inlineSyntax = "\\`*_[]<>!#|~&$"
+	// blockStart are the characters that start a block at a line's start.
+	blockStart = "-+=>"
+)
