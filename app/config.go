@@ -96,6 +96,13 @@ type ServerConfig struct {
 	DriftInterval time.Duration `yaml:"driftInterval"`
 	// LeaderElection chooses the one replica that runs the drift loop.
 	LeaderElection LeaderElection `yaml:"leaderElection"`
+	// MaxUnverifiedBytes bounds the webhook bodies held at once before their
+	// signature is checked (default 64 MiB, well under deploy/'s 3 GiB);
+	// past it deliveries get 503 with Retry-After.
+	MaxUnverifiedBytes int64 `yaml:"maxUnverifiedBytes"`
+	// ReadTimeout bounds reading one request, body included (default 20s):
+	// a slow sender cannot hold a body's budget for longer.
+	ReadTimeout time.Duration `yaml:"readTimeout"`
 }
 
 // Cluster is how to reach one cluster, read-only by default.
@@ -267,6 +274,12 @@ func (c *Config) defaults() {
 	}
 	if c.Server.JobTimeout <= 0 {
 		c.Server.JobTimeout = 5 * time.Minute
+	}
+	if c.Server.MaxUnverifiedBytes <= 0 {
+		c.Server.MaxUnverifiedBytes = DefaultMaxUnverified
+	}
+	if c.Server.ReadTimeout <= 0 {
+		c.Server.ReadTimeout = 20 * time.Second
 	}
 	if c.Server.DriftInterval <= 0 {
 		c.Server.DriftInterval = 5 * time.Minute

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -138,7 +139,7 @@ func (d *driftWorld) run() { d.runHooked(nil) }
 // runHooked starts the drift loop with a hook between deciding and acting.
 func (d *driftWorld) runHooked(beforeAct func(context.Context, prgen.Action)) {
 	d.t.Helper()
-	log := slog.New(slog.NewTextHandler(testWriter{d.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := d.logs.logger(d.t, slog.LevelDebug)
 	if _, bench := d.t.(*testing.B); bench {
 		log = discard
 	}
@@ -513,7 +514,18 @@ func TestImageEnvSecretAndAdoption(t *testing.T) {
 	d := newDriftWorld(t, 300*time.Millisecond, func(p *Policy) { p.AdoptUnmanaged = true })
 	d.patch("Deployment", "web", "kubectl-set", `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.example.com/web:1.2.0"}]}}}}`)
 	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"debug"}]}]}}}}`)
-	d.patch("Secret", "api-token", "kubectl-edit", `{"stringData":{"token":"s3cr3t-live-value"}}`)
+	// Secret values that must never be logged: a plain one, a PEM key (many
+	// lines) and a credential nested in JSON, as in a dockerconfigjson.
+	const pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7canaryPEMline1\nQ2FuYXJ5UEVNbGluZTJjYW5hcnlQRU1saW5lMmNhbmFyeVBFTWxpbmUyY2FuYXJ5\n-----END PRIVATE KEY-----\n"
+	const nested = `{"auths":{"registry.example.com":{"auth":"Y2FuYXJ5LW5lc3RlZC1kb2NrZXItYXV0aA=="}}}`
+	for _, v := range []string{"s3cr3t-live-value", pem, nested, "Y2FuYXJ5LW5lc3RlZC1kb2NrZXItYXV0aA=="} {
+		d.logs.secret(v)
+	}
+	patch, err := json.Marshal(map[string]any{"stringData": map[string]string{"token": "s3cr3t-live-value", "tls.key": pem, ".dockerconfigjson": nested}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.patch("Secret", "api-token", "kubectl-edit", string(patch))
 	if _, err := d.env.Client.CoreV1().ConfigMaps(d.env.Namespace).Create(context.Background(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "feature-flags"}, Data: map[string]string{"checkout": "on"},
 	}, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
@@ -551,7 +563,7 @@ func TestImageEnvSecretAndAdoption(t *testing.T) {
 	if strings.Contains(pr.Body, "s3cr3t") || strings.Contains(pr.Body, secretB64) {
 		t.Error("the pull request shows the live Secret value")
 	}
-	for _, s := range []string{"Secret/" + d.env.Namespace + "/api-token", "keys `token`", "ConfigMap/" + d.env.Namespace + "/feature-flags", "kubectl-create", "kubectl-set", "kubectl-edit"} {
+	for _, s := range []string{"Secret/" + d.env.Namespace + "/api-token", "keys `token` (values hidden)", "ConfigMap/" + d.env.Namespace + "/feature-flags", "kubectl-create", "kubectl-set", "kubectl-edit"} {
 		if !strings.Contains(pr.Body, s) {
 			t.Errorf("body lacks %q:\n%s", s, pr.Body)
 		}
@@ -731,5 +743,44 @@ func TestPersonsPushDuringAnUpdateIsKept(t *testing.T) {
 	}
 	if got := d.branch(); got != personal {
 		t.Errorf("the person's commit %s was overwritten by %s", personal, got)
+	}
+}
+
+// TestPullRequestsReadTheDriftLoopsCaches proves that, where this replica
+// runs the drift loop, a pull request's comparison reads the live objects
+// from the loop's watch caches: no request reaches the cluster. Before the
+// loop runs, the same comparison reads the cluster.
+func TestPullRequestsReadTheDriftLoopsCaches(t *testing.T) {
+	d := newDriftWorld(t, time.Second, nil)
+	d.cfg.Server.DriftInterval = 5 * time.Minute // no periodic checks meanwhile
+	var reads atomic.Int64
+	d.srv.App.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Query().Get("watch") != "true" { // the caches' own watches run on
+				reads.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	was := driftRepo["deploy/prod/kustomization.yaml"].(string)
+	pr := func(number, count int) int64 {
+		t.Helper()
+		head := d.commit(d.main, map[string]any{"deploy/prod/kustomization.yaml": d.ns(strings.Replace(was, "count: 2", fmt.Sprintf("count: %d", count), 1))})
+		d.openPR(number, d.main, head, nil)
+		before := reads.Load()
+		d.deliver("pull_request", fmt.Sprintf("d-cache-%d", number), prPayload("opened", number, head.String()))
+		d.waitChecks(head.String(), 2)
+		if body := d.gh.Comments(fullName, number)[0].Body; !strings.Contains(body, ".spec.replicas") || strings.Contains(body, "could not be read") {
+			t.Fatalf("pull request #%d: the comment does not show the live comparison:\n%s", number, body)
+		}
+		return reads.Load() - before
+	}
+	if n := pr(20, 3); n == 0 {
+		t.Fatal("without the drift loop the comparison made no request: the count is not counting")
+	}
+	d.run()
+	d.settle(1)
+	if n := pr(21, 4); n != 0 {
+		t.Errorf("with the drift loop's caches warm, the comparison made %d requests to the cluster, want none", n)
 	}
 }

@@ -47,6 +47,20 @@ type DriftLoop struct {
 	mu     sync.Mutex
 	states map[string]*targetState
 	wake   map[string]chan struct{} // by cluster
+	// watchers are the running loops' caches, by cluster; the pull-request
+	// flow reads from them what they cover.
+	watchers map[string]*drift.Watcher
+}
+
+// Watcher returns the watch caches of a cluster whose loop runs in this
+// replica, or nil.
+func (d *DriftLoop) Watcher(cluster string) *drift.Watcher {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.watchers[cluster]
 }
 
 // targetState is what the loop remembers of one target between checks.
@@ -142,7 +156,9 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string, targets []T
 	for w == nil {
 		cfg, err := restConfig(d.app.cfg.Clusters[cluster])
 		if err == nil {
-			cfg.UserAgent = "driftback"
+			if d.app.wrapKube != nil {
+				cfg.Wrap(d.app.wrapKube)
+			}
 			w, err = drift.NewWatcher(ctx, cfg)
 		}
 		if err == nil {
@@ -158,7 +174,18 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string, targets []T
 	}
 	d.mu.Lock()
 	wake := d.wake[cluster]
+	if d.watchers == nil {
+		d.watchers = map[string]*drift.Watcher{}
+	}
+	d.watchers[cluster] = w
 	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		if d.watchers[cluster] == w {
+			delete(d.watchers, cluster)
+		}
+		d.mu.Unlock()
+	}()
 	for {
 		next := d.app.cfg.Server.DriftInterval
 		for _, t := range targets {

@@ -55,16 +55,22 @@ type world struct {
 	seq    int
 	// uploads counts fetches served by the git server.
 	uploads atomic.Int64
+	// logs holds every log line; no secret may be among them.
+	logs *logCapture
 }
 
 func newWorld(t testing.TB, configure func(*Config)) *world {
 	t.Helper()
-	w := &world{t: t, env: kubetest.New(t), secret: "e2e-webhook-secret"}
+	w := &world{t: t, env: kubetest.New(t), secret: "e2e-webhook-secret", logs: &logCapture{}}
 	var err error
 	if w.gh, err = githubfake.New(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.gh.Close)
+	// Registered first, so it runs last: after the servers have stopped.
+	t.Cleanup(func() { w.logs.check(t) })
+	w.logs.secret(string(w.gh.KeyPEM()))
+	w.logs.secret(w.secret)
 
 	// A git server that takes installation tokens, as GitHub's does.
 	w.git, err = gittestserver.NewTempGitServer()
@@ -154,7 +160,7 @@ func (w *world) start() {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	secrets := &Secrets{PrivateKey: w.gh.KeyPEM(), WebhookSecret: []byte(w.secret)}
-	srv, err := NewServer(ctx, w.cfg, secrets, slog.New(slog.NewTextHandler(testWriter{w.t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	srv, err := NewServer(ctx, w.cfg, secrets, w.logs.logger(w.t, slog.LevelWarn))
 	if err != nil {
 		w.t.Fatal(err)
 	}

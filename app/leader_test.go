@@ -22,7 +22,7 @@ func (d *driftWorld) secondReplica(name string) *Server {
 	cfg := *d.cfg
 	cfg.Server.CacheDir = filepath.Join(d.dir, "cache-"+name)
 	srv, err := NewServer(context.Background(), &cfg, &Secrets{PrivateKey: d.gh.KeyPEM(), WebhookSecret: []byte(d.secret)},
-		slog.New(slog.NewTextHandler(testWriter{d.t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("replica", name))
+		d.logs.logger(d.t, slog.LevelInfo).With("replica", name))
 	if err != nil {
 		d.t.Fatal(err)
 	}

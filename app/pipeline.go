@@ -388,7 +388,13 @@ func (a *App) snapshots(ctx context.Context, work []*targetWork) map[string]*clu
 			out[name] = &clusterRead{err: fmt.Sprintf("cluster %s: %v", name, conn.err)}
 			continue
 		}
-		snap, err := drift.NewSnapshot(ctx, conn.reader, all)
+		// The drift loop's caches, where this replica runs it, answer what
+		// they hold without a request; the rest is read from the cluster.
+		var base drift.LiveReader = conn.reader
+		if w := a.drift.Watcher(name); w != nil && a.cfg.Clusters[name].Mode != drift.ModeDryRun {
+			base = w
+		}
+		snap, err := drift.NewSnapshot(ctx, base, all)
 		if err != nil {
 			out[name] = &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
 			continue

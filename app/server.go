@@ -56,6 +56,7 @@ func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Log
 	q.metrics = metrics
 	a.metrics = metrics
 	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: NewDriftLoop(a, log.With("loop", "drift")), Metrics: metrics, log: log}
+	s.Webhook.MaxUnverified = cfg.Server.MaxUnverifiedBytes
 	a.drift = s.Drift
 	mux := http.NewServeMux()
 	mux.Handle("/webhook", metrics.countDeliveries(s.Webhook))
@@ -83,7 +84,7 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.App.cfg.Server.ReadTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String())

@@ -15,6 +15,14 @@ import (
 // MaxWebhookBody is GitHub's own cap on a webhook payload.
 const MaxWebhookBody = 25 << 20
 
+// DefaultMaxUnverified bounds the bytes of request bodies held at once before
+// their signature is checked. Bodies over smallBody (rare: GitHub's payloads
+// are mostly a few kilobytes) share half of it, so a flood of large unsigned
+// requests cannot starve the small deliveries GitHub sends.
+const DefaultMaxUnverified = 64 << 20
+
+const smallBody = 1 << 20
+
 // Router turns a verified webhook into work: the jobs to queue and the keys
 // whose work to drop. handled is false for events driftback ignores.
 type Router interface {
@@ -28,6 +36,14 @@ type Webhook struct {
 	router Router
 	seen   *recent
 	log    *slog.Logger
+	// MaxUnverified bounds the bytes of bodies read before their signature is
+	// checked, over all requests at once; 0 means DefaultMaxUnverified. Past
+	// it a request is refused with 503 and Retry-After, unread.
+	MaxUnverified int64
+
+	mu             sync.Mutex
+	small, large   int64 // bytes reserved now by bodies up to and over smallBody
+	peakUnverified int64 // the most reserved at once, for tests and metrics
 }
 
 // NewWebhook returns a handler that verifies deliveries with secret, routes
@@ -42,6 +58,28 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
+	// GitHub always names its deliveries; one without an ID could never be
+	// told from a replay.
+	if github.DeliveryID(r) == "" {
+		http.Error(w, "missing X-GitHub-Delivery", http.StatusBadRequest)
+		return
+	}
+	if r.ContentLength > MaxWebhookBody {
+		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	// The body is held before anyone knows who sent it: it is paid for from a
+	// bounded budget first. A body of unknown length may be the largest.
+	size := r.ContentLength
+	if size < 0 {
+		size = MaxWebhookBody
+	}
+	if !h.reserve(size) {
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return
+	}
+	defer h.release(size)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
@@ -98,6 +136,39 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
+// reserve takes size bytes from the budget of unverified bodies, or reports
+// that they are not there.
+func (h *Webhook) reserve(size int64) bool {
+	limit := h.MaxUnverified
+	if limit <= 0 {
+		limit = DefaultMaxUnverified
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case size > smallBody && h.large+size > limit/2:
+		return false
+	case size > smallBody:
+		h.large += size
+	case h.small+size > limit-limit/2:
+		return false
+	default:
+		h.small += size
+	}
+	h.peakUnverified = max(h.peakUnverified, h.small+h.large)
+	return true
+}
+
+func (h *Webhook) release(size int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if size > smallBody {
+		h.large -= size
+	} else {
+		h.small -= size
+	}
+}
+
 // recent remembers the last n delivery IDs.
 type recent struct {
 	mu    sync.Mutex
@@ -110,11 +181,8 @@ func newRecent(n int) *recent {
 	return &recent{n: n, order: list.New(), set: map[string]*list.Element{}}
 }
 
-// claim records id and reports whether it was new; an empty id is always new.
+// claim records id and reports whether it was new.
 func (r *recent) claim(id string) bool {
-	if id == "" {
-		return true
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.set[id]; ok {

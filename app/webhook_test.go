@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -111,6 +113,7 @@ func TestWebhookIntake(t *testing.T) {
 		{"the same delivery again", "pull_request", "d6", prEvent("a"), signed, http.StatusAccepted},
 		{"a second pull request fills the queue", "pull_request", "d7", prEvent("b"), signed, http.StatusAccepted},
 		{"a third finds it full", "pull_request", "d8", prEvent("c"), signed, http.StatusServiceUnavailable},
+		{"no delivery ID", "pull_request", "", prEvent("d"), signed, http.StatusBadRequest},
 	}
 	for _, s := range steps {
 		if s.name == "a second pull request fills the queue" {
@@ -124,5 +127,115 @@ func TestWebhookIntake(t *testing.T) {
 	defer router.mu.Unlock()
 	if got := strings.Join(router.events, ","); got != "d6,d7,d8" {
 		t.Errorf("routed deliveries %s, want d6,d7,d8 (nothing unsigned, no duplicate)", got)
+	}
+}
+
+// TestUnsignedBodiesCostBoundedMemory: many large unsigned requests at once,
+// each sending its body slowly, hold no more than the budget of unverified
+// bytes (the rest are refused unread, with Retry-After), a signed delivery
+// still goes through meanwhile, and a sender too slow for the read timeout
+// is cut off.
+func TestUnsignedBodiesCostBoundedMemory(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	router := &recordingRouter{block: make(chan struct{})}
+	defer close(router.block)
+	h := NewWebhook([]byte(testSecret), NewQueue(ctx, 1, 16, time.Minute, discard), router, discard)
+	h.MaxUnverified = 16 << 20 // 8 MiB for large bodies: two of 4 MiB
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ReadTimeout = 3 * time.Second
+	srv.Start()
+	defer srv.Close()
+
+	const senders, size = 10, 4 << 20
+	type answer struct {
+		code  int
+		retry string
+	}
+	answers := make(chan answer, senders)
+	var stop sync.WaitGroup
+	release := make(chan struct{})
+	for i := range senders {
+		stop.Add(1)
+		go func() {
+			defer stop.Done()
+			pr, pw := io.Pipe()
+			go func() {
+				// A byte, then nothing until released or cut off.
+				if _, err := pw.Write([]byte("{")); err != nil {
+					return
+				}
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				pw.CloseWithError(io.ErrUnexpectedEOF)
+			}()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req.ContentLength = size
+			req.Header.Set("X-GitHub-Event", "pull_request")
+			req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("big-%d", i))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{code: -1} // cut off while sending
+				return
+			}
+			resp.Body.Close()
+			answers <- answer{code: resp.StatusCode, retry: resp.Header.Get("Retry-After")}
+		}()
+	}
+	refused := 0
+	for range senders - 2 {
+		select {
+		case a := <-answers:
+			if a.code != http.StatusServiceUnavailable || a.retry == "" {
+				t.Errorf("a large unsigned request over the budget: %d (Retry-After %q), want 503 with Retry-After", a.code, a.retry)
+			}
+			refused++
+		case <-time.After(2 * time.Second):
+			t.Fatalf("only %d of %d large requests were refused at once; the rest are being read", refused, senders-2)
+		}
+	}
+	if peak := h.peakUnverified; peak > h.MaxUnverified {
+		t.Errorf("%d bytes held unverified at once, over the budget of %d", peak, h.MaxUnverified)
+	}
+	// Meanwhile GitHub's small, signed delivery is read and queued.
+	body, err := json.Marshal(prEvent("e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(body))
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", "small-signed")
+	req.Header.Set("X-Hub-Signature-256", signed(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("a signed delivery during the flood: %d, want 202", resp.StatusCode)
+	}
+	// The two being read are cut off by the read timeout, not held forever.
+	for range 2 {
+		select {
+		case a := <-answers:
+			if a.code == http.StatusAccepted {
+				t.Errorf("an unsigned body was accepted")
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("a slow sender was not cut off by the read timeout")
+		}
+	}
+	close(release)
+	stop.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.small != 0 || h.large != 0 {
+		t.Errorf("%d and %d bytes still reserved after every request ended", h.small, h.large)
 	}
 }

@@ -36,6 +36,8 @@ type ClusterReader struct {
 	kinds   []Kind
 	kindsAt time.Time
 	schemas map[string]cachedSchema // group-version path → its schemas
+	// converters are built from sets of schemas, by their sorted paths.
+	converters map[string]*fallbackConverter
 }
 
 type cachedSchema struct {
@@ -61,10 +63,11 @@ func NewClusterReader(cfg *rest.Config) (*ClusterReader, error) {
 	}
 	cached := memory.NewMemCacheClient(dc)
 	return &ClusterReader{
-		dyn:     dyn,
-		disc:    cached,
-		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(cached),
-		schemas: map[string]cachedSchema{},
+		dyn:        dyn,
+		disc:       cached,
+		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
+		schemas:    map[string]cachedSchema{},
+		converters: map[string]*fallbackConverter{},
 	}, nil
 }
 
@@ -260,8 +263,14 @@ func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVers
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	all := map[string]*spec.Schema{}
+	var key []string
 	for p := range want {
+		key = append(key, p)
+	}
+	sort.Strings(key)
+	all := map[string]*spec.Schema{}
+	fresh := true // every document comes from the cache, unchanged
+	for _, p := range key {
 		cached, ok := r.schemas[p]
 		schemas := cached.schemas
 		if !ok || time.Since(cached.at) > discoveryTTL {
@@ -277,18 +286,28 @@ func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVers
 			if err := json.Unmarshal(b, &doc); err != nil {
 				return nil, fmt.Errorf("openapi v3 %s: %w", p, err)
 			}
+			schemas = nil
 			if doc.Components != nil {
 				schemas = doc.Components.Schemas
 			}
 			r.schemas[p] = cachedSchema{schemas: schemas, at: time.Now()}
+			fresh = false
 		}
 		for k, v := range schemas {
 			all[k] = v
 		}
 	}
+	// The converter of a set of documents is built once and shared, with
+	// the field managers built on it, until one of them is read again.
+	k := strings.Join(key, " ")
+	if c, ok := r.converters[k]; ok && fresh {
+		return c, nil
+	}
 	tc, err := managedfields.NewTypeConverter(all, false)
 	if err != nil {
 		return nil, fmt.Errorf("build the apply schema: %w", err)
 	}
-	return &fallbackConverter{primary: tc, deduced: managedfields.NewDeducedTypeConverter()}, nil
+	c := &fallbackConverter{primary: tc, deduced: managedfields.NewDeducedTypeConverter()}
+	r.converters[k] = c
+	return c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -100,7 +101,7 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster's schema: %w", err)
 	}
-	c := &comparer{ctx: ctx, live: live, opts: opts, tc: tc, pred: newPredictor(tc), t: t}
+	c := &comparer{ctx: ctx, live: live, opts: opts, tc: tc, pred: predictorFor(tc), t: t}
 
 	if in.HasBase || in.Base != nil {
 		t.PR = c.gitDiff(base, head)
@@ -190,6 +191,9 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 		driftBase = head
 	}
 	drifted := map[string]map[string]Field{}
+	// An object the pull request leaves as it is predicts the same apply at
+	// base and head: the drift's prediction is reused for the impact.
+	predicted := map[string]predictedChange{}
 	for _, d := range driftBase {
 		ref := RefOf(d)
 		l, ok := liveObjs[ref.Key()]
@@ -200,6 +204,7 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 			continue
 		}
 		ch := c.predictChange(ref, l, d)
+		predicted[ref.Key()] = predictedChange{desired: d, change: ch}
 		c.t.Drift = append(c.t.Drift, ch)
 		if len(ch.Fields) > 0 {
 			drifted[ref.Key()] = map[string]Field{}
@@ -218,7 +223,13 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 			c.t.Changes = append(c.t.Changes, newChange(ref, ActionCreate))
 			continue
 		}
-		ch := c.predictChange(ref, l, h)
+		var ch Change
+		if p, ok := predicted[ref.Key()]; ok && reflect.DeepEqual(p.desired.Object, h.Object) {
+			ch = p.change
+			ch.Fields = append([]Field(nil), p.change.Fields...)
+		} else {
+			ch = c.predictChange(ref, l, h)
+		}
 		for i := range ch.Fields {
 			if _, ok := drifted[ref.Key()][ch.Fields[i].Path]; ok {
 				ch.Fields[i].OverwritesDrift = true
@@ -240,6 +251,12 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 	sortChanges(c.t.Changes)
 	sortChanges(c.t.Drift)
 	return nil
+}
+
+// predictedChange is a prediction and the desired object it was made for.
+type predictedChange struct {
+	desired *unstructured.Unstructured
+	change  Change
 }
 
 // predictChange says what applying desired onto live changes.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -198,8 +199,17 @@ func (r *DirReader) TypeConverter(context.Context, []schema.GroupVersionKind) (m
 }
 
 func builtinTypeConverter() managedfields.TypeConverter {
-	return &fallbackConverter{
-		primary: applyconfigurations.NewTypeConverter(builtinScheme),
-		deduced: managedfields.NewDeducedTypeConverter(),
-	}
+	builtinOnce.Do(func() {
+		builtin = &fallbackConverter{
+			primary: applyconfigurations.NewTypeConverter(builtinScheme),
+			deduced: managedfields.NewDeducedTypeConverter(),
+		}
+	})
+	return builtin
 }
+
+// builtin is the schema of the built-in kinds, built once: it never changes.
+var (
+	builtinOnce sync.Once
+	builtin     *fallbackConverter
+)

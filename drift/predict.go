@@ -164,6 +164,24 @@ func (unstructuredScheme) New(gvk schema.GroupVersionKind) (runtime.Object, erro
 // which is how apply treats a custom resource without a structural schema.
 type fallbackConverter struct {
 	primary, deduced managedfields.TypeConverter
+
+	once sync.Once
+	pred *predictor
+}
+
+// predictor returns the one predictor of this schema: its field managers
+// are built once per kind and shared by every comparison that uses it.
+func (c *fallbackConverter) predictor() *predictor {
+	c.once.Do(func() { c.pred = newPredictor(c) })
+	return c.pred
+}
+
+// predictorFor returns the shared predictor of a converter, or a new one.
+func predictorFor(tc managedfields.TypeConverter) *predictor {
+	if fc, ok := tc.(*fallbackConverter); ok {
+		return fc.predictor()
+	}
+	return newPredictor(tc)
 }
 
 func (c *fallbackConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {

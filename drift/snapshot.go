@@ -49,6 +49,12 @@ type SnapshotStats struct {
 	Forbidden int
 }
 
+// Coverer is a LiveReader that already holds some objects (a Watcher's
+// caches): a snapshot reads nothing up front that it covers.
+type Coverer interface {
+	Covers(gk schema.GroupKind, namespace string) bool
+}
+
 // allNamespaces marks a kind listed over every namespace.
 const allNamespaces = "\x00all"
 
@@ -104,8 +110,12 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 		gks = append(gks, gk)
 	}
 	sort.Slice(gks, func(i, j int) bool { return gks[i].String() < gks[j].String() })
+	coverer, _ := live.(Coverer)
 	for _, gk := range gks {
 		p := plans[gk]
+		if coverer != nil && coversAll(coverer, gk, p.namespaces) {
+			continue // served from the caches as they are asked for
+		}
 		if len(p.namespaces) == 1 && p.namespaces[p.ref.Namespace] == 1 {
 			if _, err := s.Get(ctx, []Ref{p.ref}); err != nil {
 				return nil, err
@@ -134,6 +144,15 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 		}
 	}
 	return s, nil
+}
+
+func coversAll(c Coverer, gk schema.GroupKind, namespaces map[string]int) bool {
+	for ns := range namespaces {
+		if !c.Covers(gk, ns) {
+			return false
+		}
+	}
+	return true
 }
 
 // readWhole lists every object of a kind in a namespace, or in all of them.

@@ -444,6 +444,12 @@ func (w *Watcher) Get(ctx context.Context, refs []Ref) (map[string]*unstructured
 	return out, nil
 }
 
+// Covers says the watcher serves objects of gk in namespace ("" for a
+// cluster-scoped kind) from a filled cache, with no request to the cluster.
+func (w *Watcher) Covers(gk schema.GroupKind, namespace string) bool {
+	return w.find(gk, namespace) != nil
+}
+
 // List implements LiveReader from the caches when the kind is watched there.
 func (w *Watcher) List(ctx context.Context, gk schema.GroupKind, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
 	wt := w.find(gk, namespace)

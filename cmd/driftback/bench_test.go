@@ -231,6 +231,7 @@ func BenchmarkDiffFleet(b *testing.B) {
 				b.Fatalf("exit %d: %s", code, errOut.String())
 			}
 		}
+		b.Logf("the last run's progress:\n%s", errOut.String())
 		var rep drift.Report
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 			b.Fatal(err)

@@ -9,9 +9,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	git "github.com/go-git/go-git/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -135,7 +139,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		liveErr = "no cluster given (--kubeconfig or --live)"
 	}
 
-	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, reader, liveErr, opts)
+	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, reader, liveErr, opts, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -219,7 +223,8 @@ func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, error) {
 
 // diffOverlays renders each overlay at base and head and compares them with
 // the live state. Render problems become errors of their overlay's target.
-func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, reader drift.LiveReader, liveErr string, opts drift.Options) (*drift.Report, error) {
+func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, reader drift.LiveReader, liveErr string, opts drift.Options, step func(string, ...any)) (*drift.Report, error) {
+	start := time.Now()
 	r := render.New(render.DefaultOptions())
 	baseRes, err := r.Render(ctx, base, onlyPresent(base, overlays))
 	if err != nil {
@@ -229,6 +234,7 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 	if err != nil {
 		return nil, err
 	}
+	step("rendered %d overlays at base and head in %s", len(overlays), since(start))
 	byPath := func(res *render.Result) map[string]*render.Overlay {
 		m := map[string]*render.Overlay{}
 		for _, o := range res.Overlays {
@@ -267,36 +273,74 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 	// Every overlay's live objects are read at once, each kind with as few
 	// lists as the credentials allow, rather than per overlay.
 	if reader != nil {
+		start := time.Now()
 		snap, err := drift.NewSnapshot(ctx, reader, all)
 		if err != nil {
 			reader, liveErr = nil, fmt.Sprintf("the cluster could not be read: %v", err)
 		} else {
 			reader = snap
+			st := snap.Stats()
+			step("read the live objects in %s: %d cluster-wide lists, %d lists by namespace, %d gets", since(start), st.ClusterLists, st.NamespaceLists, st.Gets)
 		}
 	}
-	for i, path := range overlays {
-		in := inputs[i]
-		var t *drift.Target
-		if len(problems[i]) > 0 {
-			t = &drift.Target{Path: path, Changes: []drift.Change{}, Drift: []drift.Change{}, PR: []drift.Change{}, Errors: problems[i]}
-			rep.Errors = append(rep.Errors, problems[i]...)
-		} else {
-			var cerr error
-			t, cerr = drift.Compare(ctx, reader, in, opts)
-			if cerr != nil {
-				// The cluster failed us: still show what the PR changes in Git.
-				if t, err = drift.Compare(ctx, nil, in, opts); err != nil {
-					return nil, err
-				}
-				t.LiveError = cerr.Error()
+	start = time.Now()
+	// Overlays are compared on every core: each comparison is independent
+	// and most of its time is the local server-side apply prediction.
+	targets := make([]*drift.Target, len(overlays))
+	errs := make([]error, len(overlays))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(overlays)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < len(overlays); i = int(next.Add(1)) - 1 {
+				targets[i], errs[i] = compareOverlay(ctx, overlays[i], inputs[i], problems[i], reader, liveErr, opts)
 			}
-		}
-		if reader == nil && t.LiveError == "" {
-			t.LiveError = liveErr
-		}
-		rep.Targets = append(rep.Targets, *t)
+		}()
 	}
+	wg.Wait()
+	for i := range overlays {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		rep.Errors = append(rep.Errors, problems[i]...)
+		rep.Targets = append(rep.Targets, *targets[i])
+	}
+	objects := 0
+	for _, in := range inputs {
+		objects += max(len(in.Head), len(in.Base))
+	}
+	step("compared %d overlays (%d objects) in %s", len(overlays), objects, since(start))
 	return rep, nil
+}
+
+// progress reports the steps of a long command on stderr, where they never
+// mix with the report on stdout.
+func progress(w io.Writer) func(string, ...any) {
+	return func(format string, a ...any) { fmt.Fprintf(w, "driftback: "+format+"\n", a...) }
+}
+
+func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }
+
+// compareOverlay compares one rendered overlay with the live state; when
+// the cluster fails, it still shows what the change does in Git.
+func compareOverlay(ctx context.Context, path string, in drift.Input, problems []string, reader drift.LiveReader, liveErr string, opts drift.Options) (*drift.Target, error) {
+	if len(problems) > 0 {
+		return &drift.Target{Path: path, Changes: []drift.Change{}, Drift: []drift.Change{}, PR: []drift.Change{}, Errors: problems}, nil
+	}
+	t, err := drift.Compare(ctx, reader, in, opts)
+	if err != nil {
+		cerr := err
+		if t, err = drift.Compare(ctx, nil, in, opts); err != nil {
+			return nil, err
+		}
+		t.LiveError = cerr.Error()
+	}
+	if reader == nil && t.LiveError == "" {
+		t.LiveError = liveErr
+	}
+	return t, nil
 }
 
 // onlyPresent keeps the overlays that exist in a tree.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/driftback/driftback/drift"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of driftback's own reports")
@@ -163,5 +166,74 @@ func TestDiffAtRefs(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(want), out); diff != "" {
 		t.Errorf("at refs (-want +got):\n%s", diff)
+	}
+}
+
+// TestDemoJSONKeepsItsPromises states what the JSON schema promises, read
+// from the demo's report itself rather than from a golden file the code
+// under test can rewrite: every Secret field hidden, each danger with its
+// reason and blast radius, the fields a sync reverts flagged with who set
+// them, and every list present.
+func TestDemoJSONKeepsItsPromises(t *testing.T) {
+	out, errOut, code := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live", "--format", "json")
+	if code != exitChanges {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep drift.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"targets", "errors"} {
+		if _, ok := raw[key].([]any); !ok {
+			t.Errorf("%q is not a list: %v", key, raw[key])
+		}
+	}
+	dangers := map[drift.DangerReason]int{}
+	secretFields := 0
+	var reverted []drift.Field
+	for _, tg := range rep.Targets {
+		for _, list := range [][]drift.Change{tg.Changes, tg.Drift, tg.PR} {
+			for _, ch := range list {
+				if ch.Kind == "Secret" {
+					if !ch.Secret {
+						t.Errorf("%s is not marked secret", ch.Ref())
+					}
+					for _, f := range ch.Fields {
+						secretFields++
+						if !f.Hidden || (f.Live != nil && f.Live != "(hidden)") || (f.Desired != nil && f.Desired != "(hidden)") {
+							t.Errorf("%s %s shows a value: %+v", ch.Ref(), f.Path, f)
+						}
+					}
+				}
+			}
+		}
+		for _, ch := range tg.Changes {
+			for _, d := range ch.Danger {
+				dangers[d.Reason] += d.Count
+				if d.Message == "" {
+					t.Errorf("%s: danger %s without a message", ch.Ref(), d.Reason)
+				}
+			}
+			for _, f := range ch.Fields {
+				if f.OverwritesDrift {
+					reverted = append(reverted, f)
+				}
+			}
+		}
+	}
+	if secretFields == 0 {
+		t.Error("the demo's changed Secret has no fields to check")
+	}
+	want := map[drift.DangerReason]int{drift.DangerCRDRemoval: 3, drift.DangerNamespaceRemoval: 3, drift.DangerPVCRemoval: 1,
+		drift.DangerImmutableField: 1, drift.DangerRBACEscalation: 1}
+	if diff := cmp.Diff(want, dangers); diff != "" {
+		t.Errorf("danger reasons and counts (-want +got):\n%s", diff)
+	}
+	if len(reverted) != 1 || reverted[0].Path != ".spec.replicas" || reverted[0].Manager != "kubectl" || reverted[0].Subresource != "scale" {
+		t.Errorf("fields a sync reverts: %+v, want the scaled replicas with who set them", reverted)
 	}
 }
