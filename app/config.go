@@ -150,7 +150,7 @@ type Policy struct {
 	// Drafts: also process draft pull requests (default false).
 	Drafts bool `yaml:"drafts"`
 	// ForkLive: show live cluster data on pull requests from forks without a
-	// writer's "/driftback diff" (default false: render diff only).
+	// writer's "/driftback diff <commit>" (default false: render diff only).
 	ForkLive bool `yaml:"forkLive"`
 	// Ignore leaves fields out of the diff.
 	Ignore []drift.IgnoreRule `yaml:"ignore"`

@@ -369,23 +369,35 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 		t.Fatalf("the fork's pull request made %d requests to the cluster, want none", n)
 	}
 
-	command := func(user, id string) {
+	command := func(user, id, body string) {
 		ev := &github.IssueCommentEvent{Action: github.String("created"), Repo: repoPayload(),
 			Issue:        &github.Issue{Number: github.Int(7), PullRequestLinks: &github.PullRequestLinks{URL: github.String("x")}},
-			Comment:      &github.IssueComment{Body: github.String("/driftback diff"), User: &github.User{Login: github.String(user)}},
+			Comment:      &github.IssueComment{Body: github.String(body), User: &github.User{Login: github.String(user)}},
 			Installation: &github.Installation{ID: github.Int64(instID)}}
 		if code := w.deliver("issue_comment", id, ev); code != http.StatusAccepted {
 			t.Fatalf("issue_comment: %d", code)
 		}
+		w.waitIdle()
 	}
 	before := w.gh.Comments(fullName, 7)[0].Updated
-	command("visitor", "d-reader")
-	waitFor(t, "the reader's command to be handled", func() bool { return w.srv.Queue.Depth() == 0 })
-	w.waitIdle()
-	if after := w.gh.Comments(fullName, 7)[0]; !after.Updated.Equal(before) || strings.Contains(after.Body, "set by kustomize-controller") {
-		t.Errorf("a reader's command changed the comment")
+	command("visitor", "d-reader", "/driftback diff "+head.String()[:12])
+	if after := w.gh.Comments(fullName, 7); !after[0].Updated.Equal(before) || len(after) != 1 || strings.Contains(after[0].Body, "set by kustomize-controller") {
+		t.Errorf("a reader's command changed the comment or was answered")
 	}
-	command("maintainer", "d-writer")
+	// A writer's approval names the commit reviewed: the bare command only
+	// says how, and a commit that is no longer the head is refused.
+	command("maintainer", "d-bare", "/driftback diff")
+	if c := w.gh.Comments(fullName, 7); len(c) != 2 || !strings.Contains(c[1].Body, "/driftback diff "+head.String()[:12]) || clusterReads.Load() != 0 {
+		t.Fatalf("the bare command: comments %d, reads %d; want one reply naming the head and no cluster read", len(c), clusterReads.Load())
+	}
+	pushed := w.commit(head, withReplicas(4))
+	w.openPR(7, base, pushed, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" }) // a push after the review
+	command("maintainer", "d-stale", "/driftback diff "+head.String()[:12])
+	if c := w.gh.Comments(fullName, 7); len(c) != 3 || !strings.Contains(c[2].Body, "not run") || !strings.Contains(c[2].Body, pushed.String()[:12]) || clusterReads.Load() != 0 {
+		t.Fatalf("approval of a commit that is no longer the head: comments %d, reads %d; want a refusal naming the new head and no cluster read", len(c), clusterReads.Load())
+	}
+	w.openPR(7, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" }) // force-pushed back
+	command("maintainer", "d-writer", "/driftback diff "+head.String()[:12])
 	waitFor(t, "live data after a writer's command", func() bool {
 		return strings.Contains(w.gh.Comments(fullName, 7)[0].Body, "set by kustomize-controller")
 	})
@@ -596,6 +608,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	w.waitChecks(head.String(), 2)
 	req, _ := http.NewRequest(http.MethodPost, w.http.URL+"/webhook", strings.NewReader("{}"))
 	req.Header.Set("X-GitHub-Event", "made-up-event-name")
+	req.Header.Set("X-GitHub-Delivery", "forged")
 	req.Header.Set("X-Hub-Signature-256", "sha256=00")
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()

@@ -4,13 +4,20 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/driftback/driftback/report"
 )
 
-// diffCommand re-runs driftback on a pull request, with live data on forks.
-const diffCommand = "/driftback diff"
+// diffCommandPattern is the command that re-runs driftback on a pull
+// request, with live data on forks: "/driftback diff <sha>", where the
+// commit is the one the writer reviewed (7 to 40 hex digits). Approval covers
+// that commit only: a push after it is not shown live data until approved
+// again. The bare command is answered with how to approve.
+var diffCommandPattern = regexp.MustCompile(`^/driftback diff(?:[ \t]+([0-9a-fA-F]{7,40}))?$`)
 
 // Route implements Router: which events become work.
 func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*Job, []string, bool) {
@@ -35,9 +42,11 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 			return nil, []string{req.key()}, true
 		}
 	case *github.IssueCommentEvent:
-		if ev.GetAction() != "created" || !ev.GetIssue().IsPullRequest() || strings.TrimSpace(ev.GetComment().GetBody()) != diffCommand {
+		m := diffCommandPattern.FindStringSubmatch(strings.TrimSpace(ev.GetComment().GetBody()))
+		if ev.GetAction() != "created" || !ev.GetIssue().IsPullRequest() || m == nil {
 			return nil, nil, false
 		}
+		approved := strings.ToLower(m[1])
 		if len(a.targetsOf(ev.GetRepo().GetFullName())) == 0 {
 			return nil, nil, false
 		}
@@ -71,7 +80,18 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 			if err != nil {
 				return err
 			}
-			req.sha = pr.GetHead().GetSHA()
+			head := pr.GetHead().GetSHA()
+			switch {
+			case approved == "":
+				return a.reply(ctx, gh, req, report.ApproveHowTo(user, head))
+			case !strings.HasPrefix(head, approved):
+				j.Log.Info("command names a commit that is not the head", "user", user, "approved", approved, "head", head)
+				return a.reply(ctx, gh, req, report.ApproveStale(user, approved, head))
+			}
+			// processPR renders this commit only, and stops if the head
+			// moves on before it reads the pull request again.
+			req.sha = head
+			j.Log.Info("live data approved for one commit", "user", user, "head", head)
 			return a.processPR(ctx, req, j.Log)
 		}
 		return []*Job{j}, nil, true
@@ -124,4 +144,13 @@ func (a *App) prJob(req prRequest, delivery string, log *slog.Logger) *Job {
 		Run:  func(ctx context.Context) error { return a.processPR(ctx, req, log) },
 		Fail: func(ctx context.Context, err error) { a.errorComment(ctx, req, err) },
 	}
+}
+
+// reply answers a command on its pull request.
+func (a *App) reply(ctx context.Context, gh *github.Client, req prRequest, body string) error {
+	_, _, err := gh.Issues.CreateComment(ctx, req.owner, req.repo, req.number, &github.IssueComment{Body: &body})
+	if err != nil {
+		return fmt.Errorf("reply to the command: %w", err)
+	}
+	return nil
 }

@@ -424,7 +424,7 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 	liveErr := ""
 	switch {
 	case !w.live:
-		liveErr = "this pull request comes from a fork: live cluster data is shown after someone with write access comments /driftback diff"
+		liveErr = "this pull request comes from a fork: live cluster data is shown after someone with write access reviews the head and comments /driftback diff <commit>"
 	case t.Cluster == "":
 		liveErr = "the target names no cluster"
 	case read == nil:

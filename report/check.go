@@ -75,7 +75,7 @@ func GitOnlySummary(liveErr, summary string) string {
 
 // ErrorComment tells a pull request driftback failed on it.
 func ErrorComment(cause error, sha string, at time.Time) string {
-	return fmt.Sprintf("## driftback could not check this pull request\n\n%s\n\nPush a new commit or comment `/driftback diff` to try again.\n\n%s",
+	return fmt.Sprintf("## driftback could not check this pull request\n\n%s\n\nPush a new commit, or comment `/driftback diff <commit>` naming the head, to try again.\n\n%s",
 		text(cause.Error()), Footer(sha, at))
 }
 
@@ -93,3 +93,17 @@ func short(sha string) string {
 
 // DriftIssueTitle is the title of a target's drift issue.
 func DriftIssueTitle(target string) string { return truncateRunes(plain("Drift in "+target), maxTitle) }
+
+// ApproveHowTo answers a bare "/driftback diff": live data is shown for the
+// commit a writer names, so a push after the approval is not covered.
+func ApproveHowTo(user, head string) string {
+	return fmt.Sprintf("%s: to show live cluster data on this pull request, review its head and name that commit: %s. A push after it is not covered until approved again.\n",
+		code("@"+user), code("/driftback diff "+short(head)))
+}
+
+// ApproveStale answers a "/driftback diff <sha>" whose commit is no longer
+// the head.
+func ApproveStale(user, approved, head string) string {
+	return fmt.Sprintf("%s: not run. The pull request's head is now %s, not %s: review it, then comment %s.\n",
+		code("@"+user), code(short(head)), code(approved), code("/driftback diff "+short(head)))
+}

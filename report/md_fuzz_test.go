@@ -233,6 +233,8 @@ func FuzzCheckText(f *testing.F) {
 			{"git only", GitOnlySummary("x", ""), GitOnlySummary(s, "")},
 			{"not affected", NotAffectedSummary("x"), NotAffectedSummary(s)},
 			{"error comment", ErrorComment(errors.New("x"), "x", at), ErrorComment(errors.New(s), s, at)},
+			{"approve how-to", ApproveHowTo("x", "x"), ApproveHowTo(s, s)},
+			{"approve stale", ApproveStale("x", "x", "x"), ApproveStale(s, s, s)},
 		} {
 			sameShape(t, c.what, c.harmless, c.hostile)
 		}
