@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -753,15 +752,7 @@ func TestPersonsPushDuringAnUpdateIsKept(t *testing.T) {
 func TestPullRequestsReadTheDriftLoopsCaches(t *testing.T) {
 	d := newDriftWorld(t, time.Second, nil)
 	d.cfg.Server.DriftInterval = 5 * time.Minute // no periodic checks meanwhile
-	var reads atomic.Int64
-	d.srv.App.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			if r.URL.Query().Get("watch") != "true" { // the caches' own watches run on
-				reads.Add(1)
-			}
-			return rt.RoundTrip(r)
-		})
-	}
+	reads := d.countClusterReads()
 	was := driftRepo["deploy/prod/kustomization.yaml"].(string)
 	pr := func(number, count int) int64 {
 		t.Helper()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,13 +345,7 @@ func findRun(t *testing.T, runs []githubfake.CheckRun, name string) githubfake.C
 func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	w := newWorld(t, nil)
 	w.liveProd()
-	var clusterReads atomic.Int64
-	w.srv.App.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			clusterReads.Add(1)
-			return rt.RoundTrip(r)
-		})
-	}
+	clusterReads := w.countClusterReads()
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	head := w.commit(base, withReplicas(3))
 	w.openPR(7, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
@@ -415,13 +408,7 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 func TestPullRequestFromADeletedFork(t *testing.T) {
 	w := newWorld(t, nil)
 	w.liveProd()
-	var clusterReads atomic.Int64
-	w.srv.App.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			clusterReads.Add(1)
-			return rt.RoundTrip(r)
-		})
-	}
+	clusterReads := w.countClusterReads()
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	head := w.commit(base, withReplicas(3))
 	w.openPR(8, base, head, func(p *githubfake.Pull) { p.HeadRepoGone = true })

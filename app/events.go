@@ -39,7 +39,16 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 			// can rename it, so the check is decided on the refined policy.
 			return []*Job{a.prJob(req, delivery, log)}, nil, true
 		case "closed":
-			return nil, []string{req.key()}, true
+			// Its queued work goes, and so do its refs in the repository
+			// cache, with the commits only it had.
+			full := req.owner + "/" + req.repo
+			forget := &Job{Key: req.key() + " closed", SHA: delivery, Log: log, Run: func(context.Context) error {
+				if a.cache == nil {
+					return nil
+				}
+				return a.cache.ForgetPull(full, req.number)
+			}}
+			return []*Job{forget}, []string{req.key()}, true
 		}
 	case *github.IssueCommentEvent:
 		m := diffCommandPattern.FindStringSubmatch(strings.TrimSpace(ev.GetComment().GetBody()))

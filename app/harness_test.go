@@ -333,3 +333,19 @@ func (w *world) apply(y string) {
 	}
 	kubetest.Apply(w.t, w.env.Config, "kustomize-controller", u)
 }
+
+// countClusterReads counts the requests driftback's cluster clients make
+// from now on (the pull-request flow's and the drift loop's), watches left
+// out: once open they run on and are no reads.
+func (w *world) countClusterReads() *atomic.Int64 {
+	var n atomic.Int64
+	w.srv.App.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Query().Get("watch") != "true" {
+				n.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	return &n
+}

@@ -40,6 +40,8 @@ type cachedRepo struct {
 	lastUsed time.Time
 	size     int64
 	users    int // jobs between entry and release; never evicted while > 0
+	// oversize is a clone larger than the whole cache: evicted first.
+	oversize bool
 }
 
 // NewRepoCache keeps clones under dir, at most maxBytes in all.
@@ -62,7 +64,11 @@ func (c *RepoCache) Fetch(ctx context.Context, fullName, cloneURL, token string,
 		cr.lock.RUnlock()
 		c.mu.Lock()
 		cr.users--
+		oversize := cr.oversize
 		c.mu.Unlock()
+		if oversize {
+			c.evict()
+		}
 	}
 	cr.lock.RLock()
 	if hasAll(cr.repo, want) {
@@ -91,9 +97,69 @@ func (c *RepoCache) Fetch(ctx context.Context, fullName, cloneURL, token string,
 	}
 	cr.lock.Unlock()
 	c.touch(cr, size)
+	if size > c.max {
+		// One clone over the whole cache: nothing else is evicted for it,
+		// and it goes once no job reads it.
+		c.mu.Lock()
+		cr.users--
+		cr.oversize = true
+		c.mu.Unlock()
+		c.evict()
+		return nil, nil, fmt.Errorf("%s: the clone takes %d MiB on disk, over server.cacheMaxBytes (%d MiB): raise it to check this repository", fullName, size>>20, c.max>>20)
+	}
 	c.evict()
 	cr.lock.RLock()
 	return cr.repo, done, nil
+}
+
+// ForgetPull drops a closed pull request's refs from the clone of fullName
+// and repacks it, so the commits only that pull request had leave the disk.
+func (c *RepoCache) ForgetPull(fullName string, number int) error {
+	c.mu.Lock()
+	cr, ok := c.repos[fullName]
+	if ok {
+		cr.users++
+	}
+	c.mu.Unlock()
+	if !ok {
+		return nil // not cached: nothing to forget
+	}
+	defer func() {
+		c.mu.Lock()
+		cr.users--
+		c.mu.Unlock()
+	}()
+	cr.lock.Lock()
+	defer cr.lock.Unlock()
+	lock := render.RepoLock(cr.repo)
+	lock.Lock()
+	defer lock.Unlock() // the old repository's lock: no one takes it after the swap
+	removed := false
+	for _, name := range []string{fmt.Sprintf("refs/pull/%d/head", number), fmt.Sprintf("refs/pull/%d/merge", number)} {
+		if _, err := cr.repo.Reference(plumbing.ReferenceName(name), false); err != nil {
+			continue
+		}
+		if err := cr.repo.Storer.RemoveReference(plumbing.ReferenceName(name)); err != nil {
+			return fmt.Errorf("%s: remove %s: %w", fullName, name, err)
+		}
+		removed = true
+	}
+	if !removed {
+		return nil
+	}
+	if err := cr.repo.RepackObjects(&git.RepackConfig{}); err != nil {
+		return fmt.Errorf("%s: repack after pull request #%d closed: %w", fullName, number, err)
+	}
+	// The open repository still indexes the packs the repack replaced: it
+	// is opened again (no job holds it: this is the write lock).
+	repo, err := git.PlainOpen(cr.path)
+	if err != nil {
+		return fmt.Errorf("%s: reopen after the repack: %w", fullName, err)
+	}
+	render.ForgetRepo(cr.repo)
+	cr.repo = repo
+	c.touch(cr, dirSize(cr.path))
+	return nil
 }
 
 func (c *RepoCache) entry(fullName string) (*cachedRepo, error) {
@@ -137,9 +203,15 @@ func (c *RepoCache) evict() {
 		total += cr.size
 		names = append(names, name)
 	}
-	sort.Slice(names, func(i, j int) bool { return c.repos[names[i]].lastUsed.Before(c.repos[names[j]].lastUsed) })
+	sort.Slice(names, func(i, j int) bool {
+		a, b := c.repos[names[i]], c.repos[names[j]]
+		if a.oversize != b.oversize {
+			return a.oversize
+		}
+		return a.lastUsed.Before(b.lastUsed)
+	})
 	for _, name := range names {
-		if total <= c.max {
+		if total <= c.max && !c.repos[name].oversize {
 			return
 		}
 		cr := c.repos[name]

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"strings"
 	"sync"
 	"testing"
 
@@ -53,23 +55,97 @@ func TestRepoCacheConcurrentAndBounded(t *testing.T) {
 		t.Errorf("a fetch with a bad token succeeded")
 	}
 
-	// Bounded: a tiny cache keeps only the clone in use.
-	small, err := NewRepoCache(t.TempDir(), 1)
+	// A clone larger than the whole cache is an error naming the setting,
+	// and it leaves the disk once released.
+	tiny, err := NewRepoCache(t.TempDir(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"acme/one", "acme/two"} {
-		_, release, err := small.Fetch(context.Background(), name, url, token, []string{"refs/heads/main"}, []string{base.String()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		release()
+	if _, _, err := tiny.Fetch(context.Background(), "acme/one", url, token, []string{"refs/heads/main"}, []string{base.String()}); err == nil || !strings.Contains(err.Error(), "server.cacheMaxBytes") {
+		t.Errorf("a clone over the whole cache: err = %v, want one naming server.cacheMaxBytes", err)
 	}
+	if n := len(tiny.repos); n != 0 {
+		t.Errorf("%d clones kept after a clone over the whole cache", n)
+	}
+
+	// Bounded: a cache that holds one clone keeps the one in use and evicts
+	// the other once it is released, never while it is read.
+	one, err := NewRepoCache(t.TempDir(), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, release, err = one.Fetch(context.Background(), "acme/probe", url, token, []string{"refs/heads/main"}, []string{base.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	small, err := NewRepoCache(t.TempDir(), one.repos["acme/probe"].size*3/2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, releaseOne, err := small.Fetch(context.Background(), "acme/one", url, token, []string{"refs/heads/main"}, []string{base.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, releaseTwo, err := small.Fetch(context.Background(), "acme/two", url, token, []string{"refs/heads/main"}, []string{base.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(small.repos); n != 2 {
+		t.Errorf("%d clones while both are read, want both kept", n)
+	}
+	releaseOne()
+	releaseTwo()
 	small.evict()
-	if n := len(small.repos); n != 0 {
-		t.Errorf("%d clones kept in a 1-byte cache after release", n)
+	if n := len(small.repos); n != 1 || small.repos["acme/two"] == nil {
+		t.Errorf("after release: %d clones (acme/two kept: %v), want the most recent one only", n, small.repos["acme/two"] != nil)
 	}
 	if _, err := git.PlainOpen(small.dir + "/acme/one.git"); err == nil {
 		t.Errorf("an evicted clone is still on disk")
+	}
+}
+
+// TestClosedPullRequestsLeaveTheCache: when a pull request closes, its refs
+// leave the cached clone and, after a repack, so do the commits only it had.
+func TestClosedPullRequestsLeaveTheCache(t *testing.T) {
+	w := newWorld(t, nil)
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	noise := make([]byte, 2<<20)
+	if _, err := rand.Read(noise); err != nil {
+		t.Fatal(err)
+	}
+	head := w.commit(base, map[string]any{"deploy/prod/blob.bin": string(noise)}) // 2 MiB that does not compress
+	w.push(map[string]plumbing.Hash{"refs/heads/main": base, "refs/pull/9/head": head})
+	url := w.git.HTTPAddress() + "/" + fullName + ".git"
+	cache, err := NewRepoCache(t.TempDir(), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, release, err := cache.Fetch(context.Background(), fullName, url, w.gh.Token(instID), []string{"refs/heads/main", "refs/pull/9/head"}, []string{base.String(), head.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	before := cache.repos[fullName].size
+	if err := cache.ForgetPull(fullName, 9); err != nil {
+		t.Fatal(err)
+	}
+	// The next job's view of the clone.
+	repo, release, err := cache.Fetch(context.Background(), fullName, url, "no-fetch-needed", nil, []string{base.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if _, err := repo.Reference("refs/pull/9/head", false); err == nil {
+		t.Error("the closed pull request's ref is still in the clone")
+	}
+	if _, err := repo.CommitObject(head); err == nil {
+		t.Error("the commit only the closed pull request had is still in the clone")
+	}
+	if _, err := repo.CommitObject(base); err != nil {
+		t.Errorf("the default branch's commit went too: %v", err)
+	}
+	if after := cache.repos[fullName].size; after > before-(1<<20) {
+		t.Errorf("the clone went from %d to %d bytes; the pull request's 2 MiB did not leave the disk", before, after)
 	}
 }

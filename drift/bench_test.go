@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
 	"github.com/driftback/driftback/drift"
@@ -23,10 +24,90 @@ const (
 // BenchmarkDiff compares 2,000 desired objects (Deployments, Services and
 // ConfigMaps over 10 namespaces) with a real apiserver holding them, 10% of
 // them changed by hand, in read-only and dry-run mode; it reports the API
-// requests each mode makes.
+// requests each mode makes. Each run builds its reader afresh (cold); the
+// warm cases keep one: a reader that has read the kinds and schemas before
+// (the lists still go to the apiserver), and the drift loop's watch caches
+// (nothing does).
 func BenchmarkDiff(b *testing.B) {
 	env := kubetest.New(b)
 	desired, drifted := benchCluster(b, clusterOn(b, env))
+	countChanged := func(b *testing.B, target *drift.Target) {
+		b.Helper()
+		if len(target.Errors) > 0 {
+			b.Fatalf("errors: %v", target.Errors[:min(3, len(target.Errors))])
+		}
+		changed := 0
+		for _, ch := range target.Changes {
+			if ch.Action != drift.ActionUnchanged {
+				changed++
+			}
+		}
+		if changed != drifted {
+			b.Fatalf("%d objects changed, want %d", changed, drifted)
+		}
+	}
+	counted := func(requests *atomic.Int64) *rest.Config {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.URL.Query().Get("watch") != "true" {
+					requests.Add(1)
+				}
+				return rt.RoundTrip(r)
+			})
+		}
+		return cfg
+	}
+	var namespaces []string
+	for _, o := range desired {
+		if o.GetKind() == "Namespace" {
+			namespaces = append(namespaces, o.GetName())
+		}
+	}
+	warm := []struct {
+		name   string
+		reader func(b *testing.B, cfg *rest.Config) drift.LiveReader
+	}{
+		{"read-only-warm-reader", func(b *testing.B, cfg *rest.Config) drift.LiveReader {
+			r, err := drift.NewClusterReader(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return r
+		}},
+		{"read-only-watch-caches", func(b *testing.B, cfg *rest.Config) drift.LiveReader {
+			ctx, cancel := context.WithCancel(context.Background())
+			b.Cleanup(cancel)
+			w, err := drift.NewWatcher(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := w.Watch(ctx, []schema.GroupKind{{Kind: "Namespace"}, {Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "ConfigMap"}}, namespaces); err != nil {
+				b.Fatal(err)
+			}
+			return w
+		}},
+	}
+	for _, c := range warm {
+		b.Run(c.name, func(b *testing.B) {
+			var requests atomic.Int64
+			reader := c.reader(b, counted(&requests))
+			// Warm it: discovery, schemas, the converter and its field managers.
+			if _, err := drift.Compare(context.Background(), reader, drift.Input{Path: "bench", Head: desired}, drift.DefaultOptions()); err != nil {
+				b.Fatal(err)
+			}
+			requests.Store(0)
+			for b.Loop() {
+				target, err := drift.Compare(context.Background(), reader, drift.Input{Path: "bench", Head: desired}, drift.DefaultOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				countChanged(b, target)
+			}
+			b.ReportMetric(float64(requests.Load())/float64(b.N), "requests/op")
+			b.ReportMetric(benchObjects, "objects")
+		})
+	}
 	for _, mode := range []drift.Mode{drift.ModeReadOnly, drift.ModeDryRun} {
 		b.Run(string(mode), func(b *testing.B) {
 			var requests atomic.Int64

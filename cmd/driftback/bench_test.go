@@ -18,8 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/drift"
@@ -105,7 +103,7 @@ func newFleet(b *testing.B) *fleet {
 		files[path+"/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n"
 		f.paths = append(f.paths, path)
 	}
-	writeTreeB(b, f.repo, files)
+	writeTree(b, f.repo, files)
 
 	tree, err := render.DirTree(f.repo)
 	if err != nil {
@@ -162,29 +160,8 @@ func newFleet(b *testing.B) *fleet {
 		}
 	}
 
-	f.kubeconfig = filepath.Join(dir, "kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData, Token: env.Config.BearerToken}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
-	kc.CurrentContext = "test"
-	if err := clientcmd.WriteToFile(*kc, f.kubeconfig); err != nil {
-		b.Fatal(err)
-	}
+	f.kubeconfig = writeKubeconfig(b, env, filepath.Join(dir, "kubeconfig"))
 	return f
-}
-
-func writeTreeB(b *testing.B, dir string, files map[string]string) {
-	b.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
 }
 
 func inParallel(b *testing.B, n int, f func(int)) {
