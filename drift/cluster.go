@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/openapi"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/kube-openapi/pkg/spec3"
@@ -38,6 +39,9 @@ type ClusterReader struct {
 	schemas map[string]cachedSchema // group-version path → its schemas
 	// converters are built from sets of schemas, by their sorted paths.
 	converters map[string]*fallbackConverter
+	// paths are the OpenAPI v3 documents the cluster serves, and when read.
+	paths   map[string]openapi.GroupVersion
+	pathsAt time.Time
 }
 
 type cachedSchema struct {
@@ -245,14 +249,36 @@ func hasVerb(verbs metav1.Verbs, v string) bool {
 	return false
 }
 
-// TypeConverter implements SchemaSource from the cluster's OpenAPI v3
-// documents, fetching only the group-versions of the given kinds (and keeping
-// them); kinds the cluster publishes no schema for merge as deduced types.
-func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
+// openAPIPaths returns the cluster's OpenAPI v3 documents by path, read
+// again after discoveryTTL, or at once when one of want is missing (a CRD
+// may have appeared since).
+func (r *ClusterReader) openAPIPaths(want map[string]bool) (map[string]openapi.GroupVersion, error) {
+	r.mu.Lock()
+	paths, at := r.paths, r.pathsAt
+	r.mu.Unlock()
+	fresh := paths != nil && time.Since(at) < discoveryTTL
+	for p := range want {
+		if _, ok := paths[p]; !ok {
+			fresh = false
+		}
+	}
+	if fresh {
+		return paths, nil
+	}
 	paths, err := r.disc.OpenAPIV3().Paths()
 	if err != nil {
 		return nil, fmt.Errorf("openapi v3 paths: %w", err)
 	}
+	r.mu.Lock()
+	r.paths, r.pathsAt = paths, time.Now()
+	r.mu.Unlock()
+	return paths, nil
+}
+
+// TypeConverter implements SchemaSource from the cluster's OpenAPI v3
+// documents, fetching only the group-versions of the given kinds (and keeping
+// them); kinds the cluster publishes no schema for merge as deduced types.
+func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
 	want := map[string]bool{}
 	for _, gvk := range gvks {
 		if gvk.Group == "" {
@@ -260,6 +286,10 @@ func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVers
 		} else {
 			want["apis/"+gvk.Group+"/"+gvk.Version] = true
 		}
+	}
+	paths, err := r.openAPIPaths(want)
+	if err != nil {
+		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -131,6 +134,15 @@ type comparer struct {
 	tc   managedfields.TypeConverter
 	pred *predictor
 	t    *Target
+
+	errMu sync.Mutex // predictions run at once and report errors here
+}
+
+// addError records a problem with one object; safe from several goroutines.
+func (c *comparer) addError(msg string) {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	c.t.Errors = append(c.t.Errors, msg)
 }
 
 // gitDiff compares two renders field by field, without the cluster.
@@ -194,16 +206,16 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 	// An object the pull request leaves as it is predicts the same apply at
 	// base and head: the drift's prediction is reused for the impact.
 	predicted := map[string]predictedChange{}
-	for _, d := range driftBase {
+	driftChanges := c.predictAll(driftBase, liveObjs, nil)
+	for i, d := range driftBase {
 		ref := RefOf(d)
-		l, ok := liveObjs[ref.Key()]
-		if !ok {
+		if _, ok := liveObjs[ref.Key()]; !ok {
 			ch := newChange(ref, ActionCreate)
 			ch.Note = "missing from the cluster"
 			c.t.Drift = append(c.t.Drift, ch)
 			continue
 		}
-		ch := c.predictChange(ref, l, d)
+		ch := driftChanges[i]
 		predicted[ref.Key()] = predictedChange{desired: d, change: ch}
 		c.t.Drift = append(c.t.Drift, ch)
 		if len(ch.Fields) > 0 {
@@ -215,21 +227,24 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 	}
 
 	inHead := map[string]bool{}
-	for _, h := range head {
+	reuse := func(h *unstructured.Unstructured) (Change, bool) {
+		p, ok := predicted[RefOf(h).Key()]
+		if !ok || !reflect.DeepEqual(p.desired.Object, h.Object) {
+			return Change{}, false
+		}
+		ch := p.change
+		ch.Fields = append([]Field(nil), p.change.Fields...)
+		return ch, true
+	}
+	headChanges := c.predictAll(head, liveObjs, reuse)
+	for i, h := range head {
 		ref := RefOf(h)
 		inHead[ref.Key()] = true
-		l, ok := liveObjs[ref.Key()]
-		if !ok {
+		if _, ok := liveObjs[ref.Key()]; !ok {
 			c.t.Changes = append(c.t.Changes, newChange(ref, ActionCreate))
 			continue
 		}
-		var ch Change
-		if p, ok := predicted[ref.Key()]; ok && reflect.DeepEqual(p.desired.Object, h.Object) {
-			ch = p.change
-			ch.Fields = append([]Field(nil), p.change.Fields...)
-		} else {
-			ch = c.predictChange(ref, l, h)
-		}
+		ch := headChanges[i]
 		for i := range ch.Fields {
 			if _, ok := drifted[ref.Key()][ch.Fields[i].Path]; ok {
 				ch.Fields[i].OverwritesDrift = true
@@ -250,7 +265,40 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 	rbacDangers(c.t.Changes, index(head), liveObjs)
 	sortChanges(c.t.Changes)
 	sortChanges(c.t.Drift)
+	sort.Strings(c.t.Errors) // predictions ran at once: a stable order
 	return nil
+}
+
+// predictAll predicts the apply of each desired object that is live, on
+// every core (each prediction is independent, and most of a comparison's
+// time), in the order of desired. known, when set, gives a change already
+// predicted instead.
+func (c *comparer) predictAll(desired []*unstructured.Unstructured, live map[string]*unstructured.Unstructured, known func(*unstructured.Unstructured) (Change, bool)) []Change {
+	out := make([]Change, len(desired))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(1, len(desired))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < len(desired); i = int(next.Add(1)) - 1 {
+				d := desired[i]
+				l, ok := live[RefOf(d).Key()]
+				if !ok {
+					continue
+				}
+				if known != nil {
+					if ch, ok := known(d); ok {
+						out[i] = ch
+						continue
+					}
+				}
+				out[i] = c.predictChange(RefOf(d), l, d)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // predictedChange is a prediction and the desired object it was made for.
@@ -286,7 +334,7 @@ func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructur
 	}
 	if err != nil {
 		ch.Note = "could not predict the apply: " + err.Error()
-		c.t.Errors = append(c.t.Errors, ref.String()+": predict apply: "+err.Error())
+		c.addError(ref.String() + ": predict apply: " + err.Error())
 		return ch
 	}
 	only, err := fieldSet(c.tc, desired)
@@ -296,7 +344,7 @@ func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructur
 	fields, err := fieldDiff(c.tc, live, after, only)
 	if err != nil {
 		ch.Note = "could not compare: " + err.Error()
-		c.t.Errors = append(c.t.Errors, ref.String()+": compare: "+err.Error())
+		c.addError(ref.String() + ": compare: " + err.Error())
 		return ch
 	}
 	if c.opts.Mode == ModeDryRun && !isSecret(desired) {
