@@ -385,12 +385,16 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	}
 	pushed := w.commit(head, withReplicas(4))
 	w.openPR(7, base, pushed, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" }) // a push after the review
-	command("maintainer", "d-stale", "/driftback diff "+head.String()[:12])
+	command("maintainer", "d-stale", "/driftback diff "+head.String())
 	if c := w.gh.Comments(fullName, 7); len(c) != 3 || !strings.Contains(c[2].Body, "not run") || !strings.Contains(c[2].Body, pushed.String()[:12]) || clusterReads.Load() != 0 {
 		t.Fatalf("approval of a commit that is no longer the head: comments %d, reads %d; want a refusal naming the new head and no cluster read", len(c), clusterReads.Load())
 	}
 	w.openPR(7, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" }) // force-pushed back
-	command("maintainer", "d-writer", "/driftback diff "+head.String()[:12])
+	command("maintainer", "d-short", "/driftback diff "+head.String()[:12])
+	if c := w.gh.Comments(fullName, 7); len(c) != 4 || !strings.Contains(c[3].Body, "in full") || clusterReads.Load() != 0 {
+		t.Fatalf("approval by a short SHA: comments %d, reads %d; want a reply asking for the whole SHA and no cluster read", len(c), clusterReads.Load())
+	}
+	command("maintainer", "d-writer", "/driftback diff "+head.String())
 	waitFor(t, "live data after a writer's command", func() bool {
 		return strings.Contains(w.gh.Comments(fullName, 7)[0].Body, "set by kustomize-controller")
 	})

@@ -14,9 +14,11 @@ import (
 
 // diffCommandPattern is the command that re-runs driftback on a pull
 // request, with live data on forks: "/driftback diff <sha>", where the
-// commit is the one the writer reviewed (7 to 40 hex digits). Approval covers
-// that commit only: a push after it is not shown live data until approved
-// again. The bare command is answered with how to approve.
+// commit is the one the writer reviewed. Approval covers that commit only: a
+// push after it is not shown live data until approved again. The whole SHA is
+// needed: a fork's author makes both commits, and two sharing a short prefix
+// are cheap to make. The bare command, or a short one, is answered with how
+// to approve.
 var diffCommandPattern = regexp.MustCompile(`^/driftback diff(?:[ \t]+([0-9a-fA-F]{7,40}))?$`)
 
 // Route implements Router: which events become work.
@@ -91,9 +93,9 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 			}
 			head := pr.GetHead().GetSHA()
 			switch {
-			case approved == "":
+			case len(approved) != len(head):
 				return a.reply(ctx, gh, req, report.ApproveHowTo(user, head))
-			case !strings.HasPrefix(head, approved):
+			case approved != strings.ToLower(head):
 				j.Log.Info("command names a commit that is not the head", "user", user, "approved", approved, "head", head)
 				return a.reply(ctx, gh, req, report.ApproveStale(user, approved, head))
 			}

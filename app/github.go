@@ -195,12 +195,16 @@ type retryTransport struct {
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		t.once.Do(func() { t.write = make(chan struct{}, 1) })
+		start := time.Now()
 		select {
 		case t.write <- struct{}{}:
 			defer func() { <-t.write }()
 		case <-req.Context().Done():
 			return nil, req.Context().Err()
 		}
+		// Waiting for the write slot is waiting out another call's rate
+		// limit, or its work: a publish's bound does not pay for it.
+		extendBudget(req.Context(), time.Since(start))
 	}
 	var lastErr error
 	for attempt := 0; attempt < t.policy.Attempts; attempt++ {
@@ -224,6 +228,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !retry || attempt == t.policy.Attempts-1 {
 			return resp, err
 		}
+		limited := resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests)
 		if resp != nil {
 			resp.Body.Close()
 			lastErr = fmt.Errorf("%s %s: %s", req.Method, req.URL.Path, resp.Status)
@@ -231,8 +236,11 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			lastErr = err
 		}
 		// A publish's time bound is for work: what GitHub asks us to wait
-		// is added to it, so publishing is not cut off half way.
-		extendBudget(req.Context(), wait)
+		// (a rate limit, not a backoff of ours) is added to it, so
+		// publishing is not cut off half way.
+		if limited {
+			extendBudget(req.Context(), wait)
+		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-req.Context().Done():
@@ -265,7 +273,8 @@ func (t *retryTransport) verdict(req *http.Request, resp *http.Response, err err
 		}
 		if resp.Header.Get("X-RateLimit-Remaining") == "0" {
 			if reset, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil {
-				wait := time.Until(time.Unix(reset, 0)) + time.Second
+				// A reset already past (clock skew) still waits a moment.
+				wait := max(time.Until(time.Unix(reset, 0)), 0) + time.Second
 				return wait, wait <= t.policy.MaxWait
 			}
 			return backoff, true

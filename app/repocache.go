@@ -147,11 +147,10 @@ func (c *RepoCache) ForgetPull(fullName string, number int) error {
 	if !removed {
 		return nil
 	}
-	if err := cr.repo.RepackObjects(&git.RepackConfig{}); err != nil {
-		return fmt.Errorf("%s: repack after pull request #%d closed: %w", fullName, number, err)
-	}
-	// The open repository still indexes the packs the repack replaced: it
-	// is opened again (no job holds it: this is the write lock).
+	repackErr := cr.repo.RepackObjects(&git.RepackConfig{})
+	// The open repository still indexes the packs the repack replaced, even
+	// one that failed part way: it is opened again (no job holds it: this is
+	// the write lock).
 	repo, err := git.PlainOpen(cr.path)
 	if err != nil {
 		return fmt.Errorf("%s: reopen after the repack: %w", fullName, err)
@@ -159,6 +158,9 @@ func (c *RepoCache) ForgetPull(fullName string, number int) error {
 	render.ForgetRepo(cr.repo)
 	cr.repo = repo
 	c.touch(cr, dirSize(cr.path))
+	if repackErr != nil {
+		return fmt.Errorf("%s: repack after pull request #%d closed: %w", fullName, number, repackErr)
+	}
 	return nil
 }
 
@@ -200,7 +202,9 @@ func (c *RepoCache) evict() {
 	var total int64
 	var names []string
 	for name, cr := range c.repos {
-		total += cr.size
+		if !cr.oversize { // on its way out: no reason to evict others
+			total += cr.size
+		}
 		names = append(names, name)
 	}
 	sort.Slice(names, func(i, j int) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,10 @@ type cachedSchema struct {
 	schemas map[string]*spec.Schema
 	at      time.Time
 }
+
+// maxConverters bounds the converters kept; each holds a schema and its
+// field managers.
+const maxConverters = 32
 
 // discoveryTTL bounds how long kinds and schemas are reused: a CRD installed or
 // changed since shows up within it.
@@ -136,7 +141,16 @@ func (r *ClusterReader) Get(ctx context.Context, refs []Ref) (map[string]*unstru
 			continue // the kind does not exist yet, so neither do its objects
 		}
 		res := r.resource(m, b.ns)
-		if len(b.names) == 1 {
+		var objs []*unstructured.Unstructured
+		if len(b.names) > 1 {
+			objs, err = listAll(ctx, res, "")
+			// Credentials that may get named objects but list none
+			// (resourceNames) read them one by one.
+			if err != nil && !apierrors.IsForbidden(err) {
+				return nil, fmt.Errorf("list %s in %q: %w", b.gk, b.ns, err)
+			}
+		}
+		if len(b.names) == 1 || err != nil {
 			for name, ref := range b.names {
 				o, err := res.Get(ctx, name, metav1.GetOptions{})
 				if apierrors.IsNotFound(err) {
@@ -148,10 +162,6 @@ func (r *ClusterReader) Get(ctx context.Context, refs []Ref) (map[string]*unstru
 				out[ref.Key()] = o
 			}
 			continue
-		}
-		objs, err := listAll(ctx, res, "")
-		if err != nil {
-			return nil, fmt.Errorf("list %s in %q: %w", b.gk, b.ns, err)
 		}
 		for _, o := range objs {
 			if ref, ok := b.names[o.GetName()]; ok {
@@ -299,7 +309,6 @@ func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVers
 	}
 	sort.Strings(key)
 	all := map[string]*spec.Schema{}
-	fresh := true // every document comes from the cache, unchanged
 	for _, p := range key {
 		cached, ok := r.schemas[p]
 		schemas := cached.schemas
@@ -321,16 +330,20 @@ func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVers
 				schemas = doc.Components.Schemas
 			}
 			r.schemas[p] = cachedSchema{schemas: schemas, at: time.Now()}
-			fresh = false
 		}
 		for k, v := range schemas {
 			all[k] = v
 		}
 	}
 	// The converter of a set of documents is built once and shared, with
-	// the field managers built on it, until one of them is read again.
-	k := strings.Join(key, " ")
-	if c, ok := r.converters[k]; ok && fresh {
+	// the field managers built on it, until one of them is read again: the
+	// key names each document with when it was read.
+	versions := make([]string, len(key))
+	for i, p := range key {
+		versions[i] = p + "@" + strconv.FormatInt(r.schemas[p].at.UnixNano(), 36)
+	}
+	k := strings.Join(versions, " ")
+	if c, ok := r.converters[k]; ok {
 		return c, nil
 	}
 	tc, err := managedfields.NewTypeConverter(all, false)
@@ -338,6 +351,9 @@ func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVers
 		return nil, fmt.Errorf("build the apply schema: %w", err)
 	}
 	c := &fallbackConverter{primary: tc, deduced: managedfields.NewDeducedTypeConverter()}
+	if len(r.converters) >= maxConverters {
+		clear(r.converters) // documents read again leave old keys behind
+	}
 	r.converters[k] = c
 	return c, nil
 }

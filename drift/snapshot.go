@@ -32,7 +32,10 @@ type Snapshot struct {
 	gets  map[string]*unstructured.Unstructured   // lone gets by Ref.Key; nil: not found
 	// clusterScoped kinds are found by name whatever namespace a render gave.
 	clusterScoped map[schema.GroupKind]bool
-	stats         SnapshotStats
+	// preferred is the version a list of each kind returns; a ref at another
+	// version is read on its own, at its version.
+	preferred map[schema.GroupKind]string
+	stats     SnapshotStats
 }
 
 // SnapshotStats say how a snapshot read the cluster.
@@ -83,6 +86,12 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 			s.clusterScoped[gk] = true
 		}
 	}
+	s.preferred = map[schema.GroupKind]string{}
+	if kinds, err := live.Kinds(ctx); err == nil {
+		for _, k := range kinds {
+			s.preferred[k.GroupKind()] = k.Version
+		}
+	}
 	type plan struct {
 		ref        Ref // a lone object's
 		namespaces map[string]int
@@ -91,6 +100,9 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 	for _, o := range objs {
 		ref := RefOf(o)
 		gk := ref.GroupKind()
+		if !s.listable(ref) {
+			continue // read on its own, at its version, when asked for
+		}
 		namespaced, known := scopes[gk]
 		switch {
 		case known && !namespaced:
@@ -138,12 +150,26 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 		}
 		sort.Strings(nss)
 		for _, ns := range nss {
-			if err := s.readWhole(ctx, gk, ns); err != nil {
+			err := s.readWhole(ctx, gk, ns)
+			if apierrors.IsForbidden(err) {
+				// May get but not list (resourceNames): its objects are
+				// read one by one when asked for.
+				s.stats.Forbidden++
+				continue
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
 	}
 	return s, nil
+}
+
+// listable says whether a list of the ref's kind returns it at the version
+// it asks for.
+func (s *Snapshot) listable(ref Ref) bool {
+	v, ok := s.preferred[ref.GroupKind()]
+	return !ok || ref.Version == "" || ref.Version == v
 }
 
 func coversAll(c Coverer, gk schema.GroupKind, namespaces map[string]int) bool {
@@ -229,7 +255,7 @@ func (s *Snapshot) Get(ctx context.Context, refs []Ref) (map[string]*unstructure
 		if s.clusterScoped[ref.GroupKind()] {
 			ns = ""
 		}
-		if objs, ok := s.whole(ref.GroupKind(), ns); ok {
+		if objs, ok := s.whole(ref.GroupKind(), ns); ok && s.listable(ref) {
 			for _, o := range objs {
 				if o.GetName() == ref.Name && (ns == "" || o.GetNamespace() == ns) {
 					out[ref.Key()] = o.DeepCopy()

@@ -205,3 +205,96 @@ subjects:
 		t.Errorf("%d of %d objects found live, %d updates; want all found and the 3 scaled Deployments", seen, len(objs), updates)
 	}
 }
+
+// TestSnapshotReadsEachObjectAtItsVersion: a list returns a kind at its
+// preferred version; objects a render names at another version (HPAs at
+// autoscaling/v1, where the server prefers v2) are read at theirs.
+func TestSnapshotReadsEachObjectAtItsVersion(t *testing.T) {
+	c := newCluster(t)
+	var objs []*unstructured.Unstructured
+	for _, name := range []string{"a", "b"} {
+		o := obj(t, fmt.Sprintf(`apiVersion: autoscaling/v1
+kind: HorizontalPodAutoscaler
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: %s}
+  minReplicas: 1
+  maxReplicas: 3
+`, name, c.env.Namespace, name))
+		c.apply(o, "kustomize-controller")
+		objs = append(objs, o)
+	}
+	reader, err := drift.NewClusterReader(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := drift.NewSnapshot(context.Background(), reader, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := snap.Get(context.Background(), []drift.Ref{drift.RefOf(objs[0]), drift.RefOf(objs[1])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		l := got[drift.RefOf(o).Key()]
+		if l == nil || l.GetAPIVersion() != "autoscaling/v1" {
+			t.Errorf("%s read as %v, want autoscaling/v1", o.GetName(), l)
+		}
+	}
+}
+
+// TestSnapshotGetsWhatItMayNotList: credentials that may get named objects
+// but list nothing (a Role with resourceNames) still read them, one by one.
+func TestSnapshotGetsWhatItMayNotList(t *testing.T) {
+	c := newCluster(t)
+	objs := spread(t, c, 3)
+	var cms []*unstructured.Unstructured
+	var rbac []*unstructured.Unstructured
+	for i := range 3 {
+		ns := fmt.Sprintf("%s-%d", c.env.Namespace, i)
+		rbac = append(rbac, obj(t, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: named, namespace: %s}
+rules:
+- {apiGroups: [""], resources: [configmaps], resourceNames: [a, b], verbs: [get]}
+`, ns)), obj(t, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: named, namespace: %s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: named}
+subjects:
+- {kind: ServiceAccount, name: named, namespace: %s}
+`, ns, c.env.Namespace)))
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" {
+			cms = append(cms, o)
+		}
+	}
+	kubetest.Apply(t, c.env.Setup, "test", rbac...)
+	reader, err := drift.NewClusterReader(kubetest.Impersonate(c.env.Config, c.env.Namespace, "named"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := drift.NewSnapshot(context.Background(), reader, cms)
+	if err != nil {
+		t.Fatalf("a snapshot of objects that may be got but not listed: %v", err)
+	}
+	got, err := snap.Get(context.Background(), refsOf(cms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(cms) {
+		t.Errorf("read %d of %d ConfigMaps", len(got), len(cms))
+	}
+}
+
+func refsOf(objs []*unstructured.Unstructured) []drift.Ref {
+	out := make([]drift.Ref, len(objs))
+	for i, o := range objs {
+		out[i] = drift.RefOf(o)
+	}
+	return out
+}

@@ -94,16 +94,17 @@ func short(sha string) string {
 // DriftIssueTitle is the title of a target's drift issue.
 func DriftIssueTitle(target string) string { return truncateRunes(plain("Drift in "+target), maxTitle) }
 
-// ApproveHowTo answers a bare "/driftback diff": live data is shown for the
-// commit a writer names, so a push after the approval is not covered.
+// ApproveHowTo answers a bare "/driftback diff" (or one naming a commit by
+// a short SHA): live data is shown for the commit a writer names in full, so
+// a push after the approval is not covered.
 func ApproveHowTo(user, head string) string {
-	return fmt.Sprintf("%s: to show live cluster data on this pull request, review its head and name that commit: %s. A push after it is not covered until approved again.\n",
-		code("@"+user), code("/driftback diff "+short(head)))
+	return fmt.Sprintf("%s: to show live cluster data on this pull request, review its head and name that commit in full: %s. A push after it is not covered until approved again.\n",
+		code("@"+user), code("/driftback diff "+head))
 }
 
 // ApproveStale answers a "/driftback diff <sha>" whose commit is no longer
 // the head.
 func ApproveStale(user, approved, head string) string {
 	return fmt.Sprintf("%s: not run. The pull request's head is now %s, not %s: review it, then comment %s.\n",
-		code("@"+user), code(short(head)), code(approved), code("/driftback diff "+short(head)))
+		code("@"+user), code(head), code(approved), code("/driftback diff "+head))
 }
