@@ -228,15 +228,7 @@ func TestSecondaryRateLimitMidPublish(t *testing.T) {
 func TestRetryAfterLongerThanThePublishBound(t *testing.T) {
 	w := newWorld(t, nil)
 	w.srv.App.PublishTimeout = 2 * time.Second
-	base := w.commit(plumbing.ZeroHash, baseFiles)
-	big := map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- many.yaml\n"}
-	var many strings.Builder
-	for i := range 40 {
-		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\ndata:\n  k: %q\n", i, strings.Repeat(fmt.Sprintf("v%02d-", i), 500))
-		w.apply(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\n  namespace: NS\ndata:\n  k: %q\n", i, strings.Repeat("old-", 500)))
-	}
-	big["deploy/prod/many.yaml"] = many.String()
-	head := w.commit(base, big)
+	base, head := w.threePartComment()
 	w.openPR(6, base, head, nil)
 	path := "/repos/" + fullName + "/issues/6/comments"
 	w.gh.FailAfter("POST", path, 1, 1, 3) // the second part: wait 3 s
@@ -552,15 +544,7 @@ func TestRepositoryConfigFromTheDefaultBranch(t *testing.T) {
 // grace ends, yet the comment set is completed, not left with one part.
 func TestShutdownNeverHalfPublishes(t *testing.T) {
 	w := newWorld(t, nil)
-	base := w.commit(plumbing.ZeroHash, baseFiles)
-	big := map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- many.yaml\n"}
-	var many strings.Builder
-	for i := range 40 {
-		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\ndata:\n  k: %q\n", i, strings.Repeat(fmt.Sprintf("v%02d-", i), 500))
-		w.apply(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\n  namespace: NS\ndata:\n  k: %q\n", i, strings.Repeat("old-", 500)))
-	}
-	big["deploy/prod/many.yaml"] = many.String()
-	head := w.commit(base, big)
+	base, head := w.threePartComment()
 	w.openPR(5, base, head, nil)
 	w.gh.FailAfter("POST", "/repos/"+fullName+"/issues/5/comments", 1, 1, 2)
 	w.deliver("pull_request", "d-shutdown", prPayload("opened", 5, head.String()))
@@ -627,4 +611,20 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	if strings.Contains(text, "made-up-event-name") {
 		t.Error("an unverified event name became a label")
 	}
+}
+
+// threePartComment commits a change to 40 ConfigMaps whose long values differ
+// from the live ones, so the comment about it takes three parts, and returns
+// the base and head commits.
+func (w *world) threePartComment() (base, head plumbing.Hash) {
+	w.t.Helper()
+	base = w.commit(plumbing.ZeroHash, baseFiles)
+	big := map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- many.yaml\n"}
+	var many strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\ndata:\n  k: %q\n", i, strings.Repeat(fmt.Sprintf("v%02d-", i), 500))
+		w.apply(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\n  namespace: NS\ndata:\n  k: %q\n", i, strings.Repeat("old-", 500)))
+	}
+	big["deploy/prod/many.yaml"] = many.String()
+	return base, w.commit(base, big)
 }

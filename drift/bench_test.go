@@ -111,13 +111,7 @@ func BenchmarkDiff(b *testing.B) {
 	for _, mode := range []drift.Mode{drift.ModeReadOnly, drift.ModeDryRun} {
 		b.Run(string(mode), func(b *testing.B) {
 			var requests atomic.Int64
-			cfg := rest.CopyConfig(env.Config)
-			cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-				return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-					requests.Add(1)
-					return rt.RoundTrip(r)
-				})
-			}
+			cfg := counted(&requests)
 			for b.Loop() {
 				reader, err := drift.NewClusterReader(cfg)
 				if err != nil {
@@ -134,18 +128,7 @@ func BenchmarkDiff(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if len(target.Errors) > 0 {
-					b.Fatalf("errors: %v", target.Errors[:min(3, len(target.Errors))])
-				}
-				changed := 0
-				for _, ch := range target.Changes {
-					if ch.Action != drift.ActionUnchanged {
-						changed++
-					}
-				}
-				if changed != drifted {
-					b.Fatalf("%d objects changed, want %d", changed, drifted)
-				}
+				countChanged(b, target)
 			}
 			b.ReportMetric(float64(requests.Load())/float64(b.N), "requests/op")
 			b.ReportMetric(benchObjects, "objects")
