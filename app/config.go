@@ -138,6 +138,20 @@ type Target struct {
 	Tracking drift.Tracking `yaml:"tracking"`
 	// Policy is what counts as failure and how forks and drafts are treated.
 	Policy Policy `yaml:"policy"`
+	// Scope widens what a pull request may read from the cluster for this
+	// target. A pull request always reads what the default branch's render
+	// of the target holds (its namespaces and cluster-scoped kinds); objects
+	// it renders elsewhere are compared in Git only.
+	Scope TargetScope `yaml:"scope"`
+}
+
+// TargetScope widens a target's scope; "*" allows every namespace or kind.
+type TargetScope struct {
+	// Namespaces whose live objects a pull request may read.
+	Namespaces []string `yaml:"namespaces"`
+	// ClusterKinds are cluster-scoped kinds, "Kind.group" (or "Kind" for the
+	// core group), whose live objects a pull request may read.
+	ClusterKinds []string `yaml:"clusterKinds"`
 }
 
 // Policy tunes a target; a repository can refine it in .github/driftback.yml.
@@ -369,6 +383,16 @@ func (c *Config) validate() error {
 		}
 		if err := t.Policy.Codify.validate(); err != nil {
 			errs = append(errs, fmt.Sprintf("%s.policy.codify: %v", where, err))
+		}
+		for _, k := range t.Scope.ClusterKinds {
+			if _, err := drift.ParseKind(k); err != nil {
+				errs = append(errs, fmt.Sprintf("%s.scope.clusterKinds: %v", where, err))
+			}
+		}
+		for _, n := range t.Scope.Namespaces {
+			if n == "" {
+				errs = append(errs, where+".scope.namespaces: an empty namespace")
+			}
 		}
 		branch := strings.ToLower(t.Repo) + " " + slug(t.Name)
 		if other, ok := slugs[branch]; ok && other != t.Name {

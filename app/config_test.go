@@ -65,12 +65,13 @@ func TestClusterClientLimits(t *testing.T) {
 
 func TestConfigErrorsNameTheLine(t *testing.T) {
 	cases := map[string]struct{ yaml, says string }{
-		"an unknown key":    {"server:\n  listen: \":1\"\n  wrokers: 3\n", "line 3: field wrokers not found"},
-		"a wrong type":      {"server:\n  workers: many\n", "line 2: cannot unmarshal"},
-		"an inline secret":  {"github:\n  appID: 1\n  privateKey: |\n    -----BEGIN\n", "line 3: secrets are never written in app.yml"},
-		"an unknown danger": {"targets:\n- repo: a/b\n  path: x\n  policy:\n    failOn: [oops]\n", `unknown danger "oops"`},
-		"a missing cluster": {"targets:\n- repo: a/b\n  path: x\n  cluster: nope\n", `"nope" is not one of clusters`},
-		"a bad repo":        {"targets:\n- repo: ab\n  path: x\n", `"ab" is not owner/name`},
+		"an unknown key":                 {"server:\n  listen: \":1\"\n  wrokers: 3\n", "line 3: field wrokers not found"},
+		"a wrong type":                   {"server:\n  workers: many\n", "line 2: cannot unmarshal"},
+		"an inline secret":               {"github:\n  appID: 1\n  privateKey: |\n    -----BEGIN\n", "line 3: secrets are never written in app.yml"},
+		"an unknown danger":              {"targets:\n- repo: a/b\n  path: x\n  policy:\n    failOn: [oops]\n", `unknown danger "oops"`},
+		"a missing cluster":              {"targets:\n- repo: a/b\n  path: x\n  cluster: nope\n", `"nope" is not one of clusters`},
+		"a scope kind written as a path": {"targets:\n- repo: a/b\n  path: x\n  scope:\n    clusterKinds: [rbac.authorization.k8s.io/ClusterRole]\n", `targets[0].scope.clusterKinds: "rbac.authorization.k8s.io/ClusterRole" is not a kind`},
+		"a bad repo":                     {"targets:\n- repo: ab\n  path: x\n", `"ab" is not owner/name`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -6,13 +6,17 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-github/v60/github"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/internal/githubfake"
+	"github.com/driftback/driftback/internal/kubetest"
 )
 
 var baseFiles = map[string]any{
@@ -627,4 +631,80 @@ func (w *world) threePartComment() (base, head plumbing.Hash) {
 	}
 	big["deploy/prod/many.yaml"] = many.String()
 	return base, w.commit(base, big)
+}
+
+// TestPullRequestCannotReadBeyondItsTarget: a same-repository pull request
+// that renders another namespace's object (an aws-auth ConfigMap in
+// kube-system) gets it compared in Git only: the cluster is not asked for it
+// and the comment shows none of its live values. app.yml's scope widens the
+// target, and then it is compared.
+func TestPullRequestCannotReadBeyondItsTarget(t *testing.T) {
+	w := newWorld(t, nil)
+	w.liveProd()
+	name := "aws-auth-" + w.env.Namespace
+	awsAuth := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": "kube-system"},
+		"data":     map[string]any{"mapRoles": "arn:aws:iam::111122223333:role/node-admin"}}}
+	kubetest.Apply(t, w.env.Config, "eksctl", awsAuth)
+	t.Cleanup(func() {
+		_ = w.env.Client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	var outside atomic.Int64
+	watchPaths := func(app *App) {
+		app.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				if strings.Contains(r.URL.Path, "/namespaces/kube-system/") || (strings.HasSuffix(r.URL.Path, "/configmaps") && !strings.Contains(r.URL.Path, "/namespaces/")) {
+					outside.Add(1)
+				}
+				return rt.RoundTrip(r)
+			})
+		}
+	}
+	watchPaths(w.srv.App)
+
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	// The overlay's namespace moves into a nested kustomization, so the
+	// object next to it keeps the namespace it names.
+	head := w.commit(base, map[string]any{
+		"deploy/prod/kustomization.yaml":       "resources:\n- app\n- steal\n",
+		"deploy/prod/data.yaml":                nil,
+		"deploy/prod/app/kustomization.yaml":   "namespace: NS\nresources:\n- ../../base\n- data.yaml\n",
+		"deploy/prod/app/data.yaml":            baseFiles["deploy/prod/data.yaml"],
+		"deploy/prod/steal/kustomization.yaml": "resources:\n- aws-auth.yaml\n",
+		"deploy/prod/steal/aws-auth.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: kube-system\ndata:\n  mapRoles: harmless\n",
+	})
+	w.openPR(11, base, head, nil)
+	w.deliver("pull_request", "d-scope", prPayload("opened", 11, head.String()))
+	runs := w.waitChecks(head.String(), 2)
+	body := w.gh.Comments(fullName, 11)[0].Body
+	if strings.Contains(body, "node-admin") || strings.Contains(body, "eksctl") {
+		t.Fatalf("the comment shows the live value or owner of an object outside the target:\n%s", body)
+	}
+	for _, s := range []string{"Outside the scope of `deploy/prod` (1)", "`ConfigMap/kube-system/" + name + "`: create in Git"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+	if n := outside.Load(); n != 0 {
+		t.Errorf("%d requests for objects outside the target's scope", n)
+	}
+	if c := findRun(t, runs, "driftback / prod"); c.Conclusion != "neutral" || !strings.Contains(c.Title, "outside the target's scope") {
+		t.Errorf("prod check with an object outside its scope: %s %q", c.Conclusion, c.Title)
+	}
+
+	// The operator widens the scope: the object is compared with the cluster.
+	w.stop()
+	w.cfg.Targets[0].Scope.Namespaces = []string{"kube-system"}
+	w.start()
+	watchPaths(w.srv.App)
+	w.deliver("pull_request", "d-scope-wide", prPayload("synchronize", 11, head.String()))
+	waitFor(t, "the widened comparison", func() bool {
+		return strings.Contains(w.gh.Comments(fullName, 11)[0].Body, "node-admin")
+	})
+	if body := w.gh.Comments(fullName, 11)[0].Body; strings.Contains(body, "Outside the scope") {
+		t.Errorf("a widened scope still leaves the object out:\n%s", body)
+	}
+	if outside.Load() == 0 {
+		t.Error("the widened comparison shows kube-system's live value without reading it: the counter is not counting")
+	}
 }

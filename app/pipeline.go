@@ -164,6 +164,12 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
+	// What a pull request may read from the cluster is bounded by what the
+	// default branch renders: a change cannot widen its own scope.
+	defaults, err := defaultBranchTree(repo, defaultBranch)
+	if err != nil {
+		return err
+	}
 	// Fail closed: a head repository that is missing (a deleted fork) or
 	// different from the base is a fork.
 	fork := !strings.EqualFold(pr.GetHead().GetRepo().GetFullName(), fullName)
@@ -185,6 +191,9 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 		}
 		w := a.renderTarget(ctx, t, base, head)
 		w.live = !fork || t.Policy.ForkLive || req.forceLive
+		if w.live {
+			w.defaults = a.renderDefaults(ctx, t, defaults)
+		}
 		work = append(work, w)
 		at = append(at, i)
 	}
@@ -332,6 +341,42 @@ type targetWork struct {
 	problems []string // render problems: nothing is compared
 	// live says live cluster data may be shown (not a fork, or approved).
 	live bool
+	// defaults is the default branch's render of the target, which bounds
+	// its scope; scope is set when the cluster is read.
+	defaults []*unstructured.Unstructured
+	scope    *drift.Scope
+}
+
+// renderDefaults renders a target at the tip of the default branch, for its
+// scope. A failure leaves the scope to app.yml alone: it fails closed.
+func (a *App) renderDefaults(ctx context.Context, t Target, tree *render.Tree) []*unstructured.Unstructured {
+	if !tree.HasKustomization(t.Path) {
+		return nil
+	}
+	res, err := a.renderer.Render(ctx, tree, []string{t.Path})
+	if err != nil {
+		a.log.Warn("default branch does not render; the target's scope is app.yml's alone", "target", t.Name, "err", err)
+		return nil
+	}
+	objs, err := res.Overlays[0].Objects()
+	if err != nil {
+		a.log.Warn("default branch does not render; the target's scope is app.yml's alone", "target", t.Name, "err", err)
+		return nil
+	}
+	return objs
+}
+
+// scopeOf is what a pull request may read from the cluster for a target:
+// what the default branch renders, widened by app.yml.
+func scopeOf(ctx context.Context, live drift.LiveReader, w *targetWork) (*drift.Scope, error) {
+	scope, err := drift.ScopeOf(ctx, live, w.defaults)
+	if err != nil {
+		return nil, err
+	}
+	if err := scope.Widen(w.t.Scope.Namespaces, w.t.Scope.ClusterKinds); err != nil {
+		return nil, err
+	}
+	return scope, nil
 }
 
 // renderTarget renders one target at base and head.
@@ -375,17 +420,34 @@ type clusterRead struct {
 // snapshots reads, per cluster, the live objects of every target of the pull
 // request that may show live data, planned as one set of reads per cluster.
 func (a *App) snapshots(ctx context.Context, work []*targetWork) map[string]*clusterRead {
-	objs := map[string][]*unstructured.Unstructured{}
+	byCluster := map[string][]*targetWork{}
 	for _, w := range work {
 		if w.live && w.t.Cluster != "" && len(w.problems) == 0 {
-			objs[w.t.Cluster] = append(append(objs[w.t.Cluster], w.in.Base...), w.in.Head...)
+			byCluster[w.t.Cluster] = append(byCluster[w.t.Cluster], w)
 		}
 	}
 	out := map[string]*clusterRead{}
-	for name, all := range objs {
+	for name, ws := range byCluster {
 		conn := a.cluster(name)
 		if conn.err != nil {
 			out[name] = &clusterRead{err: fmt.Sprintf("cluster %s: %v", name, conn.err)}
+			continue
+		}
+		// Only what each target's scope covers is read.
+		var all []*unstructured.Unstructured
+		var scopeErr error
+		for _, w := range ws {
+			if w.scope, scopeErr = scopeOf(ctx, conn.reader, w); scopeErr != nil {
+				break
+			}
+			in, _, err := w.scope.Split(ctx, conn.reader, append(append([]*unstructured.Unstructured{}, w.in.Base...), w.in.Head...))
+			if scopeErr = err; err != nil {
+				break
+			}
+			all = append(all, in...)
+		}
+		if scopeErr != nil {
+			out[name] = &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, scopeErr)}
 			continue
 		}
 		// The drift loop's caches, where this replica runs it, answer what
@@ -419,6 +481,7 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 	opts.Ignore = t.Policy.Ignore
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
 	opts.Tracking = t.Tracking
+	opts.Scope = w.scope
 
 	var reader drift.LiveReader
 	liveErr := ""
@@ -433,6 +496,9 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 		liveErr = read.err
 	default:
 		reader = read.reader
+		if opts.Scope == nil {
+			opts.Scope = &drift.Scope{} // fail closed: read nothing
+		}
 		if a.cfg.Clusters[t.Cluster].Mode == drift.ModeDryRun {
 			opts.Mode, opts.DryRun = drift.ModeDryRun, a.cluster(t.Cluster).dryRun
 		}
@@ -474,6 +540,8 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 	case target.LiveError != "":
 		check.Conclusion, check.Title = "neutral", "Git change only: the cluster was not read"
 		check.Summary = report.GitOnlySummary(target.LiveError, check.Summary)
+	case len(target.OutOfScope) > 0:
+		check.Conclusion, check.Title = "neutral", report.OutOfScopeTitle(len(target.OutOfScope))
 	default:
 		check.Conclusion, check.Title = "success", report.CheckTitle(target)
 	}
@@ -524,6 +592,18 @@ func restConfig(c Cluster) (*rest.Config, error) {
 		return nil, err
 	}
 	return drift.Configure(cfg, drift.ClientLimits{QPS: c.QPS, Burst: c.Burst}), nil
+}
+
+// defaultBranchTree is the tree at the tip of the default branch.
+func defaultBranchTree(repo *git.Repository, branch string) (*render.Tree, error) {
+	lock := render.RepoLock(repo)
+	lock.Lock()
+	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
+	lock.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("read the default branch %s: %w", branch, err)
+	}
+	return render.GitTree(repo, ref.Hash().String())
 }
 
 // readDefaultBranchFile reads a file at the tip of the default branch; nil

@@ -52,6 +52,9 @@ type Options struct {
 	Tracking Tracking
 	// DryRun performs dry-run applies in ModeDryRun; nil there is an error.
 	DryRun DryRunner
+	// Scope limits what is read from the cluster; objects outside it are
+	// compared in Git only and listed in Target.OutOfScope. nil reads all.
+	Scope *Scope
 }
 
 // DefaultManager is the applier assumed when no live object names one.
@@ -93,7 +96,7 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 		base = nil
 	}
 
-	scopes, err := scopeOf(ctx, live, append(append([]*unstructured.Unstructured{}, base...), head...))
+	scopes, err := namespacedKinds(ctx, live, append(append([]*unstructured.Unstructured{}, base...), head...))
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +117,11 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	}
 	if live == nil {
 		return t, nil
+	}
+	if opts.Scope != nil {
+		if base, head, err = c.outOfScope(base, head); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.liveDiff(base, head); err != nil {
 		return nil, err
@@ -144,6 +152,52 @@ func (c *comparer) addError(msg string) {
 	defer c.errMu.Unlock()
 	c.t.Errors = append(c.t.Errors, msg)
 }
+
+// outOfScope keeps, of the renders, the objects within the scope, and lists
+// the others with what the pull request does to them in Git.
+func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, inHead []*unstructured.Unstructured, err error) {
+	namespaced, err := namespacedKinds(c.ctx, c.live, append(append([]*unstructured.Unstructured{}, base...), head...))
+	if err != nil {
+		return nil, nil, err
+	}
+	git := map[string]Action{}
+	for _, ch := range c.t.PR {
+		git[ch.Ref().Key()] = ch.Action
+	}
+	seen := map[string]bool{}
+	keep := func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+		out := []*unstructured.Unstructured{}
+		for _, o := range objs {
+			if c.opts.Scope.within(o, namespaced) {
+				out = append(out, o)
+				continue
+			}
+			ref := RefOf(o)
+			if seen[ref.Key()] {
+				continue
+			}
+			seen[ref.Key()] = true
+			action, ok := git[ref.Key()]
+			if !ok {
+				action = ActionUnchanged
+			}
+			ch := newChange(ref, action)
+			ch.Note = OutOfScopeNote
+			c.t.OutOfScope = append(c.t.OutOfScope, ch)
+		}
+		return out
+	}
+	inBase = keep(base)
+	if base == nil {
+		inBase = nil // nil base: the drift of the head is wanted
+	}
+	inHead = keep(head)
+	sortChanges(c.t.OutOfScope)
+	return inBase, inHead, nil
+}
+
+// OutOfScopeNote explains an object the comparison did not read live.
+const OutOfScopeNote = "outside this target's scope: not compared with the cluster"
 
 // gitDiff compares two renders field by field, without the cluster.
 func (c *comparer) gitDiff(base, head []*unstructured.Unstructured) []Change {
@@ -426,9 +480,9 @@ func sortChanges(cs []Change) {
 	})
 }
 
-// scopeOf says which kinds are namespaced: from the cluster when there is one,
+// namespacedKinds says which kinds are namespaced: from the cluster when there is one,
 // from CRDs in the renders, and from the built-in list.
-func scopeOf(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (map[schema.GroupKind]bool, error) {
+func namespacedKinds(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (map[schema.GroupKind]bool, error) {
 	namespaced := map[schema.GroupKind]bool{}
 	for gk := range clusterScoped {
 		namespaced[gk] = false

@@ -71,6 +71,17 @@ func (c *cluster) res(u *unstructured.Unstructured) (dynamic.ResourceInterface, 
 	return c.dyn.Resource(m.Resource), nil
 }
 
+// delete removes u, for the cleanup of objects outside the test's namespace.
+func (c *cluster) delete(u *unstructured.Unstructured) {
+	r, err := c.res(u)
+	if err == nil {
+		err = r.Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
+	}
+	if err != nil {
+		c.t.Logf("clean up %s: %v", u.GetName(), err)
+	}
+}
+
 // apply server-side applies u as manager, forcing conflicts as GitOps appliers do.
 func (c *cluster) apply(u *unstructured.Unstructured, manager string) {
 	c.t.Helper()

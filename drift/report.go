@@ -97,6 +97,10 @@ type Target struct {
 	// LiveError says why the cluster could not be read; the Git comparison
 	// (PR) is still there.
 	LiveError string `json:"liveError,omitempty"`
+	// OutOfScope lists the objects of the renders outside the target's scope,
+	// with what the pull request does to them in Git: no live value, owner
+	// or count of theirs is read or shown.
+	OutOfScope []Change `json:"outOfScope,omitempty"`
 }
 
 // Report is the result of a diff over one or more overlays.

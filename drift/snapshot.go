@@ -76,7 +76,7 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 		lists: map[string][]*unstructured.Unstructured{},
 		gets:  map[string]*unstructured.Unstructured{},
 	}
-	scopes, err := scopeOf(ctx, live, objs)
+	scopes, err := namespacedKinds(ctx, live, objs)
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,12 @@ func GitOnlySummary(liveErr, summary string) string {
 	return text(liveErr) + "\n\n" + summary
 }
 
+// OutOfScopeTitle is the title of a check some of whose objects were
+// compared in Git only, being outside the target's scope.
+func OutOfScopeTitle(n int) string {
+	return fmt.Sprintf("%s outside the target's scope: not compared with the cluster", plural(n, "object"))
+}
+
 // ErrorComment tells a pull request driftback failed on it.
 func ErrorComment(cause error, sha string, at time.Time) string {
 	return fmt.Sprintf("## driftback could not check this pull request\n\n%s\n\nPush a new commit, or comment `/driftback diff <commit>` naming the head, to try again.\n\n%s",

@@ -105,6 +105,9 @@ func liveMark(t drift.Target) string {
 	if t.LiveError != "" {
 		return " (Git only: cluster not read)"
 	}
+	if n := len(t.OutOfScope); n > 0 {
+		return fmt.Sprintf(" (%s outside its scope: Git only)", plural(n, "object"))
+	}
 	return ""
 }
 
@@ -209,6 +212,14 @@ func targetBlocks(t drift.Target) []string {
 				blocks = append(blocks, changeBlock(c, false))
 			}
 		}
+	}
+	if len(t.OutOfScope) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "#### Outside the scope of %s (%d)\n\nThese objects are compared in Git only: the cluster is not read for them, so no live value, owner or count is shown. An operator widens a target's scope with %s in app.yml.\n\n", code(t.Path), len(t.OutOfScope), code("scope:"))
+		for _, c := range t.OutOfScope {
+			fmt.Fprintf(&b, "- %s: %s in Git\n", code(refString(c)), text(string(c.Action)))
+		}
+		blocks = append(blocks, b.String())
 	}
 	var drifted []drift.Change
 	for _, c := range t.Drift {

@@ -114,7 +114,8 @@ func hostileReport(s string) *drift.Report {
 				Fields: []drift.Field{{Path: ".data." + s, Live: "hidden", Desired: "hidden", Hidden: true}}},
 			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionKeep, KeptBy: s},
 		},
-		Drift: []drift.Change{{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionUpdate, Fields: []drift.Field{f}}},
+		Drift:      []drift.Change{{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionUpdate, Fields: []drift.Field{f}}},
+		OutOfScope: []drift.Change{{APIVersion: s, Kind: s, Namespace: s, Name: s, Action: drift.Action(s), Note: s}},
 	}
 	git := t
 	git.LiveError = s
