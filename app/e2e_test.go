@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,10 @@ import (
 	"github.com/google/go-github/v60/github"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/kubetest"
 )
@@ -707,4 +711,57 @@ func TestPullRequestCannotReadBeyondItsTarget(t *testing.T) {
 	if outside.Load() == 0 {
 		t.Error("the widened comparison shows kube-system's live value without reading it: the counter is not counting")
 	}
+}
+
+// TestDangersFailWithoutTheCluster: a danger is known from Git, so a fork's
+// pull request and a target whose cluster cannot be read fail on a failOn
+// danger as a readable cluster does; the ack label works the same.
+func TestDangersFailWithoutTheCluster(t *testing.T) {
+	w := newWorld(t, nil)
+	clusterReads := w.countClusterReads()
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n", "deploy/prod/data.yaml": nil})
+	w.openPR(12, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
+	w.deliver("pull_request", "d-fork-danger", prPayload("opened", 12, head.String()))
+	prod := findRun(t, w.waitChecks(head.String(), 2), "driftback / prod")
+	if prod.Conclusion != "failure" || !strings.Contains(prod.Title, "pvc-removal (1)") {
+		t.Errorf("a fork's pull request removing a claim: %s %q, want failure on pvc-removal", prod.Conclusion, prod.Title)
+	}
+	if body := w.gh.Comments(fullName, 12)[0].Body; !strings.Contains(body, "**pvc-removal**") || !strings.Contains(body, "unknown without the cluster") {
+		t.Errorf("the fork's comment does not show the danger known from Git:\n%s", body)
+	}
+	if n := clusterReads.Load(); n != 0 {
+		t.Errorf("%d cluster requests for a fork", n)
+	}
+
+	// The cluster cannot be read: the same.
+	w.stop()
+	dead := filepath.Join(w.dir, "dead-kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["dead"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
+	kc.AuthInfos["dead"] = &clientcmdapi.AuthInfo{Token: "x"}
+	kc.Contexts["dead"] = &clientcmdapi.Context{Cluster: "dead", AuthInfo: "dead"}
+	kc.CurrentContext = "dead"
+	if err := clientcmd.WriteToFile(*kc, dead); err != nil {
+		t.Fatal(err)
+	}
+	w.cfg.Clusters["test"] = Cluster{Kubeconfig: dead, Mode: drift.ModeReadOnly}
+	w.start()
+	w.openPR(12, base, head, nil) // same repository now
+	w.deliver("pull_request", "d-dead-danger", prPayload("synchronize", 12, head.String()))
+	waitFor(t, "the check of an unreadable cluster to say so", func() bool {
+		return strings.Contains(w.gh.Comments(fullName, 12)[0].Body, "could not be read")
+	})
+	prod = findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod")
+	if prod.Conclusion != "failure" || !strings.Contains(prod.Title, "pvc-removal (1)") {
+		t.Errorf("an unreadable cluster: %s %q, want failure on pvc-removal", prod.Conclusion, prod.Title)
+	}
+
+	w.openPR(12, base, head, func(p *githubfake.Pull) { p.Labels = []string{DefaultAckLabel} })
+	ev := prPayload("labeled", 12, head.String())
+	ev.Label = &github.Label{Name: github.String(DefaultAckLabel)}
+	w.deliver("pull_request", "d-dead-label", ev)
+	waitFor(t, "the acknowledged danger to stop failing", func() bool {
+		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "neutral"
+	})
 }

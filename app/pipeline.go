@@ -530,18 +530,22 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 		}
 	}
 	sort.Strings(failing)
+	// Dangers are known from Git, so they fail the check whether the cluster
+	// was read or not; a comparison that is not whole is never a success.
 	switch {
 	case len(failing) > 0 && !labels[t.Policy.AckLabel]:
 		check.Conclusion = "failure"
 		check.Title = report.DangerousTitle(failing)
 		check.Summary = report.DangerousSummary(t.Name, failing, t.Policy.AckLabel, check.Summary)
-	case len(failing) > 0:
-		check.Conclusion, check.Title = "success", report.AcknowledgedTitle(t.Policy.AckLabel)
 	case target.LiveError != "":
 		check.Conclusion, check.Title = "neutral", "Git change only: the cluster was not read"
 		check.Summary = report.GitOnlySummary(target.LiveError, check.Summary)
+	case len(target.Errors) > 0:
+		check.Conclusion, check.Title = "neutral", report.IncompleteTitle(len(target.Errors))
 	case len(target.OutOfScope) > 0:
 		check.Conclusion, check.Title = "neutral", report.OutOfScopeTitle(len(target.OutOfScope))
+	case len(failing) > 0:
+		check.Conclusion, check.Title = "success", report.AcknowledgedTitle(t.Policy.AckLabel)
 	default:
 		check.Conclusion, check.Title = "success", report.CheckTitle(target)
 	}

@@ -44,6 +44,79 @@ func (c *comparer) classify(changes []Change, liveObjs map[string]*unstructured.
 	return nil
 }
 
+// gitDangers adds to the pull request's own change (head against base) every
+// danger its rendered objects show without the cluster. Blast radii that
+// need the cluster (how many custom resources, what a namespace holds) are
+// marked unknown; the live impact measures them when the cluster is read.
+func gitDangers(pr []Change, base, head map[string]*unstructured.Unstructured) {
+	for i := range pr {
+		ch := &pr[i]
+		switch ch.Action {
+		case ActionDelete:
+			gitDeleteDanger(ch, base[ch.Ref().Key()])
+		case ActionUpdate:
+			immutableDangers(ch)
+		}
+	}
+	rbacDangers(pr, head, base, "the pull request ")
+}
+
+const unknownCount = " (how many: unknown without the cluster)"
+
+func gitDeleteDanger(ch *Change, b *unstructured.Unstructured) {
+	if b == nil {
+		return
+	}
+	add := func(reason DangerReason, count int, msg string) {
+		ch.Danger = append(ch.Danger, Danger{Reason: reason, Count: count, Message: msg, CountUnknown: true})
+	}
+	switch ch.Ref().GroupKind() {
+	case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+		kind, _, _ := unstructured.NestedString(b.Object, "spec", "names", "kind")
+		add(DangerCRDRemoval, 0, fmt.Sprintf("removing the CRD deletes every %s with it%s", kind, unknownCount))
+	case schema.GroupKind{Kind: "Namespace"}:
+		add(DangerNamespaceRemoval, 0, "removing the namespace deletes everything in it"+unknownCount)
+	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
+		add(DangerPVCRemoval, 1, "removing the claim can delete its data (which volume and its reclaim policy: unknown without the cluster)")
+	case schema.GroupKind{Kind: "PersistentVolume"}:
+		add(DangerPVRemoval, 1, "removing "+describePV(b))
+	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+		templates, _, _ := unstructured.NestedSlice(b.Object, "spec", "volumeClaimTemplates")
+		if len(templates) == 0 {
+			return
+		}
+		policy, _, _ := unstructured.NestedString(b.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted")
+		msg := "the StatefulSet has volume claim templates; its claims"
+		if policy == "Delete" {
+			msg += " are deleted with it (persistentVolumeClaimRetentionPolicy whenDeleted: Delete): their data is lost"
+		} else {
+			msg += " stay behind, unmounted, and a new StatefulSet of the same name reuses them"
+		}
+		add(DangerStatefulSetPVC, 0, msg+unknownCount)
+	}
+}
+
+// mergeGitDangers adds to the live impact the dangers of the Git change the
+// cluster cannot make moot: a role the pull request widens is flagged even
+// when the cluster already grants as much. Deletions and immutable fields
+// are the live impact's to measure: an object absent live loses nothing.
+func mergeGitDangers(changes, pr []Change) {
+	at := map[string]int{}
+	for i, c := range changes {
+		at[c.Ref().Key()] = i
+	}
+	for _, p := range pr {
+		for _, d := range p.Danger {
+			if d.Reason != DangerRBACEscalation {
+				continue
+			}
+			if i, ok := at[p.Ref().Key()]; ok && !hasDanger(&changes[i], d.Reason) {
+				changes[i].Danger = append(changes[i].Danger, d)
+			}
+		}
+	}
+}
+
 func immutableDangers(ch *Change) {
 	paths := immutable[ch.Ref().GroupKind()]
 	var hit []string

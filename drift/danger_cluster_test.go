@@ -249,3 +249,23 @@ func TestReaderListsOncePerKindAndNamespace(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestGitDangersWithTheCluster: a role the pull request widens in Git is
+// flagged even when the cluster already grants as much; a removal of what
+// the cluster does not have loses nothing and is not a danger there.
+func TestGitDangersWithTheCluster(t *testing.T) {
+	c := newCluster(t)
+	ns := c.env.Namespace
+	role := func(verbs string) *unstructured.Unstructured {
+		return obj(t, strings.NewReplacer("VERBS", verbs, "shop", ns).Replace(gitRole))
+	}
+	c.apply(role(`"*"`), "kubectl-edit") // someone widened it live already
+	gone := obj(t, "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: never-applied, namespace: "+ns+"}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n")
+
+	target := compareOn(t, c, []*unstructured.Unstructured{role("get, list"), gone}, []*unstructured.Unstructured{role(`"*"`)}, drift.DefaultOptions())
+	ch := findChange(t, target.Changes, "Role", "deployer")
+	oneDanger(t, ch, drift.DangerRBACEscalation, 1, "the pull request grants", "verbs [*]")
+	if got := target.Dangers(); got[drift.DangerRBACEscalation] != 1 || got[drift.DangerPVCRemoval] != 0 {
+		t.Errorf("dangers with the cluster read: %v; want the Git escalation and no removal of a claim the cluster lacks", got)
+	}
+}

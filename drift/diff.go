@@ -112,10 +112,12 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	if in.HasBase || in.Base != nil {
 		t.PR = c.gitDiff(base, head)
 	}
+	gitDangers(t.PR, index(base), index(head))
 	for i := range t.PR {
 		hideSecretFields(&t.PR[i])
 	}
 	if live == nil {
+		t.LiveError = "the cluster was not read"
 		return t, nil
 	}
 	if opts.Scope != nil {
@@ -316,7 +318,8 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 	if err := c.classify(c.t.Changes, liveObjs); err != nil {
 		return err
 	}
-	rbacDangers(c.t.Changes, index(head), liveObjs)
+	rbacDangers(c.t.Changes, index(head), liveObjs, "")
+	mergeGitDangers(c.t.Changes, c.t.PR)
 	sortChanges(c.t.Changes)
 	sortChanges(c.t.Drift)
 	sort.Strings(c.t.Errors) // predictions ran at once: a stable order

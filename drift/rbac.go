@@ -8,41 +8,44 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// rbacDangers flags creates and updates that newly grant cluster-admin or
-// wildcard verbs, resources or API groups.
-func rbacDangers(changes []Change, desired, liveObjs map[string]*unstructured.Unstructured) {
+// rbacDangers flags creates and updates of RBAC objects that newly grant
+// what amounts to more power: wildcards, escalate, bind or impersonate,
+// exec into pods, the node proxy, Secrets read cluster-wide, or
+// cluster-admin to a subject. before holds the objects compared with: the
+// live ones for the live impact, the base render for the pull request's own
+// change in Git.
+func rbacDangers(changes []Change, desired, before map[string]*unstructured.Unstructured, where string) {
 	for i := range changes {
 		ch := &changes[i]
 		if ch.Action != ActionCreate && ch.Action != ActionUpdate {
 			continue
 		}
 		ref := ch.Ref()
-		if ref.Group != "rbac.authorization.k8s.io" {
+		if ref.Group != "rbac.authorization.k8s.io" || hasDanger(ch, DangerRBACEscalation) {
 			continue
 		}
 		d := desired[ref.Key()]
 		if d == nil {
 			continue
 		}
-		l := liveObjs[ref.Key()]
+		l := before[ref.Key()]
 		switch ref.Kind {
 		case "Role", "ClusterRole":
-			now := wildcards(d)
-			before := map[string]bool{}
+			was := map[string]bool{}
 			if l != nil {
-				for _, w := range wildcards(l) {
-					before[w] = true
+				for _, g := range riskyGrants(l) {
+					was[g] = true
 				}
 			}
 			var added []string
-			for _, w := range now {
-				if !before[w] {
-					added = append(added, w)
+			for _, g := range riskyGrants(d) {
+				if !was[g] {
+					added = append(added, g)
 				}
 			}
 			if len(added) > 0 {
 				ch.Danger = append(ch.Danger, Danger{Reason: DangerRBACEscalation, Count: len(added),
-					Message: fmt.Sprintf("grants wildcard access in %s: %s", plural(len(added), "rule"), strings.Join(added, "; "))})
+					Message: fmt.Sprintf("%sgrants %s: %s", where, plural(len(added), "risky rule"), strings.Join(added, "; "))})
 			}
 		case "RoleBinding", "ClusterRoleBinding":
 			if roleRefName(d) != "cluster-admin" {
@@ -64,38 +67,85 @@ func rbacDangers(changes []Change, desired, liveObjs map[string]*unstructured.Un
 			}
 			if len(newSubjects) > 0 {
 				ch.Danger = append(ch.Danger, Danger{Reason: DangerRBACEscalation, Count: len(newSubjects),
-					Message: fmt.Sprintf("grants cluster-admin to %s", strings.Join(newSubjects, ", "))})
+					Message: fmt.Sprintf("%sgrants cluster-admin to %s", where, strings.Join(newSubjects, ", "))})
 			}
 		}
 	}
 }
 
-// wildcards describes each rule that holds "*" in its verbs, resources, API
-// groups or non-resource URLs.
-func wildcards(role *unstructured.Unstructured) []string {
+func hasDanger(ch *Change, reason DangerReason) bool {
+	for _, d := range ch.Danger {
+		if d.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// escalatingVerbs let a subject gain permissions it does not hold.
+var escalatingVerbs = map[string]string{
+	"escalate":    "escalate (grant permissions it lacks)",
+	"bind":        "bind (bind roles it lacks)",
+	"impersonate": "impersonate (act as other users, groups or service accounts)",
+}
+
+// riskyGrants describes each rule of a role that grants more than it names:
+// a wildcard in verbs, resources, API groups or URLs; an escalating verb;
+// exec or attach into pods; the node proxy; or, in a ClusterRole, reading
+// Secrets (which a ClusterRoleBinding makes cluster-wide).
+func riskyGrants(role *unstructured.Unstructured) []string {
 	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	clusterRole := role.GetKind() == "ClusterRole"
 	var out []string
 	for _, r := range rules {
 		rm, _ := r.(map[string]any)
-		wild := false
+		fields := map[string][]string{}
 		var parts []string
 		for _, field := range []string{"verbs", "resources", "apiGroups", "nonResourceURLs"} {
 			vals, _, _ := unstructured.NestedStringSlice(rm, field)
+			fields[field] = vals
 			if len(vals) == 0 {
 				continue
 			}
-			for i, v := range vals {
-				if v == "*" {
-					wild = true
-				}
+			shown := append([]string(nil), vals...)
+			for i, v := range shown {
 				if field == "apiGroups" && v == "" {
-					vals[i] = `""`
+					shown[i] = `""`
 				}
 			}
-			parts = append(parts, field+" ["+strings.Join(vals, ", ")+"]")
+			parts = append(parts, field+" ["+strings.Join(shown, ", ")+"]")
 		}
-		if wild {
-			out = append(out, strings.Join(parts, " "))
+		has := func(field string, want ...string) bool {
+			for _, v := range fields[field] {
+				for _, w := range want {
+					if v == w {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		core := has("apiGroups", "", "*")
+		var why []string
+		if has("verbs", "*") || has("resources", "*") || has("apiGroups", "*") || has("nonResourceURLs", "*") {
+			why = append(why, "wildcard")
+		}
+		for _, v := range fields["verbs"] {
+			if e, ok := escalatingVerbs[v]; ok {
+				why = append(why, e)
+			}
+		}
+		if core && has("resources", "pods/exec", "pods/attach") {
+			why = append(why, "exec into pods")
+		}
+		if core && has("resources", "nodes/proxy") {
+			why = append(why, "the node proxy (the kubelet API)")
+		}
+		if clusterRole && core && has("resources", "secrets", "*") && has("verbs", "get", "list", "watch", "*") {
+			why = append(why, "read Secrets, in every namespace when bound by a ClusterRoleBinding")
+		}
+		if len(why) > 0 {
+			out = append(out, strings.Join(parts, " ")+" ("+strings.Join(why, "; ")+")")
 		}
 	}
 	sort.Strings(out)

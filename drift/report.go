@@ -36,6 +36,10 @@ type Danger struct {
 	// Count is how many things are lost or affected (custom resources of a
 	// removed CRD, objects in a removed namespace, claims, …).
 	Count int `json:"count"`
+	// CountUnknown is true when the danger is known from Git but its blast
+	// radius needs the cluster, which was not read: Count is then what Git
+	// alone shows.
+	CountUnknown bool `json:"countUnknown,omitempty"`
 }
 
 // Change is what happens to one object.
@@ -121,13 +125,23 @@ func (r *Report) HasChanges() bool {
 	return false
 }
 
-// Dangers returns every danger of the live impact, by reason.
+// Dangers returns every danger, by reason: those of the live impact when
+// the cluster was read, those of the Git change when it was not.
 func (t *Target) Dangers() map[DangerReason]int {
 	out := map[DangerReason]int{}
-	for _, c := range t.Changes {
+	for _, c := range t.Told() {
 		for _, d := range c.Danger {
 			out[d.Reason]++
 		}
 	}
 	return out
+}
+
+// Told is the list of changes that tells what merging does: the live impact
+// when the cluster was read, the Git change when it was not.
+func (t *Target) Told() []Change {
+	if t.LiveError != "" {
+		return t.PR
+	}
+	return t.Changes
 }

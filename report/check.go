@@ -73,6 +73,12 @@ func GitOnlySummary(liveErr, summary string) string {
 	return text(liveErr) + "\n\n" + summary
 }
 
+// IncompleteTitle is the title of a check some of whose objects could not
+// be compared; the summary lists them.
+func IncompleteTitle(problems int) string {
+	return fmt.Sprintf("Incomplete: %s, see the summary", plural(problems, "comparison problem"))
+}
+
 // OutOfScopeTitle is the title of a check some of whose objects were
 // compared in Git only, being outside the target's scope.
 func OutOfScopeTitle(n int) string {

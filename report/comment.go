@@ -71,9 +71,11 @@ func summaryTable(r *drift.Report) string {
 	for _, t := range r.Targets {
 		counts := map[drift.Action]int{}
 		dangers, overwrites, drifted := 0, 0, 0
+		for _, c := range t.Told() {
+			dangers += len(c.Danger)
+		}
 		for _, c := range t.Changes {
 			counts[c.Action]++
-			dangers += len(c.Danger)
 			for _, f := range c.Fields {
 				if f.OverwritesDrift {
 					overwrites++
@@ -122,7 +124,7 @@ func dangerSection(r *drift.Report) string {
 	var lines []string
 	total := 0
 	for _, t := range r.Targets {
-		for _, c := range t.Changes {
+		for _, c := range t.Told() {
 			for _, d := range c.Danger {
 				total++
 				lines = append(lines, fmt.Sprintf("- **%s** %s in %s (%s): %s", text(string(d.Reason)), code(refString(c)), code(t.Path), text(string(c.Action)), text(d.Message)))

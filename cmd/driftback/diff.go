@@ -337,7 +337,7 @@ func compareOverlay(ctx context.Context, path string, in drift.Input, problems [
 		}
 		t.LiveError = cerr.Error()
 	}
-	if reader == nil && t.LiveError == "" {
+	if reader == nil && liveErr != "" {
 		t.LiveError = liveErr
 	}
 	return t, nil

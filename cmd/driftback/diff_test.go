@@ -237,3 +237,30 @@ func TestDemoJSONKeepsItsPromises(t *testing.T) {
 		t.Errorf("fields a sync reverts: %+v, want the scaled replicas with who set them", reverted)
 	}
 }
+
+// TestDiffDemoWithoutACluster: the dangers of the demo are known from Git;
+// the live dump only adds their counts.
+func TestDiffDemoWithoutACluster(t *testing.T) {
+	out, errOut, code := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--format", "json")
+	if code != exitChanges {
+		t.Fatalf("exit %d; stderr:\n%s", code, errOut)
+	}
+	var rep drift.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	got := map[drift.DangerReason]int{}
+	for _, target := range rep.Targets {
+		if target.LiveError == "" {
+			t.Errorf("%s: no cluster given, yet no reason the cluster was not read", target.Path)
+		}
+		for r, n := range target.Dangers() {
+			got[r] += n
+		}
+	}
+	want := map[drift.DangerReason]int{drift.DangerCRDRemoval: 1, drift.DangerNamespaceRemoval: 1, drift.DangerPVCRemoval: 1,
+		drift.DangerImmutableField: 1, drift.DangerRBACEscalation: 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("dangers without a cluster (-want +got):\n%s", diff)
+	}
+}
