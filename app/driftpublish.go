@@ -229,7 +229,7 @@ func (p *driftPublisher) publishIssue(ctx context.Context, plan *prgen.Plan) err
 			return fmt.Errorf("list drift issues: %w", err)
 		}
 		for _, is := range page {
-			if is.IsPullRequest() || !strings.Contains(is.GetBody(), p.reportMarker()) {
+			if is == nil || is.IsPullRequest() || !strings.Contains(is.GetBody(), p.reportMarker()) {
 				continue
 			}
 			issues = append(issues, prgen.PullRequest{Number: is.GetNumber(), Open: is.GetState() == "open", Body: is.GetBody()})

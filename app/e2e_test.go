@@ -76,8 +76,8 @@ func TestPullRequestGetsOneCommentAndChecks(t *testing.T) {
 		t.Fatalf("%d comments, want 1", len(comments))
 	}
 	body := comments[0].Body
-	for _, s := range []string{"<!-- driftback:comment part=1 of=1 -->", "## driftback", "### `deploy/prod`", "### `deploy/staging`",
-		"✏️ update <code>Deployment/" + w.env.Namespace + "/web</code>", "+ .spec.replicas: 3", "head " + head.String()[:12]} {
+	for _, s := range []string{"<!-- driftback:comment part=1 of=1 -->", "## driftback", "### `prod` (`deploy/prod`) on cluster `test`", "### `staging` (`deploy/staging`) on cluster `test`",
+		"✏️ update <code>Deployment/" + w.env.Namespace + "/web</code>", "changed by this PR `.spec.replicas`: Git `2` → `3`", "head " + head.String()[:12]} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
 		}
@@ -92,7 +92,7 @@ func TestPullRequestGetsOneCommentAndChecks(t *testing.T) {
 	}
 	w.waitChecks(head2.String(), 2)
 	comments = w.gh.Comments(fullName, 1)
-	if len(comments) != 1 || comments[0].ID != firstID || !strings.Contains(comments[0].Body, "+ .spec.replicas: 4") {
+	if len(comments) != 1 || comments[0].ID != firstID || !strings.Contains(comments[0].Body, "changed by this PR `.spec.replicas`: Git `2` → `4`") {
 		t.Errorf("after synchronize: %d comments (first %d, want %d)", len(comments), comments[0].ID, firstID)
 	}
 
@@ -115,7 +115,7 @@ func TestPullRequestGetsOneCommentAndChecks(t *testing.T) {
 		}
 	}
 	comments = w.gh.Comments(fullName, 1)
-	if len(comments) != 1 || !strings.Contains(comments[0].Body, "+ .spec.replicas: 14") || !strings.Contains(comments[0].Body, "head "+last.String()[:12]) {
+	if len(comments) != 1 || !strings.Contains(comments[0].Body, "changed by this PR `.spec.replicas`: Git `2` → `14`") || !strings.Contains(comments[0].Body, "head "+last.String()[:12]) {
 		t.Errorf("after the burst: %d comments; body:\n%s", len(comments), comments[0].Body)
 	}
 }
@@ -304,8 +304,10 @@ func TestDangerFailsUntilAcknowledged(t *testing.T) {
 	if prod.Conclusion != "failure" || !strings.Contains(prod.Title, "pvc-removal") {
 		t.Fatalf("prod check: %+v", prod)
 	}
-	if c := w.gh.Comments(fullName, 6); len(c) != 1 || !strings.Contains(c[0].Body, "**pvc-removal**") {
-		t.Errorf("the comment does not show the danger")
+	if c := w.gh.Comments(fullName, 6); len(c) != 1 || !strings.Contains(c[0].Body, "**pvc-removal**") ||
+		!strings.Contains(c[0].Body, "The check of `prod` fails on pvc-removal (1). Once the dangers above are reviewed and wanted, add the label `"+DefaultAckLabel+"`") ||
+		!strings.Contains(c[0].Body, "Every new push is evaluated again.") {
+		t.Errorf("the comment does not show the danger and the next step:\n%s", c[0].Body)
 	}
 
 	w.openPR(6, base, head, func(p *githubfake.Pull) { p.Labels = []string{DefaultAckLabel} })
@@ -355,7 +357,7 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 		t.Errorf("fork check: %+v", c)
 	}
 	body := w.gh.Comments(fullName, 7)[0].Body
-	if !strings.Contains(body, "comes from a fork") || strings.Contains(body, "set by kustomize-controller") {
+	if !strings.Contains(body, "comes from a fork") || strings.Contains(body, "What a sync does after merging") {
 		t.Fatalf("the fork's comment shows live data or no reason:\n%s", body)
 	}
 	if n := clusterReads.Load(); n != 0 {
@@ -374,7 +376,7 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	}
 	before := w.gh.Comments(fullName, 7)[0].Updated
 	command("visitor", "d-reader", "/driftback diff "+head.String()[:12])
-	if after := w.gh.Comments(fullName, 7); !after[0].Updated.Equal(before) || len(after) != 1 || strings.Contains(after[0].Body, "set by kustomize-controller") {
+	if after := w.gh.Comments(fullName, 7); !after[0].Updated.Equal(before) || len(after) != 1 || strings.Contains(after[0].Body, "What a sync does after merging") {
 		t.Errorf("a reader's command changed the comment or was answered")
 	}
 	// A writer's approval names the commit reviewed: the bare command only
@@ -396,7 +398,7 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	}
 	command("maintainer", "d-writer", "/driftback diff "+head.String())
 	waitFor(t, "live data after a writer's command", func() bool {
-		return strings.Contains(w.gh.Comments(fullName, 7)[0].Body, "set by kustomize-controller")
+		return strings.Contains(w.gh.Comments(fullName, 7)[0].Body, "What a sync does after merging")
 	})
 	waitFor(t, "the check to pass with live data", func() bool {
 		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "success"

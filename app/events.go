@@ -54,7 +54,8 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		}
 	case *github.IssueCommentEvent:
 		m := diffCommandPattern.FindStringSubmatch(strings.TrimSpace(ev.GetComment().GetBody()))
-		if ev.GetAction() != "created" || !ev.GetIssue().IsPullRequest() || m == nil {
+		// IsPullRequest has a value receiver: a missing issue is checked first.
+		if ev.GetAction() != "created" || ev.Issue == nil || !ev.Issue.IsPullRequest() || m == nil {
 			return nil, nil, false
 		}
 		approved := strings.ToLower(m[1])

@@ -220,7 +220,13 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 			return a.publishChecks(ctx, gh, req, headSHA, checks)
 		}
 	}
-	parts := report.Comment(rep, report.CommentOptions{})
+	var failing []report.Failing
+	for _, c := range checks {
+		if c.failing != nil {
+			failing = append(failing, *c.failing)
+		}
+	}
+	parts := report.Comment(rep, report.CommentOptions{Failing: failing})
 	parts[len(parts)-1] += "\n" + report.Footer(headSHA, a.now())
 	// Publishing is find-or-create by marker and by check name, so a failed
 	// attempt is simply repeated: what it created is found, not duplicated.
@@ -474,7 +480,7 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 	if len(renderProblems) > 0 {
 		check.Conclusion, check.Title = "failure", "The overlay does not render"
 		check.Summary = report.RenderProblemsSummary(renderProblems)
-		return drift.Target{Path: t.Path, Cluster: t.Cluster, Errors: renderProblems}, check
+		return drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: renderProblems}, check
 	}
 
 	opts := drift.DefaultOptions()
@@ -515,11 +521,11 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 	if target == nil {
 		if target, err = drift.Compare(ctx, nil, in, opts); err != nil {
 			check.Conclusion, check.Title, check.Summary = "failure", "Comparison failed", report.ComparisonFailedSummary(err)
-			return drift.Target{Path: t.Path, Errors: []string{err.Error()}}, check
+			return drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: []string{err.Error()}}, check
 		}
 		target.LiveError = liveErr
 	}
-	target.Cluster = t.Cluster
+	target.Cluster, target.Name = t.Cluster, t.Name
 	check.Summary, check.Text = report.CheckSummary(target), ""
 
 	dangers := target.Dangers()
@@ -535,6 +541,7 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 	switch {
 	case len(failing) > 0 && !labels[t.Policy.AckLabel]:
 		check.Conclusion = "failure"
+		check.failing = &report.Failing{Target: t.Name, Reasons: failing, AckLabel: t.Policy.AckLabel}
 		check.Title = report.DangerousTitle(failing)
 		check.Summary = report.DangerousSummary(t.Name, failing, t.Policy.AckLabel, check.Summary)
 	case target.LiveError != "":

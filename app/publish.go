@@ -112,6 +112,9 @@ type CheckResult struct {
 	Title      string
 	Summary    string
 	Text       string
+	// failing is set when the check fails on dangers: the comment says how
+	// to accept them.
+	failing *report.Failing
 }
 
 // publishCheck creates or updates this App's named check run on sha.

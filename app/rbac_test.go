@@ -98,7 +98,7 @@ func TestReadOnlyIdentityIsEnough(t *testing.T) {
 		}
 	}
 	comments := d.gh.Comments(fullName, 1)
-	if len(comments) != 1 || !strings.Contains(comments[0].Body, "+ .spec.replicas: 3") || strings.Contains(comments[0].Body, "forbidden") {
+	if len(comments) != 1 || !strings.Contains(comments[0].Body, "changed by this PR `.spec.replicas`: Git `2` → `3`") || strings.Contains(comments[0].Body, "forbidden") {
 		t.Fatalf("the comment as the read-only identity: %+v", comments)
 	}
 

@@ -113,6 +113,7 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 		t.PR = c.gitDiff(base, head)
 	}
 	gitDangers(t.PR, index(base), index(head))
+	c.tellGit(base, head)
 	for i := range t.PR {
 		hideSecretFields(&t.PR[i])
 	}
@@ -320,6 +321,7 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 	}
 	rbacDangers(c.t.Changes, index(head), liveObjs, "")
 	mergeGitDangers(c.t.Changes, c.t.PR)
+	c.tell(base, head, liveObjs)
 	sortChanges(c.t.Changes)
 	sortChanges(c.t.Drift)
 	sort.Strings(c.t.Errors) // predictions ran at once: a stable order

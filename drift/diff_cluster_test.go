@@ -71,7 +71,7 @@ func TestLiveImpactOfAScale(t *testing.T) {
 		t.Fatalf("change: %+v", ch)
 	}
 	f := ch.Fields[0]
-	if f.Path != ".spec.replicas" || f.Live != int64(5) || f.Desired != int64(3) || f.Manager != "kubectl" || f.Subresource != "scale" || !f.OverwritesDrift {
+	if f.Path != ".spec.replicas" || f.Live != int64(5) || f.Desired != int64(3) || f.Manager != "kubectl" || f.Subresource != "scale" || f.Kind != drift.FieldDrift {
 		t.Errorf("field: %+v", f)
 	}
 	if len(target.Drift) != 1 || len(target.Drift[0].Fields) != 1 || target.Drift[0].Fields[0].Path != ".spec.replicas" {

@@ -37,11 +37,36 @@ type Field struct {
 	// OverwritesDrift marks a field that has drifted from Git live and that
 	// this change would revert: a live change the pull request overwrites.
 	OverwritesDrift bool `json:"overwritesDrift,omitempty"`
+	// Kind says what the field's change is to the pull request; set on the
+	// live impact's fields, and "pr" on the Git change's.
+	Kind FieldKind `json:"kind,omitempty"`
+	// Base is the value in the base render (Git before the pull request),
+	// on the live impact's fields; nil when absent there.
+	Base any `json:"base,omitempty"`
 	// Hidden marks a Secret value: the change is real, its values are not shown.
 	Hidden bool `json:"hidden,omitempty"`
 
 	path fieldpath.Path
 }
+
+// FieldKind is what a changed field is to a pull request.
+type FieldKind string
+
+// Field kinds.
+const (
+	// FieldPR is changed by the pull request, and the live value is Git's.
+	FieldPR FieldKind = "pr"
+	// FieldOverwrites is changed by the pull request over a live change a
+	// person made (the live owner is not the applier nor an ignored
+	// controller): a sync replaces that person's value.
+	FieldOverwrites FieldKind = "overwrites"
+	// FieldCodifies is set by the pull request to the value a person set
+	// live: a sync changes nothing there.
+	FieldCodifies FieldKind = "codifies"
+	// FieldDrift differs live from Git before and after the pull request
+	// alike: drift the pull request leaves as it is.
+	FieldDrift FieldKind = "drift"
+)
 
 // FieldPath returns the structured path of the field, with list items by key.
 func (f Field) FieldPath() fieldpath.Path { return f.path }

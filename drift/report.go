@@ -60,6 +60,9 @@ type Change struct {
 	Note string `json:"note,omitempty"`
 	// Secret is true for a Secret: its values are never shown.
 	Secret bool `json:"secret,omitempty"`
+	// Manifest is the rendered YAML of a created or deleted object (Secret
+	// values hidden, cut at MaxManifest).
+	Manifest string `json:"manifest,omitempty"`
 }
 
 // Ref returns the object's identity.
@@ -84,6 +87,8 @@ func newChange(r Ref, a Action) Change {
 
 // Target is the report for one overlay.
 type Target struct {
+	// Name names the target (app.yml's name; empty on the command line).
+	Name string `json:"name,omitempty"`
 	// Path is the overlay directory.
 	Path string `json:"path"`
 	// Cluster names the cluster compared with; empty when none was.

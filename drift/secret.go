@@ -93,7 +93,7 @@ func hideSecretFields(c *Change) {
 	for i := range c.Fields {
 		f := &c.Fields[i]
 		if len(f.path) > 0 && f.path[0].FieldName != nil && (*f.path[0].FieldName == "data" || *f.path[0].FieldName == "stringData") {
-			f.Live, f.Desired, f.Hidden = hidden(f.Live), hidden(f.Desired), true
+			f.Live, f.Desired, f.Base, f.Hidden = hidden(f.Live), hidden(f.Desired), hidden(f.Base), true
 		}
 	}
 }

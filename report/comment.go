@@ -7,6 +7,7 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/driftback/driftback/drift"
@@ -20,18 +21,33 @@ type CommentOptions struct {
 	// Limit is the size of one part; 0 means MaxCommentSize less room for a
 	// marker and footer that the caller adds (1,024 characters).
 	Limit int
+	// Failing lists the targets whose check fails on dangers: the comment
+	// ends with what to do next.
+	Failing []Failing
+}
+
+// Failing is a target whose check fails on dangers its policy names.
+type Failing struct {
+	// Target names the target; Reasons are "reason (count)".
+	Target   string
+	Reasons  []string
+	AckLabel string
 }
 
 // Comment renders the report as a pull-request comment: a summary table,
-// then dangers, then the live changes the PR overwrites, then one collapsible
-// diff per object. A report over the limit is split into numbered parts at
-// section boundaries; no part breaks a code fence or a details block.
+// then dangers, then each target with each affected object once, every
+// changed field tagged with what it is to the pull request, then what to do
+// next when a check fails. A report over the limit is split into numbered
+// parts at block boundaries; no part breaks a code fence or a details block.
 func Comment(r *drift.Report, opts CommentOptions) []string {
 	limit := opts.Limit
 	if limit <= 0 {
 		limit = MaxCommentSize - 1024
 	}
 	blocks := markdownBlocks(r)
+	if n := nextSteps(opts.Failing); n != "" {
+		blocks = append(blocks, n)
+	}
 	return pack(blocks, limit)
 }
 
@@ -55,47 +71,65 @@ func markdownBlocks(r *drift.Report) []string {
 	if d := dangerSection(r); d != "" {
 		blocks = append(blocks, d)
 	}
-	if o := overwriteSection(r); o != "" {
-		blocks = append(blocks, o)
-	}
 	for _, t := range r.Targets {
 		blocks = append(blocks, targetBlocks(t)...)
 	}
 	return blocks
 }
 
+// nextSteps says, when checks fail on dangers, how to accept them.
+func nextSteps(failing []Failing) string {
+	if len(failing) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("### What to do next\n\n")
+	for _, f := range failing {
+		fmt.Fprintf(&b, "- The check of %s fails on %s. Once the dangers above are reviewed and wanted, add the label %s to accept them.\n",
+			code(f.Target), text(strings.Join(f.Reasons, ", ")), code(f.AckLabel))
+	}
+	b.WriteString("\nEvery new push is evaluated again.\n")
+	return b.String()
+}
+
+// targetTitle names a target, its overlay and its cluster.
+func targetTitle(t drift.Target) string {
+	s := code(t.Path)
+	if t.Name != "" && t.Name != t.Path {
+		s = code(t.Name) + " (" + code(t.Path) + ")"
+	}
+	if t.Cluster != "" {
+		s += " on cluster " + code(t.Cluster)
+	}
+	return s
+}
+
+// fieldCounts counts a target's told fields by kind.
+func fieldCounts(t drift.Target) map[drift.FieldKind]int {
+	out := map[drift.FieldKind]int{}
+	for _, c := range t.Told() {
+		for _, f := range c.Fields {
+			out[f.Kind]++
+		}
+	}
+	return out
+}
+
 func summaryTable(r *drift.Report) string {
 	var b strings.Builder
-	b.WriteString("| overlay | create | update | delete | unchanged | ⚠️ dangers | ↩️ overwrites live changes | existing drift |\n")
+	b.WriteString("| target | create | update | delete | unchanged | ⚠️ dangers | ↩️ overwrites live changes | ≠ drift left |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range r.Targets {
 		counts := map[drift.Action]int{}
-		dangers, overwrites, drifted := 0, 0, 0
+		dangers := 0
 		for _, c := range t.Told() {
+			counts[c.Action]++
 			dangers += len(c.Danger)
 		}
-		for _, c := range t.Changes {
-			counts[c.Action]++
-			for _, f := range c.Fields {
-				if f.OverwritesDrift {
-					overwrites++
-				}
-			}
-		}
-		for _, c := range t.Drift {
-			if c.Action != drift.ActionUnchanged {
-				drifted++
-			}
-		}
-		if t.LiveError != "" {
-			counts = map[drift.Action]int{}
-			for _, c := range t.PR {
-				counts[c.Action]++
-			}
-		}
-		fmt.Fprintf(&b, "| %s%s | %d | %d | %d | %d | %s | %s | %d |\n", cell(t.Path), liveMark(t),
+		fields := fieldCounts(t)
+		fmt.Fprintf(&b, "| %s%s | %d | %d | %d | %d | %s | %s | %d |\n", strings.ReplaceAll(targetTitle(t), "|", `\|`), liveMark(t),
 			counts[drift.ActionCreate], counts[drift.ActionUpdate], counts[drift.ActionDelete]+counts[drift.ActionKeep], counts[drift.ActionUnchanged],
-			bold(dangers), bold(overwrites), drifted)
+			bold(dangers), bold(fields[drift.FieldOverwrites]), fields[drift.FieldDrift])
 	}
 	if len(r.Targets) == 0 {
 		b.WriteString("| _no overlay is affected by this change_ | | | | | | | |\n")
@@ -127,7 +161,7 @@ func dangerSection(r *drift.Report) string {
 		for _, c := range t.Told() {
 			for _, d := range c.Danger {
 				total++
-				lines = append(lines, fmt.Sprintf("- **%s** %s in %s (%s): %s", text(string(d.Reason)), code(refString(c)), code(t.Path), text(string(c.Action)), text(d.Message)))
+				lines = append(lines, fmt.Sprintf("- **%s** %s in %s (%s): %s", text(string(d.Reason)), code(refString(c)), targetTitle(t), text(string(c.Action)), text(d.Message)))
 			}
 		}
 	}
@@ -137,82 +171,53 @@ func dangerSection(r *drift.Report) string {
 	return fmt.Sprintf("### ⚠️ Dangers (%d)\n\n%s\n", total, strings.Join(lines, "\n"))
 }
 
-func overwriteSection(r *drift.Report) string {
-	var lines []string
-	for _, t := range r.Targets {
-		for _, c := range t.Changes {
-			for _, f := range c.Fields {
-				if !f.OverwritesDrift {
-					continue
-				}
-				lines = append(lines, fmt.Sprintf("- %s %s in %s: live %s%s → %s", code(refString(c)), code(f.Path), code(t.Path),
-					code(valueText(f, f.Live)), spaced(text(who(f))), code(valueText(f, f.Desired))))
-			}
-		}
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("### ↩️ This pull request overwrites live changes (%d)\n\nThese fields were changed in the cluster outside Git; a sync after merging reverts them.\n\n%s\n", len(lines), strings.Join(lines, "\n"))
-}
-
-// spaced puts a space before s unless it is empty.
-func spaced(s string) string {
-	if s == "" {
-		return ""
-	}
-	return " " + s
-}
-
-// who says which manager set a field live, and when.
+// who says which manager set a live value, how and when: "kubectl scale,
+// 2026-11-29 16:08 UTC".
 func who(f drift.Field) string {
 	if f.Manager == "" {
 		return ""
 	}
-	s := " (set by " + f.Manager
+	s := f.Manager
 	if f.Subresource != "" {
-		s += " via " + f.Subresource
+		s += " " + f.Subresource
 	}
 	if f.Time != nil {
-		s += " at " + f.Time.UTC().Format("2006-01-02 15:04 UTC")
+		s += ", " + f.Time.UTC().Format("2006-01-02 15:04 UTC")
 	}
-	return s + ")"
+	return s
 }
 
 func targetBlocks(t drift.Target) []string {
 	var blocks []string
 	var head strings.Builder
-	fmt.Fprintf(&head, "### %s\n\n", code(t.Path))
+	fmt.Fprintf(&head, "### %s\n\n", targetTitle(t))
 	if t.LiveError != "" {
 		fmt.Fprintf(&head, "> The cluster could not be read (%s): this shows what the pull request changes in Git only.\n\n", text(t.LiveError))
 	}
 	for _, e := range t.Errors {
-		fmt.Fprintf(&head, "- ❌ %s\n", text(e))
+		fmt.Fprintf(&head, "- ❌ not compared: %s\n", text(e))
 	}
 	if len(t.Errors) > 0 {
 		head.WriteString("\n")
 	}
-	changes := t.Changes
 	title := "What a sync does after merging"
 	if t.LiveError != "" {
-		changes, title = t.PR, "What the pull request changes"
+		title = "What the pull request changes"
 	}
-	n := 0
-	for _, c := range changes {
-		if c.Action != drift.ActionUnchanged {
-			n++
+	var shown []drift.Change
+	for _, c := range t.Told() {
+		if c.Action != drift.ActionUnchanged || len(c.Fields) > 0 || len(c.Danger) > 0 {
+			shown = append(shown, c)
 		}
 	}
-	if n == 0 {
+	if len(shown) == 0 {
 		fmt.Fprintf(&head, "%s: nothing.\n", title)
 		blocks = append(blocks, head.String())
 	} else {
-		fmt.Fprintf(&head, "%s (%d):\n", title, n)
+		fmt.Fprintf(&head, "%s (%s):\n", title, plural(len(shown), "object"))
 		blocks = append(blocks, head.String())
-		for _, c := range changes {
-			if c.Action != drift.ActionUnchanged {
-				blocks = append(blocks, changeBlock(c, false))
-			}
+		for _, c := range shown {
+			blocks = append(blocks, changeBlock(c))
 		}
 	}
 	if len(t.OutOfScope) > 0 {
@@ -223,44 +228,42 @@ func targetBlocks(t drift.Target) []string {
 		}
 		blocks = append(blocks, b.String())
 	}
-	var drifted []drift.Change
-	for _, c := range t.Drift {
-		if c.Action != drift.ActionUnchanged {
-			drifted = append(drifted, c)
-		}
-	}
-	if len(drifted) > 0 {
-		blocks = append(blocks, fmt.Sprintf("#### Existing drift in %s (%d)\n\nThe cluster already differs from the base branch here, whatever this pull request does.\n", code(t.Path), len(drifted)))
-		for _, c := range drifted {
-			blocks = append(blocks, changeBlock(c, true))
-		}
-	}
 	return blocks
 }
 
 var actionIcon = map[drift.Action]string{
-	drift.ActionCreate: "➕ create", drift.ActionUpdate: "✏️ update", drift.ActionDelete: "🗑️ delete", drift.ActionKeep: "📌 keep (leaves Git, stays in the cluster)",
+	drift.ActionCreate: "➕ create", drift.ActionUpdate: "✏️ update", drift.ActionDelete: "🗑️ delete",
+	drift.ActionKeep: "📌 keep (leaves Git, stays in the cluster)", drift.ActionUnchanged: "＝ no change live",
 }
 
-// changeBlock renders one object as a details block with a diff inside.
-func changeBlock(c drift.Change, drifted bool) string {
+// kindLabel names each kind of field change for a reader.
+var kindLabel = map[drift.FieldKind]string{
+	drift.FieldPR:         "changed by this PR",
+	drift.FieldOverwrites: "↩️ overwrites a live change",
+	drift.FieldCodifies:   "📝 codifies a live change",
+	drift.FieldDrift:      "≠ drift this PR leaves",
+}
+
+// changeBlock renders one object once: what happens to it, its dangers, and
+// each changed field with what it is to the pull request.
+func changeBlock(c drift.Change) string {
 	var b strings.Builder
-	action := actionIcon[c.Action]
-	if drifted {
-		action = "≠ drifted"
-		if c.Action == drift.ActionCreate {
-			action = "≠ missing from the cluster"
+	summary := fmt.Sprintf("%s %s", actionIcon[c.Action], htmlCode(refString(c)))
+	kinds := map[drift.FieldKind]int{}
+	for _, f := range c.Fields {
+		kinds[f.Kind]++
+	}
+	var parts []string
+	for _, k := range []drift.FieldKind{drift.FieldPR, drift.FieldOverwrites, drift.FieldCodifies, drift.FieldDrift} {
+		if kinds[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", kinds[k], strings.TrimLeft(kindLabel[k], "↩️📝≠ ")))
 		}
 	}
-	summary := fmt.Sprintf("%s %s", action, htmlCode(refString(c)))
-	if len(c.Fields) > 0 {
-		summary += fmt.Sprintf(" (%s)", plural(len(c.Fields), "field"))
+	if len(parts) > 0 {
+		summary += ": " + html(strings.Join(parts, ", "))
 	}
 	if len(c.Danger) > 0 {
 		summary += " ⚠️"
-	}
-	if c.OverwritesDrift {
-		summary += " ↩️"
 	}
 	fmt.Fprintf(&b, "<details><summary>%s</summary>\n\n", summary)
 	if c.KeptBy != "" {
@@ -283,25 +286,48 @@ func changeBlock(c drift.Change, drifted bool) string {
 			fmt.Fprintf(&b, "Secret keys changed: %s (values hidden)\n\n", strings.Join(keys, ", "))
 		}
 	}
+	for _, f := range c.Fields {
+		b.WriteString(fieldLine(f) + "\n")
+	}
 	if len(c.Fields) > 0 {
-		var body strings.Builder
-		for _, f := range c.Fields {
-			if f.Live != nil {
-				fmt.Fprintf(&body, "- %s: %s\n", f.Path, valueText(f, f.Live))
-			}
-			if f.Desired != nil {
-				fmt.Fprintf(&body, "+ %s: %s\n", f.Path, valueText(f, f.Desired))
-			}
-			if w := who(f); w != "" && !drifted {
-				fmt.Fprintf(&body, "  # live value%s\n", w)
-			} else if w != "" {
-				fmt.Fprintf(&body, "  # changed%s\n", w)
-			}
+		b.WriteString("\n")
+	}
+	if c.Manifest != "" {
+		what := "rendered YAML"
+		if c.Action == drift.ActionDelete || c.Action == drift.ActionKeep {
+			what = "YAML as the base renders it"
 		}
-		b.WriteString(fenced(body.String(), "diff") + "\n")
+		fmt.Fprintf(&b, "<details><summary>%s</summary>\n\n%s\n</details>\n\n", what, fenced(c.Manifest, "yaml"))
 	}
 	b.WriteString("</details>\n")
 	return b.String()
+}
+
+// fieldLine tells one field: Git → live for drift, Git before → after for
+// the pull request's own change, with who set the live value and when.
+func fieldLine(f drift.Field) string {
+	v := func(x any) string { return code(valueText(f, x)) }
+	by := ""
+	if w := who(f); w != "" {
+		by = " (" + text(w) + ")"
+	}
+	switch f.Kind {
+	case drift.FieldOverwrites:
+		return fmt.Sprintf("- %s %s: Git %s → %s; live %s%s is replaced", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired), v(f.Live), by)
+	case drift.FieldCodifies:
+		return fmt.Sprintf("- %s %s: Git %s → %s, the live value%s", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired), by)
+	case drift.FieldDrift:
+		return fmt.Sprintf("- %s %s: Git %s, live %s%s; any sync reverts it", kindLabel[f.Kind], code(f.Path), v(f.Desired), v(f.Live), by)
+	case drift.FieldPR:
+		line := fmt.Sprintf("- %s %s: Git %s → %s", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired))
+		if !reflect.DeepEqual(f.Live, f.Base) {
+			// Git did not hold the live value (an object new in Git that
+			// exists live): it is replaced too.
+			line += fmt.Sprintf("; live %s%s", v(f.Live), by)
+		}
+		return line
+	}
+	return fmt.Sprintf("- %s: %s → %s%s", code(f.Path), v(f.Live), v(f.Desired), by)
 }
 
 func refString(c drift.Change) string {
@@ -373,20 +399,27 @@ func splitBlock(blk string, room int) []string {
 	lines := strings.Split(blk, "\n")
 	var b strings.Builder
 	kept := 0
-	tail := "\n_(this object's diff is too long for a comment; the rest is left out)_\n\n</details>\n"
+	const note = "\n_(this object's diff is too long for a comment; the rest is left out)_\n"
+	const closer = "\n</details>\n"
 	fence := ""
+	depth := 0 // details blocks open, outside fences
 	for _, l := range lines {
-		if b.Len()+len(l)+len(tail)+len(fence)+2 > room {
+		if b.Len()+len(l)+len(note)+len(closer)*(depth+1)+len(fence)+2 > room {
 			break
 		}
 		// Fences are ours (fenced): an opener starts with three or more
 		// backticks outside a block; inside, only that fence closes it,
-		// and no content line can equal it.
+		// and no content line can equal it. Outside fences, text is
+		// escaped, so a line opening or closing details is ours too.
 		switch {
 		case fence == "" && strings.HasPrefix(l, "```"):
 			fence = l[:len(l)-len(strings.TrimLeft(l, "`"))]
 		case fence != "" && l == fence:
 			fence = ""
+		case fence == "" && strings.HasPrefix(l, "<details>"):
+			depth++
+		case fence == "" && l == "</details>":
+			depth--
 		}
 		b.WriteString(l + "\n")
 		kept++
@@ -394,8 +427,11 @@ func splitBlock(blk string, room int) []string {
 	if fence != "" {
 		b.WriteString(fence + "\n")
 	}
-	if strings.HasPrefix(blk, "<details>") {
-		b.WriteString(tail)
+	if depth > 0 {
+		b.WriteString(note)
+	}
+	for ; depth > 0; depth-- {
+		b.WriteString(closer)
 	}
 	return []string{b.String()}
 }

@@ -101,15 +101,18 @@ func sameShape(t *testing.T, what, harmless, hostile string) {
 // managers, messages and errors.
 func hostileReport(s string) *drift.Report {
 	at := time.Date(2026, 11, 29, 16, 8, 0, 0, time.UTC)
-	f := drift.Field{Path: s, Live: s, Desired: s, Manager: s, Subresource: s, Time: &at, OverwritesDrift: true}
-	m := drift.Field{Path: s, Live: map[string]any{s: []any{s}}, Desired: nil, Manager: s}
+	f := drift.Field{Path: s, Live: s, Desired: s, Base: s, Manager: s, Subresource: s, Time: &at, OverwritesDrift: true, Kind: drift.FieldOverwrites}
+	m := drift.Field{Path: s, Live: map[string]any{s: []any{s}}, Desired: nil, Manager: s, Kind: drift.FieldDrift}
+	p := drift.Field{Path: s, Live: s, Desired: s, Base: s, Kind: drift.FieldPR}
+	cod := drift.Field{Path: s, Live: s, Desired: s, Base: map[string]any{s: s}, Manager: s, Time: &at, Kind: drift.FieldCodifies}
 	t := drift.Target{
-		Path: s, Cluster: s, Errors: []string{s},
+		Name: s, Path: s, Cluster: s, Errors: []string{s},
 		Changes: []drift.Change{
-			{APIVersion: s, Kind: s, Namespace: s, Name: s, Action: drift.ActionCreate,
+			{APIVersion: s, Kind: s, Namespace: s, Name: s, Action: drift.ActionCreate, Manifest: s,
 				Danger: []drift.Danger{{Reason: drift.DangerRBACEscalation, Count: 1, Message: s}}},
-			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionUpdate, Fields: []drift.Field{f, m},
+			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionUpdate, Fields: []drift.Field{f, m, p, cod},
 				OverwritesDrift: true, Note: s},
+			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionDelete, Manifest: s + "\n" + s},
 			{APIVersion: "v1", Kind: "Secret", Namespace: s, Name: s, Action: drift.ActionUpdate, Secret: true,
 				Fields: []drift.Field{{Path: ".data." + s, Live: "hidden", Desired: "hidden", Hidden: true}}},
 			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionKeep, KeptBy: s},
@@ -193,8 +196,11 @@ func FuzzComment(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		usable(t, s)
-		opts := CommentOptions{Limit: 1 << 30} // one part: splitting has its own test
-		sameShape(t, "comment", strings.Join(Comment(hostileReport("x"), opts), ""), strings.Join(Comment(hostileReport(s), opts), ""))
+		failing := func(s string) CommentOptions {
+			// One part: splitting has its own test.
+			return CommentOptions{Limit: 1 << 30, Failing: []Failing{{Target: s, Reasons: []string{s}, AckLabel: s}}}
+		}
+		sameShape(t, "comment", strings.Join(Comment(hostileReport("x"), failing("x")), ""), strings.Join(Comment(hostileReport(s), failing(s)), ""))
 		t0 := hostileReport("x").Targets[0]
 		t1 := hostileReport(s).Targets[0]
 		sameShape(t, "check summary", CheckSummary(&t0), CheckSummary(&t1))

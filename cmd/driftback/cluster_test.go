@@ -70,7 +70,7 @@ spec:
 					got[f.Path] = f
 				}
 			}
-			if f := got[".spec.replicas"]; f.Manager != "kubectl" || f.Subresource != "scale" || !f.OverwritesDrift {
+			if f := got[".spec.replicas"]; f.Manager != "kubectl" || f.Subresource != "scale" || f.Kind != drift.FieldDrift {
 				t.Errorf(".spec.replicas: %+v", f)
 			}
 			if f := got[`.spec.template.spec.containers[name="web"].image`]; f.Desired != "nginx:1.28" || f.Live != "nginx:1.27" {

@@ -54,21 +54,24 @@ func TestDiffDemo(t *testing.T) {
 
 	out, _, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live")
 	mustSay := []string{
-		// Sections, in order: summary, dangers, overwrites, per-object diffs, drift.
+		// Sections, in order: summary, dangers, then each target's objects.
 		"| `apps/shop/overlays/production` | 1 | 2 | 4 |",
 		"### ⚠️ Dangers (5)",
-		"### ↩️ This pull request overwrites live changes (1)",
+		"### `apps/shop/overlays/production`",
 		"<details><summary>✏️ update <code>Deployment/shop-prod/web</code>",
-		"#### Existing drift in `apps/shop/overlays/staging`",
+		"### `apps/shop/overlays/staging`",
 		// Each danger with its blast radius from the live dump.
 		"**crd-removal** `CustomResourceDefinition/widgets.example.com`", "3 custom resources in 2 namespaces",
 		"**namespace-removal** `Namespace/shop-preview`", "3 objects (1 PersistentVolumeClaim holding data, 2 ConfigMap)",
 		"**pvc-removal** `PersistentVolumeClaim/shop-prod/cache`", "pv-cache (5Gi) with reclaim policy Delete",
 		"**immutable-field** `PersistentVolumeClaim/shop-prod/uploads`",
 		"**rbac-escalation** `ClusterRole/shop-debug`",
-		// Ownership: who changed the cluster.
-		"`.spec.replicas` in `apps/shop/overlays/production`: live `5` (set by kubectl via scale) → `3`",
-		"# changed (set by kubectl-edit at ",
+		// Each field tagged with what it is, Git → live, with who and when.
+		"changed by this PR `.spec.template.spec.containers[name=\"web\"].image`: Git `\"ghcr.io/example/shop-web:1.4.0\"` → `\"ghcr.io/example/shop-web:1.5.0\"`",
+		"≠ drift this PR leaves `.spec.replicas`: Git `3`, live `5` (kubectl scale); any sync reverts it",
+		"📝 codifies a live change `.spec.template.spec.containers[name=\"web\"].env[name=\"LOG_LEVEL\"].value`: Git `\"info\"` → `\"debug\"`, the live value (kubectl-edit, 2026-11-29 16:08 UTC)",
+		// A created object shows what it grants.
+		"<details><summary>rendered YAML</summary>\n\n```yaml\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole",
 		// Secrets: keys, never values.
 		"Secret keys changed: `refresh`, `token` (values hidden)",
 	}
@@ -84,6 +87,13 @@ func TestDiffDemo(t *testing.T) {
 		}
 		if i < 5 {
 			last = at
+		}
+	}
+	// One object, one story: each object and field once per target; fields
+	// the applier owns live carry no owner.
+	for s, want := range map[string]int{"<code>Deployment/shop-prod/web</code>": 1, "<code>Deployment/shop-staging/web</code>": 1, ".spec.replicas": 1, "LOG_LEVEL": 1, "kustomize-controller": 0} {
+		if n := strings.Count(out, s); n != want {
+			t.Errorf("%q appears %d times in the demo comment, want %d", s, n, want)
 		}
 	}
 	// The HPA's replicas (kube-controller-manager through scale) are not drift.
@@ -194,7 +204,7 @@ func TestDemoJSONKeepsItsPromises(t *testing.T) {
 	}
 	dangers := map[drift.DangerReason]int{}
 	secretFields := 0
-	var reverted []drift.Field
+	var reverted, codified []drift.Field
 	for _, tg := range rep.Targets {
 		for _, list := range [][]drift.Change{tg.Changes, tg.Drift, tg.PR} {
 			for _, ch := range list {
@@ -219,8 +229,13 @@ func TestDemoJSONKeepsItsPromises(t *testing.T) {
 				}
 			}
 			for _, f := range ch.Fields {
-				if f.OverwritesDrift {
+				switch f.Kind {
+				case drift.FieldDrift:
 					reverted = append(reverted, f)
+				case drift.FieldCodifies:
+					codified = append(codified, f)
+				case "":
+					t.Errorf("%s %s: a field of the live impact without a kind", ch.Ref(), f.Path)
 				}
 			}
 		}
@@ -233,8 +248,11 @@ func TestDemoJSONKeepsItsPromises(t *testing.T) {
 	if diff := cmp.Diff(want, dangers); diff != "" {
 		t.Errorf("danger reasons and counts (-want +got):\n%s", diff)
 	}
+	if len(codified) != 1 || !strings.Contains(codified[0].Path, "LOG_LEVEL") || codified[0].Base != "info" || codified[0].Live != "debug" || codified[0].Manager != "kubectl-edit" {
+		t.Errorf("fields the pull request codifies: %+v, want staging's LOG_LEVEL set live by kubectl-edit", codified)
+	}
 	if len(reverted) != 1 || reverted[0].Path != ".spec.replicas" || reverted[0].Manager != "kubectl" || reverted[0].Subresource != "scale" {
-		t.Errorf("fields a sync reverts: %+v, want the scaled replicas with who set them", reverted)
+		t.Errorf("drift the pull request leaves: %+v, want the scaled replicas with who set them", reverted)
 	}
 }
 

@@ -1,0 +1,142 @@
+package drift
+
+import (
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// tell makes the live impact the one story of each object: every field is
+// tagged with what it is to the pull request (its own change, a live change
+// it overwrites or codifies, drift it leaves), the fields it codifies are
+// added (a sync changes nothing there, yet the pull request writes a
+// person's live change into Git), and created and deleted objects carry
+// their rendered manifest.
+func (c *comparer) tell(base, head []*unstructured.Unstructured, liveObjs map[string]*unstructured.Unstructured) {
+	byPath := func(changes []Change) map[string]map[string]Field {
+		out := map[string]map[string]Field{}
+		for _, ch := range changes {
+			m := map[string]Field{}
+			for _, f := range ch.Fields {
+				m[f.Path] = f
+			}
+			out[ch.Ref().Key()] = m
+		}
+		return out
+	}
+	prActions := map[string]Action{}
+	for _, ch := range c.t.PR {
+		prActions[ch.Ref().Key()] = ch.Action
+	}
+	prFields, driftFields := byPath(c.t.PR), byPath(c.t.Drift)
+	baseIdx, headIdx := index(base), index(head)
+	for i := range c.t.Changes {
+		ch := &c.t.Changes[i]
+		key := ch.Ref().Key()
+		switch ch.Action {
+		case ActionCreate:
+			ch.Manifest = manifestOf(headIdx[key])
+			continue
+		case ActionDelete, ActionKeep:
+			ch.Manifest = manifestOf(baseIdx[key])
+			continue
+		}
+		l := liveObjs[key]
+		if l == nil {
+			continue
+		}
+		applier := c.applierOf(l)
+		person := func(f Field) bool {
+			return f.Manager != "" && f.Manager != applier && !managerMatches(c.opts.IgnoreManagers, f.Manager)
+		}
+		newInGit := prActions[key] == ActionCreate
+		seen := map[string]bool{}
+		ch.OverwritesDrift = false
+		for j := range ch.Fields {
+			f := &ch.Fields[j]
+			seen[f.Path] = true
+			if b := baseIdx[key]; b != nil && f.path != nil {
+				f.Base = valueAt(b.Object, f.path)
+				if f.Hidden {
+					f.Base = hidden(f.Base)
+				}
+			}
+			_, inPR := prFields[key][f.Path]
+			_, drifted := driftFields[key][f.Path]
+			switch {
+			case (inPR || newInGit) && (drifted || newInGit) && person(*f):
+				f.Kind, f.OverwritesDrift, ch.OverwritesDrift = FieldOverwrites, true, true
+			case inPR || newInGit:
+				f.Kind, f.OverwritesDrift = FieldPR, false
+			default:
+				f.Kind, f.OverwritesDrift = FieldDrift, false
+			}
+		}
+		for path, pf := range prFields[key] {
+			df, drifted := driftFields[key][path]
+			if seen[path] || !drifted || !person(df) {
+				continue
+			}
+			ch.Fields = append(ch.Fields, Field{Path: path, Live: df.Live, Desired: pf.Desired, Base: pf.Live, Kind: FieldCodifies,
+				Manager: df.Manager, Operation: df.Operation, Subresource: df.Subresource, Time: df.Time, Hidden: pf.Hidden, path: pf.path})
+		}
+		sort.SliceStable(ch.Fields, func(a, b int) bool { return ch.Fields[a].Path < ch.Fields[b].Path })
+	}
+}
+
+// tellGit tags the Git change's fields and gives its created and deleted
+// objects their rendered manifest.
+func (c *comparer) tellGit(base, head []*unstructured.Unstructured) {
+	baseIdx, headIdx := index(base), index(head)
+	for i := range c.t.PR {
+		ch := &c.t.PR[i]
+		for j := range ch.Fields {
+			// Live is the base's value here: Git before the pull request.
+			ch.Fields[j].Kind, ch.Fields[j].Base = FieldPR, ch.Fields[j].Live
+		}
+		switch ch.Action {
+		case ActionCreate:
+			ch.Manifest = manifestOf(headIdx[ch.Ref().Key()])
+		case ActionDelete:
+			ch.Manifest = manifestOf(baseIdx[ch.Ref().Key()])
+		}
+	}
+}
+
+// MaxManifest is how much of a created or deleted object's rendered YAML a
+// report carries; the rest is cut with a note.
+const MaxManifest = 4000
+
+// manifestOf renders an object as YAML for a report: Secret values hidden,
+// cut at MaxManifest at a line's end.
+func manifestOf(u *unstructured.Unstructured) string {
+	if u == nil {
+		return ""
+	}
+	u = u.DeepCopy()
+	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+	unstructured.RemoveNestedField(u.Object, "status")
+	if isSecret(u) {
+		for _, field := range []string{"data", "stringData"} {
+			m, ok := u.Object[field].(map[string]any)
+			if !ok {
+				continue
+			}
+			for k := range m {
+				m[k] = hiddenValue
+			}
+		}
+	}
+	b, err := yaml.Marshal(u.Object)
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if len(s) <= MaxManifest {
+		return s
+	}
+	cut := strings.LastIndexByte(s[:MaxManifest], '\n') + 1
+	return s[:cut] + "# … cut at 4,000 characters: the whole object is in the repository\n"
+}
