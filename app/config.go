@@ -340,7 +340,7 @@ func (m CodifyMode) validate() error {
 var knownDangers = map[drift.DangerReason]bool{
 	drift.DangerCRDRemoval: true, drift.DangerNamespaceRemoval: true, drift.DangerPVCRemoval: true,
 	drift.DangerPVRemoval: true, drift.DangerStatefulSetPVC: true, drift.DangerImmutableField: true,
-	drift.DangerRBACEscalation: true,
+	drift.DangerRBACEscalation: true, drift.DangerAutoscaledReplicas: true,
 }
 
 func (c *Config) validate() error {

@@ -35,10 +35,32 @@ import (
 )
 
 // driftRepo is a repository with a base that two overlays share. Production's
-// kustomization is commented the way people comment them.
+// kustomization is commented the way people comment them. The Service and
+// NetworkPolicy leave protocols and target ports to the apiserver's defaults,
+// which no drift pull request may propose.
 var driftRepo = map[string]any{
 	"base/kustomization.yaml": `resources:
 - deployment.yaml
+- service.yaml
+`,
+	"base/service.yaml": `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector: {app: web}
+  ports:
+  - port: 80
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: web
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress:
+  - ports:
+    - port: 8080
 `,
 	"base/deployment.yaml": `apiVersion: apps/v1
 kind: Deployment
@@ -55,6 +77,8 @@ spec:
       containers:
       - name: web
         image: registry.example.com/web:1.0.0
+        ports:
+        - containerPort: 8080
         env:
         - name: LOG_LEVEL
           value: info
@@ -608,6 +632,40 @@ func TestChangesThatAreNotProposed(t *testing.T) {
 	}
 	if got := drifted(); got != 0 {
 		t.Errorf("%v drifted objects after the revert, want 0", got)
+	}
+}
+
+// TestAutoscaledScaleIsNotProposed: a person's `kubectl scale` of a
+// Deployment that a live HorizontalPodAutoscaler targets stays out of Git:
+// the loop sees it and opens no pull request, since the autoscaler owns the
+// replicas.
+func TestAutoscaledScaleIsNotProposed(t *testing.T) {
+	const quiet = time.Second
+	d := newDriftWorld(t, quiet, nil)
+	d.main = d.commit(d.main, map[string]any{
+		"deploy/prod/kustomization.yaml": strings.Replace(driftRepo["deploy/prod/kustomization.yaml"].(string), "  - token.yaml\n", "  - token.yaml\n  - hpa.yaml\n", 1),
+		"deploy/prod/hpa.yaml": `apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: web
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 2
+  maxReplicas: 10
+`,
+	})
+	d.push(map[string]plumbing.Hash{"refs/heads/main": d.main})
+	d.applyOverlay(d.main, "deploy/prod")
+	d.run()
+	d.settle(1)
+	scaled := time.Now()
+	d.scale(6, "kubectl")
+	drifted := func() float64 { return testutil.ToFloat64(d.srv.Metrics.drifted.WithLabelValues(fullName, "prod")) }
+	d.waitFor("the loop to see the scale", func() bool { return drifted() == 1 })
+	d.waitFor("the quiet period to pass", func() bool { return time.Since(scaled) > 2*quiet })
+	d.settle(2)
+	if p := d.gh.Pulls(fullName); len(p) != 0 {
+		t.Fatalf("a pull request for replicas an autoscaler owns: %+v", p)
 	}
 }
 

@@ -420,6 +420,14 @@ func watchScope(ctx context.Context, w *drift.Watcher, objs []*unstructured.Unst
 	for _, o := range objs {
 		gk := o.GroupVersionKind().GroupKind()
 		gks[gk] = true
+		// Who autoscales a workload is read from the caches too.
+		if _, ok, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas"); ok {
+			for _, a := range drift.AutoscalerKinds {
+				if _, served := namespaced[a]; served {
+					gks[a] = true
+				}
+			}
+		}
 		switch {
 		case gk == schema.GroupKind{Kind: "Namespace"}:
 			nss[o.GetName()] = true

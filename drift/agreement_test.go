@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/internal/kubetest"
 )
 
 const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
@@ -125,8 +126,120 @@ func scenarios() []scenario {
 				})
 			},
 			want: []string{"Widget .spec.size", "Widget .spec.tags"}},
+		// Objects whose atomic lists and list-map keys rely on what the
+		// apiserver defaults: applied as Git has them, untouched since.
+		{name: "NetworkPolicy ports without a protocol", objects: []string{networkPolicy}, want: nil},
+		{name: "NetworkPolicy port added by hand", objects: []string{networkPolicy},
+			change: func(c *cluster, o []*unstructured.Unstructured) {
+				c.edit(o[0], "kubectl-edit", func(u *unstructured.Unstructured) {
+					in, _, _ := unstructured.NestedSlice(u.Object, "spec", "ingress")
+					rule := in[0].(map[string]any)
+					rule["ports"] = append(rule["ports"].([]any), map[string]any{"port": int64(8443)})
+					_ = unstructured.SetNestedSlice(u.Object, in, "spec", "ingress")
+				})
+			},
+			want: []string{"NetworkPolicy .spec.ingress"}},
+		{name: "Service ports without a protocol or target port", objects: []string{service}, want: nil},
+		{name: "container ports, probes and volumes left to defaults", objects: []string{defaultedDeployment}, want: nil},
+		{name: "Job and CronJob templates", objects: []string{job, cronJob}, want: nil},
+		{name: "StatefulSet volume claim templates", objects: []string{statefulSet}, want: nil},
+		{name: "a custom resource relying on schema defaults", objects: []string{gadgetCRD, gadget}, want: nil},
+		{name: "a custom resource default changed by hand", objects: []string{gadgetCRD, gadget},
+			change: func(c *cluster, o []*unstructured.Unstructured) {
+				c.edit(o[1], "kubectl-edit", func(u *unstructured.Unstructured) {
+					ports, _, _ := unstructured.NestedSlice(u.Object, "spec", "ports")
+					ports[0].(map[string]any)["protocol"] = "UDP"
+					_ = unstructured.SetNestedSlice(u.Object, ports, "spec", "ports")
+				})
+			},
+			want: []string{"Gadget .spec.ports"}},
 	}
 }
+
+const networkPolicy = `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web, namespace: NS}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress:
+  - ports: [{port: 80}, {port: 53, protocol: UDP}]
+`
+
+const service = `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: NS}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80}, {name: https, port: 443, targetPort: https}]
+`
+
+const defaultedDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: NS}
+spec:
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers:
+      - name: api
+        image: nginx:1.27
+        ports: [{containerPort: 8080}, {containerPort: 9090, name: metrics}]
+        readinessProbe: {httpGet: {path: /, port: 8080}}
+        env: [{name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]
+      volumes: [{name: cfg, configMap: {name: cfg}}, {name: scratch}]
+`
+
+const job = `apiVersion: batch/v1
+kind: Job
+metadata: {name: migrate, namespace: NS}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: migrate, image: busybox:1.36, ports: [{containerPort: 5432}]}]
+`
+
+const cronJob = `apiVersion: batch/v1
+kind: CronJob
+metadata: {name: tick, namespace: NS}
+spec:
+  schedule: "*/5 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: tick, image: busybox:1.36}]
+`
+
+const statefulSet = `apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: NS}
+spec:
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: db, image: postgres:17}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 1Gi}}
+`
+
+// gadgetCRD defaults fields at every level.
+var gadgetCRD = kubetest.DefaultingCRD
+
+const gadget = `apiVersion: GROUP/v1
+kind: Gadget
+metadata: {name: g, namespace: NS}
+spec:
+  ports: [{port: 80}, {port: 53, protocol: UDP}]
+  opts: {a: {}, b: {level: 1}}
+`
 
 func setContainer(u *unstructured.Unstructured, i int, field string, v any) {
 	cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")

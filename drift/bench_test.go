@@ -82,7 +82,10 @@ func BenchmarkDiff(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := w.Watch(ctx, []schema.GroupKind{{Kind: "Namespace"}, {Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "ConfigMap"}}, namespaces); err != nil {
+			// The kinds the drift loop watches for these objects: theirs, and
+			// the autoscalers of Deployments that Git gives replicas.
+			kinds := []schema.GroupKind{{Kind: "Namespace"}, {Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "ConfigMap"}, {Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}}
+			if err := w.Watch(ctx, kinds, namespaces); err != nil {
 				b.Fatal(err)
 			}
 			return w

@@ -238,6 +238,7 @@ func (r *ClusterReader) Kinds(context.Context) ([]Kind, error) {
 				Namespaced:       res.Namespaced,
 				Status:           status[gv.Group+"/"+res.Name],
 				Watch:            hasVerb(res.Verbs, "watch"),
+				Resource:         res.Name,
 			})
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
@@ -107,7 +108,7 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster's schema: %w", err)
 	}
-	c := &comparer{ctx: ctx, live: live, opts: opts, tc: tc, pred: predictorFor(tc), t: t}
+	c := &comparer{ctx: ctx, live: live, opts: opts, tc: tc, pred: predictorFor(tc), crds: newCRDSchemas(head, base), t: t}
 
 	if in.HasBase || in.Base != nil {
 		t.PR = c.gitDiff(base, head)
@@ -119,6 +120,7 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	}
 	if live == nil {
 		t.LiveError = "the cluster was not read"
+		c.autoscaled(base, head)
 		return t, nil
 	}
 	if opts.Scope != nil {
@@ -129,6 +131,7 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	if err := c.liveDiff(base, head); err != nil {
 		return nil, err
 	}
+	c.autoscaled(base, head)
 	for i := range t.Changes {
 		hideSecretFields(&t.Changes[i])
 	}
@@ -144,6 +147,7 @@ type comparer struct {
 	opts Options
 	tc   managedfields.TypeConverter
 	pred *predictor
+	crds *crdSchemas
 	t    *Target
 
 	errMu sync.Mutex // predictions run at once and report errors here
@@ -389,7 +393,13 @@ func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructur
 			maskSecret(after)
 		}
 	default:
-		after, err = c.pred.apply(live, desired, manager)
+		var crd *structuralschema.Structural
+		if !builtinScheme.Recognizes(desired.GroupVersionKind()) {
+			crd, err = c.crdSchema(desired.GroupVersionKind())
+		}
+		if err == nil {
+			after, err = c.pred.apply(live, desired, manager, crd)
+		}
 	}
 	if err != nil {
 		ch.Note = "could not predict the apply: " + err.Error()

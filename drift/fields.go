@@ -45,6 +45,10 @@ type Field struct {
 	Base any `json:"base,omitempty"`
 	// Hidden marks a Secret value: the change is real, its values are not shown.
 	Hidden bool `json:"hidden,omitempty"`
+	// Autoscaler names the HorizontalPodAutoscaler or KEDA ScaledObject that
+	// owns this replicas field, with its bounds; such a field is never
+	// codified into Git.
+	Autoscaler string `json:"autoscaler,omitempty"`
 
 	path fieldpath.Path
 }

@@ -37,4 +37,7 @@ type Kind struct {
 	Status bool
 	// Watch says the kind can be watched.
 	Watch bool
+	// Resource is the kind's plural resource name ("deployments"); empty
+	// when the reader does not know it.
+	Resource string
 }

@@ -6,23 +6,23 @@ import (
 	"strings"
 	"sync"
 
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	"github.com/driftback/driftback/internal/apidefaults"
+	"github.com/driftback/driftback/internal/crddefaults"
 )
 
-// builtinScheme holds the Go types of the built-in kinds. It is driftback's own
+// builtinScheme holds the Go types of the built-in kinds with the
+// apiserver's own conversions and defaulting functions. It is driftback's own
 // copy: other packages register more kinds into client-go's global scheme
 // (controller-runtime adds CRDs), and a kind registered there without an apply
 // schema would take the wrong path here.
-var builtinScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = scheme.AddToScheme(s) // registering client-go's own types into a new scheme cannot fail
-	return s
-}()
+var builtinScheme = apidefaults.NewScheme()
 
 // predictor computes, without writing to the cluster, the object a server-side
 // apply of desired onto live would leave: the structured merge the apiserver
@@ -62,16 +62,20 @@ func (p *predictor) manager(gvk schema.GroupVersionKind) (*managedfields.FieldMa
 }
 
 // apply predicts the object a forced server-side apply of desired by manager
-// would leave. Built-in kinds go through their Go types, as on the server, so
-// quantities and other values come out canonical.
-func (p *predictor) apply(live, desired *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
+// would leave, as the apiserver would store it. Built-in kinds go through
+// their Go types, are defaulted and converted to the internal form and back,
+// as on the server, so defaults are filled in and quantities come out
+// canonical; a custom resource gets the defaults of its CRD's structural
+// schema crd (nil: none known).
+func (p *predictor) apply(live, desired *unstructured.Unstructured, manager string, crd *structuralschema.Structural) (*unstructured.Unstructured, error) {
 	gvk := desired.GroupVersionKind()
 	fm, err := p.manager(gvk)
 	if err != nil {
 		return nil, err
 	}
 	var liveObj runtime.Object = live.DeepCopy()
-	if builtinScheme.Recognizes(gvk) {
+	builtin := builtinScheme.Recognizes(gvk)
+	if builtin {
 		if liveObj, err = toTyped(live, gvk); err != nil {
 			return nil, fmt.Errorf("read live object: %w", err)
 		}
@@ -80,29 +84,40 @@ func (p *predictor) apply(live, desired *unstructured.Unstructured, manager stri
 	if err != nil {
 		return nil, err
 	}
-	return canonical(out)
+	if !builtin {
+		u, ok := out.(*unstructured.Unstructured)
+		if !ok {
+			return nil, fmt.Errorf("%s: apply returned %T", gvk, out)
+		}
+		return crddefaults.Default(u, crd), nil
+	}
+	return stored(out, gvk)
 }
 
-// canonical turns an object into unstructured form through its Go type when
-// it has one, which writes quantities and similar values the way the server
-// stores them (cpu "0.5" becomes "500m").
-func canonical(obj runtime.Object) (*unstructured.Unstructured, error) {
+// stored turns a built-in object into the unstructured form the apiserver
+// would answer with: through its Go type, defaulted, converted to the
+// internal form and back (which writes quantities the way the server stores
+// them, cpu "0.5" as "500m", and fills what conversion fills).
+func stored(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		gvk := u.GroupVersionKind()
-		if !builtinScheme.Recognizes(gvk) {
-			return u, nil
-		}
 		typedObj, err := toTyped(u, gvk)
 		if err != nil {
 			return nil, err
 		}
 		obj = typedObj
 	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	obj, err := apidefaults.Store(builtinScheme, obj)
+	if err != nil {
+		return nil, err
+	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, err
 	}
-	return &unstructured.Unstructured{Object: m}, nil
+	out := &unstructured.Unstructured{Object: m}
+	out.SetGroupVersionKind(gvk)
+	return out, nil
 }
 
 func toTyped(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (runtime.Object, error) {
@@ -117,9 +132,9 @@ func toTyped(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (runtime
 	return obj, nil
 }
 
-// unstructuredScheme converts, defaults and creates custom resources, which
-// have no Go types: conversion within one version is the identity, and
-// defaulting is left to the server (dry-run mode) as the docs say.
+// unstructuredScheme converts and creates custom resources, which have no Go
+// types: conversion within one version is the identity. Defaulting from the
+// CRD's schema is done by apply, which knows the CRD.
 type unstructuredScheme struct{}
 
 func (unstructuredScheme) Convert(in, out, _ any) error {

@@ -26,6 +26,9 @@ const (
 	DangerStatefulSetPVC   DangerReason = "statefulset-volume-removal"
 	DangerImmutableField   DangerReason = "immutable-field"
 	DangerRBACEscalation   DangerReason = "rbac-escalation"
+	// DangerAutoscaledReplicas is Git setting replicas on a workload an
+	// autoscaler scales: a warning, failing a check only when listed in failOn.
+	DangerAutoscaledReplicas DangerReason = "autoscaled-replicas"
 )
 
 // Danger is something about a change that loses data or access, with its

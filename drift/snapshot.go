@@ -95,6 +95,9 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 	type plan struct {
 		ref        Ref // a lone object's
 		namespaces map[string]int
+		// optional reads are not the renders' own objects: a failure to
+		// read them fails only the comparisons that ask for them.
+		optional bool
 	}
 	plans := map[schema.GroupKind]*plan{}
 	for _, o := range objs {
@@ -116,6 +119,24 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 			plans[gk] = p
 		}
 		p.namespaces[ref.Namespace]++
+	}
+	// Who autoscales the workloads is read with them: the autoscalers of
+	// every namespace where Git gives a workload replicas.
+	for _, o := range objs {
+		if _, ok, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas"); !ok || o.GetNamespace() == "" {
+			continue
+		}
+		for _, gk := range AutoscalerKinds {
+			if _, served := s.preferred[gk]; !served {
+				continue
+			}
+			p := plans[gk]
+			if p == nil {
+				p = &plan{namespaces: map[string]int{}, optional: true}
+				plans[gk] = p
+			}
+			p.namespaces[o.GetNamespace()] += 2 // listed, never read as a lone object
+		}
 	}
 	gks := make([]schema.GroupKind, 0, len(plans))
 	for gk := range plans {
@@ -139,10 +160,13 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 			if err == nil {
 				continue
 			}
-			if !apierrors.IsForbidden(err) {
+			switch {
+			case p.optional:
+			case !apierrors.IsForbidden(err):
 				return nil, err
+			default:
+				s.stats.Forbidden++
 			}
-			s.stats.Forbidden++
 		}
 		nss := make([]string, 0, len(p.namespaces))
 		for ns := range p.namespaces {
@@ -151,13 +175,19 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 		sort.Strings(nss)
 		for _, ns := range nss {
 			err := s.readWhole(ctx, gk, ns)
+			if p.optional {
+				if apierrors.IsForbidden(err) {
+					s.unreadable(gk, ns) // credentials without it: nothing known, asked no more
+				}
+				continue
+			}
 			if apierrors.IsForbidden(err) {
 				// May get but not list (resourceNames): its objects are
 				// read one by one when asked for.
 				s.stats.Forbidden++
 				continue
 			}
-			if err != nil {
+			if err != nil && !p.optional {
 				return nil, err
 			}
 		}
@@ -215,6 +245,16 @@ func (s *Snapshot) readWhole(ctx context.Context, gk schema.GroupKind, ns string
 	}
 	byNS[ns] = objs
 	return nil
+}
+
+// unreadable records that a kind cannot be read in ns: it reads as empty.
+func (s *Snapshot) unreadable(gk schema.GroupKind, ns string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.read[gk] == nil {
+		s.read[gk] = map[string][]*unstructured.Unstructured{}
+	}
+	s.read[gk][ns] = nil
 }
 
 // whole returns the objects of a kind in ns ("" for every namespace) when

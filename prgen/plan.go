@@ -32,7 +32,10 @@ const (
 	StrategyReplicas Strategy = "kustomization replicas"
 	StrategyImages   Strategy = "kustomization images"
 	StrategyResource Strategy = "the overlay's own resource file"
-	StrategyPatch    Strategy = "a strategic-merge patch in the overlay"
+	// StrategyExistingPatch edits the overlay's patch that sets the field
+	// today: a strategic-merge or JSON 6902 patch, in a file or inline.
+	StrategyExistingPatch Strategy = "the overlay's patch that sets it"
+	StrategyPatch         Strategy = "a strategic-merge patch in the overlay"
 )
 
 // Input is what a plan is made from.
@@ -105,6 +108,10 @@ type Plan struct {
 	Unmanaged []Manual `json:"unmanaged"`
 	// Intents quotes the driftback.io/intent annotation of changed objects.
 	Intents map[string]string `json:"intents,omitempty"`
+	// Autoscaled are replicas changed live on workloads an autoscaler owns:
+	// reported with why, never written to Git, and alone no reason for a
+	// pull request.
+	Autoscaled []Manual `json:"autoscaled"`
 }
 
 // Adopted is an object created live and written into the overlay.
@@ -150,7 +157,7 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 		return nil, err
 	}
 	plan := &Plan{Overlay: in.Overlay, Files: map[string][]byte{}, Codified: []Codified{}, Manual: []Manual{}, Deleted: []string{}, Secrets: []SecretDrift{},
-		Adopted: []Adopted{}, Unmanaged: []Manual{}}
+		Adopted: []Adopted{}, Unmanaged: []Manual{}, Autoscaled: []Manual{}}
 	for _, ch := range in.Drift {
 		obj := refString(ch)
 		switch {
@@ -169,6 +176,12 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 		}
 		for _, f := range ch.Fields {
 			if f.Manager == "" || f.Hidden || contains(in.Appliers, f.Manager) {
+				continue
+			}
+			if f.Autoscaler != "" {
+				name, _, _ := strings.Cut(f.Autoscaler, " ")
+				plan.Autoscaled = append(plan.Autoscaled, Manual{Object: obj, Path: f.Path, Value: f.Live,
+					Reason: "replicas belong to " + f.Autoscaler + "; to change them for good, change " + name + "'s bounds in Git"})
 				continue
 			}
 			c, reason := p.codify(ch, f)
@@ -306,13 +319,25 @@ func (p *planner) codify(ch drift.Change, f drift.Field) (*Codified, string) {
 			attempts = append(attempts, attempt{StrategyImages, kust, func() ([]byte, error) { return p.editImages(kust, s) }})
 		}
 	}
+	if sources, err := p.patchSources(kust); err == nil {
+		for _, src := range sources {
+			attempts = append(attempts, attempt{StrategyExistingPatch, src.file, func() ([]byte, error) {
+				return p.editExistingPatch(src, obj, sourceName(p, obj, origin), fp, f.Live)
+			}})
+		}
+	}
 	if origin.Path != "" && strings.HasPrefix(origin.Path, p.in.Overlay+"/") {
 		attempts = append(attempts, attempt{StrategyResource, origin.Path, func() ([]byte, error) { return p.editResource(origin.Path, obj, fp, f.Live) }})
 	}
 	patchFile := path.Join(p.in.Overlay, fmt.Sprintf("driftback-%s-%s.yaml", strings.ToLower(obj.GetKind()), sourceName(p, obj, origin)))
-	attempts = append(attempts, attempt{StrategyPatch, patchFile, func() ([]byte, error) {
-		return p.editPatch(patchFile, obj, sourceName(p, obj, origin), fp, f.Live)
-	}})
+	// A new patch matches its object by namespace as the object enters the
+	// overlay: none when the overlay sets it, else the render's or the
+	// source file's. Each is tried; the render decides.
+	for _, ns := range p.patchNamespaces(obj, origin) {
+		attempts = append(attempts, attempt{StrategyPatch, patchFile, func() ([]byte, error) {
+			return p.editPatch(patchFile, obj, sourceName(p, obj, origin), ns, fp, f.Live)
+		}})
+	}
 
 	reason := "no source file sets it"
 	for _, a := range attempts {
@@ -604,6 +629,34 @@ func matchDoc(docs []*yaml.RNode, obj *unstructured.Unstructured) *yaml.RNode {
 	return nil
 }
 
+// patchNamespaces are the namespaces a new patch for obj may need to name:
+// none first (right when the overlay sets the namespace, or the object has
+// none), then the rendered one, then the one its source file writes.
+func (p *planner) patchNamespaces(obj *unstructured.Unstructured, origin render.Origin) []string {
+	out := []string{""}
+	add := func(ns string) {
+		for _, x := range out {
+			if x == ns {
+				return
+			}
+		}
+		out = append(out, ns)
+	}
+	if obj.GetNamespace() != "" {
+		add(obj.GetNamespace())
+	}
+	if origin.Path != "" {
+		if b, err := p.in.Tree.ReadFile(origin.Path); err == nil {
+			if docs, err := readDocs(b); err == nil {
+				if d := matchDoc(docs, obj); d != nil && d.GetNamespace() != "" {
+					add(d.GetNamespace())
+				}
+			}
+		}
+	}
+	return out
+}
+
 // sourceName is the object's name as its source file writes it, which is what
 // a patch in the overlay targets.
 func sourceName(p *planner, obj *unstructured.Unstructured, origin render.Origin) string {
@@ -621,7 +674,7 @@ func sourceName(p *planner, obj *unstructured.Unstructured, origin render.Origin
 
 // editPatch writes the field into the overlay's strategic-merge patch for the
 // object, creating the patch when there is none.
-func (p *planner) editPatch(file string, obj *unstructured.Unstructured, name string, fp fieldpath.Path, live any) ([]byte, error) {
+func (p *planner) editPatch(file string, obj *unstructured.Unstructured, name, namespace string, fp fieldpath.Path, live any) ([]byte, error) {
 	var doc *yaml.RNode
 	var docs []*yaml.RNode
 	if b, err := p.read(file); err == nil {
@@ -640,7 +693,11 @@ func (p *planner) editPatch(file string, obj *unstructured.Unstructured, name st
 		if err := doc.PipeE(yaml.SetField("kind", yaml.NewStringRNode(obj.GetKind()))); err != nil {
 			return nil, err
 		}
-		if err := doc.PipeE(yaml.SetField("metadata", yaml.NewMapRNode(&map[string]string{"name": name}))); err != nil {
+		meta := map[string]string{"name": name}
+		if namespace != "" {
+			meta["namespace"] = namespace
+		}
+		if err := doc.PipeE(yaml.SetField("metadata", yaml.NewMapRNode(&meta))); err != nil {
 			return nil, err
 		}
 		doc.YNode().HeadComment = "Written by driftback: codifies a change made in the cluster outside Git."
@@ -664,6 +721,22 @@ func (p *planner) addPatch(edits map[string][]byte, kust, patch string) ([]byte,
 	docs, err := readDocs(b)
 	if err != nil || len(docs) == 0 {
 		return nil, fmt.Errorf("%s: %v", kust, err)
+	}
+	if f := docs[0].Field("patchesStrategicMerge"); f != nil && docs[0].Field("patches") == nil {
+		// The kustomization's own (deprecated) field, rather than a mix.
+		items, _ := f.Value.Elements()
+		for _, it := range items {
+			if it.YNode().Value == patch {
+				return b, nil
+			}
+		}
+		if out, ok := appendToList(b, f, "- "+patch); ok {
+			return out, nil
+		}
+		if err := f.Value.PipeE(yaml.Append(yaml.NewStringRNode(patch).YNode())); err != nil {
+			return nil, err
+		}
+		return writeDocs(docs)
 	}
 	if f := docs[0].Field("patches"); f != nil {
 		items, _ := f.Value.Elements()

@@ -14,6 +14,9 @@ import (
 // reports false when the token cannot be found exactly, and the caller then
 // rewrites the document instead.
 func spliceScalar(src []byte, n *yaml.Node, value any) ([]byte, bool) {
+	if text, ok := value.(string); ok && strings.Contains(text, "\n") {
+		return spliceBlock(src, n, text)
+	}
 	s, ok := scalar(value)
 	if !ok || n == nil || n.Kind != yaml.ScalarNode || n.Line < 1 || n.Column < 1 {
 		return nil, false
@@ -41,6 +44,41 @@ func spliceScalar(src []byte, n *yaml.Node, value any) ([]byte, bool) {
 	}
 	lines[n.Line-1] = []byte(line[:start] + text + line[end:])
 	return bytes.Join(lines, nil), true
+}
+
+// spliceBlock replaces the content of the literal block scalar n with the
+// multi-line text, at the block's indentation, setting its chomping
+// indicator to keep or strip the final newline as text does. It reports
+// false for any other scalar (the document is rewritten instead, as a
+// literal block) and for text a literal block cannot hold exactly.
+func spliceBlock(src []byte, n *yaml.Node, text string) ([]byte, bool) {
+	if n == nil || n.Kind != yaml.ScalarNode || n.Style&yaml.LiteralStyle == 0 || n.Line < 1 ||
+		strings.HasSuffix(text, "\n\n") || strings.HasPrefix(text, " ") || strings.HasPrefix(text, "\n") || strings.Contains(text, "\r") {
+		return nil, false
+	}
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	if n.Line > len(lines) {
+		return nil, false
+	}
+	line := string(lines[n.Line-1])
+	start := n.Column - 1
+	if start < 0 || start >= len(line) || line[start] != '|' {
+		return nil, false
+	}
+	end := start + 1
+	for end < len(line) && strings.ContainsRune("+-0123456789", rune(line[end])) {
+		end++
+	}
+	indicator := "|"
+	if !strings.HasSuffix(text, "\n") {
+		indicator = "|-"
+	}
+	lines[n.Line-1] = []byte(line[:start] + indicator + line[end:])
+	out, err := replaceBlock(bytes.Join(lines, nil), n, []byte(text))
+	if err != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 // tokenEnd finds where the scalar starting at start ends on its line.

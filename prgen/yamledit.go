@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -124,6 +125,9 @@ func setField(m *yaml.RNode, name string, value any) error {
 		if s, ok := scalar(value); ok && existing.Value.YNode().Kind == yaml.ScalarNode {
 			n := existing.Value.YNode()
 			n.Value, n.Tag = s.Value, s.Tag
+			if s.Style == yaml.LiteralStyle {
+				n.Style = yaml.LiteralStyle
+			}
 			if s.Style != 0 || n.Style == yaml.DoubleQuotedStyle || n.Style == yaml.SingleQuotedStyle {
 				if s.Tag != yaml.NodeTagString {
 					n.Style = 0 // a number or boolean is written bare
@@ -157,7 +161,10 @@ func scalar(v any) (*yaml.Node, bool) {
 	switch x := v.(type) {
 	case string:
 		n := &yaml.Node{Kind: yaml.ScalarNode, Value: x, Tag: yaml.NodeTagString}
-		if needsQuotes(x) { // a string that would read as another type keeps its quotes
+		switch {
+		case strings.Contains(x, "\n") && !strings.Contains(x, "\r") && !strings.HasPrefix(x, " "):
+			n.Style = yaml.LiteralStyle // a script or a config file, kept readable
+		case needsQuotes(x): // a string that would read as another type keeps its quotes
 			n.Style = yaml.DoubleQuotedStyle
 		}
 		return n, true

@@ -306,6 +306,14 @@ func changeBlock(c drift.Change) string {
 // fieldLine tells one field: Git → live for drift, Git before → after for
 // the pull request's own change, with who set the live value and when.
 func fieldLine(f drift.Field) string {
+	line := storyLine(f)
+	if f.Autoscaler != "" {
+		line += "; the replicas belong to " + text(f.Autoscaler)
+	}
+	return line
+}
+
+func storyLine(f drift.Field) string {
 	v := func(x any) string { return code(valueText(f, x)) }
 	by := ""
 	if w := who(f); w != "" {

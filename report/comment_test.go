@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/prgen"
 )
 
 // bigReport has n updated objects, each with a few long fields.
@@ -66,6 +67,20 @@ func TestMarkdownCutsAnObjectTooLargeForAComment(t *testing.T) {
 		}
 		if strings.Count(p, "<details>") != strings.Count(p, "</details>") || strings.Count(p, "```")%2 != 0 {
 			t.Errorf("part %d is not well formed", i+1)
+		}
+	}
+}
+
+// TestDriftPlanNamesTheAutoscaler: replicas an autoscaler owns are reported
+// with why, even when nothing else is there to codify.
+func TestDriftPlanNamesTheAutoscaler(t *testing.T) {
+	p := &prgen.Plan{Overlay: "deploy/prod", Files: map[string][]byte{}, Autoscaled: []prgen.Manual{{
+		Object: "Deployment/prod/web", Path: ".spec.replicas", Value: int64(6),
+		Reason: "replicas belong to HorizontalPodAutoscaler/web (min 2, max 10 replicas)"}}}
+	got := DriftPlan(p)
+	for _, want := range []string{"nothing to codify", "owned by an autoscaler", "`.spec.replicas` is `6` live", "HorizontalPodAutoscaler/web (min 2, max 10 replicas)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
 }

@@ -58,11 +58,27 @@ func DriftIssue(p *prgen.Plan) string {
 // it.
 func DriftPlan(p *prgen.Plan) string { return driftPlan(p, false) }
 
+// autoscaled lists the replicas an autoscaler owns, which are never codified.
+func autoscaled(b *strings.Builder, p *prgen.Plan) {
+	if len(p.Autoscaled) == 0 {
+		return
+	}
+	b.WriteString("### Scaled live, owned by an autoscaler (not written to Git)\n\n")
+	for _, m := range p.Autoscaled {
+		fmt.Fprintf(b, "- %s %s is %s live: %s\n", code(m.Object), code(m.Path), code(planValue(m.Value)), text(m.Reason))
+	}
+	b.WriteString("\n")
+}
+
 func driftPlan(p *prgen.Plan, report bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Drift in %s\n\n", code(p.Overlay))
 	if p.Empty() {
 		b.WriteString("The cluster matches Git: nothing to codify.\n")
+		if len(p.Autoscaled) > 0 {
+			b.WriteString("\n")
+			autoscaled(&b, p)
+		}
 		return b.String()
 	}
 	b.WriteString("These changes were made in the cluster outside Git and are still there.\n\n")
@@ -123,6 +139,7 @@ func driftPlan(p *prgen.Plan, report bool) string {
 		}
 		b.WriteString("\n")
 	}
+	autoscaled(&b, p)
 	if len(p.Unmanaged) > 0 {
 		b.WriteString("### Created live, not in Git\n\n")
 		for _, m := range p.Unmanaged {

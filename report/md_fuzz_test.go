@@ -134,12 +134,13 @@ func hostilePlan(s string) *prgen.Plan {
 		Overlay: s, Files: map[string][]byte{s: []byte(s)},
 		Codified: []prgen.Codified{{Object: s, Path: s, Value: s, Was: s, Manager: s, Time: &at, File: s, Strategy: prgen.StrategyPatch},
 			{Object: s, Path: s, Value: map[string]any{s: s}, Manager: s, File: s, Strategy: prgen.StrategyReplicas}},
-		Manual:    []prgen.Manual{{Object: s, Path: s, Value: s, Reason: s}},
-		Adopted:   []prgen.Adopted{{Object: s, File: s, Manager: s, Time: &at}},
-		Unmanaged: []prgen.Manual{{Object: s, Reason: s}},
-		Secrets:   []prgen.SecretDrift{{Object: s, Keys: []string{s, s}}},
-		Deleted:   []string{s},
-		Intents:   map[string]string{s: s},
+		Manual:     []prgen.Manual{{Object: s, Path: s, Value: s, Reason: s}},
+		Adopted:    []prgen.Adopted{{Object: s, File: s, Manager: s, Time: &at}},
+		Unmanaged:  []prgen.Manual{{Object: s, Reason: s}},
+		Autoscaled: []prgen.Manual{{Object: s, Path: s, Value: s, Reason: s}},
+		Secrets:    []prgen.SecretDrift{{Object: s, Keys: []string{s, s}}},
+		Deleted:    []string{s},
+		Intents:    map[string]string{s: s},
 	}
 }
 

@@ -56,7 +56,7 @@ func TestDiffDemo(t *testing.T) {
 	mustSay := []string{
 		// Sections, in order: summary, dangers, then each target's objects.
 		"| `apps/shop/overlays/production` | 1 | 2 | 4 |",
-		"### ⚠️ Dangers (5)",
+		"### ⚠️ Dangers (7)",
 		"### `apps/shop/overlays/production`",
 		"<details><summary>✏️ update <code>Deployment/shop-prod/web</code>",
 		"### `apps/shop/overlays/staging`",
@@ -96,8 +96,14 @@ func TestDiffDemo(t *testing.T) {
 			t.Errorf("%q appears %d times in the demo comment, want %d", s, n, want)
 		}
 	}
-	// The HPA's replicas (kube-controller-manager through scale) are not drift.
-	if strings.Contains(out, "Deployment/shop-prod/api") {
+	// The HPA's replicas (kube-controller-manager through scale) are not
+	// drift; Git pinning them under the HPA is warned about, in each overlay.
+	for _, s := range []string{"**autoscaled-replicas** `Deployment/shop-prod/api`", "**autoscaled-replicas** `Deployment/shop-staging/api`", "HorizontalPodAutoscaler/api (min 2, max 10 replicas)"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("the demo comment does not warn %q", s)
+		}
+	}
+	if strings.Contains(out, "✏️ update <code>Deployment/shop-prod/api</code>") {
 		t.Errorf("the HPA-owned replicas of api show up as a change")
 	}
 }
@@ -244,7 +250,7 @@ func TestDemoJSONKeepsItsPromises(t *testing.T) {
 		t.Error("the demo's changed Secret has no fields to check")
 	}
 	want := map[drift.DangerReason]int{drift.DangerCRDRemoval: 3, drift.DangerNamespaceRemoval: 3, drift.DangerPVCRemoval: 1,
-		drift.DangerImmutableField: 1, drift.DangerRBACEscalation: 1}
+		drift.DangerImmutableField: 1, drift.DangerRBACEscalation: 1, drift.DangerAutoscaledReplicas: 2}
 	if diff := cmp.Diff(want, dangers); diff != "" {
 		t.Errorf("danger reasons and counts (-want +got):\n%s", diff)
 	}
@@ -277,7 +283,7 @@ func TestDiffDemoWithoutACluster(t *testing.T) {
 		}
 	}
 	want := map[drift.DangerReason]int{drift.DangerCRDRemoval: 1, drift.DangerNamespaceRemoval: 1, drift.DangerPVCRemoval: 1,
-		drift.DangerImmutableField: 1, drift.DangerRBACEscalation: 1}
+		drift.DangerImmutableField: 1, drift.DangerRBACEscalation: 1, drift.DangerAutoscaledReplicas: 2}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("dangers without a cluster (-want +got):\n%s", diff)
 	}
