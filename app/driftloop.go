@@ -41,9 +41,9 @@ type DriftLoop struct {
 	// use it to stop a replica there).
 	beforeAct func(context.Context, prgen.Action)
 
-	// runs makes runs one at a time: a lost and regained leadership must not
-	// run two loops.
-	runs   sync.Mutex
+	// runs makes each cluster's runs one at a time: a lost and regained
+	// Lease must not run two loops.
+	runs   map[string]*sync.Mutex
 	mu     sync.Mutex
 	states map[string]*targetState
 	wake   map[string]chan struct{} // by cluster
@@ -100,31 +100,61 @@ func targetKey(t Target) string { return strings.ToLower(t.Repo) + " " + t.Name 
 // its own goroutine, so a slow or unreachable cluster delays only its own
 // targets.
 func (d *DriftLoop) Run(ctx context.Context) error {
-	d.runs.Lock()
-	defer d.runs.Unlock()
-	byCluster := map[string][]Target{}
-	for _, t := range d.app.cfg.Targets {
-		if t.Cluster == "" || t.Policy.Codify == CodifyOff {
-			continue
-		}
-		byCluster[t.Cluster] = append(byCluster[t.Cluster], t)
-	}
-	d.mu.Lock()
-	for c := range byCluster {
-		if d.wake[c] == nil {
-			d.wake[c] = make(chan struct{}, 1)
-		}
-	}
-	d.mu.Unlock()
 	var wg sync.WaitGroup
-	for c, ts := range byCluster {
+	for _, c := range d.Clusters() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.clusterLoop(ctx, c, ts)
+			_ = d.RunCluster(ctx, c) // ends with ctx
 		}()
 	}
 	wg.Wait()
+	return ctx.Err()
+}
+
+// Clusters are the clusters with targets whose drift the loop watches.
+func (d *DriftLoop) Clusters() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range d.app.cfg.Targets {
+		if t.Cluster == "" || t.Policy.Codify == CodifyOff || seen[t.Cluster] {
+			continue
+		}
+		seen[t.Cluster] = true
+		out = append(out, t.Cluster)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RunCluster watches one cluster's targets until ctx ends. Runs of one
+// cluster never overlap: a lost and regained Lease waits for the previous
+// run to end.
+func (d *DriftLoop) RunCluster(ctx context.Context, cluster string) error {
+	d.mu.Lock()
+	if d.runs == nil {
+		d.runs = map[string]*sync.Mutex{}
+	}
+	run := d.runs[cluster]
+	if run == nil {
+		run = &sync.Mutex{}
+		d.runs[cluster] = run
+	}
+	if d.wake[cluster] == nil {
+		d.wake[cluster] = make(chan struct{}, 1)
+	}
+	d.mu.Unlock()
+	run.Lock()
+	defer run.Unlock()
+	var targets []Target
+	for _, t := range d.app.cfg.Targets {
+		if t.Cluster == cluster && t.Policy.Codify != CodifyOff {
+			targets = append(targets, t)
+		}
+	}
+	if len(targets) > 0 {
+		d.clusterLoop(ctx, cluster, targets)
+	}
 	return ctx.Err()
 }
 

@@ -36,8 +36,8 @@ func (d *driftWorld) secondReplica(name string) *Server {
 	return srv
 }
 
-// TestLeaderHandoverMidCycleOpensOnePullRequest: two replicas campaign for the
-// drift loop's Lease on the real apiserver. The leader decides to open a drift
+// TestLeaderHandoverMidCycleOpensOnePullRequest: two replicas share the drift
+// loop's cluster Leases on the real apiserver (one cluster: one holds it). The leader decides to open a drift
 // pull request and loses its leadership right there; the other replica takes
 // over and opens it. One pull request, however the handover falls.
 func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
@@ -61,20 +61,20 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 	doneA := make(chan struct{})
 	go func() {
 		defer close(doneA)
-		_ = runElected(actx, d.env.Config, le, "replica-a", discard, nil, func(ctx context.Context) {
+		_ = runShards(actx, d.env.Config, le, "replica-a", false, []string{"test"}, func(ctx context.Context, c string) {
 			leaderA.Store(true)
-			_ = a.Drift.Run(ctx)
+			_ = a.Drift.RunCluster(ctx, c)
 		})
 	}()
 	d.waitFor("replica a to lead", leaderA.Load)
 	bctx, stopB := context.WithCancel(context.Background())
 	doneB := make(chan struct{})
-	// b's Lease requests are counted, to know it has campaigned.
+	// b's looks at the Leases are counted, to know it has tried.
 	var triesB atomic.Int64
 	cfgB := rest.CopyConfig(d.env.Config)
 	cfgB.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			if strings.HasSuffix(r.URL.Path, "/leases/"+le.Name) {
+			if strings.HasSuffix(r.URL.Path, "/leases") {
 				triesB.Add(1)
 			}
 			return rt.RoundTrip(r)
@@ -82,9 +82,9 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 	})
 	go func() {
 		defer close(doneB)
-		_ = runElected(bctx, cfgB, le, "replica-b", discard, nil, func(ctx context.Context) {
+		_ = runShards(bctx, cfgB, le, "replica-b", false, []string{"test"}, func(ctx context.Context, c string) {
 			leaderB.Store(true)
-			_ = b.Drift.Run(ctx)
+			_ = b.Drift.RunCluster(ctx, c)
 		})
 	}()
 	t.Cleanup(func() {
@@ -93,7 +93,7 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 		<-doneA
 		<-doneB
 	})
-	d.waitFor("replica b to campaign", func() bool { return triesB.Load() >= 3 })
+	d.waitFor("replica b to look at the Leases", func() bool { return triesB.Load() >= 3 })
 	if leaderB.Load() {
 		t.Fatal("both replicas lead")
 	}

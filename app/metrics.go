@@ -3,6 +3,7 @@ package app
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,9 @@ type Metrics struct {
 	drifted       *prometheus.GaugeVec
 	driftActions  *prometheus.CounterVec
 	leader        prometheus.Gauge
+	held          *prometheus.GaugeVec
+	heldMu        sync.Mutex
+	heldSet       map[string]bool
 }
 
 // NewMetrics registers driftback's metrics, the Go runtime's and the
@@ -67,10 +71,14 @@ func NewMetrics(queueDepth func() float64) *Metrics {
 		}, []string{"kind", "action"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "driftback_drift_leader",
-			Help: "1 while this replica runs the drift loop.",
+			Help: "1 while this replica runs the drift loop of at least one cluster.",
 		}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "driftback_drift_cluster_held",
+			Help: "1 for each cluster whose drift loop runs in this replica (it holds the cluster's Lease).",
+		}, []string{"cluster"}),
 	}
-	m.registry.MustRegister(m.deliveries, m.jobs, m.renders, m.githubCalls, m.rateRemaining, m.errors, m.drifted, m.driftActions, m.leader,
+	m.registry.MustRegister(m.deliveries, m.jobs, m.renders, m.githubCalls, m.rateRemaining, m.errors, m.drifted, m.driftActions, m.leader, m.held,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "driftback_queue_depth", Help: "Pull requests waiting or in progress."}, queueDepth),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -151,11 +159,24 @@ func (m *Metrics) driftAction(kind, action string) {
 	}
 }
 
-func (m *Metrics) setLeader(on bool) {
+// setHeld records whether this replica runs a cluster's drift loop.
+func (m *Metrics) setHeld(cluster string, on bool) {
 	if m == nil {
 		return
 	}
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	if m.heldSet == nil {
+		m.heldSet = map[string]bool{}
+	}
 	if on {
+		m.heldSet[cluster] = true
+		m.held.WithLabelValues(cluster).Set(1)
+	} else {
+		delete(m.heldSet, cluster)
+		m.held.WithLabelValues(cluster).Set(0)
+	}
+	if len(m.heldSet) > 0 {
 		m.leader.Set(1)
 	} else {
 		m.leader.Set(0)

@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/golang-jwt/jwt/v4"
 )
@@ -26,6 +29,31 @@ type Server struct {
 	handler http.Handler
 	ready   atomic.Bool
 	log     *slog.Logger
+	// shards are the clusters' Leases this replica campaigns for; nil runs
+	// every cluster's drift loop here (no leader election).
+	shards atomic.Pointer[shards]
+}
+
+// runSharded runs the drift loop of each cluster whose Lease this replica
+// holds, until ctx ends.
+func (s *Server) runSharded(ctx context.Context, cfg *rest.Config, le LeaderElection, id string) error {
+	sh, err := newShards(cfg, le, id, s.Drift.Clusters(), s.log, s.Metrics, func(ctx context.Context, c string) { _ = s.Drift.RunCluster(ctx, c) })
+	if err != nil {
+		return err
+	}
+	s.shards.Store(sh)
+	return sh.Run(ctx)
+}
+
+// heldClusters are the clusters whose drift loop runs in this replica.
+func (s *Server) heldClusters() []string {
+	if sh := s.shards.Load(); sh != nil {
+		return sh.Held()
+	}
+	if s.App.cfg.Server.LeaderElection.Cluster == "" {
+		return s.Drift.Clusters()
+	}
+	return nil
 }
 
 // NewServer builds the server from a configuration and its secrets. Work runs
@@ -68,6 +96,7 @@ func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Log
 			return
 		}
 		fmt.Fprintln(w, "ready")
+		fmt.Fprintln(w, "drift loop clusters held here:", strings.Join(s.heldClusters(), ", "))
 	})
 	s.handler = mux
 	s.ready.Store(true)
@@ -98,7 +127,7 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 		}
 		cfg, err := restConfig(s.App.cfg.Clusters[le.Cluster])
 		if err == nil {
-			err = runElected(ctx, cfg, le, identity(), s.log, s.Metrics, func(lctx context.Context) { _ = s.Drift.Run(lctx) })
+			err = s.runSharded(ctx, cfg, le, identity())
 		}
 		if err != nil && ctx.Err() == nil {
 			s.log.Error("leader election stopped: this replica will not run the drift loop", "err", err)
