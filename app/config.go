@@ -72,6 +72,17 @@ type GitHub struct {
 	// manifest to: https://github.com/ (the default), derived from APIURL
 	// (https://HOST/api/v3/ gives https://HOST/).
 	WebURL string `yaml:"webURL"`
+	// Pace bounds the content-creating requests (comments, check runs, pull
+	// requests, issues, labels) of each installation: in any minute and any
+	// hour (defaults 80 and 500, GitHub's published secondary rate limits;
+	// negative: no pacing).
+	Pace Pace `yaml:"pace"`
+}
+
+// Pace is a rate of content-creating requests to GitHub.
+type Pace struct {
+	PerMinute int `yaml:"perMinute"`
+	PerHour   int `yaml:"perHour"`
 }
 
 // ServerConfig configures the HTTP server and the work queue.

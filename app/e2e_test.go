@@ -67,8 +67,8 @@ func TestPullRequestGetsOneCommentAndChecks(t *testing.T) {
 	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
 		t.Fatalf("opened: %d", code)
 	}
-	runs := w.waitChecks(head.String(), 2)
-	if got := conclusions(runs); got["driftback / prod"] != "success" || got["driftback / staging"] != "success" || len(runs) != 2 {
+	runs := w.waitChecks(head.String(), 3)
+	if got := conclusions(runs); got["driftback / prod"] != "success" || got["driftback / staging"] != "success" || got[AggregateCheckName] != "success" || len(runs) != 3 {
 		t.Errorf("check runs on the head: %+v", runs)
 	}
 	comments := w.gh.Comments(fullName, 1)
@@ -148,8 +148,8 @@ func TestSignaturesAndDuplicates(t *testing.T) {
 			creates++
 		}
 	}
-	if creates != 2 {
-		t.Errorf("%d check runs created, want 2 (one per target, once)", creates)
+	if creates != 3 {
+		t.Errorf("%d check runs created, want 3 (one per affected target and the aggregate, once)", creates)
 	}
 }
 
@@ -209,9 +209,9 @@ func TestSecondaryRateLimitMidPublish(t *testing.T) {
 	w.gh.FailNext("POST", "/repos/"+fullName+"/issues/4/comments", 1, 1)
 	w.gh.FailNext("POST", "/repos/"+fullName+"/check-runs", 1, 1)
 	w.deliver("pull_request", "d-limit", prPayload("opened", 4, head.String()))
-	runs := w.waitChecks(head.String(), 2)
-	if len(runs) != 2 {
-		t.Errorf("%d check runs, want 2", len(runs))
+	runs := w.waitChecks(head.String(), 3)
+	if len(runs) != 3 {
+		t.Errorf("%d check runs, want 3", len(runs))
 	}
 	if n := len(w.gh.Comments(fullName, 4)); n != 1 {
 		t.Errorf("%d comments, want 1", n)
@@ -477,8 +477,8 @@ func TestRerequestedCheckRunsRunAgain(t *testing.T) {
 		return strings.Contains(w.gh.Comments(fullName, 9)[0].Body, "✏️ update <code>Deployment/"+w.env.Namespace+"/web</code>")
 	})
 	w.waitIdle()
-	if n := len(w.gh.CheckRuns(fullName, head.String())); n != 2 {
-		t.Errorf("%d check runs after a re-run, want the same 2", n)
+	if n := len(w.gh.CheckRuns(fullName, head.String())); n != 3 {
+		t.Errorf("%d check runs after a re-run, want the same 3", n)
 	}
 }
 
@@ -609,7 +609,8 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		`driftback_webhook_deliveries_total{event="pull_request",outcome="accepted"} 1`,
 		`driftback_webhook_deliveries_total{event="other",outcome="bad_signature"} 1`,
 		`driftback_job_duration_seconds_count{outcome="done"} 1`,
-		`driftback_github_requests_total{code="201",method="POST"}`,
+		`driftback_github_requests_total{code="201",kind="comment",method="POST"}`,
+		`driftback_github_requests_total{code="201",kind="check-run",method="POST"}`,
 		`driftback_render_duration_seconds_count`,
 		`driftback_queue_depth 0`,
 		`go_goroutines`,
@@ -766,4 +767,43 @@ func TestDangersFailWithoutTheCluster(t *testing.T) {
 	waitFor(t, "the acknowledged danger to stop failing", func() bool {
 		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "neutral"
 	})
+}
+
+// TestChecksOnlyForAffectedTargets: a push touching one base shared by 10 of
+// a repository's 200 targets writes 11 check runs (the aggregate and the 10
+// affected), after one listing of the commit's runs, and the comment: GitHub's
+// content-creation budget is spent on what changed, not on the repository's
+// size.
+func TestChecksOnlyForAffectedTargets(t *testing.T) {
+	w, base := manyTargets(t, 200, 10)
+	head := w.commit(base, map[string]any{"bases/b03/app.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  base: b03\n  version: \"2\"\n"})
+	w.openPR(1, base, head, nil)
+	if code := w.deliver("pull_request", "d-many", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	runs := w.waitChecks(head.String(), 11)
+	w.waitIdle()
+	names := map[string]string{}
+	for _, r := range runs {
+		names[r.Name] = r.Conclusion
+	}
+	if len(runs) != 11 || names[AggregateCheckName] != "success" || names["driftback / o030"] != "success" || names["driftback / o039"] != "success" {
+		t.Errorf("%d check runs, want the aggregate and o030…o039: %v", len(runs), names)
+	}
+	agg := findRun(t, runs, AggregateCheckName)
+	if !strings.Contains(agg.Title, "10 targets affected") || !strings.Contains(agg.Summary, "190 other targets not affected") {
+		t.Errorf("aggregate: %q\n%s", agg.Title, agg.Summary)
+	}
+	writes, lists := 0, 0
+	for _, c := range w.gh.Calls() {
+		switch {
+		case strings.HasSuffix(c.Path, "/check-runs") && c.Method == "POST", strings.Contains(c.Path, "/check-runs/") && c.Method == "PATCH":
+			writes++
+		case strings.HasSuffix(c.Path, "/check-runs") && c.Method == "GET":
+			lists++
+		}
+	}
+	if writes != 11 || lists != 1 {
+		t.Errorf("%d check-run writes and %d listings, want 11 and 1", writes, lists)
+	}
 }

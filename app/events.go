@@ -108,7 +108,7 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		}
 		return []*Job{j}, nil, true
 	case *github.CheckRunEvent:
-		if ev.GetAction() != "rerequested" || !strings.HasPrefix(ev.GetCheckRun().GetName(), "driftback / ") {
+		if name := ev.GetCheckRun().GetName(); ev.GetAction() != "rerequested" || (name != AggregateCheckName && !strings.HasPrefix(name, "driftback / ")) {
 			return nil, nil, false
 		}
 		var jobs []*Job

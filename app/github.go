@@ -13,6 +13,7 @@ import (
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v60/github"
+	"golang.org/x/time/rate"
 )
 
 // Clients hands out one GitHub client per installation; each caches its
@@ -42,7 +43,7 @@ func (c *Clients) appClient() (*github.Client, error) {
 		return nil, err
 	}
 	tr.BaseURL = c.baseURL
-	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry, metrics: c.metrics}})
+	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry, metrics: c.metrics, pace: newPacer(c.retry)}})
 	if gh.BaseURL, err = gh.BaseURL.Parse(c.baseURL); err != nil {
 		return nil, err
 	}
@@ -97,8 +98,14 @@ type installation struct {
 	tr *ghinstallation.Transport
 }
 
-// RetryPolicy bounds how driftback retries GitHub calls.
+// RetryPolicy bounds how driftback paces and retries GitHub calls.
 type RetryPolicy struct {
+	// PerMinute and PerHour bound the content-creating requests (POST,
+	// PATCH, PUT, DELETE: comments, check runs, pull requests, issues,
+	// labels, refs) of one installation in any minute and any hour (defaults
+	// 80 and 500: GitHub's published secondary rate limits). A request over
+	// the pace waits its turn; negative: no pacing.
+	PerMinute, PerHour int
 	// Attempts is the number of tries of one call (default 5).
 	Attempts int
 	// Base is the first backoff; it doubles each attempt, with jitter (default 500ms).
@@ -119,7 +126,66 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.MaxWait <= 0 {
 		p.MaxWait = 2 * time.Minute
 	}
+	if p.PerMinute == 0 {
+		p.PerMinute = 80
+	}
+	if p.PerHour == 0 {
+		p.PerHour = 500
+	}
 	return p
+}
+
+// pacer spaces one installation's content-creating requests so that no
+// minute and no hour holds more than its limit: a token bucket whose burst
+// and refill over the window add up to the limit (a quarter of the minute's
+// limit at once, a tenth of the hour's).
+type pacer struct{ minute, hour *rate.Limiter }
+
+func newPacer(p RetryPolicy) *pacer {
+	bucket := func(limit int, window time.Duration, burstShare float64) *rate.Limiter {
+		if limit < 0 {
+			return nil
+		}
+		burst := max(1, int(float64(limit)*burstShare))
+		return rate.NewLimiter(rate.Limit(float64(limit-burst)/window.Seconds()), burst)
+	}
+	return &pacer{minute: bucket(p.PerMinute, time.Minute, 0.25), hour: bucket(p.PerHour, time.Hour, 0.1)}
+}
+
+// turnAt is when a request asked for at t may go, with both windows' turns
+// taken (the minute's, then the hour's, from when the minute allows it).
+func (p *pacer) turnAt(t time.Time) time.Time {
+	for _, l := range []*rate.Limiter{p.minute, p.hour} {
+		if l != nil {
+			t = t.Add(l.ReserveN(t, 1).DelayFrom(t))
+		}
+	}
+	return t
+}
+
+// wait takes a turn in both windows. The wait is GitHub's limit, not
+// driftback's work: it is added to a publish's time bound before it starts.
+func (p *pacer) wait(ctx context.Context) error {
+	for _, l := range []*rate.Limiter{p.minute, p.hour} {
+		if l == nil {
+			continue
+		}
+		r := l.ReserveN(time.Now(), 1)
+		d := r.Delay()
+		if d == 0 {
+			continue
+		}
+		extendBudget(ctx, d)
+		timer := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			r.Cancel()
+			return ctx.Err()
+		case <-timer.C:
+		}
+	}
+	return nil
 }
 
 // NewClients returns the clients of a GitHub App. baseURL is the REST API
@@ -139,7 +205,7 @@ func (c *Clients) installation(id int64) (*installation, error) {
 		return nil, fmt.Errorf("installation %d: %w", id, err)
 	}
 	tr.BaseURL = c.baseURL
-	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry, metrics: c.metrics}})
+	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry, metrics: c.metrics, pace: newPacer(c.retry)}})
 	if gh.BaseURL, err = gh.BaseURL.Parse(c.baseURL); err != nil {
 		return nil, err
 	}
@@ -190,6 +256,7 @@ type retryTransport struct {
 	metrics *Metrics
 	once    sync.Once
 	write   chan struct{} // a one-slot semaphore a cancelled caller can stop waiting for
+	pace    *pacer
 }
 
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -205,6 +272,11 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// Waiting for the write slot is waiting out another call's rate
 		// limit, or its work: a publish's bound does not pay for it.
 		extendBudget(req.Context(), time.Since(start))
+		if t.pace != nil {
+			if err := t.pace.wait(req.Context()); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var lastErr error
 	for attempt := 0; attempt < t.policy.Attempts; attempt++ {
@@ -223,7 +295,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := t.next.RoundTrip(r)
-		t.metrics.githubCall(req.Method, resp)
+		t.metrics.githubCall(githubKind(req.URL.Path), req.Method, resp)
 		wait, retry := t.verdict(req, resp, err, attempt)
 		if !retry || attempt == t.policy.Attempts-1 {
 			return resp, err

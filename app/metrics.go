@@ -3,6 +3,7 @@ package app
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,8 +52,8 @@ func NewMetrics(queueDepth func() float64) *Metrics {
 		}),
 		githubCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "driftback_github_requests_total",
-			Help: "GitHub API requests by method and status code (\"error\" when no response came).",
-		}, []string{"method", "code"}),
+			Help: "GitHub API requests by kind (comment, check-run, pull, issue, label, ref, other), method and status code (\"error\" when no response came).",
+		}, []string{"kind", "method", "code"}),
 		rateRemaining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "driftback_github_rate_limit_remaining",
 			Help: "The primary rate limit's remaining requests, from the last GitHub response that said.",
@@ -125,7 +126,7 @@ func (m *Metrics) render(d time.Duration) {
 	}
 }
 
-func (m *Metrics) githubCall(method string, resp *http.Response) {
+func (m *Metrics) githubCall(kind, method string, resp *http.Response) {
 	if m == nil {
 		return
 	}
@@ -138,7 +139,7 @@ func (m *Metrics) githubCall(method string, resp *http.Response) {
 			}
 		}
 	}
-	m.githubCalls.WithLabelValues(method, code).Inc()
+	m.githubCalls.WithLabelValues(kind, method, code).Inc()
 }
 
 func (m *Metrics) failure(where string) {
@@ -204,4 +205,23 @@ func (m *Metrics) countDeliveries(next http.Handler) http.Handler {
 		next.ServeHTTP(rec, r)
 		m.delivery(r.Header.Get("X-GitHub-Event"), rec.status)
 	})
+}
+
+// githubKind names what a GitHub API path is about, for the request counts.
+func githubKind(path string) string {
+	switch {
+	case strings.Contains(path, "/comments"):
+		return "comment"
+	case strings.Contains(path, "/check-runs"):
+		return "check-run"
+	case strings.Contains(path, "/labels"):
+		return "label"
+	case strings.Contains(path, "/pulls"):
+		return "pull"
+	case strings.Contains(path, "/issues"):
+		return "issue"
+	case strings.Contains(path, "/git/"):
+		return "ref"
+	}
+	return "other"
 }

@@ -185,8 +185,7 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	var at []int
 	for i, t := range targets {
 		if len(render.Affected(base, head, []string{t.Path}, changed)) == 0 {
-			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", Title: "Not affected",
-				Summary: report.NotAffectedSummary(t.Path)}
+			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", unaffected: true}
 			continue
 		}
 		w := a.renderTarget(ctx, t, base, head)
@@ -313,13 +312,54 @@ func (a *App) refreshDefaultBranch(ctx context.Context, installation int64, owne
 	return nil
 }
 
+// publishChecks writes the aggregate check run and one per affected target,
+// after one listing of the runs already on the commit: k+1 writes for k
+// affected targets, however many targets the repository has.
 func (a *App) publishChecks(ctx context.Context, gh *github.Client, req prRequest, sha string, checks []CheckResult) error {
-	for _, c := range checks {
-		if err := publishCheck(ctx, gh, a.cfg.GitHub.AppID, req.owner, req.repo, sha, c); err != nil {
+	existing, err := listCheckRuns(ctx, gh, a.cfg.GitHub.AppID, req.owner, req.repo, sha)
+	if err != nil {
+		return err
+	}
+	for _, c := range append([]CheckResult{aggregateCheck(checks)}, checks...) {
+		if c.unaffected {
+			continue
+		}
+		if err := publishCheck(ctx, gh, req.owner, req.repo, sha, existing[c.Name], c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// AggregateCheckName is the check run that sums up a pull request for every
+// target: the one to require in branch protection. Its conclusion is the
+// worst of the affected targets' own check runs.
+const AggregateCheckName = "driftback"
+
+func aggregateCheck(checks []CheckResult) CheckResult {
+	rank := map[string]int{"success": 0, "neutral": 1, "failure": 2}
+	agg := CheckResult{Name: AggregateCheckName, Conclusion: "success"}
+	var rows []report.CheckRow
+	unaffected, failing, neutral := 0, 0, 0
+	for _, c := range checks {
+		if c.unaffected {
+			unaffected++
+			continue
+		}
+		rows = append(rows, report.CheckRow{Target: strings.TrimPrefix(c.Name, "driftback / "), Conclusion: c.Conclusion, Title: c.Title})
+		switch c.Conclusion {
+		case "failure":
+			failing++
+		case "neutral":
+			neutral++
+		}
+		if rank[c.Conclusion] > rank[agg.Conclusion] {
+			agg.Conclusion = c.Conclusion
+		}
+	}
+	agg.Title = report.AggregateTitle(len(rows), len(checks), failing, neutral)
+	agg.Summary = report.AggregateSummary(rows, unaffected)
+	return agg
 }
 
 func anyDrafts(ts []Target) bool {

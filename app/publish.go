@@ -115,20 +115,41 @@ type CheckResult struct {
 	// failing is set when the check fails on dangers: the comment says how
 	// to accept them.
 	failing *report.Failing
+	// unaffected targets get no check run of their own: the aggregate
+	// counts them.
+	unaffected bool
 }
 
-// publishCheck creates or updates this App's named check run on sha.
-func publishCheck(ctx context.Context, gh *github.Client, appID int64, owner, repo, sha string, c CheckResult) error {
+// listCheckRuns returns this App's check runs on sha, by name (the newest
+// of each name), in as few pages as GitHub allows.
+func listCheckRuns(ctx context.Context, gh *github.Client, appID int64, owner, repo, sha string) (map[string]int64, error) {
+	out := map[string]int64{}
+	opts := &github.ListCheckRunsOptions{AppID: github.Int64(appID), Filter: github.String("latest"), ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		runs, resp, err := gh.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list check runs: %w", err)
+		}
+		for _, r := range runs.CheckRuns {
+			if _, seen := out[r.GetName()]; !seen {
+				out[r.GetName()] = r.GetID()
+			}
+		}
+		if resp == nil || resp.NextPage == 0 {
+			return out, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+// publishCheck updates check run id (0: creates it) on sha.
+func publishCheck(ctx context.Context, gh *github.Client, owner, repo, sha string, id int64, c CheckResult) error {
 	out := &github.CheckRunOutput{Title: github.String(c.Title), Summary: github.String(truncate(c.Summary, report.MaxCheckText))}
 	if c.Text != "" {
 		out.Text = github.String(truncate(c.Text, report.MaxCheckText))
 	}
-	runs, _, err := gh.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, &github.ListCheckRunsOptions{CheckName: github.String(c.Name), AppID: github.Int64(appID)})
-	if err != nil {
-		return fmt.Errorf("list check runs: %w", err)
-	}
-	if runs.GetTotal() > 0 && len(runs.CheckRuns) > 0 {
-		_, _, err := gh.Checks.UpdateCheckRun(ctx, owner, repo, runs.CheckRuns[0].GetID(), github.UpdateCheckRunOptions{
+	if id != 0 {
+		_, _, err := gh.Checks.UpdateCheckRun(ctx, owner, repo, id, github.UpdateCheckRunOptions{
 			Name: c.Name, Status: github.String("completed"), Conclusion: github.String(c.Conclusion), Output: out,
 		})
 		if err != nil {

@@ -73,7 +73,7 @@ func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	clients := NewClients(cfg.GitHub.AppID, secrets.PrivateKey, cfg.GitHub.APIURL, RetryPolicy{})
+	clients := NewClients(cfg.GitHub.AppID, secrets.PrivateKey, cfg.GitHub.APIURL, RetryPolicy{PerMinute: cfg.GitHub.Pace.PerMinute, PerHour: cfg.GitHub.Pace.PerHour})
 	var q *Queue
 	metrics := NewMetrics(func() float64 { return float64(q.Depth()) })
 	clients.metrics = metrics

@@ -30,11 +30,6 @@ func CheckSummary(t *drift.Target) string {
 	return parts[0]
 }
 
-// NotAffectedSummary says a pull request changes nothing a target renders.
-func NotAffectedSummary(path string) string {
-	return fmt.Sprintf("This pull request does not change anything %s renders.", code(path))
-}
-
 // RenderProblemsSummary lists why a target does not render.
 func RenderProblemsSummary(problems []string) string {
 	var b strings.Builder
@@ -119,4 +114,39 @@ func ApproveHowTo(user, head string) string {
 func ApproveStale(user, approved, head string) string {
 	return fmt.Sprintf("%s: not run. The pull request's head is now %s, not %s: review it, then comment %s.\n",
 		code("@"+user), code(head), code(approved), code("/driftback diff "+head))
+}
+
+// CheckRow is one affected target in the aggregate check's summary.
+type CheckRow struct {
+	Target, Conclusion, Title string
+}
+
+// AggregateTitle is the title of the check run that sums up a pull request.
+func AggregateTitle(affected, targets int, failing, neutral int) string {
+	switch {
+	case affected == 0:
+		return plain(fmt.Sprintf("No target affected (of %d)", targets))
+	case failing > 0:
+		return plain(fmt.Sprintf("%d of %d affected targets failing", failing, affected))
+	case neutral > 0:
+		return plain(fmt.Sprintf("%d of %d affected targets not fully compared", neutral, affected))
+	}
+	return plain(fmt.Sprintf("%s affected, nothing to stop the merge", plural(affected, "target")))
+}
+
+// AggregateSummary lists the affected targets with their own checks'
+// conclusions; the others are not affected.
+func AggregateSummary(rows []CheckRow, unaffected int) string {
+	var b strings.Builder
+	if len(rows) > 0 {
+		b.WriteString("| target | result | |\n|---|---|---|\n")
+		for _, r := range rows {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", cell(r.Target), cell(r.Conclusion), cell(r.Title))
+		}
+		b.WriteString("\n")
+	}
+	if unaffected > 0 {
+		fmt.Fprintf(&b, "%s not affected: this pull request changes nothing they render.\n", plural(unaffected, "other target"))
+	}
+	return b.String()
 }

@@ -792,7 +792,7 @@ func (f *Fake) listCheckRuns(w http.ResponseWriter, req *http.Request, m []strin
 	if r == nil {
 		return
 	}
-	var runs []map[string]any
+	runs := []map[string]any{}
 	name := req.URL.Query().Get("check_name")
 	if app := req.URL.Query().Get("app_id"); app != "" && app != strconv.FormatInt(f.AppID, 10) {
 		writeJSON(w, http.StatusOK, map[string]any{"total_count": 0, "check_runs": []any{}})
@@ -803,7 +803,20 @@ func (f *Fake) listCheckRuns(w http.ResponseWriter, req *http.Request, m []strin
 			runs = append(runs, checkRunJSON(c))
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs})
+	// Newest first and paginated (30 a page, at most 100), as GitHub lists them.
+	for i, j := 0, len(runs)-1; i < j; i, j = i+1, j-1 {
+		runs[i], runs[j] = runs[j], runs[i]
+	}
+	page, per := pageOf(req)
+	start := min((page-1)*per, len(runs))
+	end := min(start+per, len(runs))
+	if end < len(runs) {
+		q := req.URL.Query()
+		q.Set("page", strconv.Itoa(page+1))
+		q.Set("per_page", strconv.Itoa(per))
+		w.Header().Set("Link", fmt.Sprintf(`<%s%s?%s>; rel="next"`, f.Server.URL, req.URL.Path, q.Encode()))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs[start:end]})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
