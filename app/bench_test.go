@@ -77,9 +77,15 @@ func manyTargets(tb testing.TB, overlays, perBase int) (*world, plumbing.Hash) {
 // synchronize delivery to the updated comment, for a pull request that changes
 // one base shared by 10 overlays of a 200-overlay repository, each overlay a
 // target on the local apiserver (11 check runs each time: the aggregate and
-// the 10 affected targets).
+// the 10 affected targets), against a GitHub fake that answers in 50 ms and
+// refuses more than 80 content-creating requests a minute, with the product's
+// pacer (80 a minute, 20 at once).
 func BenchmarkDeliveryToComment(b *testing.B) {
 	w, base := manyTargets(b, 200, 10)
+	// GitHub as it answers: a round trip per request, and its secondary
+	// limit on content creation (which the product's pacer must stay under).
+	w.gh.SetLatency(githubLatency)
+	w.gh.LimitContent(80)
 	version := 1
 	run := func() time.Duration {
 		version++
@@ -114,7 +120,20 @@ func BenchmarkDeliveryToComment(b *testing.B) {
 	b.ReportMetric(pct(0.50), "p50-s")
 	b.ReportMetric(pct(0.99), "p99-s")
 	b.ReportMetric(float64(len(samples)), "samples")
+	limited := 0
+	for _, c := range w.gh.Calls() {
+		if c.Status == http.StatusForbidden {
+			limited++
+		}
+	}
+	if limited > 0 {
+		b.Errorf("%d requests hit the secondary rate limit: the pacer let too many through", limited)
+	}
 }
+
+// githubLatency is the round trip the GitHub fake adds to every request in
+// the benchmarks: about what api.github.com answers in from a cloud region.
+const githubLatency = 50 * time.Millisecond
 
 // BenchmarkDriftToPullRequest measures the drift loop end to end with a quiet
 // period of 0: from a person scaling a Deployment on the real apiserver to

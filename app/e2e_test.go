@@ -431,11 +431,20 @@ func TestPullRequestFromADeletedFork(t *testing.T) {
 // waitIdle waits until no job is queued or running.
 func (w *world) waitIdle() {
 	w.t.Helper()
-	waitFor(w.t, "the queue to be idle", func() bool {
+	// Publishing at GitHub's pace (80 writes a minute) can take a while.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
 		w.srv.Queue.mu.Lock()
-		defer w.srv.Queue.mu.Unlock()
-		return len(w.srv.Queue.pending) == 0 && len(w.srv.Queue.running) == 0
-	})
+		idle := len(w.srv.Queue.pending) == 0 && len(w.srv.Queue.running) == 0
+		w.srv.Queue.mu.Unlock()
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatal("timed out waiting for the queue to be idle")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // TestRenderErrorsReachThePullRequest: a head that does not render fails its

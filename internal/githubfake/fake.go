@@ -52,7 +52,12 @@ type Fake struct {
 	comments      map[int64]*Comment
 	checkRuns     map[int64]*CheckRun
 	failures      []failure
-	calls         []Call
+	// latency delays every answer; contentLimit is GitHub's
+	// content-creation limit a minute (0: none), contentAt its recent writes.
+	latency      time.Duration
+	contentLimit int
+	contentAt    []time.Time
+	calls        []Call
 }
 
 type token struct {
@@ -304,6 +309,46 @@ type recorder struct {
 
 func (r *recorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.WriteHeader(s) }
 
+// SetLatency makes every answer take d, as a round trip to GitHub does.
+func (f *Fake) SetLatency(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.latency = d
+}
+
+// LimitContent answers content-creating requests (POST, PATCH, PUT, DELETE)
+// beyond perMinute in the last minute with GitHub's secondary rate limit:
+// 403 and Retry-After 60. Zero lifts the limit.
+func (f *Fake) LimitContent(perMinute int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.contentLimit = perMinute
+}
+
+// overContentLimit counts a content-creating request against the limit.
+func (f *Fake) overContentLimit(method string, at time.Time) bool {
+	if method == http.MethodGet || method == http.MethodHead {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.contentLimit <= 0 {
+		return false
+	}
+	recent := f.contentAt[:0]
+	for _, t := range f.contentAt {
+		if at.Sub(t) < time.Minute {
+			recent = append(recent, t)
+		}
+	}
+	f.contentAt = recent
+	if len(recent) >= f.contentLimit {
+		return true
+	}
+	f.contentAt = append(f.contentAt, at)
+	return false
+}
+
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, status: 200}
 	at := time.Now()
@@ -312,7 +357,21 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		f.calls = append(f.calls, Call{Method: r.Method, Path: r.URL.Path, Status: rec.status, At: at})
 		f.mu.Unlock()
 	}()
+	f.mu.Lock()
+	latency := f.latency
+	f.mu.Unlock()
+	if latency > 0 {
+		time.Sleep(latency)
+	}
 	path := strings.TrimPrefix(r.URL.Path, "/api/v3") // GitHub Enterprise's prefix
+	if f.overContentLimit(r.Method, at) {
+		rec.Header().Set("Retry-After", "60")
+		writeJSON(rec, http.StatusForbidden, map[string]any{
+			"message":           "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+			"documentation_url": "https://docs.github.com/rest/overview/resources-in-the-rest-api#secondary-rate-limits",
+		})
+		return
+	}
 	if fail := f.takeFailure(r.Method, path); fail != nil {
 		rec.Header().Set("Retry-After", strconv.Itoa(fail.retryAfter))
 		writeJSON(rec, fail.status, map[string]any{
