@@ -12,7 +12,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -354,10 +353,9 @@ func pruneMembers(ctx context.Context, client kubernetes.Interface, le LeaderEle
 			continue
 		}
 		if now.Sub(l.Spec.RenewTime.Time) > 10*le.LeaseDuration+time.Minute {
-			err := client.CoordinationV1().Leases(le.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				continue // the next look tries again
-			}
+			// Only the Lease as read: a replica that came back meanwhile
+			// keeps it. A failure is tried again at the next look.
+			_ = client.CoordinationV1().Leases(le.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
 		}
 	}
 }

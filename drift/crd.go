@@ -48,7 +48,7 @@ func definedKind(crd *unstructured.Unstructured) schema.GroupKind {
 	return schema.GroupKind{Group: group, Kind: kind}
 }
 
-// schema returns the structural schema of gvk's version, nil when the CRD is
+// crdSchema returns the structural schema of gvk's version, nil when the CRD is
 // not known or its version has no schema. The error says why a CRD that
 // should be known could not be read.
 func (c *comparer) crdSchema(gvk schema.GroupVersionKind) (*structuralschema.Structural, error) {

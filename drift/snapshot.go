@@ -95,8 +95,9 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 	type plan struct {
 		ref        Ref // a lone object's
 		namespaces map[string]int
-		// optional reads are not the renders' own objects: a failure to
-		// read them fails only the comparisons that ask for them.
+		// optional reads are not the renders' own objects (always listed,
+		// never read as a lone object): a failure to read them fails only
+		// the comparisons that ask for them.
 		optional bool
 	}
 	plans := map[schema.GroupKind]*plan{}
@@ -135,7 +136,7 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 				p = &plan{namespaces: map[string]int{}, optional: true}
 				plans[gk] = p
 			}
-			p.namespaces[o.GetNamespace()] += 2 // listed, never read as a lone object
+			p.namespaces[o.GetNamespace()]++
 		}
 	}
 	gks := make([]schema.GroupKind, 0, len(plans))
@@ -149,7 +150,7 @@ func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unst
 		if coverer != nil && coversAll(coverer, gk, p.namespaces) {
 			continue // served from the caches as they are asked for
 		}
-		if len(p.namespaces) == 1 && p.namespaces[p.ref.Namespace] == 1 {
+		if !p.optional && len(p.namespaces) == 1 && p.namespaces[p.ref.Namespace] == 1 {
 			if _, err := s.Get(ctx, []Ref{p.ref}); err != nil {
 				return nil, err
 			}
