@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"reflect"
 	"regexp"
 	"sort"
@@ -19,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 )
 
@@ -133,6 +135,9 @@ type Cluster struct {
 	// Burst is how many requests may go at once above QPS; 0 means
 	// drift.DefaultBurst (300).
 	Burst int `yaml:"burst"`
+	// Discover derives targets from the reconcilers running in this
+	// cluster: Flux Kustomizations and Argo CD Applications.
+	Discover *Discover `yaml:"discover"`
 }
 
 // Target is one overlay of one repository deployed to one cluster.
@@ -149,11 +154,23 @@ type Target struct {
 	Tracking drift.Tracking `yaml:"tracking"`
 	// Policy is what counts as failure and how forks and drafts are treated.
 	Policy Policy `yaml:"policy"`
+	// Branch is the branch whose merges the reconciler applies (default:
+	// the repository's default branch); pull requests to other branches do
+	// not affect the target.
+	Branch string `yaml:"branch"`
 	// Scope widens what a pull request may read from the cluster for this
 	// target. A pull request always reads what the default branch's render
 	// of the target holds (its namespaces and cluster-scoped kinds); objects
 	// it renders elsewhere are compared in Git only.
 	Scope TargetScope `yaml:"scope"`
+
+	// found is the reconciler object the target was discovered from, or
+	// matched with; nil for app.yml alone.
+	found *discover.Found
+	// glob is the app.yml path pattern the target was expanded from.
+	glob string
+	// fromConfig says app.yml names the target (or a glob matching it).
+	fromConfig bool
 }
 
 // TargetScope widens a target's scope; "*" allows every namespace or kind.
@@ -366,6 +383,21 @@ func (c *Config) validate() error {
 		if cl.Burst < 0 {
 			errs = append(errs, fmt.Sprintf("clusters.%s.burst: %d is negative", name, cl.Burst))
 		}
+		if d := cl.Discover; d != nil {
+			if !d.Flux && !d.ArgoCD {
+				errs = append(errs, fmt.Sprintf("clusters.%s.discover: neither flux nor argocd is true", name))
+			}
+			for dest, to := range d.Destinations {
+				if _, ok := c.Clusters[to]; !ok {
+					errs = append(errs, fmt.Sprintf("clusters.%s.discover.destinations[%q]: %q is not one of clusters", name, dest, to))
+				}
+			}
+			for _, n := range d.Namespaces {
+				if n == "" {
+					errs = append(errs, fmt.Sprintf("clusters.%s.discover.namespaces: an empty namespace", name))
+				}
+			}
+		}
 	}
 	if le := c.Server.LeaderElection.Cluster; le != "" {
 		if _, ok := c.Clusters[le]; !ok {
@@ -381,6 +413,8 @@ func (c *Config) validate() error {
 		}
 		if t.Path == "" {
 			errs = append(errs, where+".path: missing")
+		} else if _, err := path.Match(t.Path, ""); err != nil {
+			errs = append(errs, fmt.Sprintf("%s.path: %q is not a valid pattern: %v", where, t.Path, err))
 		}
 		if t.Cluster != "" {
 			if _, ok := c.Clusters[t.Cluster]; !ok {

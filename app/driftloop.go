@@ -113,17 +113,59 @@ func (d *DriftLoop) Run(ctx context.Context) error {
 }
 
 // Clusters are the clusters with targets whose drift the loop watches.
+// A cluster with discovery is one, as are the clusters its Argo CD
+// destinations map to: their targets may appear at any time.
 func (d *DriftLoop) Clusters() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, t := range d.app.cfg.Targets {
-		if t.Cluster == "" || t.Policy.Codify == CodifyOff || seen[t.Cluster] {
-			continue
+	add := func(c string) {
+		if c != "" && !seen[c] {
+			seen[c] = true
+			out = append(out, c)
 		}
-		seen[t.Cluster] = true
-		out = append(out, t.Cluster)
+	}
+	for _, t := range d.app.cfg.Targets {
+		if t.Policy.Codify != CodifyOff {
+			add(t.Cluster)
+		}
+	}
+	for _, name := range d.app.targets.discovering() {
+		add(name)
+		for _, to := range d.app.cfg.Clusters[name].Discover.Destinations {
+			add(to)
+		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// targetsOn are the targets whose drift the loop watches on a cluster now:
+// app.yml's and the discovered ones, glob paths expanded at each
+// repository's default branch. A target whose reconciler reverts live
+// changes itself (Argo CD selfHeal) has no drift to propose.
+func (d *DriftLoop) targetsOn(ctx context.Context, cluster string) []Target {
+	all, _ := d.app.targets.targets()
+	var out []Target
+	for _, t := range all {
+		if t.Cluster != cluster || t.Policy.Codify == CodifyOff {
+			continue
+		}
+		if t.found != nil && t.found.SelfHeal {
+			continue
+		}
+		if !isGlob(t.Path) {
+			out = append(out, t)
+			continue
+		}
+		expanded, err := d.expandGlob(ctx, t)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Error("cannot expand a target's path", "repo", t.Repo, "path", t.Path, "err", err)
+			}
+			continue
+		}
+		out = append(out, expanded...)
+	}
 	return out
 }
 
@@ -146,16 +188,20 @@ func (d *DriftLoop) RunCluster(ctx context.Context, cluster string) error {
 	d.mu.Unlock()
 	run.Lock()
 	defer run.Unlock()
-	var targets []Target
-	for _, t := range d.app.cfg.Targets {
-		if t.Cluster == cluster && t.Policy.Codify != CodifyOff {
-			targets = append(targets, t)
+	d.clusterLoop(ctx, cluster)
+	return ctx.Err()
+}
+
+// wakeAll makes every cluster's loop look again: the targets changed.
+func (d *DriftLoop) wakeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, ch := range d.wake {
+		select {
+		case ch <- struct{}{}:
+		default:
 		}
 	}
-	if len(targets) > 0 {
-		d.clusterLoop(ctx, cluster, targets)
-	}
-	return ctx.Err()
 }
 
 // Nudge makes the loop look at a repository's targets now: its default
@@ -163,7 +209,8 @@ func (d *DriftLoop) RunCluster(ctx context.Context, cluster string) error {
 func (d *DriftLoop) Nudge(repo string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, t := range d.app.cfg.Targets {
+	all, _ := d.app.targets.targets()
+	for _, t := range all {
 		if !strings.EqualFold(t.Repo, repo) {
 			continue
 		}
@@ -179,7 +226,7 @@ func (d *DriftLoop) Nudge(repo string) {
 	}
 }
 
-func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string, targets []Target) {
+func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 	log := d.log.With("cluster", cluster)
 	var w *drift.Watcher
 	backoff := time.Second
@@ -218,7 +265,7 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string, targets []T
 	}()
 	for {
 		next := d.app.cfg.Server.DriftInterval
-		for _, t := range targets {
+		for _, t := range d.targetsOn(ctx, cluster) {
 			if ctx.Err() != nil {
 				return
 			}
@@ -298,42 +345,77 @@ func (d *DriftLoop) check(ctx context.Context, w *drift.Watcher, t Target, log *
 	return 0, errHeadMoved
 }
 
-func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, log *slog.Logger) (time.Duration, error) {
+// readHead finds a target's installation and reads its repository and the
+// default branch's head again when due: on a push, after a failed check,
+// and every interval; watch events alone cost GitHub nothing until the
+// drift itself changes.
+func (d *DriftLoop) readHead(ctx context.Context, t Target, st *targetState, now time.Time) (*github.Client, string, error) {
 	a := d.app
 	owner, name, _ := strings.Cut(t.Repo, "/")
 	inst, err := a.clients.InstallationOf(ctx, owner, name)
 	if err != nil {
-		return 0, err
+		return nil, "", err
 	}
 	gh, err := a.clients.Client(inst)
 	if err != nil {
-		return 0, err
+		return nil, "", err
 	}
 	token, err := a.clients.Token(ctx, inst)
 	if err != nil {
-		return 0, err
+		return nil, "", err
 	}
-	st := d.state(t)
-	now := a.now()
-	// The repository and its head are read again on a push, after a failed
-	// check, and every interval; watch events alone cost GitHub nothing until
-	// the drift itself changes.
 	if st.refresh.Swap(false) || st.info == nil || now.Sub(st.headAt) >= min(a.cfg.Server.DriftInterval, headInterval) {
 		info, _, err := gh.Repositories.Get(ctx, owner, name)
 		if err != nil {
-			return 0, fmt.Errorf("read the repository: %w", err)
+			return nil, "", fmt.Errorf("read the repository: %w", err)
 		}
 		defaultRef := "refs/heads/" + info.GetDefaultBranch()
 		refs, err := remoteRefs(ctx, info.GetCloneURL(), token)
 		if err != nil {
-			return 0, fmt.Errorf("list the repository's branches: %w", err)
+			return nil, "", fmt.Errorf("list the repository's branches: %w", err)
 		}
 		if refs[defaultRef] == "" {
-			return 0, fmt.Errorf("the default branch %s does not exist", info.GetDefaultBranch())
+			return nil, "", fmt.Errorf("the default branch %s does not exist", info.GetDefaultBranch())
 		}
 		st.info, st.head, st.headAt = info, refs[defaultRef], now
 	}
+	return gh, token, nil
+}
+
+// expandGlob expands a glob target against the default branch's head.
+func (d *DriftLoop) expandGlob(ctx context.Context, t Target) ([]Target, error) {
+	st := d.state(t)
+	_, token, err := d.readHead(ctx, t, st, d.app.now())
+	if err != nil {
+		return nil, err
+	}
+	defaultRef := "refs/heads/" + st.info.GetDefaultBranch()
+	repo, release, err := d.app.cache.Fetch(ctx, st.info.GetFullName(), st.info.GetCloneURL(), token, []string{defaultRef}, []string{st.head})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	tree, err := render.GitTree(repo, st.head)
+	if err != nil {
+		return nil, err
+	}
+	return expandGlobs([]Target{t}, tree), nil
+}
+
+func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, log *slog.Logger) (time.Duration, error) {
+	a := d.app
+	owner, name, _ := strings.Cut(t.Repo, "/")
+	st := d.state(t)
+	now := a.now()
+	gh, token, err := d.readHead(ctx, t, st, now)
+	if err != nil {
+		return 0, err
+	}
 	info := st.info
+	if t.Branch != "" && t.Branch != info.GetDefaultBranch() {
+		log.Debug("the target follows another branch than the default; its drift is not proposed", "branch", t.Branch)
+		return 0, nil
+	}
 	defaultRef := "refs/heads/" + info.GetDefaultBranch()
 	repo, release, err := a.cache.Fetch(ctx, info.GetFullName(), info.GetCloneURL(), token, []string{defaultRef}, []string{st.head})
 	if err != nil {
@@ -356,23 +438,17 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	if err != nil {
 		return 0, err
 	}
-	if !tree.HasKustomization(t.Path) {
+	start := time.Now()
+	vars := a.fluxVariables(ctx, t, true)
+	b := buildTarget(ctx, d.renderer, tree, t, vars)
+	a.metrics.render(time.Since(start))
+	if b.absent {
 		return 0, fmt.Errorf("%s has no kustomization at %s", t.Path, shortSHA(st.head))
 	}
-	start := time.Now()
-	res, err := d.renderer.Render(ctx, tree, []string{t.Path})
-	a.metrics.render(time.Since(start))
-	if err != nil {
-		return 0, err
+	if len(b.problems) > 0 {
+		return 0, fmt.Errorf("%s does not render at %s: %s", t.Path, shortSHA(st.head), hideIn(strings.Join(b.problems, "; "), vars.Hidden))
 	}
-	o := res.Overlays[0]
-	if err := o.Err(); err != nil {
-		return 0, fmt.Errorf("%s does not render at %s: %w", t.Path, shortSHA(st.head), err)
-	}
-	desired, err := o.Objects()
-	if err != nil {
-		return 0, err
-	}
+	desired := b.objs
 	kinds, namespaces, err := watchScope(ctx, w, desired)
 	if err != nil {
 		return 0, err
@@ -385,6 +461,9 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	}
 	opts := drift.DefaultOptions()
 	opts.Ignore = t.Policy.Ignore
+	if t.found != nil && t.found.Flux != nil {
+		opts.Ignore = append(append([]drift.IgnoreRule{}, opts.Ignore...), fluxIfNotPresent(desired)...)
+	}
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
 	target, err := drift.Compare(ctx, w, drift.Input{Path: t.Path, Head: desired}, opts)
 	if err != nil {

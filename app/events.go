@@ -30,7 +30,7 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 			owner:        ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName(),
 			number: ev.GetNumber(), sha: ev.GetPullRequest().GetHead().GetSHA(),
 		}
-		if len(a.targetsOf(ev.GetRepo().GetFullName())) == 0 {
+		if !a.servesRepo(ev.GetRepo().GetFullName()) {
 			return nil, nil, false
 		}
 		switch ev.GetAction() {
@@ -59,7 +59,7 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 			return nil, nil, false
 		}
 		approved := strings.ToLower(m[1])
-		if len(a.targetsOf(ev.GetRepo().GetFullName())) == 0 {
+		if !a.servesRepo(ev.GetRepo().GetFullName()) {
 			return nil, nil, false
 		}
 		req := prRequest{
@@ -123,7 +123,7 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		return jobs, nil, len(jobs) > 0
 	case *github.PushEvent:
 		full := ev.GetRepo().GetFullName()
-		if len(a.targetsOf(full)) == 0 || ev.GetRef() != "refs/heads/"+ev.GetRepo().GetDefaultBranch() || ev.GetDeleted() {
+		if !a.servesRepo(full) || ev.GetRef() != "refs/heads/"+ev.GetRepo().GetDefaultBranch() || ev.GetDeleted() {
 			return nil, nil, false
 		}
 		owner, name := ev.GetRepo().GetOwner().GetLogin(), ev.GetRepo().GetName()

@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
@@ -35,6 +37,11 @@ type App struct {
 
 	mu       sync.Mutex
 	clusters map[string]*clusterConn
+	// kubeClients are controller-runtime clients by cluster, for libraries
+	// that take one (Flux's variable loading).
+	kubeClients map[string]client.Client
+	// targets are app.yml's and the discovered ones.
+	targets *targetSource
 	// drift is woken when a default branch moves.
 	drift *DriftLoop
 	// metrics, when set, records render times and drift outcomes.
@@ -75,6 +82,7 @@ func NewApp(cfg *Config, clients *Clients, cache *RepoCache, log *slog.Logger) *
 		renderer:   render.New(render.DefaultOptions()),
 		clusters:   map[string]*clusterConn{},
 		publishing: map[string]*sync.Mutex{},
+		targets:    newTargetSource(cfg, log),
 	}
 }
 
@@ -90,15 +98,11 @@ type prRequest struct {
 
 func (r prRequest) key() string { return fmt.Sprintf("%s/%s#%d", r.owner, r.repo, r.number) }
 
-// targetsOf returns app.yml's targets for a repository.
-func (a *App) targetsOf(fullName string) []Target {
-	var out []Target
-	for _, t := range a.cfg.Targets {
-		if strings.EqualFold(t.Repo, fullName) {
-			out = append(out, t)
-		}
-	}
-	return out
+// targetsOf returns a repository's targets, from app.yml and discovery
+// (glob paths not yet expanded), and the discovered sources of the
+// repository that cannot be rendered.
+func (a *App) targetsOf(fullName string) ([]Target, []*discover.Found) {
+	return a.targets.targetsOf(fullName)
 }
 
 // processPR renders and compares the targets a pull request affects and
@@ -141,7 +145,8 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	defer release()
 
 	var problems []string
-	targets := a.targetsOf(fullName)
+	a.targets.waitSynced(ctx, 30*time.Second)
+	targets, unrenderable := a.targetsOf(fullName)
 	if content, err := readDefaultBranchFile(repo, defaultBranch, RepoConfigPath); err == nil && content != nil {
 		if targets, err = refine(targets, content); err != nil {
 			problems = append(problems, err.Error())
@@ -164,6 +169,7 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
+	targets = expandGlobs(targets, base, head)
 	// What a pull request may read from the cluster is bounded by what the
 	// default branch renders: a change cannot widen its own scope.
 	defaults, err := defaultBranchTree(repo, defaultBranch)
@@ -178,20 +184,22 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 		labels[l.GetName()] = true
 	}
 
-	rep := &drift.Report{Targets: []drift.Target{}, Errors: problems}
+	rep := &drift.Report{Targets: []drift.Target{}, Errors: problems, NotRendered: notRendered(touched(unrenderable, changed))}
 	// Checks keep the order of the targets.
 	checks := make([]CheckResult, len(targets))
 	var work []*targetWork
 	var at []int
 	for i, t := range targets {
-		if len(render.Affected(base, head, []string{t.Path}, changed)) == 0 {
+		if !affects(t, pr.GetBase().GetRef(), base, head, changed) {
 			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", unaffected: true}
 			continue
 		}
-		w := a.renderTarget(ctx, t, base, head)
-		w.live = !fork || t.Policy.ForkLive || req.forceLive
+		live := !fork || t.Policy.ForkLive || req.forceLive
+		vars := a.fluxVariables(ctx, t, live)
+		w := a.renderTarget(ctx, t, base, head, vars)
+		w.live = live
 		if w.live {
-			w.defaults = a.renderDefaults(ctx, t, defaults)
+			w.defaults = a.renderDefaults(ctx, t, defaults, vars)
 		}
 		work = append(work, w)
 		at = append(at, i)
@@ -209,7 +217,7 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	if len(rep.Targets) == 0 && len(problems) == 0 {
+	if len(rep.Targets) == 0 && len(problems) == 0 && len(rep.NotRendered) == 0 {
 		existing, err := ourComments(ctx, gh, bot, req.owner, req.repo, req.number)
 		if err != nil {
 			return err
@@ -296,8 +304,12 @@ func (a *App) refreshDefaultBranch(ctx context.Context, installation int64, owne
 		return err
 	}
 	var paths []string
-	for _, t := range a.targetsOf(fullName) {
-		if tree.HasKustomization(t.Path) {
+	targets, _ := a.targetsOf(fullName)
+	for _, t := range expandGlobs(targets, tree) {
+		// Targets a reconciler builds its own way are rendered when first
+		// compared.
+		plain := t.found == nil || (t.found.Flux == nil && t.found.Kustomize == nil)
+		if plain && tree.HasKustomization(t.Path) {
 			paths = append(paths, t.Path)
 		}
 	}
@@ -387,6 +399,12 @@ type targetWork struct {
 	problems []string // render problems: nothing is compared
 	// live says live cluster data may be shown (not a fork, or approved).
 	live bool
+	// ignore are ignore rules the build adds (Flux's IfNotPresent objects).
+	ignore []drift.IgnoreRule
+	// notes say what the reconciler does that changes what merging means.
+	notes []string
+	// hidden are values substituted from Secrets, never shown.
+	hidden []string
 	// defaults is the default branch's render of the target, which bounds
 	// its scope; scope is set when the cluster is read.
 	defaults []*unstructured.Unstructured
@@ -395,21 +413,13 @@ type targetWork struct {
 
 // renderDefaults renders a target at the tip of the default branch, for its
 // scope. A failure leaves the scope to app.yml alone: it fails closed.
-func (a *App) renderDefaults(ctx context.Context, t Target, tree *render.Tree) []*unstructured.Unstructured {
-	if !tree.HasKustomization(t.Path) {
+func (a *App) renderDefaults(ctx context.Context, t Target, tree *render.Tree, vars fluxVars) []*unstructured.Unstructured {
+	b := buildTarget(ctx, a.renderer, tree, t, vars)
+	if len(b.problems) > 0 {
+		a.log.Warn("default branch does not render; the target's scope is app.yml's alone", "target", t.Name, "err", hideIn(strings.Join(b.problems, "; "), vars.Hidden))
 		return nil
 	}
-	res, err := a.renderer.Render(ctx, tree, []string{t.Path})
-	if err != nil {
-		a.log.Warn("default branch does not render; the target's scope is app.yml's alone", "target", t.Name, "err", err)
-		return nil
-	}
-	objs, err := res.Overlays[0].Objects()
-	if err != nil {
-		a.log.Warn("default branch does not render; the target's scope is app.yml's alone", "target", t.Name, "err", err)
-		return nil
-	}
-	return objs
+	return b.objs
 }
 
 // scopeOf is what a pull request may read from the cluster for a target:
@@ -426,34 +436,69 @@ func scopeOf(ctx context.Context, live drift.LiveReader, w *targetWork) (*drift.
 }
 
 // renderTarget renders one target at base and head.
-func (a *App) renderTarget(ctx context.Context, t Target, base, head *render.Tree) *targetWork {
-	w := &targetWork{t: t, in: drift.Input{Path: t.Path}}
+func (a *App) renderTarget(ctx context.Context, t Target, base, head *render.Tree, vars fluxVars) *targetWork {
+	w := &targetWork{t: t, in: drift.Input{Path: t.Path}, notes: targetNotes(t, vars), hidden: vars.Hidden}
 	objects := func(tree *render.Tree) []*unstructured.Unstructured {
-		if !tree.HasKustomization(t.Path) {
-			return nil
-		}
 		start := time.Now()
-		res, err := a.renderer.Render(ctx, tree, []string{t.Path})
-		a.metrics.render(time.Since(start))
-		if err != nil {
-			w.problems = append(w.problems, err.Error())
-			return nil
+		b := buildTarget(ctx, a.renderer, tree, t, vars)
+		if !b.absent {
+			a.metrics.render(time.Since(start))
 		}
-		o := res.Overlays[0]
-		for _, p := range o.Problems {
-			w.problems = append(w.problems, p.Error())
-		}
-		objs, err := o.Objects()
-		if err != nil {
-			w.problems = append(w.problems, err.Error())
-		}
-		return objs
+		w.problems = append(w.problems, b.problems...)
+		return b.objs
 	}
 	// An overlay new in this pull request has an empty base: everything in it
 	// is a change of the pull request, not drift.
 	w.in.Base, w.in.HasBase = objects(base), true
 	w.in.Head = objects(head)
+	if t.found != nil && t.found.Flux != nil {
+		w.ignore = fluxIfNotPresent(w.in.Head)
+	}
 	return w
+}
+
+// targetNotes are what the reconciler does with a target that changes what
+// merging means.
+func targetNotes(t Target, vars fluxVars) []string {
+	var out []string
+	if f := t.found; f != nil {
+		if f.Suspended != "" {
+			out = append(out, f.Suspended)
+		}
+		out = append(out, f.Notes...)
+	}
+	if vars.note != "" {
+		out = append(out, vars.note)
+	}
+	return out
+}
+
+// affects says whether a pull request into branch can change what a
+// target applies.
+func affects(t Target, branch string, base, head *render.Tree, changed []string) bool {
+	if t.Branch != "" && branch != "" && t.Branch != branch {
+		return false
+	}
+	if t.found != nil && t.found.Flux != nil && !base.HasKustomization(t.Path) && !head.HasKustomization(t.Path) {
+		// A plain directory Flux generates a kustomization for: any change
+		// under it counts.
+		return len(touched([]*discover.Found{{Path: t.Path}}, changed)) > 0
+	}
+	return len(render.Affected(base, head, []string{t.Path}, changed)) > 0
+}
+
+// touched are the sources with a changed file under their path.
+func touched(fs []*discover.Found, changed []string) []*discover.Found {
+	var out []*discover.Found
+	for _, f := range fs {
+		for _, c := range changed {
+			if f.Path == "." || f.Path == "" || c == f.Path || strings.HasPrefix(c, f.Path+"/") {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // clusterRead is what one cluster gives the targets of a pull request: a
@@ -514,17 +559,27 @@ func (a *App) snapshots(ctx context.Context, work []*targetWork) map[string]*clu
 
 // compareTarget compares one rendered target with its cluster's snapshot
 // (nil when live data may not be shown) and decides its check run.
-func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRead, labels map[string]bool) (drift.Target, CheckResult) {
+func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRead, labels map[string]bool) (result drift.Target, check CheckResult) {
 	t, in, renderProblems := w.t, w.in, w.problems
-	check := CheckResult{Name: checkName(t)}
+	check = CheckResult{Name: checkName(t)}
 	if len(renderProblems) > 0 {
 		check.Conclusion, check.Title = "failure", "The overlay does not render"
 		check.Summary = report.RenderProblemsSummary(renderProblems)
-		return drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: renderProblems}, check
+		target := drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: renderProblems, Notes: w.notes}
+		redact(&target, w.hidden)
+		redact(&check, w.hidden)
+		return target, check
 	}
+	defer func() {
+		result.Notes = w.notes
+		// Values substituted from Secrets are never shown: not in the
+		// comment, not in the check run.
+		redact(&result, w.hidden)
+		redact(&check, w.hidden)
+	}()
 
 	opts := drift.DefaultOptions()
-	opts.Ignore = t.Policy.Ignore
+	opts.Ignore = append(append([]drift.IgnoreRule{}, t.Policy.Ignore...), w.ignore...)
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
 	opts.Tracking = t.Tracking
 	opts.Scope = w.scope

@@ -97,6 +97,9 @@ func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Log
 		}
 		fmt.Fprintln(w, "ready")
 		fmt.Fprintln(w, "drift loop clusters held here:", strings.Join(s.heldClusters(), ", "))
+		for _, line := range s.App.targets.status() {
+			fmt.Fprintln(w, line)
+		}
 	})
 	s.handler = mux
 	s.ready.Store(true)
@@ -117,6 +120,8 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String())
+	s.App.targets.setOnChange(s.Drift.wakeAll)
+	go s.App.targets.run(ctx)
 	driftDone := make(chan struct{})
 	go func() {
 		defer close(driftDone)

@@ -92,6 +92,12 @@ type Input struct {
 // recorded in the report; the error is for a failure to compare at all.
 func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Target, error) {
 	t := &Target{Path: in.Path, Changes: []Change{}, Drift: []Change{}, PR: []Change{}, Errors: []string{}}
+	encrypted := map[string]bool{}
+	for _, o := range append(append([]*unstructured.Unstructured{}, in.Base...), in.Head...) {
+		if SOPSEncrypted(o) {
+			encrypted[RefOf(o).Key()] = true
+		}
+	}
 	base, head := maskAll(in.Base), maskAll(in.Head)
 	if !in.HasBase && in.Base == nil {
 		base = nil
@@ -108,7 +114,7 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster's schema: %w", err)
 	}
-	c := &comparer{ctx: ctx, live: live, opts: opts, tc: tc, pred: predictorFor(tc), crds: newCRDSchemas(head, base), t: t}
+	c := &comparer{ctx: ctx, live: live, opts: opts, tc: tc, pred: predictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted}
 
 	if in.HasBase || in.Base != nil {
 		t.PR = c.gitDiff(base, head)
@@ -149,6 +155,9 @@ type comparer struct {
 	pred *predictor
 	crds *crdSchemas
 	t    *Target
+	// encrypted are the objects SOPS encrypts in Git, by Ref key: their live
+	// values cannot be compared.
+	encrypted map[string]bool
 
 	errMu sync.Mutex // predictions run at once and report errors here
 }
@@ -373,6 +382,10 @@ type predictedChange struct {
 // predictChange says what applying desired onto live changes.
 func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructured) Change {
 	ch := newChange(ref, ActionUpdate)
+	if c.encrypted[ref.Key()] {
+		ch.Action, ch.Note = ActionUnchanged, sopsNote
+		return ch
+	}
 	manager := c.applierOf(live)
 	var after *unstructured.Unstructured
 	var err error

@@ -16,6 +16,9 @@ type Tracking struct {
 	// argocd.argoproj.io/tracking-id annotation starts with "<app>:" or whose
 	// app.kubernetes.io/instance label is <app>.
 	ArgoCDApp string `json:"argocdApp,omitempty" yaml:"argocdApp,omitempty"`
+	// ArgoCDInstanceLabel is the label Argo CD tracks with when its
+	// application.instanceLabelKey is not the default app.kubernetes.io/instance.
+	ArgoCDInstanceLabel string `json:"argocdInstanceLabel,omitempty" yaml:"argocdInstanceLabel,omitempty"`
 	// FluxName and FluxNamespace name a Flux Kustomization: objects labelled
 	// kustomize.toolkit.fluxcd.io/name and /namespace with them.
 	FluxName      string `json:"fluxName,omitempty" yaml:"fluxName,omitempty"`
@@ -35,7 +38,11 @@ const (
 func (t Tracking) selectors() ([]labels.Selector, error) {
 	var out []labels.Selector
 	if t.ArgoCDApp != "" {
-		out = append(out, labels.SelectorFromSet(labels.Set{"app.kubernetes.io/instance": t.ArgoCDApp}))
+		key := t.ArgoCDInstanceLabel
+		if key == "" {
+			key = "app.kubernetes.io/instance"
+		}
+		out = append(out, labels.SelectorFromSet(labels.Set{key: t.ArgoCDApp}))
 	}
 	if t.FluxName != "" {
 		set := labels.Set{"kustomize.toolkit.fluxcd.io/name": t.FluxName}

@@ -113,12 +113,29 @@ type Target struct {
 	// with what the pull request does to them in Git: no live value, owner
 	// or count of theirs is read or shown.
 	OutOfScope []Change `json:"outOfScope,omitempty"`
+	// Notes say what the reconciler does with the target that changes what
+	// merging means: suspended reconciliation, variables not substituted, a
+	// reconciler's ignore rule that is not applied.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// NotRendered is a reconciler's source that cannot be rendered, listed so it
+// is never silently skipped.
+type NotRendered struct {
+	// Source names the reconciler object: "Application argocd/shop".
+	Source  string `json:"source"`
+	Cluster string `json:"cluster,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Reason  string `json:"reason"`
 }
 
 // Report is the result of a diff over one or more overlays.
 type Report struct {
 	Targets []Target `json:"targets"`
 	Errors  []string `json:"errors"`
+	// NotRendered are sources of the repository a reconciler applies that
+	// driftback cannot render.
+	NotRendered []NotRendered `json:"notRendered,omitempty"`
 }
 
 // HasChanges reports whether anything would change or has drifted.

@@ -79,6 +79,9 @@ func maskAll(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	out := make([]*unstructured.Unstructured, len(objs))
 	for i, o := range objs {
 		c := o.DeepCopy()
+		if SOPSEncrypted(c) {
+			maskSOPS(c)
+		}
 		maskSecret(c)
 		out[i] = c
 	}

@@ -56,11 +56,14 @@ func (c *Cache) Len() int {
 	return len(c.entries)
 }
 
-func cacheKey(t *Tree, c *closure, origins bool) (string, error) {
+func cacheKey(t *Tree, c *closure, origins, anywhere bool) (string, error) {
 	h := sha256.New()
 	h.Write([]byte(cacheSalt))
 	if origins {
 		h.Write([]byte("origins\n"))
+	}
+	if anywhere {
+		h.Write([]byte("load-anywhere\n"))
 	}
 	h.Write([]byte(c.overlay + "\n"))
 	for _, f := range c.files {

@@ -42,6 +42,8 @@ type childRequest struct {
 	Overlays  []string
 	MaxOutput int64
 	Origins   bool
+	// Anywhere are the overlays built with LoadRestrictionsNone.
+	Anywhere map[string]bool
 }
 
 // childReply is sent once per overlay, in order, on the child's standard output.
@@ -89,7 +91,7 @@ func runChild(in io.Reader, out io.Writer) int {
 				return 1
 			}
 		}
-		reply, panicked := build(fs, o, req.MaxOutput, req.Origins)
+		reply, panicked := build(fs, o, req.MaxOutput, req.Origins, req.Anywhere[o])
 		if err := enc.Encode(reply); err != nil {
 			fmt.Fprintln(os.Stderr, "render child: write reply:", err)
 			return 1
@@ -164,7 +166,7 @@ func limitCPU(seconds int) error {
 // build runs kustomize on one overlay. With origins, origin annotations are
 // switched on so every object can say where it came from, then stripped so the
 // output is still what `kubectl kustomize` prints.
-func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins bool) (reply childReply, panicked bool) {
+func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins, anywhere bool) (reply childReply, panicked bool) {
 	reply.Overlay = overlay
 	defer func() {
 		if r := recover(); r != nil {
@@ -184,6 +186,10 @@ func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins b
 	}
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
+	if anywhere {
+		// The in-memory file system holds the repository and nothing else.
+		opts.LoadRestrictions = types.LoadRestrictionsNone
+	}
 	opts.PluginConfig = types.DisabledPluginConfig()
 	// kubectl kustomize sorts in the legacy order unless the kustomization sets
 	// sortOptions; "unspecified" does exactly that (the library default is none).

@@ -241,6 +241,21 @@ func New(opts Options) *Renderer {
 // result, with its problems if it could not be rendered; the error is only for a
 // failure to render at all (the context ended, the child cannot start).
 func (r *Renderer) Render(ctx context.Context, t *Tree, overlays []string) (*Result, error) {
+	return r.RenderWith(ctx, t, overlays, BuildOptions{})
+}
+
+// BuildOptions change how kustomize builds, for reconcilers that build
+// differently from `kustomize build`.
+type BuildOptions struct {
+	// LoadAnywhere lets a kustomization load files from anywhere in the
+	// repository, not only at or below its own directory, as
+	// kustomize-controller does (kustomize's LoadRestrictionsNone). Nothing
+	// outside the repository is ever readable.
+	LoadAnywhere bool
+}
+
+// RenderWith is Render with build options.
+func (r *Renderer) RenderWith(ctx context.Context, t *Tree, overlays []string, b BuildOptions) (*Result, error) {
 	res := &Result{Rev: t.Rev, Overlays: make([]*Overlay, len(overlays))}
 	var jobs []*job
 	for i, o := range overlays {
@@ -251,7 +266,7 @@ func (r *Renderer) Render(ctx context.Context, t *Tree, overlays []string) (*Res
 			out.Problems = c.problems
 			continue
 		}
-		key, err := cacheKey(t, c, r.opts.Origins)
+		key, err := cacheKey(t, c, r.opts.Origins, b.LoadAnywhere)
 		if err != nil {
 			out.Problems = []*Problem{{Overlay: o, Reason: ReasonInvalid, Message: err.Error()}}
 			continue
@@ -265,7 +280,7 @@ func (r *Renderer) Render(ctx context.Context, t *Tree, overlays []string) (*Res
 			out.Problems = []*Problem{p}
 			continue
 		}
-		jobs = append(jobs, &job{overlay: out, closure: c, key: key})
+		jobs = append(jobs, &job{overlay: out, closure: c, key: key, anywhere: b.LoadAnywhere})
 	}
 	if err := r.run(ctx, t, jobs); err != nil {
 		return nil, err

@@ -22,6 +22,8 @@ type job struct {
 	overlay *Overlay
 	closure *closure
 	key     string
+	// anywhere builds with LoadRestrictionsNone (BuildOptions.LoadAnywhere).
+	anywhere bool
 }
 
 // run renders jobs in up to Parallelism children at once. krusty keeps global
@@ -74,6 +76,12 @@ func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, err
 	req := childRequest{Files: map[string][]byte{}, MaxOutput: lim.MaxOutput, Origins: r.opts.Origins}
 	for _, j := range jobs {
 		req.Overlays = append(req.Overlays, j.overlay.Path)
+		if j.anywhere {
+			if req.Anywhere == nil {
+				req.Anywhere = map[string]bool{}
+			}
+			req.Anywhere[j.overlay.Path] = true
+		}
 		for _, f := range j.closure.files {
 			if _, ok := req.Files[f]; ok {
 				continue

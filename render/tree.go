@@ -273,6 +273,9 @@ func (t *Tree) With(files map[string][]byte) *Tree {
 	return c
 }
 
+// HasDir reports whether p is a directory of the tree ("." is the root).
+func (t *Tree) HasDir(p string) bool { return p == "." || t.isDir(p) }
+
 // Has reports whether p is a regular file of the tree.
 func (t *Tree) Has(p string) bool {
 	_, ok := t.files[p]

@@ -68,6 +68,21 @@ func markdownBlocks(r *drift.Report) []string {
 		blocks = append(blocks, e.String())
 	}
 
+	if len(r.NotRendered) > 0 {
+		var e strings.Builder
+		e.WriteString("### Not rendered\n\n")
+		for _, n := range r.NotRendered {
+			where := code(n.Source)
+			if n.Path != "" {
+				where += " (" + code(n.Path) + ")"
+			}
+			if n.Cluster != "" {
+				where += " on cluster " + code(n.Cluster)
+			}
+			e.WriteString("- " + where + ": not rendered: " + text(n.Reason) + "\n")
+		}
+		blocks = append(blocks, e.String())
+	}
 	if d := dangerSection(r); d != "" {
 		blocks = append(blocks, d)
 	}
@@ -191,6 +206,9 @@ func targetBlocks(t drift.Target) []string {
 	var blocks []string
 	var head strings.Builder
 	fmt.Fprintf(&head, "### %s\n\n", targetTitle(t))
+	for _, n := range t.Notes {
+		fmt.Fprintf(&head, "> ℹ️ %s\n\n", text(n))
+	}
 	if t.LiveError != "" {
 		fmt.Fprintf(&head, "> The cluster could not be read (%s): this shows what the pull request changes in Git only.\n\n", text(t.LiveError))
 	}

@@ -34,6 +34,7 @@ func commands() []command {
 		{"register", "create the GitHub App from app.yml's manifest and save its key and secrets", runRegister},
 		{"render", "print the rendered objects of kustomize overlays", runRender},
 		{"serve", "run the GitHub App: webhooks in, pull-request comments and check runs out", runServe},
+		{"targets", "list the targets a configuration serves, from app.yml and Flux or Argo CD in its clusters", runTargets},
 		{"version", "print the version and commit", runVersion},
 	}
 }

@@ -1,0 +1,424 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
+)
+
+// Discover is a cluster's discover: block: which reconcilers' objects
+// targets are derived from.
+type Discover struct {
+	// Flux reads Flux Kustomizations (kustomize.toolkit.fluxcd.io/v1) and
+	// their GitRepository sources.
+	Flux bool `yaml:"flux"`
+	// ArgoCD reads Argo CD Applications (argoproj.io/v1alpha1).
+	ArgoCD bool `yaml:"argocd"`
+	// Namespaces are where to look (default: every namespace).
+	Namespaces []string `yaml:"namespaces"`
+	// ArgoCDNamespace is Argo CD's own namespace, where argocd-cm lives
+	// (default "argocd").
+	ArgoCDNamespace string `yaml:"argocdNamespace"`
+	// Destinations map an Argo CD destination (its name or server URL) to
+	// a key of clusters; "https://kubernetes.default.svc" and "in-cluster"
+	// are the cluster discovered on, and a destination name equal to a key
+	// of clusters is that cluster.
+	Destinations map[string]string `yaml:"destinations"`
+}
+
+// enabled says the block asks for anything.
+func (d *Discover) enabled() bool { return d != nil && (d.Flux || d.ArgoCD) }
+
+// isGlob says a target path is a pattern.
+func isGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
+
+// targetSource is where the targets come from: app.yml and, for clusters
+// with discover:, the reconcilers' objects, followed as they change.
+type targetSource struct {
+	cfg *Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	watchers map[string]*discover.Watcher
+	// onChange is called after the discovered targets change.
+	onChange func()
+}
+
+func newTargetSource(cfg *Config, log *slog.Logger) *targetSource {
+	return &targetSource{cfg: cfg, log: log, watchers: map[string]*discover.Watcher{}}
+}
+
+// settings map what a cluster's discovery finds onto app.yml.
+func (s *targetSource) settings(cluster string) discover.Settings {
+	d := s.cfg.Clusters[cluster].Discover
+	names := map[string]bool{}
+	for n := range s.cfg.Clusters {
+		names[n] = true
+	}
+	return discover.Settings{
+		On: cluster, Host: discover.HostOf(s.cfg.GitHub.APIURL), Clusters: names,
+		Destinations: d.Destinations, ArgoCDNamespace: d.ArgoCDNamespace,
+	}
+}
+
+func (s *targetSource) options(cluster string) discover.Options {
+	d := s.cfg.Clusters[cluster].Discover
+	return discover.Options{Flux: d.Flux, ArgoCD: d.ArgoCD, Namespaces: d.Namespaces, Settings: s.settings(cluster)}
+}
+
+// discovering are the clusters with discovery, sorted.
+func (s *targetSource) discovering() []string {
+	var out []string
+	for name, c := range s.cfg.Clusters {
+		if c.Discover.enabled() {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// run follows every discovering cluster until ctx ends; a cluster that
+// cannot be reached is tried again.
+func (s *targetSource) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, name := range s.discovering() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.runCluster(ctx, name)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *targetSource) runCluster(ctx context.Context, name string) {
+	log := s.log.With("cluster", name)
+	backoff := time.Second
+	for ctx.Err() == nil {
+		cfg, err := restConfig(s.cfg.Clusters[name])
+		var w *discover.Watcher
+		if err == nil {
+			w, err = discover.NewWatcher(cfg, s.options(name))
+		}
+		if err != nil {
+			log.Error("cannot read the cluster's reconcilers; retrying", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, time.Minute)
+			continue
+		}
+		s.mu.Lock()
+		s.watchers[name] = w
+		s.mu.Unlock()
+		go w.Run(ctx)
+		var reported string
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.Changed():
+			}
+			found := w.Found()
+			if p := strings.Join(w.Problems(), "; "); p != reported {
+				if p != "" {
+					log.Warn("discovery cannot read everything", "problems", p)
+				}
+				reported = p
+			}
+			log.Info("discovered targets", "objects", len(found))
+			s.mu.Lock()
+			fn := s.onChange
+			s.mu.Unlock()
+			if fn != nil {
+				fn()
+			}
+		}
+	}
+}
+
+// found is every discovered object, of every cluster.
+func (s *targetSource) found() []*discover.Found {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*discover.Found
+	for _, w := range s.watchers {
+		out = append(out, w.Found()...)
+	}
+	discover.Sort(out)
+	return out
+}
+
+// synced says every discovering cluster has been read once.
+func (s *targetSource) synced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, name := range s.discovering() {
+		if w := s.watchers[name]; w == nil || !w.Synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// waitSynced waits, up to a bound, for discovery's first read, so a pull
+// request that arrives as driftback starts is not compared without its
+// discovered targets.
+func (s *targetSource) waitSynced(ctx context.Context, bound time.Duration) {
+	if len(s.discovering()) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	for !s.synced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *targetSource) setOnChange(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onChange = fn
+}
+
+// status says, per discovering cluster, what discovery found and what it
+// cannot read, for /readyz.
+func (s *targetSource) status() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, name := range s.discovering() {
+		w := s.watchers[name]
+		switch {
+		case w == nil:
+			out = append(out, fmt.Sprintf("discovery on %s: not connected", name))
+		case !w.Synced():
+			out = append(out, fmt.Sprintf("discovery on %s: reading", name))
+		default:
+			out = append(out, fmt.Sprintf("discovery on %s: %d reconciler objects", name, len(w.Found())))
+		}
+		if w != nil {
+			for _, p := range w.Problems() {
+				out = append(out, fmt.Sprintf("discovery on %s: %s", name, p))
+			}
+		}
+	}
+	return out
+}
+
+// targets are every target: app.yml's (glob paths not yet expanded) merged
+// with the discovered ones, and the discovered sources that cannot be
+// rendered.
+func (s *targetSource) targets() ([]Target, []*discover.Found) {
+	return mergeTargets(s.cfg, s.found())
+}
+
+// targetsOf are a repository's targets and unrenderable sources.
+func (s *targetSource) targetsOf(repo string) ([]Target, []*discover.Found) {
+	all, skipped := s.targets()
+	var out []Target
+	for _, t := range all {
+		if strings.EqualFold(t.Repo, repo) {
+			out = append(out, t)
+		}
+	}
+	var sk []*discover.Found
+	for _, f := range skipped {
+		if strings.EqualFold(f.Repo, repo) {
+			sk = append(sk, f)
+		}
+	}
+	return out, sk
+}
+
+// servesRepo says a repository has targets, or discovered sources to list.
+func (a *App) servesRepo(repo string) bool {
+	t, skipped := a.targetsOf(repo)
+	return len(t) > 0 || len(skipped) > 0
+}
+
+// mergeTargets merges app.yml's targets with discovered ones by (repo, path,
+// cluster): app.yml's name, policy and scope win; discovery adds what the
+// reconciler does (branch, tracking, its ignore rules, how it builds). A
+// discovered object matching an app.yml glob takes that target's settings.
+// Discovered sources that cannot be rendered are returned apart, with a repo
+// only when they name one.
+func mergeTargets(cfg *Config, found []*discover.Found) ([]Target, []*discover.Found) {
+	out := append([]Target{}, cfg.Targets...)
+	for i := range out {
+		out[i].fromConfig = true
+	}
+	byKey := map[string]int{}
+	for i, t := range out {
+		if !isGlob(t.Path) {
+			byKey[discover.TargetKey(t.Repo, t.Path, t.Cluster)] = i
+		}
+	}
+	var skipped []*discover.Found
+	for _, f := range found {
+		if f.NotRendered != "" || f.Repo == "" {
+			skipped = append(skipped, f)
+			continue
+		}
+		if i, ok := byKey[f.Key()]; ok {
+			out[i] = withFound(out[i], f)
+			continue
+		}
+		if g := globFor(cfg.Targets, f); g != nil {
+			t := *g
+			t.Path, t.Name, t.glob = f.Path, globName(*g, f.Path), ""
+			byKey[f.Key()] = len(out)
+			out = append(out, withFound(t, f))
+			continue
+		}
+		t := Target{Name: foundName(f), Repo: f.Repo, Path: f.Path, Cluster: f.Cluster}
+		t.Policy.AckLabel = DefaultAckLabel
+		t.Policy.driftDefaults()
+		byKey[f.Key()] = len(out)
+		out = append(out, withFound(t, f))
+	}
+	return out, skipped
+}
+
+// globFor is the app.yml glob target a discovered object's path matches.
+func globFor(targets []Target, f *discover.Found) *Target {
+	for i, t := range targets {
+		if !isGlob(t.Path) || !strings.EqualFold(t.Repo, f.Repo) || t.Cluster != f.Cluster {
+			continue
+		}
+		if ok, _ := path.Match(discover.CleanPath(t.Path), f.Path); ok {
+			return &targets[i]
+		}
+	}
+	return nil
+}
+
+// foundName names a discovered target: cluster/namespace/name of the
+// reconciler object.
+func foundName(f *discover.Found) string {
+	c := f.Cluster
+	if c == "" {
+		c = f.On
+	}
+	return c + "/" + f.Namespace + "/" + f.Name
+}
+
+// withFound adds what a reconciler does to a target.
+func withFound(t Target, f *discover.Found) Target {
+	t.found = f
+	if t.Branch == "" {
+		t.Branch = f.Branch
+	}
+	if t.Tracking == (drift.Tracking{}) {
+		t.Tracking = f.Tracking
+	}
+	t.Policy.Ignore = append(append([]drift.IgnoreRule{}, t.Policy.Ignore...), f.Ignore...)
+	// Flux reapplies Git every interval: a live change that lasts less than
+	// that is reverted by the reconciler, not a change to propose.
+	if f.Interval > 0 && t.Policy.QuietPeriod < f.Interval+30*time.Second {
+		t.Policy.QuietPeriod = f.Interval + 30*time.Second
+	}
+	return t
+}
+
+// globName names one match of a glob target: the matched path, after the
+// target's own name when it has one.
+func globName(g Target, match string) string {
+	if g.Name == "" || g.Name == g.Path {
+		return match
+	}
+	return g.Name + " " + match
+}
+
+// expandGlobs replaces glob targets with one target per directory they
+// match that holds a kustomization, in any of trees; a match already a
+// target (from app.yml or discovery) is not added twice.
+func expandGlobs(targets []Target, trees ...*render.Tree) []Target {
+	var out []Target
+	have := map[string]bool{}
+	for _, t := range targets {
+		if !isGlob(t.Path) {
+			have[discover.TargetKey(t.Repo, t.Path, t.Cluster)] = true
+		}
+	}
+	for _, t := range targets {
+		if !isGlob(t.Path) {
+			out = append(out, t)
+			continue
+		}
+		pattern := discover.CleanPath(t.Path)
+		matches := map[string]bool{}
+		for _, tree := range trees {
+			if tree == nil {
+				continue
+			}
+			for _, dir := range render.Discover(tree) {
+				if ok, _ := path.Match(pattern, dir); ok {
+					matches[dir] = true
+				}
+			}
+		}
+		for _, dir := range sortedSet(matches) {
+			if have[discover.TargetKey(t.Repo, dir, t.Cluster)] {
+				continue
+			}
+			e := t
+			e.Path, e.Name, e.glob = dir, globName(t, dir), t.Path
+			have[discover.TargetKey(t.Repo, dir, t.Cluster)] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// notRendered lists unrenderable sources for a report.
+func notRendered(fs []*discover.Found) []drift.NotRendered {
+	var out []drift.NotRendered
+	for _, f := range fs {
+		why := f.NotRendered
+		if why == "" {
+			why = "its source is not a repository on the configured GitHub host"
+		}
+		out = append(out, drift.NotRendered{Source: f.Object, Cluster: f.On, Path: f.Path, Reason: why})
+	}
+	return out
+}
+
+// describe says where a target comes from, for `driftback targets`.
+func (t Target) describe() string {
+	switch {
+	case t.found != nil && t.fromConfig:
+		return fmt.Sprintf("app.yml, with %s on cluster %s", t.found.Object, t.found.On)
+	case t.found != nil:
+		return fmt.Sprintf("%s on cluster %s", t.found.Object, t.found.On)
+	case t.glob != "":
+		return "app.yml glob " + t.glob
+	default:
+		return "app.yml"
+	}
+}

@@ -1,0 +1,385 @@
+package discover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Options say what a Watcher reads.
+type Options struct {
+	// Flux reads Kustomizations and GitRepositories.
+	Flux bool
+	// ArgoCD reads Applications.
+	ArgoCD bool
+	// Namespaces are where to look; empty means every namespace.
+	Namespaces []string
+	// Settings map what is found onto app.yml.
+	Settings Settings
+	// Recheck is how often kinds that are not served, and Argo CD's
+	// settings, are looked at again (zero: one minute).
+	Recheck time.Duration
+}
+
+// Watcher keeps the targets a cluster's reconcilers imply, following their
+// objects as they change.
+type Watcher struct {
+	dyn    dynamic.Interface
+	disc   discovery.DiscoveryInterface
+	kube   kubernetes.Interface
+	opts   Options
+	change chan struct{}
+
+	mu        sync.Mutex
+	informers map[schema.GroupVersionResource][]cache.SharedIndexInformer
+	errs      map[schema.GroupVersionResource]string
+	missing   []string
+	found     []*Found
+	settings  Settings
+	synced    bool
+}
+
+// NewWatcher returns a Watcher for the cluster cfg reaches.
+func NewWatcher(cfg *rest.Config, opts Options) (*Watcher, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Recheck <= 0 {
+		opts.Recheck = time.Minute
+	}
+	return &Watcher{
+		dyn: dyn, disc: kube.Discovery(), kube: kube, opts: opts,
+		change:    make(chan struct{}, 1),
+		informers: map[schema.GroupVersionResource][]cache.SharedIndexInformer{},
+		errs:      map[schema.GroupVersionResource]string{},
+		settings:  opts.Settings,
+	}, nil
+}
+
+// Changed is signalled when the targets may have changed.
+func (w *Watcher) Changed() <-chan struct{} { return w.change }
+
+// Found returns what the reconcilers imply now, sorted.
+func (w *Watcher) Found() []*Found {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.found
+}
+
+// Synced says the first complete read is done.
+func (w *Watcher) Synced() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.synced
+}
+
+// Problems say what could not be read: a reconciler not installed, a kind
+// the credentials may not list.
+func (w *Watcher) Problems() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := append([]string{}, w.missing...)
+	for gvr, e := range w.errs {
+		out = append(out, fmt.Sprintf("%s: %s", gvr.GroupResource(), e))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (w *Watcher) kinds() []schema.GroupVersionResource {
+	var out []schema.GroupVersionResource
+	if w.opts.Flux {
+		out = append(out, FluxKustomizations, FluxGitRepositories)
+	}
+	if w.opts.ArgoCD {
+		out = append(out, ArgoCDApplications)
+	}
+	return out
+}
+
+func (w *Watcher) namespaces() []string {
+	if len(w.opts.Namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	return w.opts.Namespaces
+}
+
+// Run follows the reconcilers' objects until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	events := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case events <- struct{}{}:
+		default:
+		}
+	}
+	tick := time.NewTicker(w.opts.Recheck)
+	defer tick.Stop()
+	for {
+		w.start(ctx, notify)
+		w.readArgoSettings(ctx)
+		w.rebuild()
+		select {
+		case <-ctx.Done():
+			return
+		case <-events:
+			// Let a burst of events settle into one rebuild.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		case <-tick.C:
+		}
+	}
+}
+
+// start starts informers for the kinds the apiserver serves and waits for
+// them to list once.
+func (w *Watcher) start(ctx context.Context, notify func()) {
+	var missing []string
+	var started []cache.SharedIndexInformer
+	for _, gvr := range w.kinds() {
+		w.mu.Lock()
+		running := w.informers[gvr] != nil
+		w.mu.Unlock()
+		if running {
+			continue
+		}
+		if !served(w.disc, gvr) {
+			missing = append(missing, fmt.Sprintf("%s is not served by this cluster (is %s installed?)", gvr.GroupResource(), reconcilerOf(gvr)))
+			continue
+		}
+		var infs []cache.SharedIndexInformer
+		for _, ns := range w.namespaces() {
+			f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.dyn, 0, ns, nil)
+			inf := f.ForResource(gvr).Informer()
+			g := gvr
+			_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+				w.mu.Lock()
+				w.errs[g] = watchError(err)
+				w.mu.Unlock()
+				notify()
+			}) // only fails once started, and it is not yet
+			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc:    func(any) { notify() },
+				UpdateFunc: func(any, any) { notify() },
+				DeleteFunc: func(any) { notify() },
+			}); err != nil {
+				continue
+			}
+			go inf.RunWithContext(ctx)
+			infs = append(infs, inf)
+			started = append(started, inf)
+		}
+		w.mu.Lock()
+		w.informers[gvr] = infs
+		w.mu.Unlock()
+	}
+	if len(started) > 0 {
+		syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cache.WaitForCacheSync(syncCtx.Done(), hasSynced(started)...)
+		cancel()
+	}
+	w.mu.Lock()
+	w.missing = missing
+	w.mu.Unlock()
+}
+
+func hasSynced(infs []cache.SharedIndexInformer) []cache.InformerSynced {
+	var out []cache.InformerSynced
+	for _, i := range infs {
+		out = append(out, i.HasSynced)
+	}
+	return out
+}
+
+func watchError(err error) string {
+	switch {
+	case apierrors.IsForbidden(err):
+		return "forbidden: driftback's credentials may not list and watch it (see deploy/ for the RBAC discovery needs)"
+	default:
+		return err.Error()
+	}
+}
+
+func reconcilerOf(gvr schema.GroupVersionResource) string {
+	if gvr == ArgoCDApplications {
+		return "Argo CD"
+	}
+	return "Flux"
+}
+
+func served(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) bool {
+	list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true
+		}
+	}
+	return false
+}
+
+// readArgoSettings reads argocd-cm for the instance label Argo CD tracks with.
+func (w *Watcher) readArgoSettings(ctx context.Context) {
+	if !w.opts.ArgoCD {
+		return
+	}
+	ns := w.opts.Settings.ArgoCDNamespace
+	if ns == "" {
+		ns = "argocd"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cm, err := w.kube.CoreV1().ConfigMaps(ns).Get(ctx, "argocd-cm", metav1.GetOptions{})
+	if err != nil {
+		return // the default label, as Argo CD itself falls back to
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.opts.Settings.ArgoCDInstanceLabel == "" {
+		w.settings.ArgoCDInstanceLabel = cm.Data["application.instanceLabelKey"]
+	}
+}
+
+// rebuild derives the targets from the informers' caches and signals a change.
+func (w *Watcher) rebuild() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	objects := func(gvr schema.GroupVersionResource) []*unstructured.Unstructured {
+		var out []*unstructured.Unstructured
+		for _, inf := range w.informers[gvr] {
+			for _, o := range inf.GetStore().List() {
+				if u, ok := o.(*unstructured.Unstructured); ok {
+					out = append(out, u)
+				}
+			}
+		}
+		return out
+	}
+	synced := true
+	for _, infs := range w.informers {
+		for _, i := range infs {
+			synced = synced && i.HasSynced()
+		}
+	}
+	for gvr, infs := range w.informers {
+		ok := true
+		for _, i := range infs {
+			ok = ok && i.HasSynced()
+		}
+		if ok && w.errs[gvr] != "" && !errorStillFresh(infs) {
+			delete(w.errs, gvr)
+		}
+	}
+	found := Derive(objects(FluxKustomizations), objects(FluxGitRepositories), objects(ArgoCDApplications), w.settings)
+	if !sameFound(found, w.found) || synced != w.synced {
+		w.found, w.synced = found, synced
+		select {
+		case w.change <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// errorStillFresh: an informer that lists again after an error has the
+// error's cause behind it; client-go keeps no "last error", so a synced
+// informer is taken as recovered.
+func errorStillFresh([]cache.SharedIndexInformer) bool { return false }
+
+// Derive computes what reconciler objects imply.
+func Derive(kustomizations, gitRepositories, applications []*unstructured.Unstructured, s Settings) []*Found {
+	sources := map[string]*unstructured.Unstructured{}
+	for _, r := range gitRepositories {
+		sources[r.GetNamespace()+"/"+r.GetName()] = r
+	}
+	var out []*Found
+	for _, ks := range kustomizations {
+		out = append(out, FromFlux(ks, sources, s))
+	}
+	for _, a := range applications {
+		out = append(out, FromArgoCD(a, s))
+	}
+	Sort(out)
+	return out
+}
+
+func sameFound(a, b []*Found) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Object != b[i].Object || a[i].On != b[i].On {
+			return false
+		}
+		if a[i].Flux != nil && b[i].Flux != nil && a[i].Flux.GetResourceVersion() != b[i].Flux.GetResourceVersion() {
+			return false
+		}
+		if fmt.Sprintf("%+v", *a[i]) != fmt.Sprintf("%+v", *b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// List reads the cluster's reconcilers once, for a command that checks a
+// configuration: the targets, and what could not be read.
+func List(ctx context.Context, cfg *rest.Config, opts Options) ([]*Found, []string, error) {
+	w, err := NewWatcher(cfg, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	var problems []string
+	list := func(gvr schema.GroupVersionResource) []*unstructured.Unstructured {
+		if !served(w.disc, gvr) {
+			problems = append(problems, fmt.Sprintf("%s is not served by this cluster (is %s installed?)", gvr.GroupResource(), reconcilerOf(gvr)))
+			return nil
+		}
+		var out []*unstructured.Unstructured
+		for _, ns := range w.namespaces() {
+			l, err := w.dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %s", gvr.GroupResource(), watchError(err)))
+				continue
+			}
+			for i := range l.Items {
+				out = append(out, &l.Items[i])
+			}
+		}
+		return out
+	}
+	var ks, repos, apps []*unstructured.Unstructured
+	if opts.Flux {
+		ks, repos = list(FluxKustomizations), list(FluxGitRepositories)
+	}
+	if opts.ArgoCD {
+		apps = list(ArgoCDApplications)
+		w.readArgoSettings(ctx)
+	}
+	if ctx.Err() != nil {
+		return nil, problems, errors.Join(ctx.Err())
+	}
+	return Derive(ks, repos, apps, w.settings), problems, nil
+}
