@@ -11,7 +11,7 @@ import (
 
 // The Flux kinds discovery reads.
 var (
-	FluxKustomizations = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
+	FluxKustomizations  = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
 	FluxGitRepositories = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}
 )
 
@@ -45,9 +45,9 @@ func FromFlux(ks *unstructured.Unstructured, sources map[string]*unstructured.Un
 		Reconciler: ReconcilerFlux,
 		Object:     objectName("Kustomization", ks.GetNamespace(), ks.GetName()),
 		Namespace:  ks.GetNamespace(), Name: ks.GetName(),
-		On:      s.On,
-		Cluster: s.On,
-		Flux:    ks.DeepCopy(),
+		On:       s.On,
+		Cluster:  s.On,
+		Flux:     ks.DeepCopy(),
 		Tracking: drift.Tracking{FluxName: ks.GetName(), FluxNamespace: ks.GetNamespace()},
 	}
 	spec := func(fields ...string) string {

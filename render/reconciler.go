@@ -132,7 +132,7 @@ func FluxFinish(objs []*unstructured.Unstructured, ks *unstructured.Unstructured
 		unstructured.RemoveNestedField(inline.Object, "spec", "postBuild", "substituteFrom")
 		rf := provider.NewDefaultDepProvider().GetResourceFactory()
 		for i, o := range objs {
-			res, err := rf.FromMapWithName(o.GetName(), o.DeepCopy().Object)
+			res, err := rf.FromMap(o.DeepCopy().Object)
 			if err != nil {
 				return nil, err
 			}
@@ -185,8 +185,8 @@ func hideValues(err error, hidden []string) error {
 type ArgoCDKustomize struct {
 	NamePrefix, NameSuffix, Namespace string
 	// Images are `kustomize edit set image` arguments: name[=newName][:tag][@digest].
-	Images                                   []string
-	CommonLabels, CommonAnnotations          map[string]string
+	Images                                    []string
+	CommonLabels, CommonAnnotations           map[string]string
 	ForceCommonLabels, ForceCommonAnnotations bool
 	// Replicas sets replicas by workload name.
 	Replicas map[string]int64

@@ -1,0 +1,259 @@
+package discover
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/drift"
+)
+
+func obj(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func TestRepoOfReadsEveryURLFormReconcilersAccept(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		host Host
+		want string
+	}{
+		{"https://github.com/acme/gitops", "github.com", "acme/gitops"},
+		{"https://github.com/acme/gitops.git", "github.com", "acme/gitops"},
+		{"https://github.com/acme/gitops/", "github.com", "acme/gitops"},
+		{"https://x-access-token:tok@github.com/acme/gitops.git", "github.com", "acme/gitops"},
+		{"ssh://git@github.com/acme/gitops.git", "github.com", "acme/gitops"},
+		{"ssh://git@github.com:22/acme/gitops", "github.com", "acme/gitops"},
+		{"git@github.com:acme/gitops.git", "github.com", "acme/gitops"},
+		{"https://GitHub.com/acme/gitops", "github.com", "acme/gitops"},
+		{"https://ghe.example.com/platform/fleet.git", "ghe.example.com", "platform/fleet"},
+		{"git@ghe.example.com:platform/fleet.git", "ghe.example.com", "platform/fleet"},
+		{"https://gitlab.com/acme/gitops", "github.com", ""},
+		{"https://github.com/acme", "github.com", ""},
+		{"https://github.com/acme/gitops/tree/main", "github.com", ""},
+		{"oci://ghcr.io/acme/manifests", "github.com", ""},
+		{"acme/gitops", "github.com", ""},
+	} {
+		got, ok := RepoOf(tc.url, tc.host)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("RepoOf(%q, %q) = %q, %v; want %q", tc.url, tc.host, got, ok, tc.want)
+		}
+	}
+}
+
+func TestHostOfMapsTheAPIToItsGitHost(t *testing.T) {
+	for api, want := range map[string]Host{
+		"":                                "github.com",
+		"https://api.github.com/":         "github.com",
+		"https://ghe.example.com/api/v3/": "ghe.example.com",
+		"http://127.0.0.1:8443/":          "127.0.0.1:8443",
+	} {
+		if got := HostOf(api); got != want {
+			t.Errorf("HostOf(%q) = %q, want %q", api, got, want)
+		}
+	}
+}
+
+func TestJQPointerConvertsPlainPathsOnly(t *testing.T) {
+	for expr, want := range map[string]string{
+		".spec.replicas":                   "/spec/replicas",
+		".metadata.annotations[\"a.b/c\"]": "/metadata/annotations/a.b~1c",
+		".spec.template.spec.containers[] | select(.name == \"istio-proxy\")":  "/spec/template/spec/containers/name=istio-proxy",
+		".spec.template.spec.containers[] | select(.name == \"web\") | .image": "/spec/template/spec/containers/name=web/image",
+		".spec.template.spec.initContainers[]?.resources":                      "/spec/template/spec/initContainers/*/resources",
+		".spec.ports[0].nodePort":                                              "/spec/ports/0/nodePort",
+		".spec.containers[] | select(.image | startswith(\"x\"))":              "",
+		".spec | del(.x)":        "",
+		"select(.name == \"x\")": "",
+		"":                       "",
+	} {
+		got, ok := JQPointer(expr)
+		if got != want || ok != (want != "") {
+			t.Errorf("JQPointer(%q) = %q, %v; want %q", expr, got, ok, want)
+		}
+	}
+}
+
+var gitRepo = `apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: flux-system}
+spec:
+  url: ssh://git@github.com/acme/gitops.git
+  ref: {branch: main}
+`
+
+func TestFromFluxDerivesTheTargetItApplies(t *testing.T) {
+	ks := obj(t, `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: flux-system}
+spec:
+  interval: 10m
+  path: ./apps/production/
+  prune: true
+  sourceRef: {kind: GitRepository, name: fleet}
+  targetNamespace: shop
+  decryption: {provider: sops}
+`)
+	sources := map[string]*unstructured.Unstructured{"flux-system/fleet": obj(t, gitRepo)}
+	f := FromFlux(ks, sources, Settings{On: "prod", Host: "github.com"})
+	want := &Found{Reconciler: ReconcilerFlux, Object: "Kustomization flux-system/apps", Namespace: "flux-system", Name: "apps",
+		On: "prod", Repo: "acme/gitops", Path: "apps/production", Branch: "main", Cluster: "prod", Prune: true,
+		Tracking: drift.Tracking{FluxName: "apps", FluxNamespace: "flux-system"}, Interval: 10 * time.Minute,
+		Notes: []string{"objects encrypted with sops are compared by their encrypted content: which keys changed, never their values"}}
+	if diff := cmp.Diff(want, f, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "Flux" }, cmp.Ignore())); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	if f.Flux == nil || f.Flux.GetName() != "apps" {
+		t.Errorf("the Kustomization itself is kept for its build: %v", f.Flux)
+	}
+}
+
+func TestFromFluxSaysWhatItCannotRender(t *testing.T) {
+	base := `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: flux-system}
+spec:
+  path: ./apps
+  sourceRef: {kind: KIND, name: fleet}
+`
+	for _, tc := range []struct {
+		name, ks, repo, want, suspended string
+	}{
+		{name: "an OCI source", ks: strings.ReplaceAll(base, "KIND", "OCIRepository"), repo: gitRepo, want: "OCI artifact"},
+		{name: "a bucket", ks: strings.ReplaceAll(base, "KIND", "Bucket"), repo: gitRepo, want: "bucket"},
+		{name: "a missing GitRepository", ks: strings.ReplaceAll(base, "KIND", "GitRepository"), repo: strings.ReplaceAll(gitRepo, "fleet", "other"), want: "does not exist"},
+		{name: "a repository on another host", ks: strings.ReplaceAll(base, "KIND", "GitRepository"), repo: strings.ReplaceAll(gitRepo, "github.com", "gitlab.com"), want: "not a repository on github.com"},
+		{name: "a tag", ks: strings.ReplaceAll(base, "KIND", "GitRepository"), repo: strings.ReplaceAll(gitRepo, "branch: main", "tag: v1.2.0"), want: "pinned to tag v1.2.0"},
+		{name: "a semver range", ks: strings.ReplaceAll(base, "KIND", "GitRepository"), repo: strings.ReplaceAll(gitRepo, "branch: main", "semver: '>=1.0.0'"), want: "tags matching"},
+		{name: "a remote cluster", ks: strings.ReplaceAll(base, "KIND", "GitRepository") + "  kubeConfig: {secretRef: {name: remote-kubeconfig}}\n", repo: gitRepo, want: "remote cluster"},
+		{name: "a suspended Kustomization", ks: strings.ReplaceAll(base, "KIND", "GitRepository") + "  suspend: true\n", repo: gitRepo, suspended: "until reconciliation resumes"},
+		{name: "a suspended source", ks: strings.ReplaceAll(base, "KIND", "GitRepository"), repo: gitRepo + "  suspend: true\n", suspended: "GitRepository flux-system/fleet is suspended"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := obj(t, tc.repo)
+			f := FromFlux(obj(t, tc.ks), map[string]*unstructured.Unstructured{r.GetNamespace() + "/" + r.GetName(): r}, Settings{On: "prod", Host: "github.com"})
+			if !strings.Contains(f.NotRendered, tc.want) || (tc.want == "" && f.NotRendered != "") {
+				t.Errorf("NotRendered = %q, want it to say %q", f.NotRendered, tc.want)
+			}
+			if !strings.Contains(f.Suspended, tc.suspended) || (tc.suspended == "" && f.Suspended != "") {
+				t.Errorf("Suspended = %q, want it to say %q", f.Suspended, tc.suspended)
+			}
+		})
+	}
+}
+
+func TestFromArgoCDDerivesTheTargetItApplies(t *testing.T) {
+	app := obj(t, `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: shop, namespace: argocd}
+spec:
+  project: default
+  source:
+    repoURL: https://github.com/acme/gitops.git
+    path: apps/shop/overlays/production
+    targetRevision: HEAD
+    kustomize:
+      images: [web=registry.example.com/web:2.0.0]
+      namePrefix: prod-
+      commonLabels: {team: shop}
+      replicas: [{name: web, count: 3}]
+      components: [../../components/monitoring]
+  destination: {server: https://kubernetes.default.svc, namespace: shop}
+  syncPolicy:
+    automated: {prune: true, selfHeal: true}
+  ignoreDifferences:
+  - group: apps
+    kind: Deployment
+    jsonPointers: [/spec/replicas]
+  - kind: Service
+    jqPathExpressions: ['.spec.ports[] | select(.name == "http") | .nodePort', '.spec | with_entries(.)']
+    managedFieldsManagers: [istio]
+`)
+	f := FromArgoCD(app, Settings{On: "prod", Host: "github.com"})
+	want := &Found{Reconciler: ReconcilerArgoCD, Object: "Application argocd/shop", Namespace: "argocd", Name: "shop", On: "prod",
+		Repo: "acme/gitops", Path: "apps/shop/overlays/production", Cluster: "prod", Prune: true, SelfHeal: true,
+		Tracking: drift.Tracking{ArgoCDApp: "shop"},
+		Ignore: []drift.IgnoreRule{
+			{Group: "apps", Kind: "Deployment", JSONPointers: []string{"/spec/replicas"}},
+			{Kind: "Service", JSONPointers: []string{"/spec/ports/name=http/nodePort"}, Managers: []string{"istio"}},
+		},
+		Notes: []string{`ignoreDifferences jqPathExpression ".spec | with_entries(.)" is not a plain path; driftback does not apply it`},
+		Kustomize: &ArgoKustomize{NamePrefix: "prod-", Images: []string{"web=registry.example.com/web:2.0.0"},
+			CommonLabels: map[string]string{"team": "shop"}, Replicas: []ArgoReplicas{{Name: "web", Count: 3}},
+			Components: []string{"../../components/monitoring"}},
+	}
+	if diff := cmp.Diff(want, f); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+}
+
+func TestFromArgoCDSaysWhatItCannotRender(t *testing.T) {
+	base := `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: shop, namespace: NS}
+spec:
+  destination: DEST
+  SOURCE
+`
+	src := "source: {repoURL: 'git@github.com:acme/gitops.git', path: apps/shop, targetRevision: main}"
+	inCluster := "{server: 'https://kubernetes.default.svc'}"
+	for _, tc := range []struct {
+		name, source, dest, ns string
+		want                   Found
+	}{
+		{name: "a Helm chart", source: "source: {repoURL: https://charts.example.com, chart: redis, targetRevision: 18.0.0}", dest: inCluster,
+			want: Found{Cluster: "prod", NotRendered: "it installs the Helm chart redis", Suspended: "x"}},
+		{name: "a Helm path", source: "source: {repoURL: https://github.com/acme/gitops, path: charts/shop, helm: {releaseName: shop}}", dest: inCluster,
+			want: Found{Cluster: "prod", NotRendered: "it is a Helm source", Suspended: "x"}},
+		{name: "several sources", source: "sources: [{repoURL: https://github.com/acme/gitops, path: a}, {repoURL: https://github.com/acme/gitops, path: b}]", dest: inCluster,
+			want: Found{Cluster: "prod", NotRendered: "it has 2 sources (spec.sources); driftback renders single-source kustomize Applications", Suspended: "x"}},
+		{name: "a plugin", source: "source: {repoURL: https://github.com/acme/gitops, path: a, plugin: {name: cdk8s}}", dest: inCluster,
+			want: Found{Cluster: "prod", NotRendered: "it is rendered by a config management plugin", Suspended: "x"}},
+		{name: "an SSH URL on a branch, synced by hand", source: src, dest: inCluster,
+			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Cluster: "prod", Suspended: "x"}},
+		{name: "a named destination that is a cluster", source: src, dest: "{name: staging}",
+			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Cluster: "staging", Suspended: "x"}},
+		{name: "a mapped destination server", source: src, dest: "{server: 'https://10.0.0.1:6443'}",
+			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Cluster: "edge", Suspended: "x"}},
+		{name: "an unknown destination", source: src, dest: "{name: elsewhere}",
+			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Suspended: "x",
+				Notes: []string{`it applies to "elsewhere", which is not one of app.yml's clusters (map it under discover.destinations): the pull request is compared in Git only`}}},
+		{name: "a pinned commit", source: "source: {repoURL: 'https://github.com/acme/gitops', path: a, targetRevision: 0123456789abcdef0123456789abcdef01234567}", dest: inCluster,
+			want: Found{Repo: "acme/gitops", Path: "a", Cluster: "prod", Suspended: "x", NotRendered: "it is pinned to commit 0123456789abcdef0123456789abcdef01234567: merging changes nothing it applies"}},
+		{name: "an Application outside Argo CD's namespace", source: src, dest: inCluster, ns: "team-a",
+			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Cluster: "prod", Suspended: "x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := tc.ns
+			if ns == "" {
+				ns = "argocd"
+			}
+			y := strings.NewReplacer("SOURCE", tc.source, "DEST", tc.dest, "NS", ns).Replace(base)
+			f := FromArgoCD(obj(t, y), Settings{On: "prod", Host: "github.com", Clusters: map[string]bool{"prod": true, "staging": true, "edge": true},
+				Destinations: map[string]string{"https://10.0.0.1:6443": "edge"}})
+			got := Found{Repo: f.Repo, Path: f.Path, Branch: f.Branch, Cluster: f.Cluster, NotRendered: f.NotRendered, Notes: f.Notes}
+			if f.Suspended != "" {
+				got.Suspended = "x"
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+			wantApp := "shop"
+			if ns != "argocd" {
+				wantApp = ns + "_shop"
+			}
+			if f.Tracking.ArgoCDApp != wantApp {
+				t.Errorf("tracked as %q, want %q (Argo CD's instance name)", f.Tracking.ArgoCDApp, wantApp)
+			}
+		})
+	}
+}
