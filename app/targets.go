@@ -248,7 +248,12 @@ func (s *targetSource) targetsOf(repo string) ([]Target, []*discover.Found) {
 }
 
 // servesRepo says a repository has targets, or discovered sources to list.
+// Until discovery has read its clusters once it cannot say no: the pull
+// request is taken, and waits for it.
 func (a *App) servesRepo(repo string) bool {
+	if !a.targets.synced() {
+		return true
+	}
 	t, skipped := a.targetsOf(repo)
 	return len(t) > 0 || len(skipped) > 0
 }

@@ -71,6 +71,11 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 	}
 	has := func(field string) bool { _, ok := src[field]; return ok && src[field] != nil }
 	url := srcStr("repoURL")
+	// The repository and path are known for a source that cannot be
+	// rendered too: a pull request touching them lists it.
+	if repo, ok := RepoOf(url, s.Host); ok {
+		f.Repo, f.Path = repo, CleanPath(srcStr("path"))
+	}
 	switch {
 	case srcStr("chart") != "":
 		f.NotRendered = "it installs the Helm chart " + srcStr("chart")
@@ -88,13 +93,10 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 		f.NotRendered = "its source is an OCI artifact"
 		return f
 	}
-	repo, ok := RepoOf(url, s.Host)
-	if !ok {
+	if f.Repo == "" {
 		f.NotRendered = fmt.Sprintf("its repository is not on %s", s.Host)
 		return f
 	}
-	f.Repo = repo
-	f.Path = CleanPath(srcStr("path"))
 	switch rev := srcStr("targetRevision"); {
 	case rev == "" || rev == "HEAD":
 	case hexSHA.MatchString(rev):

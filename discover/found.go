@@ -176,7 +176,8 @@ func RepoOf(url string, h Host) (repo string, ok bool) {
 	default:
 		return "", false
 	}
-	if !strings.EqualFold(host, string(h)) && !(h == "github.com" && strings.EqualFold(host, "www.github.com")) {
+	want, _, _ := strings.Cut(string(h), ":") // a Git URL's port is not the API's
+	if !strings.EqualFold(host, want) && !(h == "github.com" && strings.EqualFold(host, "www.github.com")) {
 		return "", false
 	}
 	rest = strings.TrimSuffix(strings.TrimSuffix(rest, "/"), ".git")

@@ -1,0 +1,178 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/internal/kubetest"
+)
+
+// fleetFiles are a repository Flux and Argo CD apply from: a plain
+// directory of manifests (Flux generates its kustomization), a kustomize
+// overlay, and a Helm chart.
+var fleetFiles = map[string]any{
+	"fleet/apps/settings.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data:
+  cluster: "${CLUSTER_NAME}"
+  password: "${DB_PASSWORD}"
+  mode: normal
+`,
+	"fleet/shop/kustomization.yaml": "resources: [web.yaml]\n",
+	"fleet/shop/web.yaml":           "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop, namespace: NS}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: shop}}\n  template:\n    metadata: {labels: {app: shop}}\n    spec:\n      containers: [{name: web, image: 'web:1.0.0'}]\n",
+	"fleet/chart/Chart.yaml":        "apiVersion: v2\nname: cache\nversion: 1.0.0\n",
+	"fleet/chart/values.yaml":       "replicas: 1\n",
+}
+
+// dbPassword is a Secret's value Flux substitutes into a ConfigMap: it must
+// never appear in a comment, a check run or a log.
+const dbPassword = "hunter2-canary-5521"
+
+// TestDiscoveredTargetsEndToEnd: app.yml names no target; a Flux
+// Kustomization and, added while serving, an Argo CD Application give the
+// targets. The Flux render is substituted from a live ConfigMap and Secret
+// as kustomize-controller does, so its values are not reported as changes
+// the pull request would overwrite, and the Secret's value is never shown.
+func TestDiscoveredTargetsEndToEnd(t *testing.T) {
+	var w *world
+	w = newWorld(t, func(c *Config) {
+		c.Targets = nil
+		cl := c.Clusters["test"]
+		cl.Discover = &Discover{Flux: true, ArgoCD: true}
+		c.Clusters["test"] = cl
+	})
+	w.logs.secret(dbPassword)
+	ns := w.env.Namespace
+	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs...)
+	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns}
+	w.cfg.Clusters["test"].Discover.ArgoCDNamespace = ns
+	host := string(discover.HostOf(w.gh.URL()))
+	hostname, _, _ := strings.Cut(host, ":")
+	w.apply(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: cluster-vars, namespace: NS}
+data: {CLUSTER_NAME: prod-eu-1}`)
+	w.apply(`apiVersion: v1
+kind: Secret
+metadata: {name: db, namespace: NS}
+stringData: {DB_PASSWORD: ` + dbPassword + `}`)
+	w.apply(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: NS}
+spec:
+  url: ssh://git@` + hostname + `/acme/gitops.git
+  ref: {branch: main}`)
+	w.apply(`apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: NS}
+spec:
+  interval: 10m
+  path: ./fleet/apps
+  prune: true
+  targetNamespace: NS
+  sourceRef: {kind: GitRepository, name: fleet}
+  postBuild:
+    substituteFrom:
+    - {kind: ConfigMap, name: cluster-vars}
+    - {kind: Secret, name: db}`)
+	// What kustomize-controller applied.
+	w.apply(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: NS
+  labels: {kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: NS}
+data: {cluster: prod-eu-1, password: ` + dbPassword + `, mode: normal}`)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.srv.App.targets.setOnChange(w.srv.Drift.wakeAll)
+	go w.srv.App.targets.run(ctx)
+
+	base := w.commit(plumbing.ZeroHash, fleetFiles)
+	head := w.commit(base, map[string]any{"fleet/apps/settings.yaml": strings.Replace(fleetFiles["fleet/apps/settings.yaml"].(string), "mode: normal", "mode: fast", 1)})
+	w.openPR(1, base, head, nil)
+	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	apps := "test/" + ns + "/apps"
+	runs := w.waitChecks(head.String(), 2)
+	if got := conclusions(runs); len(runs) != 2 || got["driftback / "+apps] != "success" || got[AggregateCheckName] != "success" {
+		t.Errorf("check runs: the aggregate and the discovered target's: %+v", runs)
+	}
+	body := w.gh.Comments(fullName, 1)[0].Body
+	for _, s := range []string{"### `" + apps + "` (`fleet/apps`) on cluster `test`", "ConfigMap/" + ns + "/settings",
+		"changed by this PR `.data.mode`: Git `\"normal\"` → `\"fast\"`"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+	for _, s := range []string{".data.cluster", ".data.password", "${CLUSTER_NAME}", dbPassword} {
+		if strings.Contains(body, s) {
+			t.Errorf("the comment says %q: substituted values are what Flux applies, not changes:\n%s", s, body)
+		}
+	}
+	for _, r := range w.gh.CheckRuns(fullName, head.String()) {
+		if strings.Contains(r.Summary+r.Text+r.Title, dbPassword) {
+			t.Errorf("check run %s shows the Secret's value", r.Name)
+		}
+	}
+
+	// An Application added while serving is a target without a restart; a
+	// Helm one is listed as not rendered.
+	w.apply(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: shop, namespace: NS}
+spec:
+  source:
+    repoURL: git@` + hostname + `:acme/gitops.git
+    path: fleet/shop
+    kustomize: {images: ["web=registry.example.com/web:2.0.0"]}
+  destination: {server: https://kubernetes.default.svc, namespace: NS}
+  syncPolicy: {automated: {prune: true}}`)
+	w.apply(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: cache, namespace: NS}
+spec:
+  source: {repoURL: 'https://` + hostname + `/acme/gitops', path: fleet/chart, helm: {releaseName: cache}}
+  destination: {server: https://kubernetes.default.svc}
+  syncPolicy: {automated: {}}`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		targets, skipped := w.srv.App.targetsOf(fullName)
+		if len(targets) == 2 && len(skipped) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new Applications were not discovered: %d targets, %d not rendered", len(targets), len(skipped))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	head2 := w.commit(base, map[string]any{
+		"fleet/shop/web.yaml":     strings.Replace(fleetFiles["fleet/shop/web.yaml"].(string), "replicas: 1", "replicas: 2", 1),
+		"fleet/chart/values.yaml": "replicas: 2\n",
+	})
+	w.openPR(2, base, head2, nil)
+	if code := w.deliver("pull_request", "d-open-2", prPayload("opened", 2, head2.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	shop := "test/" + ns + "/shop"
+	runs = w.waitChecks(head2.String(), 2)
+	if got := conclusions(runs); len(runs) != 2 || got["driftback / "+shop] == "" {
+		t.Errorf("check runs: the aggregate and the new target's: %+v", runs)
+	}
+	body = w.gh.Comments(fullName, 2)[0].Body
+	for _, s := range []string{"### `" + shop + "` (`fleet/shop`) on cluster `test`", "Deployment/" + ns + "/shop",
+		"registry.example.com/web:2.0.0", "### Not rendered", "`Application " + ns + "/cache` (`fleet/chart`) on cluster `test`: not rendered: it is a Helm source"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+}
