@@ -139,6 +139,19 @@ func (d *DriftLoop) Clusters() []string {
 	return out
 }
 
+// watchedOn are the targets of a cluster with drift to watch: not off, and
+// not left to a reconciler that reverts live changes itself.
+func watchedOn(all []Target, cluster string) []Target {
+	var out []Target
+	for _, t := range all {
+		if t.Cluster != cluster || t.Policy.Codify == CodifyOff || (t.found != nil && t.found.SelfHeal) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
 // targetsOn are the targets whose drift the loop watches on a cluster now:
 // app.yml's and the discovered ones, glob paths expanded at each
 // repository's default branch. A target whose reconciler reverts live
@@ -146,13 +159,7 @@ func (d *DriftLoop) Clusters() []string {
 func (d *DriftLoop) targetsOn(ctx context.Context, cluster string) []Target {
 	all, _ := d.app.targets.targets()
 	var out []Target
-	for _, t := range all {
-		if t.Cluster != cluster || t.Policy.Codify == CodifyOff {
-			continue
-		}
-		if t.found != nil && t.found.SelfHeal {
-			continue
-		}
+	for _, t := range watchedOn(all, cluster) {
 		if !isGlob(t.Path) {
 			out = append(out, t)
 			continue

@@ -287,7 +287,7 @@ func mergeTargets(cfg *Config, found []*discover.Found) ([]Target, []*discover.F
 		}
 		if g := globFor(cfg.Targets, f); g != nil {
 			t := *g
-			t.Path, t.Name, t.glob = f.Path, globName(*g, f.Path), ""
+			t.Path, t.Name, t.glob, t.fromConfig = f.Path, globName(*g, f.Path), g.Path, true
 			byKey[f.Key()] = len(out)
 			out = append(out, withFound(t, f))
 			continue

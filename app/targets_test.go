@@ -1,0 +1,153 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
+)
+
+const targetsConfig = `clusters:
+  prod:
+    discover: {flux: true, argocd: true, destinations: {edge-1: edge}}
+  edge: {}
+targets:
+- repo: acme/gitops
+  path: apps/shop
+  cluster: prod
+  name: shop
+  policy: {codify: report, quietPeriod: 1m, ignore: [{kind: ConfigMap, name: generated}]}
+- repo: acme/gitops
+  path: tenants/*/production
+  cluster: prod
+- repo: acme/gitops
+  path: infra/*
+  cluster: edge
+  name: infra
+`
+
+func parseTestConfig(t *testing.T, y string) *Config {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(y), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestDiscoveredAndConfiguredTargetsMerge: app.yml and discovery meet by
+// repository, path and cluster; app.yml's policy wins and the reconciler
+// adds what it does.
+func TestDiscoveredAndConfiguredTargetsMerge(t *testing.T) {
+	cfg := parseTestConfig(t, targetsConfig)
+	shop := &discover.Found{Object: "Application argocd/shop", Namespace: "argocd", Name: "shop", On: "prod", Repo: "Acme/GitOps", Path: "apps/shop", Cluster: "prod",
+		Tracking: drift.Tracking{ArgoCDApp: "shop"}, Ignore: []drift.IgnoreRule{{Kind: "Deployment", JSONPointers: []string{"/spec/replicas"}}}, Branch: "main"}
+	tenant := &discover.Found{Object: "Kustomization flux-system/tenant-a", Namespace: "flux-system", Name: "tenant-a", On: "prod", Repo: "acme/gitops",
+		Path: "tenants/a/production", Cluster: "prod", Interval: 10 * time.Minute, Tracking: drift.Tracking{FluxName: "tenant-a", FluxNamespace: "flux-system"}}
+	billing := &discover.Found{Object: "Kustomization flux-system/billing", Namespace: "flux-system", Name: "billing", On: "prod", Repo: "acme/gitops",
+		Path: "apps/billing", Cluster: "prod", SelfHeal: true}
+	helm := &discover.Found{Object: "Application argocd/cache", On: "prod", Repo: "acme/gitops", Path: "charts/cache", NotRendered: "it is a Helm source"}
+	chartRepo := &discover.Found{Object: "Application argocd/redis", On: "prod", NotRendered: "it installs the Helm chart redis"}
+
+	targets, skipped := mergeTargets(cfg, []*discover.Found{shop, tenant, billing, helm, chartRepo})
+	byName := map[string]Target{}
+	for _, tg := range targets {
+		byName[tg.Name] = tg
+	}
+	s := byName["shop"]
+	if s.found != shop || s.Policy.Codify != CodifyReport || s.Tracking.ArgoCDApp != "shop" || s.Branch != "main" ||
+		len(s.Policy.Ignore) != 2 || s.Policy.QuietPeriod != time.Minute || s.describe() != "app.yml, with Application argocd/shop on cluster prod" {
+		t.Errorf("app.yml's target with its Application: %+v (%s)", s, s.describe())
+	}
+	a := byName["tenants/a/production"]
+	if a.found != tenant || !a.fromConfig || a.Policy.QuietPeriod != 10*time.Minute+30*time.Second || a.Policy.AckLabel != DefaultAckLabel {
+		t.Errorf("a Kustomization matching an app.yml glob takes its settings, and waits out Flux's interval: %+v", a)
+	}
+	b := byName["prod/flux-system/billing"]
+	if b.found != billing || b.fromConfig || b.Policy.Codify != CodifyManual || b.Policy.QuietPeriod != DefaultQuietPeriod || b.describe() != "Kustomization flux-system/billing on cluster prod" {
+		t.Errorf("a discovered target of its own: %+v", b)
+	}
+	if diff := cmp.Diff([]*discover.Found{helm, chartRepo}, skipped); diff != "" {
+		t.Errorf("unrenderable sources (-want +got)\n%s", diff)
+	}
+	var watched []string
+	for _, tg := range watchedOn(targets, "prod") {
+		watched = append(watched, tg.Name)
+	}
+	if diff := cmp.Diff([]string{"shop", "tenants/*/production", "tenants/a/production"}, watched); diff != "" {
+		t.Errorf("the drift loop watches all but a self-healing target (-want +got)\n%s", diff)
+	}
+	if got := notRendered(touched([]*discover.Found{helm}, []string{"charts/cache/values.yaml", "README.md"})); len(got) != 1 || got[0].Source != "Application argocd/cache" {
+		t.Errorf("a pull request lists the unrenderable sources it touches: %+v", got)
+	}
+	if got := touched([]*discover.Found{helm}, []string{"charts/cachex/values.yaml", "README.md"}); len(got) != 0 {
+		t.Errorf("a pull request lists the unrenderable sources it touches: %+v", got)
+	}
+}
+
+func TestGlobTargetsExpandToTheOverlaysTheyMatch(t *testing.T) {
+	cfg := parseTestConfig(t, targetsConfig)
+	dir := t.TempDir()
+	files := map[string]string{
+		"tenants/a/production/kustomization.yaml": "resources: []\n",
+		"tenants/b/production/kustomization.yaml": "resources: []\n",
+		"tenants/c/staging/kustomization.yaml":    "resources: []\n",
+		"tenants/d/production/notes.md":           "no kustomization here\n",
+		"infra/dns/kustomization.yaml":            "resources: []\n",
+	}
+	for p, c := range files {
+		writeTestFile(t, dir, p, c)
+	}
+	tree, err := render.DirTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tenants/a is discovered as well: it stays one target.
+	targets, _ := mergeTargets(cfg, []*discover.Found{{Object: "Kustomization flux-system/a", Namespace: "flux-system", Name: "a", On: "prod", Repo: "acme/gitops", Path: "tenants/a/production", Cluster: "prod"}})
+	var got []string
+	for _, tg := range expandGlobs(targets, tree) {
+		got = append(got, tg.Name+" → "+tg.Path+" @"+tg.Cluster+" "+tg.describe())
+	}
+	want := []string{
+		"shop → apps/shop @prod app.yml",
+		"tenants/b/production → tenants/b/production @prod app.yml glob tenants/*/production",
+		"infra infra/dns → infra/dns @edge app.yml glob infra/*",
+		"tenants/a/production → tenants/a/production @prod app.yml, with Kustomization flux-system/a on cluster prod",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+}
+
+func TestDiscoveryConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ y, want string }{
+		{"clusters:\n  prod: {discover: {}}\n", "clusters.prod.discover: neither flux nor argocd is true"},
+		{"clusters:\n  prod: {discover: {flux: true, destinations: {edge: nowhere}}}\n", `clusters.prod.discover.destinations["edge"]: "nowhere" is not one of clusters`},
+		{"clusters:\n  prod: {discover: {argocd: true, namespaces: ['']}}\n", "clusters.prod.discover.namespaces: an empty namespace"},
+		{"targets:\n- {repo: a/b, path: 'apps/[', name: x}\n", `targets[0].path: "apps/[" is not a valid pattern`},
+		{"clusters:\n  prod: {discover: {flux: true, flux2: true}}\n", "flux2"},
+	} {
+		_, err := ParseConfig([]byte(tc.y), func(string) string { return "" })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to say %q", tc.y, err, tc.want)
+		}
+	}
+}
+
+func writeTestFile(t *testing.T, dir, p, content string) {
+	t.Helper()
+	full := filepath.Join(dir, filepath.FromSlash(p))
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
