@@ -8,6 +8,7 @@ package discover
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -182,11 +183,14 @@ func RepoOf(url string, h Host) (repo string, ok bool) {
 	}
 	rest = strings.TrimSuffix(strings.TrimSuffix(rest, "/"), ".git")
 	owner, name, found := strings.Cut(rest, "/")
-	if !found || owner == "" || name == "" || strings.Contains(name, "/") {
+	if !found || !validName.MatchString(owner) || !validName.MatchString(name) || owner == "." || owner == ".." || name == "." || name == ".." {
 		return "", false
 	}
 	return owner + "/" + name, true
 }
+
+// validName is what GitHub allows in an owner's or a repository's name.
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
 // parseDuration reads a Kubernetes duration ("10m", "1h30m"); zero when
 // absent or malformed.

@@ -42,6 +42,9 @@ func TestRepoOfReadsEveryURLFormReconcilersAccept(t *testing.T) {
 		{"https://github.com/acme/gitops/tree/main", "github.com", ""},
 		{"oci://ghcr.io/acme/manifests", "github.com", ""},
 		{"acme/gitops", "github.com", ""},
+		{"https://github.com/../..", "github.com", ""},
+		{"https://github.com/acme/git%2fops", "github.com", ""},
+		{"https://github.com/acme/gitops?x=1", "github.com", ""},
 	} {
 		got, ok := RepoOf(tc.url, tc.host)
 		if got != tc.want || ok != (tc.want != "") {

@@ -119,11 +119,13 @@ func hostileReport(s string) *drift.Report {
 		},
 		Drift:      []drift.Change{{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionUpdate, Fields: []drift.Field{f}}},
 		OutOfScope: []drift.Change{{APIVersion: s, Kind: s, Namespace: s, Name: s, Action: drift.Action(s), Note: s}},
+		Notes:      []string{s},
 	}
 	git := t
 	git.LiveError = s
 	git.PR = t.Changes
-	return &drift.Report{Targets: []drift.Target{t, git}, Errors: []string{s}}
+	return &drift.Report{Targets: []drift.Target{t, git}, Errors: []string{s},
+		NotRendered: []drift.NotRendered{{Source: s, Cluster: s, Path: s, Reason: s}}}
 }
 
 // hostilePlan puts s in every field of a drift plan that comes from Git or
