@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/driftback/driftback/render"
 )
 
@@ -209,6 +211,63 @@ func BenchmarkKubectlKustomize(b *testing.B) {
 				elapsed += time.Since(start)
 			}
 			b.ReportMetric(float64(benchOverlays*benchObjectsPerOverlay*b.N)/elapsed.Seconds(), "objects/s")
+		})
+	}
+}
+
+// BenchmarkFluxBuild measures what building a target as kustomize-controller
+// does costs over plain kustomize, the way serve renders a target (one
+// overlay per render): Flux's generator on a skeleton of the directory, the
+// build with files loadable from the whole repository, then postBuild
+// substitution, commonMetadata and owner labels. Cold cache, 20 overlays of
+// the benchmark repository.
+func BenchmarkFluxBuild(b *testing.B) {
+	repo, first, _ := benchRepo(b)
+	overlays := benchOverlayList()[:20]
+	tree, err := render.GitTree(repo.repo, first)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ks := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+		"metadata": map[string]any{"name": "apps", "namespace": "flux-system"},
+		"spec": map[string]any{"targetNamespace": "shop", "images": []any{map[string]any{"name": "nginx", "newTag": "1.27"}},
+			"commonMetadata": map[string]any{"labels": map[string]any{"team": "shop"}},
+			"postBuild":      map[string]any{"substitute": map[string]any{"CLUSTER_NAME": "prod-eu-1"}}},
+	}}
+	vars := render.FluxVariables{Values: map[string]string{"CLUSTER_NAME": "prod-eu-1"}}
+	for _, flux := range []bool{false, true} {
+		name := "plain-kustomize"
+		if flux {
+			name = "as-kustomize-controller"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				r := render.New(render.Options{})
+				for _, o := range overlays {
+					t, opts := tree, render.BuildOptions{}
+					if flux {
+						if t, err = render.FluxTree(tree, o, ks); err != nil {
+							b.Fatal(err)
+						}
+						opts.LoadAnywhere = true
+					}
+					res, err := r.RenderWith(context.Background(), t, []string{o}, opts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					objs, err := res.Overlays[0].Objects()
+					if err != nil || res.Overlays[0].Err() != nil {
+						b.Fatal(err, res.Overlays[0].Err())
+					}
+					if flux {
+						if _, err := render.FluxFinish(objs, ks, vars); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N*len(overlays)), "ms/overlay")
 		})
 	}
 }

@@ -84,3 +84,27 @@ func TestDriftPlanNamesTheAutoscaler(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcilerNotesAndUnrenderedSources: a suspended reconciler is said
+// under its target's heading, and a source that cannot be rendered is listed
+// with why, its names escaped.
+func TestReconcilerNotesAndUnrenderedSources(t *testing.T) {
+	r := &drift.Report{
+		Targets: []drift.Target{{Name: "prod/flux-system/apps", Path: "apps", Cluster: "prod",
+			Notes: []string{"the Kustomization is suspended (spec.suspend): merging changes nothing on this cluster until reconciliation resumes"}}},
+		NotRendered: []drift.NotRendered{{Source: "Application argocd/`x`<b>", Cluster: "prod", Path: "charts/cache", Reason: "it is a Helm source"}},
+	}
+	body := strings.Join(Comment(r, CommentOptions{}), "\n")
+	for _, s := range []string{
+		"### `prod/flux-system/apps` (`apps`) on cluster `prod`\n\n> ℹ️ the Kustomization is suspended (spec.suspend): merging changes nothing on this cluster until reconciliation resumes",
+		"### Not rendered",
+		"(`charts/cache`) on cluster `prod`: not rendered: it is a Helm source",
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+	if !strings.Contains(body, "- ``Application argocd/`x`<b>`` (") || strings.Count(body, "<b>") != 1 {
+		t.Errorf("a source's name reaches the comment outside a code span:\n%s", body)
+	}
+}
