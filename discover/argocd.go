@@ -41,7 +41,7 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 	if app.GetNamespace() != argoNS {
 		instance = app.GetNamespace() + "_" + app.GetName()
 	}
-	f.Tracking = drift.Tracking{ArgoCDApp: instance, ArgoCDInstanceLabel: s.ArgoCDInstanceLabel}
+	f.Tracking = drift.Tracking{ArgoCDApp: instance, ArgoCDInstanceLabel: s.ArgoCDInstanceLabel, ArgoCDTrackingMethod: s.ArgoCDTrackingMethod}
 	f.Cluster, f.Notes = destination(str("spec", "destination", "server"), str("spec", "destination", "name"), s)
 
 	if automated, ok, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy", "automated"); ok && automated != nil {

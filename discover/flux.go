@@ -36,6 +36,9 @@ type Settings struct {
 	// ArgoCDInstanceLabel is the label Argo CD tracks with
 	// (application.instanceLabelKey; default app.kubernetes.io/instance).
 	ArgoCDInstanceLabel string
+	// ArgoCDTrackingMethod is application.resourceTrackingMethod; empty
+	// matches both the label and the annotation.
+	ArgoCDTrackingMethod string
 }
 
 // FromFlux derives the target of a Flux Kustomization; sources are the

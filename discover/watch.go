@@ -262,6 +262,12 @@ func (w *Watcher) readArgoSettings(ctx context.Context) {
 	if w.opts.Settings.ArgoCDInstanceLabel == "" {
 		w.settings.ArgoCDInstanceLabel = cm.Data["application.instanceLabelKey"]
 	}
+	if w.opts.Settings.ArgoCDTrackingMethod == "" {
+		switch m := cm.Data["application.resourceTrackingMethod"]; m {
+		case "label", "annotation", "annotation+label":
+			w.settings.ArgoCDTrackingMethod = m
+		}
+	}
 }
 
 // rebuild derives the targets from the informers' caches and signals a change.

@@ -94,7 +94,12 @@ func applyAll(t *testing.T, env *kubetest.Env, y string) {
 func TestWatcherFollowsFluxAndArgoCD(t *testing.T) {
 	env := kubetest.New(t)
 	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs...)
-	applyAll(t, env, reconcilerObjects)
+	applyAll(t, env, reconcilerObjects+`---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: argocd-cm, namespace: NS}
+data: {application.instanceLabelKey: argocd.example.com/app, application.resourceTrackingMethod: annotation}
+`)
 	w, err := discover.NewWatcher(env.Config, discover.Options{Flux: true, ArgoCD: true, Namespaces: []string{env.Namespace},
 		Settings: discover.Settings{On: "prod", Host: "github.com", ArgoCDNamespace: env.Namespace}})
 	if err != nil {
@@ -117,7 +122,7 @@ func TestWatcherFollowsFluxAndArgoCD(t *testing.T) {
 	}
 	shop := byObject["Application "+ns+"/shop"]
 	if shop == nil || shop.Repo != "acme/gitops" || shop.Path != "apps/shop" || shop.Cluster != "prod" || !shop.Prune ||
-		shop.Kustomize == nil || len(shop.Kustomize.Images) != 1 || len(shop.Ignore) != 1 || shop.Tracking.ArgoCDApp != "shop" {
+		shop.Kustomize == nil || len(shop.Kustomize.Images) != 1 || len(shop.Ignore) != 1 || shop.Tracking != (drift.Tracking{ArgoCDApp: "shop", ArgoCDInstanceLabel: "argocd.example.com/app", ArgoCDTrackingMethod: "annotation"}) {
 		t.Errorf("Argo CD Application with kustomize images and ignoreDifferences: %+v", shop)
 	}
 	if redis := byObject["Application "+ns+"/redis"]; redis == nil || !strings.Contains(redis.NotRendered, "Helm chart redis") {

@@ -19,6 +19,10 @@ type Tracking struct {
 	// ArgoCDInstanceLabel is the label Argo CD tracks with when its
 	// application.instanceLabelKey is not the default app.kubernetes.io/instance.
 	ArgoCDInstanceLabel string `json:"argocdInstanceLabel,omitempty" yaml:"argocdInstanceLabel,omitempty"`
+	// ArgoCDTrackingMethod is Argo CD's application.resourceTrackingMethod:
+	// "label", "annotation" or "annotation+label"; empty matches either,
+	// as Argo CD's default changed between releases.
+	ArgoCDTrackingMethod string `json:"argocdTrackingMethod,omitempty" yaml:"argocdTrackingMethod,omitempty"`
 	// FluxName and FluxNamespace name a Flux Kustomization: objects labelled
 	// kustomize.toolkit.fluxcd.io/name and /namespace with them.
 	FluxName      string `json:"fluxName,omitempty" yaml:"fluxName,omitempty"`
@@ -37,7 +41,7 @@ const (
 
 func (t Tracking) selectors() ([]labels.Selector, error) {
 	var out []labels.Selector
-	if t.ArgoCDApp != "" {
+	if t.ArgoCDApp != "" && t.ArgoCDTrackingMethod != "annotation" && t.ArgoCDTrackingMethod != "annotation+label" {
 		key := t.ArgoCDInstanceLabel
 		if key == "" {
 			key = "app.kubernetes.io/instance"
@@ -63,7 +67,7 @@ func (t Tracking) selectors() ([]labels.Selector, error) {
 
 // tracked reports whether a live object carries the Argo CD tracking annotation.
 func (t Tracking) annotated(o *unstructured.Unstructured) bool {
-	return t.ArgoCDApp != "" && strings.HasPrefix(o.GetAnnotations()[argoTrackingID], t.ArgoCDApp+":")
+	return t.ArgoCDApp != "" && t.ArgoCDTrackingMethod != "label" && strings.HasPrefix(o.GetAnnotations()[argoTrackingID], t.ArgoCDApp+":")
 }
 
 // keptBy names the annotation that keeps o in place when a sync would prune it.
@@ -153,7 +157,7 @@ func (c *comparer) trackedObjects(base []*unstructured.Unstructured) ([]*unstruc
 			add(objs)
 		}
 	}
-	if c.opts.Tracking.ArgoCDApp != "" {
+	if c.opts.Tracking.ArgoCDApp != "" && c.opts.Tracking.ArgoCDTrackingMethod != "label" {
 		baseKinds := map[string]bool{}
 		for _, b := range base {
 			gk := b.GroupVersionKind().GroupKind()
