@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -22,6 +24,9 @@ type built struct {
 	problems []string
 	// absent says the tree has nothing at the target's path.
 	absent bool
+	// secretObjects are the objects, by substitutedKey, whose source uses a
+	// variable that came from a Secret.
+	secretObjects map[string]bool
 }
 
 // buildTarget renders t at tree as its reconciler builds it: plain
@@ -42,10 +47,9 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 			return built{problems: []string{err.Error()}}
 		}
 		tree, opts.LoadAnywhere = ft, true
+	case f != nil && f.Reconciler == discover.ReconcilerArgoCD && !tree.HasKustomization(t.Path):
+		return built{absent: true}
 	case f != nil && f.Kustomize != nil:
-		if !tree.HasKustomization(t.Path) {
-			return built{absent: true}
-		}
 		at, err := render.ArgoCDTree(tree, t.Path, argoOptions(f.Kustomize))
 		if err != nil {
 			return built{problems: []string{err.Error()}}
@@ -76,14 +80,65 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 			ks = ks.DeepCopy()
 			unstructured.RemoveNestedField(ks.Object, "spec", "postBuild")
 		}
+		uses := usesVariables(objs, vars.secretNames)
 		if objs, err = render.FluxFinish(objs, ks, vars.FluxVariables); err != nil {
 			b.problems = append(b.problems, err.Error())
 			return b
+		}
+		for i, o := range objs {
+			if uses[i] {
+				if b.secretObjects == nil {
+					b.secretObjects = map[string]bool{}
+				}
+				b.secretObjects[substitutedKey(o.GetKind(), o.GetName())] = true
+			}
 		}
 		objs = withoutFluxIgnored(objs)
 	}
 	b.objs = objs
 	return b
+}
+
+// reconcilerOptions are what a target's reconciler changes in the
+// comparison: with prune off it deletes nothing that leaves Git, and an Argo
+// CD Application puts objects without a namespace in its destination's.
+func reconcilerOptions(t Target) (noPrune, defaultNamespace string) {
+	f := t.found
+	if f == nil {
+		return "", ""
+	}
+	if !f.Prune {
+		noPrune = "prune is off for " + f.Object + ": the reconciler leaves it in place"
+	}
+	return noPrune, f.DestinationNamespace
+}
+
+// fluxBuildFields are the Kustomization fields that make its build differ
+// from plain kustomize.
+var fluxBuildFields = []string{"targetNamespace", "namePrefix", "nameSuffix", "patches", "patchesStrategicMerge",
+	"patchesJson6902", "images", "components", "postBuild", "commonMetadata"}
+
+// writeBackable says whether the drift loop can write a live change back
+// into the target's sources: the write-back maps rendered fields to the
+// files plain kustomize built them from, so a target its reconciler builds
+// otherwise (Flux's patches or variables, Argo CD's options) is compared but
+// its drift is not proposed, lest a value substituted from a variable (a
+// Secret's, say) be written into Git over the variable.
+func writeBackable(t Target) (bool, string) {
+	f := t.found
+	switch {
+	case f == nil:
+		return true, ""
+	case f.Flux != nil:
+		for _, field := range fluxBuildFields {
+			if _, ok := f.Flux.Object["spec"].(map[string]any)[field]; ok {
+				return false, "its Kustomization sets spec." + field + ", which drift pull requests cannot write back"
+			}
+		}
+	case f.Kustomize != nil:
+		return false, "its Application sets kustomize options, which drift pull requests cannot write back"
+	}
+	return true, ""
 }
 
 // withoutFluxIgnored drops the objects kustomize-controller never applies.
@@ -138,6 +193,8 @@ type fluxVars struct {
 	skip bool
 	// note says why, for the comment.
 	note string
+	// secretNames are the variables that came from Secrets.
+	secretNames []string
 }
 
 // fluxVariables reads a Flux target's postBuild variables from the cluster
@@ -153,7 +210,7 @@ func (a *App) fluxVariables(ctx context.Context, t Target, live bool) fluxVars {
 	}
 	from, _, _ := unstructured.NestedSlice(f.Flux.Object, "spec", "postBuild", "substituteFrom")
 	inline, _, _ := unstructured.NestedStringMap(f.Flux.Object, "spec", "postBuild", "substitute")
-	v := fluxVars{FluxVariables: render.FluxVariables{Values: map[string]string{}}}
+	v := fluxVars{FluxVariables: render.FluxVariables{Values: map[string]string{}, Lenient: f.LenientSubstitution}}
 	if len(from) > 0 {
 		if !live {
 			return fluxVars{skip: true, note: "postBuild variables are not substituted on this pull request: they come from ConfigMaps and Secrets in the cluster, which a fork's pull request does not read"}
@@ -162,8 +219,9 @@ func (a *App) fluxVariables(ctx context.Context, t Target, live bool) fluxVars {
 		var loaded map[string]string
 		if err == nil {
 			collect := fluxkustomize.ContextWithSecretVarsCollector(ctx, func(m map[string]string) {
-				for _, s := range m {
+				for name, s := range m {
 					v.Hidden = append(v.Hidden, s)
+					v.secretNames = append(v.secretNames, name)
 				}
 			})
 			loaded, err = fluxkustomize.LoadVariables(collect, c, *f.Flux)
@@ -181,6 +239,64 @@ func (a *App) fluxVariables(ctx context.Context, t Target, live bool) fluxVars {
 	// Longest first, so a value that contains another is hidden whole.
 	sort.Slice(v.Hidden, func(i, j int) bool { return len(v.Hidden[i]) > len(v.Hidden[j]) })
 	return v
+}
+
+// usesVariables says, for each object, whether its source refers to one of
+// the variables, in any form envsubst reads ($NAME, ${NAME}, ${NAME:-x},
+// ${NAME^^}, …): a value derived from a Secret can be shown transformed, so
+// such objects are hidden whole rather than searched for the value.
+func usesVariables(objs []*unstructured.Unstructured, names []string) []bool {
+	out := make([]bool, len(objs))
+	if len(names) == 0 {
+		return out
+	}
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = regexp.QuoteMeta(n)
+	}
+	re := regexp.MustCompile(`\$\{?(` + strings.Join(quoted, "|") + `)([^A-Za-z0-9_]|$)`)
+	for i, o := range objs {
+		b, err := json.Marshal(o.Object)
+		out[i] = err != nil || re.Match(b)
+	}
+	return out
+}
+
+// substitutedKey identifies an object for hiding: kind and name, any
+// namespace, so a defaulted namespace cannot make one slip through.
+func substitutedKey(kind, name string) string { return kind + "\x00" + name }
+
+// secretHidden stands for every value of an object that uses a Secret's
+// variable.
+const secretHidden = "(hidden: substituted from a Secret)"
+
+// hideSubstituted hides every value of the objects whose source uses a
+// variable from a Secret: field values, and the manifest of a created or
+// deleted one.
+func hideSubstituted(t *drift.Target, objects map[string]bool) {
+	if len(objects) == 0 {
+		return
+	}
+	for _, list := range [][]drift.Change{t.Changes, t.Drift, t.PR, t.OutOfScope} {
+		for i := range list {
+			c := &list[i]
+			if !objects[substitutedKey(c.Kind, c.Name)] {
+				continue
+			}
+			for j := range c.Fields {
+				f := &c.Fields[j]
+				for _, v := range []*any{&f.Live, &f.Desired, &f.Base} {
+					if *v != nil {
+						*v = secretHidden
+					}
+				}
+				f.Hidden = true
+			}
+			if c.Manifest != "" {
+				c.Manifest = secretHidden
+			}
+		}
+	}
 }
 
 // kubeClient is a controller-runtime client of a cluster, for the

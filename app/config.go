@@ -369,6 +369,7 @@ var knownDangers = map[drift.DangerReason]bool{
 	drift.DangerCRDRemoval: true, drift.DangerNamespaceRemoval: true, drift.DangerPVCRemoval: true,
 	drift.DangerPVRemoval: true, drift.DangerStatefulSetPVC: true, drift.DangerImmutableField: true,
 	drift.DangerRBACEscalation: true, drift.DangerAutoscaledReplicas: true,
+	drift.DangerRestoreNotRollback: true, drift.DangerRollbackAcrossJob: true,
 }
 
 func (c *Config) validate() error {
@@ -386,6 +387,9 @@ func (c *Config) validate() error {
 		if d := cl.Discover; d != nil {
 			if !d.Flux && !d.ArgoCD {
 				errs = append(errs, fmt.Sprintf("clusters.%s.discover: neither flux nor argocd is true", name))
+			}
+			if d.FluxSubstitution != "" && d.FluxSubstitution != "strict" && d.FluxSubstitution != "lenient" {
+				errs = append(errs, fmt.Sprintf("clusters.%s.discover.fluxSubstitution: %q is neither strict nor lenient", name, d.FluxSubstitution))
 			}
 			for dest, to := range d.Destinations {
 				if _, ok := c.Clusters[to]; !ok {

@@ -22,8 +22,14 @@ kind: ConfigMap
 metadata: {name: settings}
 data:
   cluster: "${CLUSTER_NAME}"
-  password: "${DB_PASSWORD}"
   mode: normal
+`,
+	"fleet/apps/db.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata: {name: db}
+data:
+  dsn: "postgres://app:${DB_PASSWORD}@db.internal/shop"
+  loud: "${DB_PASSWORD^^}"
 `,
 	"fleet/shop/kustomization.yaml": "resources: [web.yaml]\n",
 	"fleet/shop/web.yaml":           "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop, namespace: NS}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: shop}}\n  template:\n    metadata: {labels: {app: shop}}\n    spec:\n      containers: [{name: web, image: 'web:1.0.0'}]\n",
@@ -49,6 +55,7 @@ func TestDiscoveredTargetsEndToEnd(t *testing.T) {
 		c.Clusters["test"] = cl
 	})
 	w.logs.secret(dbPassword)
+	w.logs.secret(strings.ToUpper(dbPassword))
 	ns := w.env.Namespace
 	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs...)
 	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns}
@@ -89,7 +96,14 @@ metadata:
   name: settings
   namespace: NS
   labels: {kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: NS}
-data: {cluster: prod-eu-1, password: ` + dbPassword + `, mode: normal}`)
+data: {cluster: prod-eu-1, mode: normal}`)
+	w.apply(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: db
+  namespace: NS
+  labels: {kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: NS}
+data: {dsn: "postgres://app:` + dbPassword + `@db.internal/shop", loud: ` + strings.ToUpper(dbPassword) + `}`)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -97,7 +111,10 @@ data: {cluster: prod-eu-1, password: ` + dbPassword + `, mode: normal}`)
 	go w.srv.App.targets.run(ctx)
 
 	base := w.commit(plumbing.ZeroHash, fleetFiles)
-	head := w.commit(base, map[string]any{"fleet/apps/settings.yaml": strings.Replace(fleetFiles["fleet/apps/settings.yaml"].(string), "mode: normal", "mode: fast", 1)})
+	head := w.commit(base, map[string]any{
+		"fleet/apps/settings.yaml": strings.Replace(fleetFiles["fleet/apps/settings.yaml"].(string), "mode: normal", "mode: fast", 1),
+		"fleet/apps/db.yaml":       strings.Replace(fleetFiles["fleet/apps/db.yaml"].(string), "db.internal", "db2.internal", 1),
+	})
 	w.openPR(1, base, head, nil)
 	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
 		t.Fatalf("opened: %d", code)
@@ -109,12 +126,13 @@ data: {cluster: prod-eu-1, password: ` + dbPassword + `, mode: normal}`)
 	}
 	body := w.gh.Comments(fullName, 1)[0].Body
 	for _, s := range []string{"### `" + apps + "` (`fleet/apps`) on cluster `test`", "ConfigMap/" + ns + "/settings",
-		"changed by this PR `.data.mode`: Git `\"normal\"` → `\"fast\"`"} {
+		"changed by this PR `.data.mode`: Git `\"normal\"` → `\"fast\"`",
+		"ConfigMap/" + ns + "/db", "changed by this PR `.data.dsn`: Git `(value hidden)` → `(value hidden)`"} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
 		}
 	}
-	for _, s := range []string{".data.cluster", ".data.password", "${CLUSTER_NAME}", dbPassword} {
+	for _, s := range []string{".data.cluster", ".data.loud", "${CLUSTER_NAME}", dbPassword, strings.ToUpper(dbPassword), "db2.internal"} {
 		if strings.Contains(body, s) {
 			t.Errorf("the comment says %q: substituted values are what Flux applies, not changes:\n%s", s, body)
 		}
@@ -141,13 +159,13 @@ spec:
 kind: Application
 metadata: {name: cache, namespace: NS}
 spec:
-  source: {repoURL: 'https://` + hostname + `/acme/gitops', path: fleet/chart, helm: {releaseName: cache}}
+  source: {repoURL: 'https://` + hostname + `/acme/gitops', path: fleet/chart}
   destination: {server: https://kubernetes.default.svc}
   syncPolicy: {automated: {}}`)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		targets, skipped := w.srv.App.targetsOf(fullName)
-		if len(targets) == 2 && len(skipped) == 1 {
+		if len(targets) == 3 && len(skipped) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -170,7 +188,7 @@ spec:
 	}
 	body = w.gh.Comments(fullName, 2)[0].Body
 	for _, s := range []string{"### `" + shop + "` (`fleet/shop`) on cluster `test`", "Deployment/" + ns + "/shop",
-		"registry.example.com/web:2.0.0", "### Not rendered", "`Application " + ns + "/cache` (`fleet/chart`) on cluster `test`: not rendered: it is a Helm source"} {
+		"registry.example.com/web:2.0.0", "### Not rendered", "`Application " + ns + "/cache` (`fleet/chart`) on cluster `test`: not rendered: Argo CD renders it as a Helm chart (Chart.yaml)"} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
 		}

@@ -129,10 +129,11 @@ func (d *DriftLoop) Clusters() []string {
 			add(t.Cluster)
 		}
 	}
-	for _, name := range d.app.targets.discovering() {
-		add(name)
-		for _, to := range d.app.cfg.Clusters[name].Discover.Destinations {
-			add(to)
+	// Discovery may name any cluster of app.yml (an Argo CD destination
+	// named after it), so with discovery every cluster has a loop.
+	if len(d.app.targets.discovering()) > 0 {
+		for name := range d.app.cfg.Clusters {
+			add(name)
 		}
 	}
 	sort.Strings(out)
@@ -419,6 +420,10 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 		return 0, err
 	}
 	info := st.info
+	if ok, why := writeBackable(t); !ok {
+		log.Debug("drift is not proposed for this target", "why", why)
+		return 0, nil
+	}
 	if t.Branch != "" && t.Branch != info.GetDefaultBranch() {
 		log.Debug("the target follows another branch than the default; its drift is not proposed", "branch", t.Branch)
 		return 0, nil
@@ -444,6 +449,10 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	tree, err := render.GitTree(repo, st.head)
 	if err != nil {
 		return 0, err
+	}
+	if t.found != nil && t.found.Flux != nil && !tree.HasKustomization(t.Path) {
+		log.Debug("drift is not proposed for a plain directory Flux generates a kustomization for")
+		return 0, nil
 	}
 	start := time.Now()
 	vars := a.fluxVariables(ctx, t, true)
@@ -472,6 +481,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 		opts.Ignore = append(append([]drift.IgnoreRule{}, opts.Ignore...), fluxIfNotPresent(desired)...)
 	}
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
+	opts.NoPrune, opts.DefaultNamespace = reconcilerOptions(t)
 	target, err := drift.Compare(ctx, w, drift.Input{Path: t.Path, Head: desired}, opts)
 	if err != nil {
 		return 0, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -146,6 +147,7 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 
 	var problems []string
 	a.targets.waitSynced(ctx, 30*time.Second)
+	problems = append(problems, a.targets.problems()...)
 	targets, unrenderable := a.targetsOf(fullName)
 	if content, err := readDefaultBranchFile(repo, defaultBranch, RepoConfigPath); err == nil && content != nil {
 		if targets, err = refine(targets, content); err != nil {
@@ -184,12 +186,25 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 		labels[l.GetName()] = true
 	}
 
-	rep := &drift.Report{Targets: []drift.Target{}, Errors: problems, NotRendered: notRendered(touched(unrenderable, changed))}
+	rep := &drift.Report{Targets: []drift.Target{}}
 	// Checks keep the order of the targets.
 	checks := make([]CheckResult, len(targets))
 	var work []*targetWork
 	var at []int
 	for i, t := range targets {
+		if f := t.found; f != nil && f.Reconciler == discover.ReconcilerArgoCD && !base.HasKustomization(t.Path) && !head.HasKustomization(t.Path) &&
+			(base.HasDir(t.Path) || head.HasDir(t.Path)) {
+			// Argo CD builds a directory without a kustomization as Helm
+			// (a Chart.yaml) or as plain manifests: not rendered, and said.
+			dup := *f
+			dup.NotRendered = "Argo CD applies it as a plain directory of manifests"
+			if head.Has(path.Join(t.Path, "Chart.yaml")) || base.Has(path.Join(t.Path, "Chart.yaml")) {
+				dup.NotRendered = "Argo CD renders it as a Helm chart (Chart.yaml)"
+			}
+			unrenderable = append(unrenderable, &dup)
+			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", unaffected: true}
+			continue
+		}
 		if !affects(t, pr.GetBase().GetRef(), base, head, changed) {
 			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", unaffected: true}
 			continue
@@ -204,6 +219,7 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 		work = append(work, w)
 		at = append(at, i)
 	}
+	rep.Errors, rep.NotRendered = problems, notRendered(touched(unrenderable, changed))
 	readers := a.snapshots(ctx, work)
 	for j, w := range work {
 		target, check := a.compareTarget(ctx, w, readers[w.t.Cluster], labels)
@@ -405,6 +421,9 @@ type targetWork struct {
 	notes []string
 	// hidden are values substituted from Secrets, never shown.
 	hidden []string
+	// secretObjects are the objects (by kind and name) whose Git source
+	// uses a variable from a Secret: none of their values is shown.
+	secretObjects map[string]bool
 	// defaults is the default branch's render of the target, which bounds
 	// its scope; scope is set when the cluster is read.
 	defaults []*unstructured.Unstructured
@@ -445,6 +464,12 @@ func (a *App) renderTarget(ctx context.Context, t Target, base, head *render.Tre
 			a.metrics.render(time.Since(start))
 		}
 		w.problems = append(w.problems, b.problems...)
+		for k := range b.secretObjects {
+			if w.secretObjects == nil {
+				w.secretObjects = map[string]bool{}
+			}
+			w.secretObjects[k] = true
+		}
 		return b.objs
 	}
 	// An overlay new in this pull request has an empty base: everything in it
@@ -484,7 +509,41 @@ func affects(t Target, branch string, base, head *render.Tree, changed []string)
 		// under it counts.
 		return len(touched([]*discover.Found{{Path: t.Path}}, changed)) > 0
 	}
+	// What the reconciler builds reads more than the kustomization says (a
+	// Kustomization's or an Application's components): its closure counts.
+	if b, h, ok := reconcilerTrees(t, base, head); ok {
+		base, head = b, h
+	}
 	return len(render.Affected(base, head, []string{t.Path}, changed)) > 0
+}
+
+// reconcilerTrees are the trees a target's reconciler builds, for finding
+// what a change affects; ok is false for plain kustomize or when either
+// cannot be built (the plain trees then decide).
+func reconcilerTrees(t Target, base, head *render.Tree) (*render.Tree, *render.Tree, bool) {
+	f := t.found
+	build := func(tree *render.Tree) (*render.Tree, error) {
+		switch {
+		case !tree.HasKustomization(t.Path):
+			return tree, nil
+		case f.Flux != nil:
+			return render.FluxTree(tree, t.Path, f.Flux)
+		default:
+			return render.ArgoCDTree(tree, t.Path, argoOptions(f.Kustomize))
+		}
+	}
+	if f == nil || (f.Flux == nil && f.Kustomize == nil) {
+		return nil, nil, false
+	}
+	b, err := build(base)
+	if err != nil {
+		return nil, nil, false
+	}
+	h, err := build(head)
+	if err != nil {
+		return nil, nil, false
+	}
+	return b, h, true
 }
 
 // touched are the sources with a changed file under their path.
@@ -566,6 +625,7 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 		check.Conclusion, check.Title = "failure", "The overlay does not render"
 		check.Summary = report.RenderProblemsSummary(renderProblems)
 		target := drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: renderProblems, Notes: w.notes}
+		hideSubstituted(&target, w.secretObjects)
 		redact(&target, w.hidden)
 		redact(&check, w.hidden)
 		return target, check
@@ -580,6 +640,7 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 
 	opts := drift.DefaultOptions()
 	opts.Ignore = append(append([]drift.IgnoreRule{}, t.Policy.Ignore...), w.ignore...)
+	opts.NoPrune, opts.DefaultNamespace = reconcilerOptions(t)
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
 	opts.Tracking = t.Tracking
 	opts.Scope = w.scope
@@ -621,6 +682,10 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 		target.LiveError = liveErr
 	}
 	target.Cluster, target.Name = t.Cluster, t.Name
+	// Before any summary is written from it: values substituted from
+	// Secrets are never shown.
+	hideSubstituted(target, w.secretObjects)
+	redact(target, w.hidden)
 	check.Summary, check.Text = report.CheckSummary(target), ""
 
 	dangers := target.Dangers()

@@ -76,6 +76,9 @@ func ListTargets(ctx context.Context, cfg *Config) (*TargetList, error) {
 			case f.Kustomize != nil:
 				info.Build = "argocd"
 			}
+			if ok, why := writeBackable(t); !ok {
+				info.Codify = "off (" + why + ")"
+			}
 			if f.SelfHeal {
 				info.Codify = "off (the reconciler self-heals)"
 			}

@@ -28,6 +28,11 @@ type Discover struct {
 	// ArgoCDNamespace is Argo CD's own namespace, where argocd-cm lives
 	// (default "argocd").
 	ArgoCDNamespace string `yaml:"argocdNamespace"`
+	// FluxSubstitution is how kustomize-controller substitutes postBuild
+	// variables: "strict" (the default since Flux 2.9: a variable without a
+	// value or default fails the build) or "lenient" (earlier releases, or
+	// the StrictPostBuildSubstitutions feature gate off: it becomes empty).
+	FluxSubstitution string `yaml:"fluxSubstitution"`
 	// Destinations map an Argo CD destination (its name or server URL) to
 	// a key of clusters; "https://kubernetes.default.svc" and "in-cluster"
 	// are the cluster discovered on, and a destination name equal to a key
@@ -67,6 +72,7 @@ func (s *targetSource) settings(cluster string) discover.Settings {
 	return discover.Settings{
 		On: cluster, Host: discover.HostOf(s.cfg.GitHub.APIURL), Clusters: names,
 		Destinations: d.Destinations, ArgoCDNamespace: d.ArgoCDNamespace,
+		FluxLenientSubstitution: d.FluxSubstitution == "lenient",
 	}
 }
 
@@ -191,6 +197,25 @@ func (s *targetSource) waitSynced(ctx context.Context, bound time.Duration) {
 	}
 }
 
+// problems are what discovery cannot read, for a pull request's comment:
+// a target it would find is missing from it.
+func (s *targetSource) problems() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, name := range s.discovering() {
+		w := s.watchers[name]
+		if w == nil || !w.Synced() {
+			out = append(out, fmt.Sprintf("discovery on cluster %s has not read its reconcilers: targets it would find are missing from this comparison", name))
+			continue
+		}
+		for _, p := range w.Problems() {
+			out = append(out, fmt.Sprintf("discovery on cluster %s: %s", name, p))
+		}
+	}
+	return out
+}
+
 func (s *targetSource) setOnChange(fn func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -282,6 +307,15 @@ func mergeTargets(cfg *Config, found []*discover.Found) ([]Target, []*discover.F
 			continue
 		}
 		if i, ok := byKey[f.Key()]; ok {
+			if other := out[i].found; other != nil {
+				// Two reconciler objects apply one path to one cluster
+				// (with different variables, say): the first is compared;
+				// the second is said, not merged into it.
+				dup := *f
+				dup.NotRendered = fmt.Sprintf("it applies the same repository, path and cluster as %s, which is the one compared", other.Object)
+				skipped = append(skipped, &dup)
+				continue
+			}
 			out[i] = withFound(out[i], f)
 			continue
 		}

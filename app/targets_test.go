@@ -56,7 +56,9 @@ func TestDiscoveredAndConfiguredTargetsMerge(t *testing.T) {
 	helm := &discover.Found{Object: "Application argocd/cache", On: "prod", Repo: "acme/gitops", Path: "charts/cache", NotRendered: "it is a Helm source"}
 	chartRepo := &discover.Found{Object: "Application argocd/redis", On: "prod", NotRendered: "it installs the Helm chart redis"}
 
-	targets, skipped := mergeTargets(cfg, []*discover.Found{shop, tenant, billing, helm, chartRepo})
+	twin := &discover.Found{Object: "Kustomization flux-system/billing-eu", Namespace: "flux-system", Name: "billing-eu", On: "prod", Repo: "acme/gitops",
+		Path: "apps/billing", Cluster: "prod"}
+	targets, skipped := mergeTargets(cfg, []*discover.Found{shop, tenant, billing, helm, chartRepo, twin})
 	byName := map[string]Target{}
 	for _, tg := range targets {
 		byName[tg.Name] = tg
@@ -74,7 +76,10 @@ func TestDiscoveredAndConfiguredTargetsMerge(t *testing.T) {
 	if b.found != billing || b.fromConfig || b.Policy.Codify != CodifyManual || b.Policy.QuietPeriod != DefaultQuietPeriod || b.describe() != "Kustomization flux-system/billing on cluster prod" {
 		t.Errorf("a discovered target of its own: %+v", b)
 	}
-	if diff := cmp.Diff([]*discover.Found{helm, chartRepo}, skipped); diff != "" {
+	if len(skipped) != 3 || skipped[2].Object != twin.Object || !strings.Contains(skipped[2].NotRendered, "same repository, path and cluster as Kustomization flux-system/billing") || twin.NotRendered != "" {
+		t.Errorf("a second object applying the same path is said, not merged: %+v", skipped[len(skipped)-1])
+	}
+	if diff := cmp.Diff([]*discover.Found{helm, chartRepo}, skipped[:2]); diff != "" {
 		t.Errorf("unrenderable sources (-want +got)\n%s", diff)
 	}
 	var watched []string

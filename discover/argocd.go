@@ -43,6 +43,7 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 	}
 	f.Tracking = drift.Tracking{ArgoCDApp: instance, ArgoCDInstanceLabel: s.ArgoCDInstanceLabel, ArgoCDTrackingMethod: s.ArgoCDTrackingMethod}
 	f.Cluster, f.Notes = destination(str("spec", "destination", "server"), str("spec", "destination", "name"), s)
+	f.DestinationNamespace = str("spec", "destination", "namespace")
 
 	if automated, ok, _ := unstructured.NestedMap(app.Object, "spec", "syncPolicy", "automated"); ok && automated != nil {
 		enabled, set, _ := unstructured.NestedBool(automated, "enabled")

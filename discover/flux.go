@@ -2,6 +2,7 @@ package discover
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,6 +40,9 @@ type Settings struct {
 	// ArgoCDTrackingMethod is application.resourceTrackingMethod; empty
 	// matches both the label and the annotation.
 	ArgoCDTrackingMethod string
+	// FluxLenientSubstitution says kustomize-controller substitutes an
+	// unset variable with nothing rather than failing.
+	FluxLenientSubstitution bool
 }
 
 // FromFlux derives the target of a Flux Kustomization; sources are the
@@ -48,10 +52,11 @@ func FromFlux(ks *unstructured.Unstructured, sources map[string]*unstructured.Un
 		Reconciler: ReconcilerFlux,
 		Object:     objectName("Kustomization", ks.GetNamespace(), ks.GetName()),
 		Namespace:  ks.GetNamespace(), Name: ks.GetName(),
-		On:       s.On,
-		Cluster:  s.On,
-		Flux:     ks.DeepCopy(),
-		Tracking: drift.Tracking{FluxName: ks.GetName(), FluxNamespace: ks.GetNamespace()},
+		On:                  s.On,
+		Cluster:             s.On,
+		Flux:                ks.DeepCopy(),
+		LenientSubstitution: s.FluxLenientSubstitution,
+		Tracking:            drift.Tracking{FluxName: ks.GetName(), FluxNamespace: ks.GetNamespace()},
 	}
 	spec := func(fields ...string) string {
 		v, _, _ := unstructured.NestedString(ks.Object, append([]string{"spec"}, fields...)...)
@@ -101,6 +106,8 @@ func FromFlux(ks *unstructured.Unstructured, sources map[string]*unstructured.Un
 		return v
 	}
 	switch {
+	case strings.HasPrefix(ref("name"), "refs/heads/"):
+		f.Branch = strings.TrimPrefix(ref("name"), "refs/heads/")
 	case ref("name") != "":
 		f.NotRendered = "its GitRepository follows the Git reference " + ref("name") + ", not a branch"
 	case ref("commit") != "":
@@ -109,8 +116,12 @@ func FromFlux(ks *unstructured.Unstructured, sources map[string]*unstructured.Un
 		f.NotRendered = "its GitRepository follows tags matching " + ref("semver") + ", not a branch"
 	case ref("tag") != "":
 		f.NotRendered = "its GitRepository is pinned to tag " + ref("tag") + ": merging changes nothing it applies"
+	case ref("branch") != "":
+		f.Branch = ref("branch")
 	default:
-		f.Branch = ref("branch") // empty: the remote's HEAD, the default branch
+		// source-controller follows master when the GitRepository names
+		// no reference at all.
+		f.Branch = "master"
 	}
 	if suspend, _, _ := unstructured.NestedBool(src.Object, "spec", "suspend"); suspend && f.Suspended == "" {
 		f.Suspended = "its GitRepository " + ns + "/" + name + " is suspended: merging changes nothing on this cluster until it resumes"

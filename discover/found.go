@@ -7,6 +7,7 @@ package discover
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"regexp"
 	"sort"
@@ -69,9 +70,15 @@ type Found struct {
 	// NotRendered says why driftback cannot render this source (a Helm
 	// chart, an OCI artifact, several sources); empty when it can.
 	NotRendered string `json:"notRendered,omitempty"`
+	// LenientSubstitution says an unset postBuild variable becomes empty
+	// rather than failing the build.
+	LenientSubstitution bool `json:"lenientSubstitution,omitempty"`
 	// Flux is the Kustomization itself, which its build (patches, images,
 	// targetNamespace, …) and substitution read; nil for Argo CD.
 	Flux *unstructured.Unstructured `json:"-"`
+	// DestinationNamespace is where an Argo CD Application puts namespaced objects that
+	// name none (spec.destination.namespace).
+	DestinationNamespace string `json:"destinationNamespace,omitempty"`
 	// Kustomize is an Argo CD Application's kustomize options; nil when it
 	// has none or for Flux.
 	Kustomize *ArgoKustomize `json:"kustomize,omitempty"`
@@ -157,23 +164,25 @@ func HostOf(apiURL string) Host {
 // RepoOf returns owner/name for a Git URL on host h, in any of the forms
 // reconcilers accept: https://h/owner/name(.git), ssh://git@h(:port)/owner/name,
 // git@h:owner/name; ok is false for another host or another shape.
-func RepoOf(url string, h Host) (repo string, ok bool) {
-	u := strings.TrimSpace(url)
+func RepoOf(raw string, h Host) (repo string, ok bool) {
+	u := strings.TrimSpace(raw)
 	var host, rest string
 	switch {
 	case strings.HasPrefix(u, "https://"), strings.HasPrefix(u, "http://"), strings.HasPrefix(u, "ssh://"):
-		_, after, _ := strings.Cut(u, "://")
-		host, rest, _ = strings.Cut(after, "/")
-		if i := strings.LastIndex(host, "@"); i >= 0 {
-			host = host[i+1:] // user, or user:token
+		// Parsed as the fetchers parse it: a host hidden behind "?x@" or
+		// "#@" is the host they reach.
+		p, err := url.Parse(u)
+		if err != nil || p.RawQuery != "" || p.Fragment != "" || p.Opaque != "" {
+			return "", false
 		}
-		if i := strings.Index(host, ":"); i >= 0 {
-			host = host[:i] // port
-		}
+		host, rest = p.Hostname(), strings.TrimPrefix(p.Path, "/")
 	case strings.Contains(u, "@") && strings.Contains(u, ":") && !strings.Contains(u, "://"):
 		// scp-like: git@host:owner/name
 		at := strings.Index(u, "@")
 		host, rest, _ = strings.Cut(u[at+1:], ":")
+		if strings.ContainsAny(host, "/?#@") {
+			return "", false
+		}
 	default:
 		return "", false
 	}

@@ -43,6 +43,9 @@ func TestRepoOfReadsEveryURLFormReconcilersAccept(t *testing.T) {
 		{"oci://ghcr.io/acme/manifests", "github.com", ""},
 		{"acme/gitops", "github.com", ""},
 		{"https://github.com/../..", "github.com", ""},
+		{"https://evil.example?x@github.com/acme/gitops", "github.com", ""},
+		{"https://evil.example#@github.com/acme/gitops", "github.com", ""},
+		{"git@evil.example/x@github.com:acme/gitops", "github.com", ""},
 		{"https://github.com/acme/git%2fops", "github.com", ""},
 		{"https://github.com/acme/gitops?x=1", "github.com", ""},
 	} {
@@ -139,6 +142,7 @@ spec:
 		{name: "a semver range", ks: strings.ReplaceAll(base, "KIND", "GitRepository"), repo: strings.ReplaceAll(gitRepo, "branch: main", "semver: '>=1.0.0'"), want: "tags matching"},
 		{name: "a remote cluster", ks: strings.ReplaceAll(base, "KIND", "GitRepository") + "  kubeConfig: {secretRef: {name: remote-kubeconfig}}\n", repo: gitRepo, want: "remote cluster"},
 		{name: "a suspended Kustomization", ks: strings.ReplaceAll(base, "KIND", "GitRepository") + "  suspend: true\n", repo: gitRepo, suspended: "until reconciliation resumes"},
+		{name: "no reference: source-controller follows master", ks: strings.ReplaceAll(base, "KIND", "GitRepository"), repo: strings.ReplaceAll(gitRepo, "ref: {branch: main}", "")},
 		{name: "a suspended source", ks: strings.ReplaceAll(base, "KIND", "GitRepository"), repo: gitRepo + "  suspend: true\n", suspended: "GitRepository flux-system/fleet is suspended"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,6 +150,9 @@ spec:
 			f := FromFlux(obj(t, tc.ks), map[string]*unstructured.Unstructured{r.GetNamespace() + "/" + r.GetName(): r}, Settings{On: "prod", Host: "github.com"})
 			if !strings.Contains(f.NotRendered, tc.want) || (tc.want == "" && f.NotRendered != "") {
 				t.Errorf("NotRendered = %q, want it to say %q", f.NotRendered, tc.want)
+			}
+			if tc.name == "no reference: source-controller follows master" && f.Branch != "master" {
+				t.Errorf("Branch = %q, want master", f.Branch)
 			}
 			if !strings.Contains(f.Suspended, tc.suspended) || (tc.suspended == "" && f.Suspended != "") {
 				t.Errorf("Suspended = %q, want it to say %q", f.Suspended, tc.suspended)
@@ -183,7 +190,7 @@ spec:
 `)
 	f := FromArgoCD(app, Settings{On: "prod", Host: "github.com"})
 	want := &Found{Reconciler: ReconcilerArgoCD, Object: "Application argocd/shop", Namespace: "argocd", Name: "shop", On: "prod",
-		Repo: "acme/gitops", Path: "apps/shop/overlays/production", Cluster: "prod", Prune: true, SelfHeal: true,
+		Repo: "acme/gitops", Path: "apps/shop/overlays/production", Cluster: "prod", Prune: true, SelfHeal: true, DestinationNamespace: "shop",
 		Tracking: drift.Tracking{ArgoCDApp: "shop"},
 		Ignore: []drift.IgnoreRule{
 			{Group: "apps", Kind: "Deployment", JSONPointers: []string{"/spec/replicas"}},

@@ -2,6 +2,7 @@ package discover
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -48,9 +49,12 @@ type Watcher struct {
 	informers map[schema.GroupVersionResource][]cache.SharedIndexInformer
 	errs      map[schema.GroupVersionResource]string
 	missing   []string
-	found     []*Found
-	settings  Settings
-	synced    bool
+	// unreadable says discovery itself failed (not a 404): the cluster
+	// cannot say what is installed, so nothing is known yet.
+	unreadable bool
+	found      []*Found
+	settings   Settings
+	synced     bool
 }
 
 // NewWatcher returns a Watcher for the cluster cfg reaches.
@@ -158,6 +162,7 @@ func (w *Watcher) Run(ctx context.Context) {
 func (w *Watcher) start(ctx context.Context, notify func()) {
 	var missing []string
 	var started []cache.SharedIndexInformer
+	unreadable := false
 	for _, gvr := range w.kinds() {
 		w.mu.Lock()
 		running := w.informers[gvr] != nil
@@ -165,7 +170,13 @@ func (w *Watcher) start(ctx context.Context, notify func()) {
 		if running {
 			continue
 		}
-		if !served(w.disc, gvr) {
+		ok, err := served(w.disc, gvr)
+		if err != nil {
+			unreadable = true
+			missing = append(missing, fmt.Sprintf("%s: cannot ask the cluster whether it is served: %v", gvr.GroupResource(), err))
+			continue
+		}
+		if !ok {
 			missing = append(missing, fmt.Sprintf("%s is not served by this cluster (is %s installed?)", gvr.GroupResource(), reconcilerOf(gvr)))
 			continue
 		}
@@ -201,7 +212,7 @@ func (w *Watcher) start(ctx context.Context, notify func()) {
 		cancel()
 	}
 	w.mu.Lock()
-	w.missing = missing
+	w.missing, w.unreadable = missing, unreadable
 	w.mu.Unlock()
 }
 
@@ -229,17 +240,22 @@ func reconcilerOf(gvr schema.GroupVersionResource) string {
 	return "Flux"
 }
 
-func served(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) bool {
+// served says whether the apiserver serves a kind; an error other than "not
+// found" means it could not say.
+func served(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) (bool, error) {
 	list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
 	if err != nil {
-		return false
+		return false, err
 	}
 	for _, r := range list.APIResources {
 		if r.Name == gvr.Resource {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // readArgoSettings reads argocd-cm for the instance label Argo CD tracks with.
@@ -285,20 +301,18 @@ func (w *Watcher) rebuild() {
 		}
 		return out
 	}
-	synced := true
-	for _, infs := range w.informers {
-		for _, i := range infs {
-			synced = synced && i.HasSynced()
-		}
-	}
+	// A kind is read once its informers listed, or once listing it failed
+	// (forbidden, say): then it is a problem, said, and not a wait forever.
+	synced := !w.unreadable
 	for gvr, infs := range w.informers {
 		ok := true
 		for _, i := range infs {
 			ok = ok && i.HasSynced()
 		}
-		if ok && w.errs[gvr] != "" && !errorStillFresh(infs) {
-			delete(w.errs, gvr)
+		if ok {
+			delete(w.errs, gvr) // listed since: the error is behind it
 		}
+		synced = synced && (ok || w.errs[gvr] != "")
 	}
 	found := Derive(objects(FluxKustomizations), objects(FluxGitRepositories), objects(ArgoCDApplications), w.settings)
 	if !sameFound(found, w.found) || synced != w.synced {
@@ -309,11 +323,6 @@ func (w *Watcher) rebuild() {
 		}
 	}
 }
-
-// errorStillFresh: an informer that lists again after an error has the
-// error's cause behind it; client-go keeps no "last error", so a synced
-// informer is taken as recovered.
-func errorStillFresh([]cache.SharedIndexInformer) bool { return false }
 
 // Derive computes what reconciler objects imply.
 func Derive(kustomizations, gitRepositories, applications []*unstructured.Unstructured, s Settings) []*Found {
@@ -332,22 +341,27 @@ func Derive(kustomizations, gitRepositories, applications []*unstructured.Unstru
 	return out
 }
 
+// sameFound compares what the targets depend on: the derived fields and a
+// Kustomization's spec, not its status or resource version.
 func sameFound(a, b []*Found) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i].Object != b[i].Object || a[i].On != b[i].On {
-			return false
-		}
-		if a[i].Flux != nil && b[i].Flux != nil && a[i].Flux.GetResourceVersion() != b[i].Flux.GetResourceVersion() {
-			return false
-		}
-		if fmt.Sprintf("%+v", *a[i]) != fmt.Sprintf("%+v", *b[i]) {
+		if fingerprint(a[i]) != fingerprint(b[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func fingerprint(f *Found) string {
+	b, _ := json.Marshal(f) // plain data: it always marshals
+	var spec []byte
+	if f.Flux != nil {
+		spec, _ = json.Marshal(f.Flux.Object["spec"])
+	}
+	return string(b) + "\x00" + string(spec)
 }
 
 // List reads the cluster's reconcilers once, for a command that checks a
@@ -359,7 +373,12 @@ func List(ctx context.Context, cfg *rest.Config, opts Options) ([]*Found, []stri
 	}
 	var problems []string
 	list := func(gvr schema.GroupVersionResource) []*unstructured.Unstructured {
-		if !served(w.disc, gvr) {
+		ok, err := served(w.disc, gvr)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: cannot ask the cluster whether it is served: %v", gvr.GroupResource(), err))
+			return nil
+		}
+		if !ok {
 			problems = append(problems, fmt.Sprintf("%s is not served by this cluster (is %s installed?)", gvr.GroupResource(), reconcilerOf(gvr)))
 			return nil
 		}

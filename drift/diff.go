@@ -48,6 +48,13 @@ type Options struct {
 	IgnoreManagers []string
 	// Ignore rules select objects and fields to leave out.
 	Ignore []IgnoreRule
+	// NoPrune, when set, says why the reconciler deletes nothing that
+	// leaves Git ("prune: false on Application argocd/shop"): prunes are
+	// then kept, with this as the reason.
+	NoPrune string
+	// DefaultNamespace is the namespace of rendered namespaced objects that
+	// name none (Argo CD's destination namespace); empty means "default".
+	DefaultNamespace string
 	// Tracking finds the live objects the reconciler owns, for prune; the zero
 	// value prunes only what leaves the render.
 	Tracking Tracking
@@ -107,8 +114,8 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	if err != nil {
 		return nil, err
 	}
-	defaultNamespaces(base, scopes)
-	defaultNamespaces(head, scopes)
+	defaultNamespaces(base, scopes, opts.DefaultNamespace)
+	defaultNamespaces(head, scopes, opts.DefaultNamespace)
 
 	tc, err := typeConverter(ctx, live, append(append([]*unstructured.Unstructured{}, base...), head...))
 	if err != nil {
@@ -532,13 +539,16 @@ func namespacedKinds(ctx context.Context, live LiveReader, objs []*unstructured.
 
 // defaultNamespaces puts namespaced objects without a namespace in "default",
 // where the apiserver would create them.
-func defaultNamespaces(objs []*unstructured.Unstructured, namespaced map[schema.GroupKind]bool) {
+func defaultNamespaces(objs []*unstructured.Unstructured, namespaced map[schema.GroupKind]bool, def string) {
+	if def == "" {
+		def = "default"
+	}
 	for _, o := range objs {
 		if o.GetNamespace() != "" {
 			continue
 		}
 		if ns, known := namespaced[o.GroupVersionKind().GroupKind()]; !known || ns {
-			o.SetNamespace("default")
+			o.SetNamespace(def)
 		}
 	}
 }

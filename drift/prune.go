@@ -119,6 +119,8 @@ func (c *comparer) prunes(base []*unstructured.Unstructured, inHead map[string]b
 		ch := newChange(RefOf(l), ActionDelete)
 		if by := keptBy(l); by != "" {
 			ch.Action, ch.KeptBy = ActionKeep, by
+		} else if c.opts.NoPrune != "" {
+			ch.Action, ch.KeptBy = ActionKeep, c.opts.NoPrune
 		}
 		out = append(out, ch)
 	}

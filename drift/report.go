@@ -29,6 +29,15 @@ const (
 	// DangerAutoscaledReplicas is Git setting replicas on a workload an
 	// autoscaler scales: a warning, failing a check only when listed in failOn.
 	DangerAutoscaledReplicas DangerReason = "autoscaled-replicas"
+	// DangerRestoreNotRollback is a pull request recreating something whose
+	// loss Git cannot undo: a claim whose data went with its volume, a CRD
+	// whose custom resources were deleted with it, a namespace and its
+	// objects. A warning, failing a check only when listed in failOn.
+	DangerRestoreNotRollback DangerReason = "restore-not-rollback"
+	// DangerRollbackAcrossJob is an image moved back to an earlier value
+	// across Jobs that completed since the current one went live (a
+	// database migration, say): what they did stays. A warning.
+	DangerRollbackAcrossJob DangerReason = "rollback-across-job"
 )
 
 // Danger is something about a change that loses data or access, with its
@@ -113,6 +122,9 @@ type Target struct {
 	// with what the pull request does to them in Git: no live value, owner
 	// or count of theirs is read or shown.
 	OutOfScope []Change `json:"outOfScope,omitempty"`
+	// Reverts are the pull request's revert commits ("Revert …"): the
+	// comment then says what the revert does not restore.
+	Reverts []string `json:"reverts,omitempty"`
 	// Notes say what the reconciler does with the target that changes what
 	// merging means: suspended reconciliation, variables not substituted, a
 	// reconciler's ignore rule that is not applied.

@@ -109,11 +109,17 @@ type FluxVariables struct {
 	Values map[string]string
 	// Hidden are the values that came from Secrets: they must never be shown.
 	Hidden []string
+	// Lenient substitutes an unset variable without a default with nothing,
+	// as kustomize-controller before Flux 2.9 (or with the
+	// StrictPostBuildSubstitutions feature gate off) does; strict, the
+	// default, fails the build.
+	Lenient bool
 }
 
 // FluxFinish does to a Kustomization's rendered objects what
 // kustomize-controller does after the build, in its order: postBuild
-// substitution (strict, as the controller's default), then the
+// substitution (strict, the controller's default since Flux 2.9, unless
+// vars.Lenient), then the
 // Kustomization's commonMetadata and its owner labels. Objects annotated
 // kustomize.toolkit.fluxcd.io/substitute: disabled are left as they are.
 func FluxFinish(objs []*unstructured.Unstructured, ks *unstructured.Unstructured, vars FluxVariables) ([]*unstructured.Unstructured, error) {
@@ -137,7 +143,7 @@ func FluxFinish(objs []*unstructured.Unstructured, ks *unstructured.Unstructured
 				return nil, err
 			}
 			done, err := fluxkustomize.SubstituteVariables(context.Background(), nil, *inline, res,
-				fluxkustomize.SubstituteWithDryRun(true), fluxkustomize.SubstituteWithStrict(true))
+				fluxkustomize.SubstituteWithDryRun(true), fluxkustomize.SubstituteWithStrict(!vars.Lenient))
 			if err != nil {
 				return nil, fmt.Errorf("%s/%s %s: postBuild substitution: %w", o.GetKind(), o.GetName(), o.GetNamespace(), hideValues(err, vars.Hidden))
 			}

@@ -7,6 +7,9 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
 	"reflect"
 	"strings"
 
@@ -170,20 +173,69 @@ func bold(n int) string {
 }
 
 func dangerSection(r *drift.Report) string {
-	var lines []string
+	var lines, marks []string
 	total := 0
 	for _, t := range r.Targets {
 		for _, c := range t.Told() {
 			for _, d := range c.Danger {
 				total++
 				lines = append(lines, fmt.Sprintf("- **%s** %s in %s (%s): %s", text(string(d.Reason)), code(refString(c)), targetTitle(t), text(string(c.Action)), text(d.Message)))
+				if m := LostMarker(d, c); m != "" {
+					marks = append(marks, m)
+				}
 			}
 		}
 	}
 	if total == 0 {
 		return ""
 	}
-	return fmt.Sprintf("### ⚠️ Dangers (%d)\n\n%s\n", total, strings.Join(lines, "\n"))
+	return fmt.Sprintf("### ⚠️ Dangers (%d)\n\n%s\n%s", total, strings.Join(lines, "\n"), strings.Join(append(marks, ""), "\n"))
+}
+
+// LostMarker records, invisibly in the comment, how many objects a removal
+// deletes as measured on the cluster, so that a later pull request restoring
+// the same CRD or namespace can say what did not come back. Names are
+// query-escaped: nothing from Git can close the HTML comment.
+func LostMarker(d drift.Danger, c drift.Change) string {
+	if d.CountUnknown || (d.Reason != drift.DangerCRDRemoval && d.Reason != drift.DangerNamespaceRemoval) {
+		return ""
+	}
+	return fmt.Sprintf("<!-- driftback:lost kind=%s name=%s count=%d -->", url.QueryEscape(c.Kind), url.QueryEscape(c.Name), d.Count)
+}
+
+var lostPattern = regexp.MustCompile(`<!-- driftback:lost kind=([^ ]+) name=([^ ]+) count=(\d+) -->`)
+
+// LostCount reads back a LostMarker from a comment's body.
+func LostCount(body, kind, name string) (int, bool) {
+	for _, m := range lostPattern.FindAllStringSubmatch(body, -1) {
+		k, err1 := url.QueryUnescape(m[1])
+		n, err2 := url.QueryUnescape(m[2])
+		count, err3 := strconv.Atoi(m[3])
+		if err1 == nil && err2 == nil && err3 == nil && k == kind && n == name {
+			return count, true
+		}
+	}
+	return 0, false
+}
+
+// revertSection says what a revert does not restore.
+func revertSection(t drift.Target) string {
+	if len(t.Reverts) == 0 {
+		return ""
+	}
+	var lines []string
+	for _, c := range t.Told() {
+		for _, d := range c.Danger {
+			if d.Reason == drift.DangerRestoreNotRollback || d.Reason == drift.DangerRollbackAcrossJob {
+				lines = append(lines, fmt.Sprintf("- %s: %s", code(refString(c)), text(d.Message)))
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("#### What this revert does not restore\n\nThis pull request reverts %s. Git goes back; these do not:\n\n%s\n\n",
+		text(strings.Join(t.Reverts, "; ")), strings.Join(lines, "\n"))
 }
 
 // who says which manager set a live value, how and when: "kubectl scale,
@@ -209,6 +261,7 @@ func targetBlocks(t drift.Target) []string {
 	for _, n := range t.Notes {
 		fmt.Fprintf(&head, "> ℹ️ %s\n\n", text(n))
 	}
+	head.WriteString(revertSection(t))
 	if t.LiveError != "" {
 		fmt.Fprintf(&head, "> The cluster could not be read (%s): this shows what the pull request changes in Git only.\n\n", text(t.LiveError))
 	}

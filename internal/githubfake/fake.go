@@ -96,6 +96,9 @@ type Pull struct {
 	Labels       []string
 	Body         string
 	Merged       bool
+	// Commits are the commits the pull request carried, besides its head:
+	// GitHub lists it for each (GET /repos/o/r/commits/SHA/pulls).
+	Commits []string
 }
 
 // Comment is an issue or pull-request comment.
@@ -299,6 +302,7 @@ func (f *Fake) routes() []route {
 		{"POST", re(`^/repos/([^/]+)/([^/]+)/check-runs$`), f.createCheckRun, "token"},
 		{"PATCH", re(`^/repos/([^/]+)/([^/]+)/check-runs/(\d+)$`), f.updateCheckRun, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/commits/([^/]+)/check-runs$`), f.listCheckRuns, "token"},
+		{"GET", re(`^/repos/([^/]+)/([^/]+)/commits/([^/]+)/pulls$`), f.pullsWithCommit, "token"},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,6 +89,28 @@ func (f *Fake) repoInstallation(w http.ResponseWriter, _ *http.Request, m []stri
 func validation(w http.ResponseWriter, resource, field, message string) {
 	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed",
 		"errors": []map[string]any{{"resource": resource, "field": field, "code": "custom", "message": message}}})
+}
+
+// pullsWithCommit lists the pull requests that carried a commit.
+func (f *Fake) pullsWithCommit(w http.ResponseWriter, _ *http.Request, m []string, inst int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repo(w, m[1], m[2], inst)
+	if r == nil {
+		return
+	}
+	var list []*Pull
+	for _, p := range r.Pulls {
+		if p.HeadSHA == m[3] || slices.Contains(p.Commits, m[3]) {
+			list = append(list, p)
+		}
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Number < list[j].Number })
+	out := []map[string]any{}
+	for _, p := range list {
+		out = append(out, f.pullJSON(r, p))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // listPulls answers with state (open, closed, all) and head (owner:branch)
