@@ -8,9 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strconv"
-	"reflect"
 	"strings"
 
 	"github.com/driftback/driftback/drift"
