@@ -57,6 +57,8 @@ type world struct {
 	uploads atomic.Int64
 	// logs holds every log line; no secret may be among them.
 	logs *logCapture
+	// message, when set, is the next commit's message.
+	message string
 }
 
 func newWorld(t testing.TB, configure func(*Config)) *world {
@@ -225,7 +227,11 @@ func (w *world) commit(parent plumbing.Hash, files map[string]any) plumbing.Hash
 		w.t.Fatal(err)
 	}
 	w.seq++
-	h, err := wt.Commit(fmt.Sprintf("change %d", w.seq), &git.CommitOptions{All: true, AllowEmptyCommits: true,
+	msg := fmt.Sprintf("change %d", w.seq)
+	if w.message != "" {
+		msg, w.message = w.message, ""
+	}
+	h, err := wt.Commit(msg, &git.CommitOptions{All: true, AllowEmptyCommits: true,
 		Author: &object.Signature{Name: "dev", Email: "dev@example.com", When: time.Unix(1_760_000_000+int64(w.seq), 0)}})
 	if err != nil {
 		w.t.Fatal(err)

@@ -220,6 +220,11 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 		at = append(at, i)
 	}
 	rep.Errors, rep.NotRendered = problems, notRendered(touched(unrenderable, changed))
+	history := a.historyAnalysis(gh, req, repo, baseSHA)
+	reverts := revertsOf(repo, baseSHA, headSHA, log)
+	for _, w := range work {
+		w.history, w.reverts = history, reverts
+	}
 	readers := a.snapshots(ctx, work)
 	for j, w := range work {
 		target, check := a.compareTarget(ctx, w, readers[w.t.Cluster], labels)
@@ -421,6 +426,11 @@ type targetWork struct {
 	notes []string
 	// hidden are values substituted from Secrets, never shown.
 	hidden []string
+	// history analyses what restoring earlier state does not restore;
+	// nil skips it.
+	history func(ctx context.Context, t *drift.Target, live drift.LiveReader) error
+	// reverts are the pull request's revert commits.
+	reverts []string
 	// secretObjects are the objects (by kind and name) whose Git source
 	// uses a variable from a Secret: none of their values is shown.
 	secretObjects map[string]bool
@@ -682,6 +692,12 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 		target.LiveError = liveErr
 	}
 	target.Cluster, target.Name = t.Cluster, t.Name
+	target.Reverts = w.reverts
+	if reader != nil && target.LiveError == "" && w.history != nil {
+		if err := w.history(ctx, target, reader); err != nil {
+			target.Errors = append(target.Errors, "what a restore does not bring back could not be checked: "+err.Error())
+		}
+	}
 	// Before any summary is written from it: values substituted from
 	// Secrets are never shown.
 	hideSubstituted(target, w.secretObjects)

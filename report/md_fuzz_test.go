@@ -109,7 +109,7 @@ func hostileReport(s string) *drift.Report {
 		Name: s, Path: s, Cluster: s, Errors: []string{s},
 		Changes: []drift.Change{
 			{APIVersion: s, Kind: s, Namespace: s, Name: s, Action: drift.ActionCreate, Manifest: s,
-				Danger: []drift.Danger{{Reason: drift.DangerRBACEscalation, Count: 1, Message: s}}},
+				Danger: []drift.Danger{{Reason: drift.DangerRBACEscalation, Count: 1, Message: s}, {Reason: drift.DangerCRDRemoval, Count: 3, Message: s}, {Reason: drift.DangerRestoreNotRollback, Count: 1, Message: s}}},
 			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionUpdate, Fields: []drift.Field{f, m, p, cod},
 				OverwritesDrift: true, Note: s},
 			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionDelete, Manifest: s + "\n" + s},
@@ -121,6 +121,7 @@ func hostileReport(s string) *drift.Report {
 		OutOfScope: []drift.Change{{APIVersion: s, Kind: s, Namespace: s, Name: s, Action: drift.Action(s), Note: s}},
 		Notes:      []string{s},
 	}
+	t.Reverts = []string{s}
 	git := t
 	git.LiveError = s
 	git.PR = t.Changes
