@@ -210,6 +210,10 @@ type Policy struct {
 	// AdoptUnmanaged writes objects a person created in the target's
 	// namespaces into the overlay (default false: they are only listed).
 	AdoptUnmanaged bool `yaml:"adoptUnmanaged"`
+	// FightWindow is how recent a field's changes of hands count: one that
+	// went back and forth between the same two field managers three times
+	// within it is a fight, reported, never proposed (default 1h).
+	FightWindow time.Duration `yaml:"fightWindow"`
 	// DriftLabels label drift pull requests and issues (default
 	// ["driftback/drift"]).
 	DriftLabels []string `yaml:"driftLabels"`
@@ -230,6 +234,9 @@ const (
 // codify: annotated only such objects are proposed, and the pull request
 // quotes it.
 const IntentAnnotation = "driftback.io/intent"
+
+// DefaultFightWindow is how recent the changes of a fight are.
+const DefaultFightWindow = time.Hour
 
 // DefaultQuietPeriod is how long a live change must stay to be proposed.
 const DefaultQuietPeriod = 2 * time.Minute
@@ -351,6 +358,9 @@ func (p *Policy) driftDefaults() {
 	}
 	if p.QuietPeriod <= 0 {
 		p.QuietPeriod = DefaultQuietPeriod
+	}
+	if p.FightWindow <= 0 {
+		p.FightWindow = DefaultFightWindow
 	}
 	if p.DriftLabels == nil {
 		p.DriftLabels = []string{"driftback/drift"}

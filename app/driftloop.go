@@ -83,6 +83,9 @@ type targetState struct {
 	// interval passes.
 	decided   string
 	decidedAt time.Time
+	// fields are the fields seen in drift, and who held them since: what
+	// tells a fight from a change.
+	fields map[string]*fieldWatch
 }
 
 // NewDriftLoop prepares the drift loop of an App.
@@ -488,6 +491,9 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	}
 	live := d.liveChanges(ctx, w, t, target.Drift, desired, namespaces, opts.IgnoreManagers)
 	live.changes = observedDeletions(st, desired, live.changes)
+	fighting, fights := d.followFields(ctx, w, st, t, target.Drift, now)
+	live.changes = withoutFights(live.changes, fighting)
+	a.metrics.driftFights(t.Repo, t.Name, len(fights))
 	ready, wait := d.quiet(st, t, live, now)
 	a.metrics.driftedObjects(t.Repo, t.Name, len(live.changes)+len(live.unmanaged))
 	log.Debug("drift checked", "head", shortSHA(st.head), "drifted", len(target.Drift), "ready", len(ready.changes)+len(ready.unmanaged), "waiting", wait)
@@ -500,7 +506,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	if err != nil {
 		return 0, err
 	}
-	key := st.head + "\n" + ready.key
+	key := st.head + "\n" + ready.key + "\n" + fightKey(fights)
 	if key == st.decided && now.Sub(st.decidedAt) < a.cfg.Server.DriftInterval {
 		return wait, nil // published, or found up to date, already
 	}
@@ -511,6 +517,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	if err != nil {
 		return 0, err
 	}
+	plan.Fights = fights
 	// Publishing fetches into the cache itself: let go of this read first.
 	done()
 	p := &driftPublisher{loop: d, gh: gh, owner: owner, repo: name, info: info, token: token, t: t, head: st.head, log: log}
@@ -519,9 +526,18 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	// without its labels, is avoided.
 	pctx, cancel := withPublishBudget(ctx, d.app.publishTimeout())
 	defer cancel()
-	if t.Policy.Codify == CodifyReport {
+	switch {
+	case t.Policy.Codify == CodifyReport:
 		err = p.publishIssue(pctx, plan)
-	} else {
+	case plan.OnlyFights():
+		// Nothing to write: a drift pull request still open for a field
+		// now in a fight is closed, and the fight goes in the drift issue.
+		rest := *plan
+		rest.Fights = nil
+		if err = p.publishPull(pctx, &rest); err == nil {
+			err = p.publishIssue(pctx, plan)
+		}
+	default:
 		err = p.publishPull(pctx, plan)
 	}
 	if err != nil {

@@ -24,6 +24,7 @@ type Metrics struct {
 	rateRemaining prometheus.Gauge
 	errors        *prometheus.CounterVec
 	drifted       *prometheus.GaugeVec
+	fights        *prometheus.GaugeVec
 	driftActions  *prometheus.CounterVec
 	leader        prometheus.Gauge
 	held          *prometheus.GaugeVec
@@ -66,6 +67,10 @@ func NewMetrics(queueDepth func() float64) *Metrics {
 			Name: "driftback_drifted_objects",
 			Help: "Objects of a target changed live outside Git at the last drift check (waiting out the quiet period included).",
 		}, []string{"repo", "target"}),
+		fights: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "driftback_drift_fights",
+			Help: "Fields of a target two writers keep changing back and forth (a fight, not drift), at the last drift check.",
+		}, []string{"repo", "target"}),
 		driftActions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "driftback_drift_actions_total",
 			Help: "Drift pull requests and issues opened, updated, commented on and closed.",
@@ -79,7 +84,7 @@ func NewMetrics(queueDepth func() float64) *Metrics {
 			Help: "1 for each cluster whose drift loop runs in this replica (it holds the cluster's Lease).",
 		}, []string{"cluster"}),
 	}
-	m.registry.MustRegister(m.deliveries, m.jobs, m.renders, m.githubCalls, m.rateRemaining, m.errors, m.drifted, m.driftActions, m.leader, m.held,
+	m.registry.MustRegister(m.deliveries, m.jobs, m.renders, m.githubCalls, m.rateRemaining, m.errors, m.drifted, m.fights, m.driftActions, m.leader, m.held,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "driftback_queue_depth", Help: "Pull requests waiting or in progress."}, queueDepth),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -145,6 +150,12 @@ func (m *Metrics) githubCall(kind, method string, resp *http.Response) {
 func (m *Metrics) failure(where string) {
 	if m != nil {
 		m.errors.WithLabelValues(where).Inc()
+	}
+}
+
+func (m *Metrics) driftFights(repo, target string, n int) {
+	if m != nil {
+		m.fights.WithLabelValues(repo, target).Set(float64(n))
 	}
 }
 

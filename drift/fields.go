@@ -366,3 +366,16 @@ func pointer(p fieldpath.Path) string {
 	}
 	return b.String()
 }
+
+// Attribute returns f as it stands on a live object now: its live value and
+// the manager that set it. The drift loop follows a field it once saw in
+// drift this way, to see who holds it after someone changed it again.
+func Attribute(live *unstructured.Unstructured, f Field) Field {
+	out := f
+	out.Manager, out.Operation, out.Subresource, out.Time = "", "", "", nil
+	fs := []Field{out}
+	attribute(fs, owners(live))
+	out = fs[0]
+	out.Live = valueAt(live.Object, f.path)
+	return out
+}

@@ -30,6 +30,9 @@ func (p *Plan) Fingerprint() string {
 	for _, d := range p.Deleted {
 		lines = append(lines, "deleted "+d)
 	}
+	for _, f := range p.Fights {
+		lines = append(lines, "fight "+f.Object+" "+f.Path+" "+f.Managers[0]+","+f.Managers[1])
+	}
 	for _, a := range p.Adopted {
 		lines = append(lines, "adopt "+a.Object+" "+a.File)
 	}

@@ -112,6 +112,23 @@ type Plan struct {
 	// reported with why, never written to Git, and alone no reason for a
 	// pull request.
 	Autoscaled []Manual `json:"autoscaled"`
+	// Fights are fields two writers keep changing back and forth: not
+	// drift to codify but a rule to choose. They are reported, never
+	// written.
+	Fights []Fight `json:"fights,omitempty"`
+}
+
+// Fight is a field that went back and forth between two field managers.
+type Fight struct {
+	Object string `json:"object"`
+	Path   string `json:"path"`
+	// Managers are the two writers, the reconciler's first when it is one.
+	Managers [2]string `json:"managers"`
+	// Changes is how many times the field changed hands within Window.
+	Changes int           `json:"changes"`
+	Window  time.Duration `json:"window"`
+	// Last are the field's last values, by manager.
+	Last map[string]any `json:"last"`
 }
 
 // Adopted is an object created live and written into the overlay.
@@ -124,7 +141,12 @@ type Adopted struct {
 
 // Empty reports whether there is nothing to propose.
 func (p *Plan) Empty() bool {
-	return len(p.Files) == 0 && len(p.Manual) == 0 && len(p.Deleted) == 0 && len(p.Secrets) == 0 && len(p.Unmanaged) == 0
+	return len(p.Files) == 0 && len(p.Manual) == 0 && len(p.Deleted) == 0 && len(p.Secrets) == 0 && len(p.Unmanaged) == 0 && len(p.Fights) == 0
+}
+
+// OnlyFights says the plan reports fights and proposes nothing.
+func (p *Plan) OnlyFights() bool {
+	return len(p.Fights) > 0 && len(p.Files) == 0 && len(p.Manual) == 0 && len(p.Deleted) == 0 && len(p.Secrets) == 0 && len(p.Unmanaged) == 0
 }
 
 // Paths returns the changed files, sorted.

@@ -70,9 +70,35 @@ func autoscaled(b *strings.Builder, p *prgen.Plan) {
 	b.WriteString("\n")
 }
 
+// fights lists fields two writers keep changing, with the choices.
+func fights(b *strings.Builder, p *prgen.Plan) {
+	if len(p.Fights) == 0 {
+		return
+	}
+	b.WriteString("### Two writers fight over these fields (not drift: a rule to choose)\n\n")
+	b.WriteString("| object | field | writers | changes | last values |\n|---|---|---|---:|---|\n")
+	for _, f := range p.Fights {
+		var last []string
+		for _, m := range f.Managers {
+			if v, ok := f.Last[m]; ok {
+				last = append(last, m+": "+planValue(v))
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d in %s | %s |\n", cell(f.Object), cell(f.Path), textCell(f.Managers[0]+" and "+f.Managers[1]),
+			f.Changes, textCell(f.Window.String()), cell(strings.Join(last, "; ")))
+	}
+	b.WriteString("\nNeither value is proposed: each flip would look like drift, and writing either into Git settles nothing while the other writer runs. Choose one:\n\n" +
+		"- **Git owns it**: keep the value in Git and stop the other writer from setting it (its pipeline step, operator setting or script).\n" +
+		"- **The other writer owns it**: leave it out of what the reconciler applies (remove it from the manifest, or an ignore rule such as Argo CD's `ignoreDifferences` or driftback's `policy.ignore`).\n\n")
+}
+
 func driftPlan(p *prgen.Plan, report bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Drift in %s\n\n", code(p.Overlay))
+	if p.OnlyFights() {
+		fights(&b, p)
+		return b.String()
+	}
 	if p.Empty() {
 		b.WriteString("The cluster matches Git: nothing to codify.\n")
 		if len(p.Autoscaled) > 0 {
@@ -81,6 +107,7 @@ func driftPlan(p *prgen.Plan, report bool) string {
 		}
 		return b.String()
 	}
+	fights(&b, p)
 	b.WriteString("These changes were made in the cluster outside Git and are still there.\n\n")
 	if len(p.Intents) > 0 {
 		var objs []string
