@@ -187,7 +187,7 @@ spec:
 		t.Fatal(err, problems)
 	}
 	byObject := index(found)
-	if p := byObject["Kustomization "+env.Namespace+"/platform"]; p == nil || p.Repo != "platform/fleet" || p.Path != "clusters/prod" || p.Branch != "" || p.NotRendered != "" {
+	if p := byObject["Kustomization "+env.Namespace+"/platform"]; p == nil || p.Repo != "platform/fleet" || p.Path != "clusters/prod" || p.Branch != "master" || p.NotRendered != "" {
 		t.Errorf("a Kustomization of a GitHub Enterprise repository: %+v", p)
 	}
 	if a := byObject["Kustomization "+env.Namespace+"/apps"]; a == nil || a.Repo != "" || a.NotRendered == "" {
