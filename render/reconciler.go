@@ -49,14 +49,7 @@ func FluxTree(t *Tree, dir string, ks *unstructured.Unstructured) (*Tree, error)
 		return nil, err
 	}
 	if kf := findKustomization(t, dir); kf != "" {
-		n, err := t.Size(kf)
-		if err != nil {
-			return nil, err
-		}
-		if n > maxKustomizationBytes {
-			return nil, fmt.Errorf("%s: %d bytes, over the limit of %d for a kustomization file", kf, n, maxKustomizationBytes)
-		}
-		b, err := t.ReadFile(kf)
+		b, err := readKustomization(t, kf)
 		if err != nil {
 			return nil, err
 		}
@@ -100,6 +93,19 @@ func FluxTree(t *Tree, dir string, ks *unstructured.Unstructured) (*Tree, error)
 		return nil, fmt.Errorf("%s: the generated kustomization lies outside the repository", dir)
 	}
 	return t.With(map[string][]byte{filepath.ToSlash(rel): manifest}), nil
+}
+
+// readKustomization reads a kustomization file the parent process parses,
+// bounded as the closure's parser bounds it.
+func readKustomization(t *Tree, kf string) ([]byte, error) {
+	n, err := t.Size(kf)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxKustomizationBytes {
+		return nil, fmt.Errorf("%s: %d bytes, over the limit of %d for a kustomization file", kf, n, maxKustomizationBytes)
+	}
+	return t.ReadFile(kf)
 }
 
 // FluxVariables are the values a Flux Kustomization's postBuild substitutes.
@@ -209,14 +215,7 @@ func ArgoCDTree(t *Tree, dir string, o ArgoCDKustomize) (*Tree, error) {
 	if kf == "" {
 		return nil, fmt.Errorf("%s: no kustomization file: Argo CD applies it as a plain directory", dir)
 	}
-	n, err := t.Size(kf)
-	if err != nil {
-		return nil, err
-	}
-	if n > maxKustomizationBytes {
-		return nil, fmt.Errorf("%s: %d bytes, over the limit of %d for a kustomization file", kf, n, maxKustomizationBytes)
-	}
-	b, err := t.ReadFile(kf)
+	b, err := readKustomization(t, kf)
 	if err != nil {
 		return nil, err
 	}
