@@ -715,11 +715,18 @@ func (p *planner) editPatch(file string, obj *unstructured.Unstructured, name, n
 		if err := doc.PipeE(yaml.SetField("kind", yaml.NewStringRNode(obj.GetKind()))); err != nil {
 			return nil, err
 		}
-		meta := map[string]string{"name": name}
-		if namespace != "" {
-			meta["namespace"] = namespace
+		// Built in order: a Go map would write name and namespace in
+		// either order.
+		meta := yaml.NewMapRNode(nil)
+		if err := meta.PipeE(yaml.SetField("name", yaml.NewStringRNode(name))); err != nil {
+			return nil, err
 		}
-		if err := doc.PipeE(yaml.SetField("metadata", yaml.NewMapRNode(&meta))); err != nil {
+		if namespace != "" {
+			if err := meta.PipeE(yaml.SetField("namespace", yaml.NewStringRNode(namespace))); err != nil {
+				return nil, err
+			}
+		}
+		if err := doc.PipeE(yaml.SetField("metadata", meta)); err != nil {
 			return nil, err
 		}
 		doc.YNode().HeadComment = "Written by driftback: codifies a change made in the cluster outside Git."
