@@ -137,7 +137,7 @@ spec:
 
 // writeKubeconfigFile writes a kubeconfig reaching the test's apiserver as
 // its administrator.
-func writeKubeconfigFile(t *testing.T, env *kubetest.Env, path string) string {
+func writeKubeconfigFile(t testing.TB, env *kubetest.Env, path string) string {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}

@@ -22,8 +22,6 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/google/go-github/v60/github"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/internal/githubfake"
@@ -111,15 +109,7 @@ func newWorld(t testing.TB, configure func(*Config)) *world {
 		CloneURL:    w.git.HTTPAddress() + "/" + fullName + ".git",
 		Permissions: map[string]string{"maintainer": "write", "visitor": "read"}})
 
-	kubeconfig := filepath.Join(w.dir, "kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: w.env.Config.Host, CertificateAuthorityData: w.env.Config.CAData}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: w.env.Config.CertData, ClientKeyData: w.env.Config.KeyData}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
-	kc.CurrentContext = "test"
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := writeKubeconfigFile(t, w.env, filepath.Join(w.dir, "kubeconfig"))
 	keyFile := filepath.Join(w.dir, "key.pem")
 	if err := os.WriteFile(keyFile, w.gh.KeyPEM(), 0o600); err != nil {
 		t.Fatal(err)
