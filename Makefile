@@ -44,7 +44,7 @@ test: testbin vet
 # kubectl diff --server-side); it is put on PATH for the benchmarks only.
 bench: testbin
 	@assets=$$(hack/testbin/build.sh kubectl | tail -n1); \
-	PATH=$$assets:$$PATH KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem ./...
+	PATH=$$assets:$$PATH KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem -timeout 90m ./...
 
 # Each fuzz target on its own (go test -fuzz takes one at a time). A failing
 # input is written under the package's testdata/fuzz/ and fails make test

@@ -833,3 +833,50 @@ func TestPullRequestsReadTheDriftLoopsCaches(t *testing.T) {
 		t.Errorf("with the drift loop's caches warm, the comparison made %d requests to the cluster, want none", n)
 	}
 }
+
+// TestRelistProposesNothingAgain: a watch that expires, and an apiserver that
+// goes away and comes back, make the drift loop's informers list everything
+// again. The loop, its caches refilled with the drift it already proposed,
+// opens no second pull request, pushes nothing and writes nothing more to
+// GitHub.
+func TestRelistProposesNothingAgain(t *testing.T) {
+	d := newDriftWorld(t, 300*time.Millisecond, nil)
+	breaker := kubetest.NewWatchBreaker()
+	d.srv.App.wrapKube = breaker.Wrap
+	d.run()
+	d.settle(1)
+	d.scale(5, "kubectl")
+	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	pr := d.openPulls()[0]
+	d.waitFor("the drift label", func() bool { return fmt.Sprint(d.pull(pr.Number).Labels) == "[driftback/drift]" })
+	d.settle(2)
+	writes := func() int {
+		n := 0
+		for _, c := range d.gh.Calls() {
+			if c.Method != "GET" {
+				n++
+			}
+		}
+		return n
+	}
+	tip, before := d.branch(), writes()
+	path := "/apis/apps/v1/namespaces/" + d.env.Namespace + "/deployments"
+	for _, down := range []time.Duration{0, 2 * time.Second} {
+		lists := breaker.Lists(path)
+		breaker.Break(down)
+		d.waitFor("the drift loop's watches to list again", func() bool { return breaker.Lists(path) > lists })
+		d.settle(3)
+	}
+	if n := len(d.gh.Pulls(fullName)); n != 1 {
+		t.Errorf("%d pull requests after the relists, want the one", n)
+	}
+	if got := d.pull(pr.Number); got.State != "open" || got.Body != pr.Body {
+		t.Errorf("the pull request changed after the relists: %s\n%s", got.State, got.Body)
+	}
+	if got := d.branch(); got != tip {
+		t.Errorf("the drift branch moved from %s to %s", tip, got)
+	}
+	if got := writes(); got != before {
+		t.Errorf("%d writes to GitHub after the relists, want none: %v", got-before, lastCalls(d.gh.Calls(), got-before))
+	}
+}

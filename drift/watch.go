@@ -3,9 +3,9 @@ package drift
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,6 +43,8 @@ type Watcher struct {
 	full     map[string]*watched // by resource and namespace
 	metaOnly map[string]*watched
 	changed  chan struct{}
+	// wakes counts the changes signalled, for tests.
+	wakes atomic.Int64
 }
 
 type watched struct {
@@ -105,6 +107,7 @@ func NewWatcher(ctx context.Context, cfg *rest.Config) (*Watcher, error) {
 func (w *Watcher) Changed() <-chan struct{} { return w.changed }
 
 func (w *Watcher) notify() {
+	w.wakes.Add(1)
 	select {
 	case w.changed <- struct{}{}:
 	default:
@@ -200,14 +203,14 @@ func (w *Watcher) start(gk schema.GroupKind, r schema.GroupVersionResource, ns s
 	if wt, ok := set[key(r, ns)]; ok {
 		return wt, false
 	}
-	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	indexers := cache.Indexers{cache.NamespaceIndex: namespaceIndex}
 	var inf cache.SharedIndexInformer
 	if metaOnly {
 		inf = metadatainformer.NewFilteredMetadataInformer(w.meta, r, ns, 0, indexers, nil).Informer()
-		_ = inf.SetTransform(slimMetadata) // fails only once the informer runs; it has not started
+		_ = inf.SetTransform(cacheMetadata) // fails only once the informer runs; it has not started
 	} else {
 		inf = dynamicinformer.NewFilteredDynamicInformer(w.dyn, r, ns, 0, indexers, nil).Informer()
-		_ = inf.SetTransform(slimObject) // as above
+		_ = inf.SetTransform(cacheObject) // as above
 	}
 	notify := func(any) { w.notify() }
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -311,51 +314,6 @@ func (w *Watcher) syncError(wt *watched, pending, started int, cause error) erro
 		Cause: cause, Timeout: w.SyncTimeout, QPS: w.qps, Burst: w.burst}
 }
 
-// changedByWriter reports whether an update changed more than the status:
-// controllers rewrite status all the time (every pod's, every rollout's), and
-// waking the drift loop for each would keep it checking without pause.
-func changedByWriter(old, cur any) bool {
-	a, err1 := meta.Accessor(old)
-	b, err2 := meta.Accessor(cur)
-	if err1 != nil || err2 != nil {
-		return true
-	}
-	if a.GetGeneration() != b.GetGeneration() || !reflect.DeepEqual(a.GetLabels(), b.GetLabels()) ||
-		!reflect.DeepEqual(a.GetAnnotations(), b.GetAnnotations()) || !reflect.DeepEqual(a.GetOwnerReferences(), b.GetOwnerReferences()) {
-		return true
-	}
-	if !reflect.DeepEqual(writers(a.GetManagedFields()), writers(b.GetManagedFields())) {
-		return true
-	}
-	ua, ok1 := old.(*unstructured.Unstructured)
-	ub, ok2 := cur.(*unstructured.Unstructured)
-	if !ok1 || !ok2 {
-		return false // metadata only: nothing else to compare
-	}
-	// Kinds without a generation (ConfigMaps, Secrets, Services) change in
-	// place: compare everything but the bookkeeping.
-	for k, v := range ub.Object {
-		if k == "metadata" || k == "status" {
-			continue
-		}
-		if !reflect.DeepEqual(v, ua.Object[k]) {
-			return true
-		}
-	}
-	return len(ua.Object) != len(ub.Object)
-}
-
-// writers are the managedFields entries of everything but the status.
-func writers(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
-	var out []metav1.ManagedFieldsEntry
-	for _, e := range entries {
-		if e.Subresource != "status" {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // forget stops a watch and removes it.
 func (w *Watcher) forget(wt *watched) {
 	wt.stop()
@@ -366,34 +324,6 @@ func (w *Watcher) forget(wt *watched) {
 			delete(set, key(wt.resource, wt.namespace))
 		}
 	}
-}
-
-// slimObject drops what comparisons never read, to keep the caches small:
-// the status and the client-side-apply copy of the whole object.
-func slimObject(obj any) (any, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		unstructured.RemoveNestedField(u.Object, "status")
-		if a := u.GetAnnotations(); a[lastApplied] != "" {
-			delete(a, lastApplied)
-			u.SetAnnotations(a)
-		}
-	}
-	return obj, nil
-}
-
-const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
-
-// slimMetadata keeps who wrote an object but not which fields.
-func slimMetadata(obj any) (any, error) {
-	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		for i := range m.ManagedFields {
-			m.ManagedFields[i].FieldsV1 = nil
-		}
-		if m.Annotations[lastApplied] != "" {
-			delete(m.Annotations, lastApplied)
-		}
-	}
-	return obj, nil
 }
 
 // find returns the synced full informer holding objects of gk in ns.
@@ -428,9 +358,18 @@ func (w *Watcher) Get(ctx context.Context, refs []Ref) (map[string]*unstructured
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
-		if ok {
-			out[ref.Key()] = item.(*unstructured.Unstructured).DeepCopy()
+		if !ok {
+			continue
 		}
+		c, isCached := item.(*cached)
+		if !isCached {
+			return nil, fmt.Errorf("%s: the cache holds a %T", ref, item)
+		}
+		obj, err := c.object()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ref, err)
+		}
+		out[ref.Key()] = obj
 	}
 	if len(rest) > 0 {
 		more, err := w.reader.Get(ctx, rest)
@@ -467,10 +406,18 @@ func (w *Watcher) List(ctx context.Context, gk schema.GroupKind, namespace strin
 	}
 	var out []*unstructured.Unstructured
 	for _, it := range items {
-		u := it.(*unstructured.Unstructured)
-		if sel == nil || sel.Matches(labels.Set(u.GetLabels())) {
-			out = append(out, u.DeepCopy())
+		c, ok := it.(*cached)
+		if !ok {
+			return nil, fmt.Errorf("%s: the cache holds a %T", gk, it)
 		}
+		if sel != nil && !sel.Empty() && !sel.Matches(c.labelSet()) {
+			continue
+		}
+		u, err := c.object()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", gk, err)
+		}
+		out = append(out, u)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].GetNamespace()+"/"+out[i].GetName() < out[j].GetNamespace()+"/"+out[j].GetName()
@@ -519,19 +466,11 @@ func (w *Watcher) InNamespaces(namespaces []string) []Present {
 	var out []Present
 	for _, wt := range all {
 		for _, it := range wt.informer.GetIndexer().List() {
-			obj, err := meta.Accessor(it)
-			if err != nil || !want[obj.GetNamespace()] {
+			c, ok := it.(*cached)
+			if !ok || !want[c.meta.namespace.Value()] {
 				continue
 			}
-			p := Present{GroupVersionKind: wt.resource.GroupVersion().WithKind(wt.gk.Kind)}
-			switch o := it.(type) {
-			case *unstructured.Unstructured:
-				p.Metadata = metaOf(o)
-			case *metav1.PartialObjectMetadata:
-				p.Metadata = *o.ObjectMeta.DeepCopy()
-			default:
-				continue
-			}
+			p := Present{GroupVersionKind: wt.resource.GroupVersion().WithKind(wt.gk.Kind), Metadata: c.meta.objectMeta()}
 			k := p.Ref().Key()
 			if !seen[k] {
 				seen[k] = true
@@ -541,19 +480,6 @@ func (w *Watcher) InNamespaces(namespaces []string) []Present {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Ref().Key() < out[j].Ref().Key() })
 	return out
-}
-
-func metaOf(u *unstructured.Unstructured) metav1.ObjectMeta {
-	m := metav1.ObjectMeta{
-		Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(),
-		Labels: u.GetLabels(), Annotations: u.GetAnnotations(),
-		OwnerReferences: u.GetOwnerReferences(), CreationTimestamp: u.GetCreationTimestamp(),
-	}
-	for _, e := range u.GetManagedFields() {
-		e.FieldsV1 = nil
-		m.ManagedFields = append(m.ManagedFields, e)
-	}
-	return m
 }
 
 // Watches counts the informers running, full and metadata-only.

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,14 +19,14 @@ import (
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
-const watchObjects = 20000
-
 // BenchmarkWatchCache measures the memory the drift loop's watch caches hold
-// for 20,000 ConfigMaps (each with a few keys, labels, managedFields and a
-// client-side-apply annotation, as kubectl apply leaves them) in watched
-// namespaces: watched in full, as for a kind Git renders, and metadata only,
-// as for the other kinds in a target's namespaces. It reports the live heap
-// the caches add and the whole test process's resident set once they are full.
+// for 20,000 and then 100,000 ConfigMaps (each with a few keys, labels,
+// managedFields and a client-side-apply annotation, as kubectl apply leaves
+// them) in watched namespaces: watched in full, as for a kind Git renders,
+// and metadata only, as for the other kinds in a target's namespaces. It
+// reports the live heap the caches add, the resident set they add (measured
+// after returning freed memory to the system before and after), the whole
+// test process's resident set once they are full, and the time to fill.
 func BenchmarkWatchCache(b *testing.B) {
 	env := kubetest.New(b)
 	ctx := context.Background()
@@ -37,74 +38,69 @@ func BenchmarkWatchCache(b *testing.B) {
 		}
 		namespaces = append(namespaces, ns)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	next := make(chan int)
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				cm := &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Labels: map[string]string{"app": "shop", "tier": "web"},
-						Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 300)}},
-					Data: map[string]string{"LOG_LEVEL": "info", "FEATURE": "on", "ENDPOINT": "https://api.example.com/v1/" + strconv.Itoa(i)},
-				}
-				if _, err := env.Client.CoreV1().ConfigMaps(namespaces[i%len(namespaces)]).Create(ctx, cm, metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"}); err != nil {
-					select {
-					case errs <- err:
-					default:
+	created := 0
+	for _, size := range []int{20000, 100000} {
+		createConfigMaps(b, env, namespaces, created, size)
+		created = size
+		for _, mode := range []string{"full", "metadata"} {
+			b.Run(fmt.Sprintf("%d/%s", size, mode), func(b *testing.B) {
+				var heap, rss, rssAdded, fill float64
+				for b.Loop() {
+					wctx, cancel := context.WithCancel(ctx)
+					heap0, rss0 := memoryInUse()
+					start := time.Now()
+					w, err := drift.NewWatcher(wctx, env.Config)
+					if err != nil {
+						b.Fatal(err)
 					}
+					w.SyncTimeout = 10 * time.Minute
+					if mode == "full" {
+						err = w.Watch(wctx, []schema.GroupKind{{Kind: "ConfigMap"}}, namespaces)
+					} else {
+						err = w.WatchMetadata(wctx, namespaces)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					fill = time.Since(start).Seconds()
+					if n := len(w.InNamespaces(namespaces)); n < size {
+						b.Fatalf("the caches hold %d objects, want %d", n, size)
+					}
+					heap1, rss1 := memoryInUse()
+					heap, rss, rssAdded = heap1-heap0, rss1, rss1-rss0
+					runtime.KeepAlive(w)
+					cancel()
 				}
-			}
-		}()
-	}
-	for i := range watchObjects {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
-	for _, mode := range []string{"full", "metadata"} {
-		b.Run(mode, func(b *testing.B) {
-			var heap, rss float64
-			for b.Loop() {
-				wctx, cancel := context.WithCancel(ctx)
-				heap0, _ := memoryInUse()
-				w, err := drift.NewWatcher(wctx, env.Config)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if mode == "full" {
-					err = w.Watch(wctx, []schema.GroupKind{{Kind: "ConfigMap"}}, namespaces)
-				} else {
-					err = w.WatchMetadata(wctx, namespaces)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				if n := len(w.InNamespaces(namespaces)); n < watchObjects {
-					b.Fatalf("the caches hold %d objects, want %d", n, watchObjects)
-				}
-				heap1, rss1 := memoryInUse()
-				heap, rss = heap1-heap0, rss1
-				runtime.KeepAlive(w)
-				cancel()
-			}
-			b.ReportMetric(heap/(1<<20), "heap-MiB")
-			b.ReportMetric(rss/(1<<20), "rss-MiB")
-			b.ReportMetric(heap/watchObjects, "heap-B/object")
-		})
+				b.ReportMetric(heap/(1<<20), "heap-MiB")
+				b.ReportMetric(heap/float64(size), "heap-B/object")
+				b.ReportMetric(rssAdded/(1<<20), "rss-added-MiB")
+				b.ReportMetric(rss/(1<<20), "rss-MiB")
+				b.ReportMetric(fill, "fill-s")
+			})
+		}
 	}
 }
 
-// memoryInUse returns the live heap after a collection and the resident set.
+// createConfigMaps creates the benchmark's ConfigMaps numbered from to to,
+// spread over the namespaces.
+func createConfigMaps(b *testing.B, env *kubetest.Env, namespaces []string, from, to int) {
+	b.Helper()
+	kubetest.CreateMany(b, from, to, func(i int) error {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%06d", i), Labels: map[string]string{"app": "shop", "tier": "web"},
+				Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 300)}},
+			Data: map[string]string{"LOG_LEVEL": "info", "FEATURE": "on", "ENDPOINT": "https://api.example.com/v1/" + strconv.Itoa(i)},
+		}
+		_, err := env.Client.CoreV1().ConfigMaps(namespaces[i%len(namespaces)]).Create(context.Background(), cm, metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"})
+		return err
+	})
+}
+
+// memoryInUse returns the live heap after a collection and the resident set
+// once freed memory is returned to the system.
 func memoryInUse() (heap, rss float64) {
 	runtime.GC()
-	runtime.GC()
+	debug.FreeOSMemory()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	b, err := os.ReadFile("/proc/self/status")

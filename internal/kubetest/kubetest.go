@@ -209,3 +209,48 @@ func moduleRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// Eventually polls cond until it holds, failing t after timeout: tests wait
+// on the condition itself, never on a fixed sleep.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// CreateMany calls create for each i in [from, to) on 32 goroutines, as a
+// fixture of thousands of objects needs, and fails t on the first error.
+func CreateMany(t testing.TB, from, to int, create func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	next := make(chan int)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := create(i); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := from; i < to; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}
