@@ -16,6 +16,10 @@ type publishBudget struct {
 	mu    sync.Mutex
 	end   time.Time
 	timer *time.Timer
+	// held counts the calls waiting for another publish's turn, since
+	// heldAt: the clock stops while any does.
+	held   int
+	heldAt time.Time
 }
 
 type budgetKey struct{}
@@ -42,6 +46,36 @@ func extendBudget(ctx context.Context, wait time.Duration) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.end = b.end.Add(wait)
-	b.timer.Reset(time.Until(b.end))
+	if b.held == 0 { // a held clock is restarted on release
+		b.timer.Reset(time.Until(b.end))
+	}
 	return true
+}
+
+// holdBudget stops the clock of ctx's publish budget, if it has one, until
+// the returned func is called: a call waiting for the installation's write
+// slot waits out another publish (its work and the rate limits GitHub gave
+// it), which could otherwise use up this publish's bound before its next
+// part is written.
+func holdBudget(ctx context.Context) (release func()) {
+	b, ok := ctx.Value(budgetKey{}).(*publishBudget)
+	if !ok || ctx.Err() != nil {
+		return func() {}
+	}
+	b.mu.Lock()
+	if b.held == 0 {
+		b.heldAt = time.Now()
+		b.timer.Stop()
+	}
+	b.held++
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.held--
+		if b.held == 0 {
+			b.end = b.end.Add(time.Since(b.heldAt))
+			b.timer.Reset(time.Until(b.end))
+		}
+	}
 }

@@ -262,16 +262,17 @@ type retryTransport struct {
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		t.once.Do(func() { t.write = make(chan struct{}, 1) })
-		start := time.Now()
+		// Waiting for the write slot is waiting out another call's rate
+		// limit, or its work: a publish's bound does not run meanwhile.
+		release := holdBudget(req.Context())
 		select {
 		case t.write <- struct{}{}:
+			release()
 			defer func() { <-t.write }()
 		case <-req.Context().Done():
+			release()
 			return nil, req.Context().Err()
 		}
-		// Waiting for the write slot is waiting out another call's rate
-		// limit, or its work: a publish's bound does not pay for it.
-		extendBudget(req.Context(), time.Since(start))
 		if t.pace != nil {
 			if err := t.pace.wait(req.Context()); err != nil {
 				return nil, err

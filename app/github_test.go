@@ -127,3 +127,76 @@ func TestInstallationTokensAreCachedAndEnterpriseURLsWork(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishDoesNotPayForAnothersTurn: a publish whose call waits for the
+// installation's write slot while another publish waits out a rate limit
+// there is not cut off by its own bound: the wait is the other's, and its
+// next part is still written.
+func TestPublishDoesNotPayForAnothersTurn(t *testing.T) {
+	var n atomic.Int64
+	first := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			close(first)
+			retryAfter(1)(w) // the first publish waits a second, holding the slot
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: &retryTransport{next: http.DefaultTransport, policy: RetryPolicy{Attempts: 5, Base: time.Millisecond, MaxWait: 5 * time.Second}}}
+	post := func() (int, error) {
+		ctx, cancel := withPublishBudget(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader("payload"))
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	type result struct {
+		status int
+		err    error
+	}
+	a := make(chan result, 1)
+	go func() {
+		s, err := post()
+		a <- result{s, err}
+	}()
+	<-first
+	if s, err := post(); err != nil || s != http.StatusCreated {
+		t.Errorf("the publish that waited for the other's turn: %d, %v; want 201", s, err)
+	}
+	if r := <-a; r.err != nil || r.status != http.StatusCreated {
+		t.Errorf("the rate-limited publish: %d, %v; want 201 after its wait", r.status, r.err)
+	}
+}
+
+// TestHeldBudgetStopsItsClock: a publish's bound does not run while it is
+// held, and runs out after it is released.
+func TestHeldBudgetStopsItsClock(t *testing.T) {
+	ctx, cancel := withPublishBudget(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	release := holdBudget(ctx)
+	time.Sleep(300 * time.Millisecond) // waiting for another publish's turn
+	if ctx.Err() != nil {
+		t.Fatal("the bound ran out while held")
+	}
+	extendBudget(ctx, 50*time.Millisecond) // a rate limit met meanwhile does not restart the clock
+	time.Sleep(200 * time.Millisecond)
+	if ctx.Err() != nil {
+		t.Fatal("an extension restarted a held clock")
+	}
+	released := time.Now()
+	release()
+	select {
+	case <-ctx.Done():
+		if d := time.Since(released); d < 100*time.Millisecond {
+			t.Errorf("the bound ran out %s after the release, before the 150 ms it had left", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bound never ran out after the release")
+	}
+}
