@@ -359,8 +359,10 @@ func TestSubmodulesAreLeftOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad, good := res.Overlays[0], res.Overlays[1]
-	if len(bad.Problems) == 0 || !strings.Contains(bad.Problems[0].Message, "submodule") {
-		t.Fatalf("an overlay using a submodule: problems %v, want one naming the submodule", bad.Problems)
+	if len(bad.Problems) == 0 || !strings.Contains(bad.Problems[0].Message, "submodule") || !strings.Contains(bad.Problems[0].Message, "vendor/base") ||
+		bad.Problems[0].Reason != render.ReasonSymlink || bad.Problems[0].File != "app/kustomization.yaml" {
+		t.Fatalf("an overlay using a submodule: problems %+v, want one of reason %q in app/kustomization.yaml naming vendor/base as a submodule",
+			bad.Problems, render.ReasonSymlink)
 	}
 	if err := good.Err(); err != nil {
 		t.Errorf("the overlay beside it: %v", err)

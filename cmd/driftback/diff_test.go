@@ -208,6 +208,44 @@ func TestDemoJSONKeepsItsPromises(t *testing.T) {
 			t.Errorf("%q is not a list: %v", key, raw[key])
 		}
 	}
+	// The schema as the README documents it, read from the JSON itself: a
+	// renamed key or tag fails here even where the Go types would follow.
+	tags := map[string]int{}
+	targets, _ := raw["targets"].([]any)
+	for _, tg := range targets {
+		tg, _ := tg.(map[string]any)
+		for _, list := range []string{"changes", "drift", "pr"} {
+			changes, ok := tg[list].([]any)
+			if !ok && tg[list] != nil {
+				t.Errorf("target %v: %q is not a list", tg["path"], list)
+			}
+			for _, ch := range changes {
+				ch, _ := ch.(map[string]any)
+				fields, _ := ch["fields"].([]any)
+				for _, f := range fields {
+					f, _ := f.(map[string]any)
+					if list == "changes" {
+						tag, _ := f["kind"].(string)
+						tags[tag]++
+						if tag != "pr" && tag != "overwrites" && tag != "codifies" && tag != "drift" {
+							t.Errorf("%s %v: field tag %q is none of pr, overwrites, codifies, drift", ch["name"], f["path"], tag)
+						}
+					}
+					if ch["kind"] != "Secret" {
+						continue
+					}
+					for _, k := range []string{"base", "desired", "live"} {
+						if v, ok := f[k]; ok && v != nil && v != "(hidden)" { // null: no value on that side
+							t.Errorf("Secret %s %v: %q shows %v", ch["name"], f["path"], k, v)
+						}
+					}
+				}
+			}
+		}
+	}
+	if tags["pr"] == 0 || tags["codifies"] != 1 || tags["drift"] != 1 {
+		t.Errorf("field tags %v: want the pull request's own changes, one field it codifies and one drift it leaves", tags)
+	}
 	dangers := map[drift.DangerReason]int{}
 	secretFields := 0
 	var reverted, codified []drift.Field
@@ -220,7 +258,7 @@ func TestDemoJSONKeepsItsPromises(t *testing.T) {
 					}
 					for _, f := range ch.Fields {
 						secretFields++
-						if !f.Hidden || (f.Live != nil && f.Live != "(hidden)") || (f.Desired != nil && f.Desired != "(hidden)") {
+						if !f.Hidden || (f.Live != nil && f.Live != "(hidden)") || (f.Desired != nil && f.Desired != "(hidden)") || (f.Base != nil && f.Base != "(hidden)") {
 							t.Errorf("%s %s shows a value: %+v", ch.Ref(), f.Path, f)
 						}
 					}
