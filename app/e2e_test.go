@@ -816,3 +816,53 @@ func TestChecksOnlyForAffectedTargets(t *testing.T) {
 		t.Errorf("%d check-run writes and %d listings, want 11 and 1", writes, lists)
 	}
 }
+
+// TestALongRateLimitCompletesTheCommentLater: GitHub asks driftback, in the
+// middle of a comment of several parts, to wait longer than a worker holds on
+// (past the production retry policy's 2 minutes). The job gives its worker
+// back, runs again once the wait is over, and writes the comment whole; no
+// failure is reported on the pull request. It waits GitHub's 121 s for real,
+// beside the other tests.
+func TestALongRateLimitCompletesTheCommentLater(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	base, head := w.threePartComment()
+	w.openPR(7, base, head, nil)
+	path := "/repos/" + fullName + "/issues/7/comments"
+	w.gh.FailAfter("POST", path, 1, 1, 121) // the second part
+	w.deliver("pull_request", "d-long-limit", prPayload("opened", 7, head.String()))
+	deadline := time.Now().Add(5 * time.Minute)
+	for len(w.gh.Comments(fullName, 7)) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the comment has %d of its 3 parts five minutes after a 121 s rate limit", len(w.gh.Comments(fullName, 7)))
+		}
+		time.Sleep(time.Second)
+	}
+	w.waitChecks(head.String(), 2)
+	comments := w.gh.Comments(fullName, 7)
+	for i, c := range comments {
+		if !strings.HasPrefix(c.Body, fmt.Sprintf("<!-- driftback:comment part=%d of=%d -->", i+1, len(comments))) {
+			t.Errorf("part %d of %d starts %.50q", i+1, len(comments), c.Body)
+		}
+	}
+	if len(comments) != 3 {
+		t.Errorf("%d comments, want the 3 parts", len(comments))
+	}
+	var limited, written time.Time
+	for _, c := range w.gh.Calls() {
+		if c.Method != "POST" || c.Path != path {
+			continue
+		}
+		if c.Status == http.StatusForbidden {
+			limited = c.At
+		} else if !limited.IsZero() && written.IsZero() {
+			written = c.At
+		}
+	}
+	if limited.IsZero() || written.IsZero() {
+		t.Fatalf("no rate-limited part followed by its write: %v", lastCalls(w.gh.Calls(), 10))
+	}
+	if d := written.Sub(limited); d < 121*time.Second {
+		t.Errorf("the part was written %s after a Retry-After of 121 s: early", d)
+	}
+}

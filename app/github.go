@@ -359,6 +359,20 @@ func (t *retryTransport) verdict(req *http.Request, resp *http.Response, err err
 	return 0, false
 }
 
+// rateLimitWait says how long GitHub asked to wait, when err is its rate
+// limit: until the primary limit's reset, or a secondary limit's Retry-After.
+func rateLimitWait(err error) (time.Duration, bool) {
+	var primary *github.RateLimitError
+	if errors.As(err, &primary) {
+		return max(time.Until(primary.Rate.Reset.Time), 0) + time.Second, true
+	}
+	var secondary *github.AbuseRateLimitError
+	if errors.As(err, &secondary) && secondary.RetryAfter != nil {
+		return *secondary.RetryAfter + time.Second, true
+	}
+	return 0, false
+}
+
 func (t *retryTransport) backoff(attempt int) time.Duration {
 	d := t.policy.Base << attempt
 	return min(d+jitter(d/2), t.policy.MaxWait)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-github/v60/github"
 
 	"github.com/driftback/driftback/internal/githubfake"
 )
@@ -198,5 +201,50 @@ func TestHeldBudgetStopsItsClock(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the bound never ran out after the release")
+	}
+}
+
+// TestRateLimitWaitFromGitHubsAnswer: GitHub's two rate limits, as go-github
+// reads them from real answers, give the wait a job is run again after; any
+// other error gives none.
+func TestRateLimitWaitFromGitHubsAnswer(t *testing.T) {
+	reset := time.Now().Add(5 * time.Minute)
+	answers := map[string]func(http.ResponseWriter){
+		"primary": func(w http.ResponseWriter) {
+			w.Header().Set("X-RateLimit-Limit", "5000")
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"message":"API rate limit exceeded for installation ID 1.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}`)
+		},
+		"secondary": func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "180")
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`)
+		},
+		"a permission error": func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"message":"Resource not accessible by integration"}`)
+		},
+	}
+	want := map[string][2]time.Duration{
+		"primary":   {time.Until(reset) - 5*time.Second, time.Until(reset) + 5*time.Second},
+		"secondary": {180 * time.Second, 185 * time.Second},
+	}
+	for name, answer := range answers {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answer(w) }))
+			defer srv.Close()
+			gh, err := github.NewClient(nil).WithEnterpriseURLs(srv.URL+"/", srv.URL+"/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = gh.Issues.CreateComment(context.Background(), "o", "r", 1, &github.IssueComment{Body: github.String("x")})
+			wait, ok := rateLimitWait(fmt.Errorf("create comment part 2: %w", err))
+			bounds, limited := want[name]
+			if ok != limited || (ok && (wait < bounds[0] || wait > bounds[1])) {
+				t.Errorf("wait %s, %v for %v; want a rate limit: %v, within %v", wait, ok, err, limited, bounds)
+			}
+		})
 	}
 }

@@ -43,7 +43,7 @@ func NewMetrics(queueDepth func() float64) *Metrics {
 		}, []string{"event", "outcome"}),
 		jobs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "driftback_job_duration_seconds",
-			Help:    "Time to process one pull request (or default-branch refresh), by outcome (done, failed, cancelled).",
+			Help:    "Time to process one pull request (or default-branch refresh), by outcome (done, failed, cancelled, deferred: waiting out GitHub's rate limit).",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 		}, []string{"outcome"}),
 		renders: prometheus.NewHistogram(prometheus.HistogramOpts{

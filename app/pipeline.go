@@ -262,12 +262,18 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	// waits for the lock): a comment set is never left half written.
 	ctx, cancel := withPublishBudget(ctx, a.publishTimeout())
 	defer cancel()
-	return retryPublish(ctx, func() error {
+	err = retryPublish(ctx, func() error {
 		if err := publishComment(ctx, gh, bot, req.owner, req.repo, req.number, parts); err != nil {
 			return err
 		}
 		return a.publishChecks(ctx, gh, req, headSHA, checks)
 	})
+	// A wait longer than a worker holds on: the whole publish runs again
+	// once GitHub's limit allows, so the comment is not left half written.
+	if wait, ok := rateLimitWait(err); ok {
+		return &RetryLater{Wait: wait, Err: err}
+	}
+	return err
 }
 
 // DefaultPublishTimeout bounds the work of publishing one pull request's

@@ -37,6 +37,22 @@ type Job struct {
 	Log *slog.Logger
 }
 
+// RetryLater is a job's error when GitHub asked it to wait longer than a
+// worker should hold on (its primary limit is spent until the reset): the
+// job runs again after Wait, on no worker meanwhile, unless a newer event for
+// its key came first, whose job then reports instead.
+type RetryLater struct {
+	Wait time.Duration
+	Err  error
+}
+
+func (e *RetryLater) Error() string {
+	return fmt.Sprintf("%v (runs again in %s)", e.Err, e.Wait.Round(time.Second))
+}
+
+// Unwrap returns GitHub's answer.
+func (e *RetryLater) Unwrap() error { return e.Err }
+
 type running struct {
 	job    *Job
 	cancel context.CancelCauseFunc
@@ -57,8 +73,12 @@ type Queue struct {
 	pending map[string]*Job
 	order   []string
 	running map[string]*running
-	closed  bool
-	wg      sync.WaitGroup
+	// later holds the jobs waiting out GitHub's rate limit, each with the
+	// token of its timer; a newer job or a drop for the key forgets it.
+	later  map[string]uint64
+	tokens uint64
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // NewQueue starts workers that run jobs until Close (or the end of parent).
@@ -71,6 +91,7 @@ func NewQueue(parent context.Context, workers, size int, timeout time.Duration, 
 		wake:    make(chan struct{}, 1),
 		pending: map[string]*Job{},
 		running: map[string]*running{},
+		later:   map[string]uint64{},
 	}
 	for range workers {
 		q.wg.Add(1)
@@ -94,6 +115,7 @@ func (q *Queue) Enqueue(j *Job) error {
 	if r, ok := q.running[j.Key]; ok && r.job.SHA != j.SHA {
 		r.cancel(errSuperseded)
 	}
+	delete(q.later, j.Key) // this job reports instead
 	q.pending[j.Key] = j
 	if !queued {
 		q.order = append(q.order, j.Key)
@@ -108,6 +130,7 @@ func (q *Queue) Drop(key string, cause error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.pending, key)
+	delete(q.later, key)
 	if r, ok := q.running[key]; ok {
 		r.cancel(cause)
 	}
@@ -199,6 +222,7 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 		}()
 		return j.Run(ctx)
 	}()
+	var later *RetryLater
 	switch cause := context.Cause(ctx); {
 	case err == nil:
 		q.metrics.job("done", time.Since(start))
@@ -206,6 +230,10 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 	case errors.Is(cause, errSuperseded) || errors.Is(cause, errPullClosed) || errors.Is(cause, errShutdown):
 		q.metrics.job("cancelled", time.Since(start))
 		log.Info("job cancelled", "reason", cause.Error())
+	case errors.As(err, &later):
+		q.metrics.job("deferred", time.Since(start))
+		log.Warn("job waits out GitHub's rate limit", "err", later.Err, "seconds", later.Wait.Seconds())
+		q.runAfter(j, later.Wait, log)
 	default:
 		q.metrics.job("failed", time.Since(start))
 		q.metrics.failure("job")
@@ -216,6 +244,30 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 			cancel()
 		}
 	}
+}
+
+// runAfter queues j again after d, unless a newer job or a drop for its key
+// came meanwhile, or the queue closed.
+func (q *Queue) runAfter(j *Job, d time.Duration, log *slog.Logger) {
+	q.mu.Lock()
+	q.tokens++
+	token := q.tokens
+	q.later[j.Key] = token
+	q.mu.Unlock()
+	time.AfterFunc(d, func() {
+		q.mu.Lock()
+		current := !q.closed && q.later[j.Key] == token
+		if current {
+			delete(q.later, j.Key)
+		}
+		q.mu.Unlock()
+		if !current {
+			return
+		}
+		if err := q.Enqueue(j); err != nil {
+			log.Warn("job not queued again: the next event for it brings it back", "err", err)
+		}
+	})
 }
 
 // Close stops taking jobs, drops the queued ones (GitHub's next event or a

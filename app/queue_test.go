@@ -181,3 +181,99 @@ func TestQueueShutdown(t *testing.T) {
 		t.Errorf("a closed queue took a job: %v", err)
 	}
 }
+
+// TestQueueRunsAJobAgainAfterGitHubsWait: a job that GitHub told to wait
+// longer than a worker holds on runs again once the wait is over, without
+// reporting a failure; a newer job for its key, or a drop, comes instead of
+// it, and a job waiting out a limit holds no worker meanwhile.
+func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := NewQueue(ctx, 1, 16, time.Minute, discard)
+	const wait = 300 * time.Millisecond
+	var mu sync.Mutex
+	var runs []string
+	var at []time.Time
+	var failed atomic.Int64
+	job := func(key, sha string, limited *atomic.Int64) *Job {
+		return &Job{Key: key, SHA: sha, Fail: func(context.Context, error) { failed.Add(1) },
+			Run: func(context.Context) error {
+				mu.Lock()
+				runs = append(runs, key+"@"+sha)
+				at = append(at, time.Now())
+				mu.Unlock()
+				if limited.Add(-1) >= 0 {
+					return &RetryLater{Wait: wait, Err: errors.New("API rate limit exceeded")}
+				}
+				return nil
+			}}
+	}
+	ranAll := func(n int) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) == n }
+	}
+
+	var once atomic.Int64
+	once.Store(1)
+	if err := q.Enqueue(job("o/r#1", "a", &once)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first run", ranAll(1))
+	// The one worker is free while #1 waits: #2 runs at once.
+	var never atomic.Int64
+	if err := q.Enqueue(job("o/r#2", "x", &never)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run again", ranAll(3))
+	mu.Lock()
+	if runs[1] != "o/r#2@x" || runs[2] != "o/r#1@a" {
+		t.Errorf("runs %v: want #2 while #1 waits, then #1 again", runs)
+	}
+	if d := at[2].Sub(at[0]); d < wait {
+		t.Errorf("ran again %s after GitHub's wait of %s", d, wait)
+	}
+	mu.Unlock()
+
+	// A newer commit while the old one waits: only the newer one runs.
+	once.Store(1)
+	if err := q.Enqueue(job("o/r#3", "old", &once)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the old commit's run", ranAll(4))
+	if err := q.Enqueue(job("o/r#3", "new", &never)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new commit's run", ranAll(5))
+	// A pull request closed while its job waits: nothing runs.
+	once.Store(1)
+	if err := q.Enqueue(job("o/r#4", "a", &once)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the closed pull request's run", ranAll(6))
+	q.Drop("o/r#4", errPullClosed)
+	// Past both waits, with a job queued after them to know the queue moved on.
+	time.Sleep(2 * wait) // the waits that must not end in a run
+	if err := q.Enqueue(job("o/r#5", "a", &never)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the last run", ranAll(7))
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"o/r#1@a", "o/r#2@x", "o/r#1@a", "o/r#3@old", "o/r#3@new", "o/r#4@a", "o/r#5@a"}; !equalStrings(runs, want) {
+		t.Errorf("runs %v, want %v", runs, want)
+	}
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d failures reported for jobs that only waited", n)
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
