@@ -246,28 +246,42 @@ func TestRetryAfterLongerThanThePublishBound(t *testing.T) {
 	if len(comments) < 2 {
 		t.Fatalf("%d comment part(s) after a Retry-After longer than the bound, want all of them", len(comments))
 	}
+	checkParts(t, comments)
+	if wait := limitedWriteWaited(t, w.gh.Calls(), path); wait < 3*time.Second {
+		t.Errorf("retried %v after a Retry-After of 3 s: early", wait)
+	}
+}
+
+// checkParts requires a comment's parts numbered in order, each knowing how
+// many there are.
+func checkParts(t *testing.T, comments []githubfake.Comment) {
+	t.Helper()
 	for i, c := range comments {
 		if !strings.HasPrefix(c.Body, fmt.Sprintf("<!-- driftback:comment part=%d of=%d -->", i+1, len(comments))) {
 			t.Errorf("part %d of %d starts %.50q", i+1, len(comments), c.Body)
 		}
 	}
-	var limited, retried time.Time
-	for _, c := range w.gh.Calls() {
+}
+
+// limitedWriteWaited returns how long after GitHub's rate limit on a POST to
+// path the write went through.
+func limitedWriteWaited(t *testing.T, calls []githubfake.Call, path string) time.Duration {
+	t.Helper()
+	var limited, written time.Time
+	for _, c := range calls {
 		if c.Method != "POST" || c.Path != path {
 			continue
 		}
 		if c.Status == http.StatusForbidden {
 			limited = c.At
-		} else if !limited.IsZero() && retried.IsZero() {
-			retried = c.At
+		} else if !limited.IsZero() && written.IsZero() {
+			written = c.At
 		}
 	}
-	if limited.IsZero() || retried.IsZero() {
-		t.Fatalf("no rate-limited call followed by a retry: %v", lastCalls(w.gh.Calls(), 10))
+	if limited.IsZero() || written.IsZero() {
+		t.Fatalf("no rate-limited write followed by its retry: %v", lastCalls(calls, 10))
 	}
-	if wait := retried.Sub(limited); wait < 3*time.Second {
-		t.Errorf("retried %v after a Retry-After of 3 s: early", wait)
-	}
+	return written.Sub(limited)
 }
 
 // TestRestartKeepsOneComment: driftback restarted between two events still
@@ -840,29 +854,11 @@ func TestALongRateLimitCompletesTheCommentLater(t *testing.T) {
 	}
 	w.waitChecks(head.String(), 2)
 	comments := w.gh.Comments(fullName, 7)
-	for i, c := range comments {
-		if !strings.HasPrefix(c.Body, fmt.Sprintf("<!-- driftback:comment part=%d of=%d -->", i+1, len(comments))) {
-			t.Errorf("part %d of %d starts %.50q", i+1, len(comments), c.Body)
-		}
-	}
+	checkParts(t, comments)
 	if len(comments) != 3 {
 		t.Errorf("%d comments, want the 3 parts", len(comments))
 	}
-	var limited, written time.Time
-	for _, c := range w.gh.Calls() {
-		if c.Method != "POST" || c.Path != path {
-			continue
-		}
-		if c.Status == http.StatusForbidden {
-			limited = c.At
-		} else if !limited.IsZero() && written.IsZero() {
-			written = c.At
-		}
-	}
-	if limited.IsZero() || written.IsZero() {
-		t.Fatalf("no rate-limited part followed by its write: %v", lastCalls(w.gh.Calls(), 10))
-	}
-	if d := written.Sub(limited); d < 121*time.Second {
-		t.Errorf("the part was written %s after a Retry-After of 121 s: early", d)
+	if wait := limitedWriteWaited(t, w.gh.Calls(), path); wait < 121*time.Second {
+		t.Errorf("the part was written %s after a Retry-After of 121 s: early", wait)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -258,22 +259,10 @@ func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
 	waitFor(t, "the last run", ranAll(7))
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{"o/r#1@a", "o/r#2@x", "o/r#1@a", "o/r#3@old", "o/r#3@new", "o/r#4@a", "o/r#5@a"}; !equalStrings(runs, want) {
+	if want := []string{"o/r#1@a", "o/r#2@x", "o/r#1@a", "o/r#3@old", "o/r#3@new", "o/r#4@a", "o/r#5@a"}; !slices.Equal(runs, want) {
 		t.Errorf("runs %v, want %v", runs, want)
 	}
 	if n := failed.Load(); n != 0 {
 		t.Errorf("%d failures reported for jobs that only waited", n)
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"reflect"
+	"slices"
 	"sort"
 	"time"
 	"unique"
@@ -256,32 +257,11 @@ func changedByWriter(old, cur any) bool {
 	if !bytes.Equal(a.body, b.body) {
 		return true
 	}
-	if a.meta.generation != b.meta.generation || !equalPairs(a.meta.labels, b.meta.labels) ||
-		!equalPairs(a.meta.annotations, b.meta.annotations) || !reflect.DeepEqual(a.meta.owners, b.meta.owners) {
+	if a.meta.generation != b.meta.generation || !slices.Equal(a.meta.labels, b.meta.labels) ||
+		!slices.Equal(a.meta.annotations, b.meta.annotations) || !reflect.DeepEqual(a.meta.owners, b.meta.owners) {
 		return true
 	}
-	wa, wb := notStatus(a.meta.writers), notStatus(b.meta.writers)
-	if len(wa) != len(wb) {
-		return true
-	}
-	for i := range wa {
-		if wa[i] != wb[i] {
-			return true
-		}
-	}
-	return false
-}
-
-func equalPairs(a, b []pair) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return !slices.Equal(notStatus(a.meta.writers), notStatus(b.meta.writers))
 }
 
 var statusSubresource = intern("status")
