@@ -17,6 +17,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TESTFLAGS ?=
+# The slowest package (app, its end-to-end tests side by side) takes about
+# 3 minutes on 2 cores under the race detector; the bound leaves a wide margin
+# for a loaded machine without letting a hung test run for an hour.
+TESTTIMEOUT ?= 30m
+# End-to-end tests mostly wait (on GitHub's pace, quiet periods, polls):
+# more of them run at once than there are cores.
+TESTPARALLEL ?= 6
 BENCHTIME ?= 3x
 FUZZTIME ?= 30s
 IMAGE ?= ghcr.io/driftback/driftback:$(VERSION)
@@ -36,7 +43,7 @@ vet:
 test: testbin vet
 	@assets=$$(hack/testbin/build.sh 2>/dev/null | tail -n1); \
 	echo "testing with KUBEBUILDER_ASSETS=$$assets"; \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 $(TESTFLAGS) ./... && \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) -parallel $(TESTPARALLEL) $(TESTFLAGS) ./... && \
 	echo "render limits without the race detector (the memory limit as shipped):" && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -run 'TestHostileInput|TestChild' ./render
 

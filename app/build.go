@@ -32,7 +32,7 @@ type built struct {
 // buildTarget renders t at tree as its reconciler builds it: plain
 // kustomize, Flux's generated kustomization then its postBuild
 // substitution, commonMetadata and owner labels, or Argo CD's kustomize
-// options. Objects Flux never applies (kustomize.toolkit.fluxcd.io/ssa:
+// options and destination namespace. Objects Flux never applies (kustomize.toolkit.fluxcd.io/ssa:
 // Ignore) are left out.
 func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target, vars fluxVars) built {
 	f := t.found
@@ -94,6 +94,15 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 			}
 		}
 		objs = withoutFluxIgnored(objs)
+	}
+	if f != nil && f.DestinationNamespace != "" {
+		// Argo CD places namespaced objects that name no namespace in its
+		// destination's before it compares, syncs or prunes; so does every
+		// read of the target's scope.
+		if objs, err = drift.Place(ctx, nil, objs, f.DestinationNamespace); err != nil {
+			b.problems = append(b.problems, err.Error())
+			return b
+		}
 	}
 	b.objs = objs
 	return b

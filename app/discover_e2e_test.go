@@ -2,10 +2,10 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
@@ -47,6 +47,7 @@ const dbPassword = "hunter2-canary-5521"
 // as kustomize-controller does, so its values are not reported as changes
 // the pull request would overwrite, and the Secret's value is never shown.
 func TestDiscoveredTargetsEndToEnd(t *testing.T) {
+	t.Parallel()
 	var w *world
 	w = newWorld(t, func(c *Config) {
 		c.Targets = nil
@@ -162,17 +163,14 @@ spec:
   source: {repoURL: 'https://` + hostname + `/acme/gitops', path: fleet/chart}
   destination: {server: https://kubernetes.default.svc}
   syncPolicy: {automated: {}}`)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		targets, skipped := w.srv.App.targetsOf(fullName)
-		if len(targets) == 3 && len(skipped) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the new Applications were not discovered: %d targets, %d not rendered", len(targets), len(skipped))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	var targets []Target
+	var skipped []*discover.Found
+	eventually(t, func() bool {
+		targets, skipped = w.srv.App.targetsOf(fullName)
+		return len(targets) == 3 && len(skipped) == 0
+	}, "the new Applications to be discovered", func() string {
+		return fmt.Sprintf("%d targets, %d not rendered", len(targets), len(skipped))
+	})
 	head2 := w.commit(base, map[string]any{
 		"fleet/shop/web.yaml":     strings.Replace(fleetFiles["fleet/shop/web.yaml"].(string), "replicas: 1", "replicas: 2", 1),
 		"fleet/chart/values.yaml": "replicas: 2\n",

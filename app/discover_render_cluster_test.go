@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/render"
 )
@@ -27,6 +28,7 @@ import (
 // kustomize-controller's library builds from the same repository with the
 // same cluster.
 func TestDiscoveredFluxTargetRendersAsKustomizeController(t *testing.T) {
+	t.Parallel()
 	env := kubetest.New(t)
 	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs...)
 	ns := env.Namespace
@@ -120,6 +122,11 @@ spec:
 		want = append(want, &unstructured.Unstructured{Object: obj})
 	}
 	ssautil.SetCommonMetadata(want, map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": ns}, nil)
+	// kustomize-controller sends these as JSON: the apiserver reads kyaml's
+	// Go ints as the JSON numbers driftback compares.
+	if want, err = drift.Typed(want); err != nil {
+		t.Fatal(err)
+	}
 	index := func(objs []*unstructured.Unstructured) map[string]map[string]any {
 		out := map[string]map[string]any{}
 		for _, o := range objs {

@@ -235,16 +235,12 @@ func (d *driftWorld) patch(kind, name, manager, patch string) {
 	}
 }
 
-// waitFor polls until ok or fails after a minute.
+// waitFor polls until ok, as eventually does.
 func (d *driftWorld) waitFor(what string, ok func() bool) {
 	d.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			d.t.Fatalf("timed out waiting for %s; pulls %+v; last calls %v", what, d.gh.Pulls(fullName), lastCalls(d.gh.Calls(), 12))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually(d.t, ok, what, func() string {
+		return fmt.Sprintf("pulls %+v; last calls %v", d.gh.Pulls(fullName), lastCalls(d.gh.Calls(), 12))
+	})
 }
 
 // settle waits until the loop has finished n more checks of the targets.
@@ -386,6 +382,7 @@ func commentsWith(gh *githubfake.Fake, number int, text string) int {
 // arrives well inside waitFor's minute, so it came through the watch, not
 // the interval the other tests shorten.
 func TestWatchEventsDriveTheLoop(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 500*time.Millisecond, nil)
 	d.cfg.Server.DriftInterval = 5 * time.Minute
 	d.debounce = 250 * time.Millisecond
@@ -403,6 +400,7 @@ func TestWatchEventsDriveTheLoop(t *testing.T) {
 }
 
 func TestScaleBecomesOnePullRequest(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 500*time.Millisecond, nil)
 	d.run()
 	d.settle(2)
@@ -534,6 +532,7 @@ func lineDiff(a, b string) string {
 // becomes a patch in production only, a Secret edited live is named by key
 // and never written, and a ConfigMap a person created is adopted.
 func TestImageEnvSecretAndAdoption(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, func(p *Policy) { p.AdoptUnmanaged = true })
 	d.patch("Deployment", "web", "kubectl-set", `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.example.com/web:1.2.0"}]}}}}`)
 	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"debug"}]}]}}}}`)
@@ -610,6 +609,7 @@ func TestImageEnvSecretAndAdoption(t *testing.T) {
 // TestChangesThatAreNotProposed: replicas the HPA owns, a rollout restart,
 // and a change reverted within the quiet period never become a pull request.
 func TestChangesThatAreNotProposed(t *testing.T) {
+	t.Parallel()
 	const quiet = 3 * time.Second
 	d := newDriftWorld(t, quiet, nil)
 	d.run()
@@ -640,6 +640,7 @@ func TestChangesThatAreNotProposed(t *testing.T) {
 // the loop sees it and opens no pull request, since the autoscaler owns the
 // replicas.
 func TestAutoscaledScaleIsNotProposed(t *testing.T) {
+	t.Parallel()
 	const quiet = time.Second
 	d := newDriftWorld(t, quiet, nil)
 	d.main = d.commit(d.main, map[string]any{
@@ -673,6 +674,7 @@ spec:
 // change is proposed only on an object carrying driftback.io/intent, and
 // the pull request quotes it.
 func TestAnnotatedOnlyProposesWhatPeopleExplain(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, func(p *Policy) { p.Codify = CodifyAnnotated })
 	d.run()
 	d.scale(4, "kubectl")
@@ -691,6 +693,7 @@ func TestAnnotatedOnlyProposesWhatPeopleExplain(t *testing.T) {
 // TestReportModeKeepsOneIssue: codify: report keeps one issue per target
 // instead of a pull request, and closes it when the drift is gone.
 func TestReportModeKeepsOneIssue(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, func(p *Policy) { p.Codify = CodifyReport })
 	d.run()
 	d.scale(3, "kubectl")
@@ -715,6 +718,7 @@ func TestReportModeKeepsOneIssue(t *testing.T) {
 // server accepts connections and never answers does not delay the drift
 // pull request of a target on the healthy cluster.
 func TestUnreachableClusterBlocksOnlyItsTargets(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -769,6 +773,7 @@ func TestUnreachableClusterBlocksOnlyItsTargets(t *testing.T) {
 // force-push with lease, so it is refused, driftback reads again, sees the
 // person's commit and comments instead: the person's commit stays.
 func TestPersonsPushDuringAnUpdateIsKept(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 200*time.Millisecond, nil)
 	var personal plumbing.Hash
 	var armed, raced atomic.Bool
@@ -808,6 +813,7 @@ func TestPersonsPushDuringAnUpdateIsKept(t *testing.T) {
 // from the loop's watch caches: no request reaches the cluster. Before the
 // loop runs, the same comparison reads the cluster.
 func TestPullRequestsReadTheDriftLoopsCaches(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, time.Second, nil)
 	d.cfg.Server.DriftInterval = 5 * time.Minute // no periodic checks meanwhile
 	reads := d.countClusterReads()
@@ -840,6 +846,7 @@ func TestPullRequestsReadTheDriftLoopsCaches(t *testing.T) {
 // opens no second pull request, pushes nothing and writes nothing more to
 // GitHub.
 func TestRelistProposesNothingAgain(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, nil)
 	breaker := kubetest.NewWatchBreaker()
 	d.srv.App.wrapKube = breaker.Wrap

@@ -58,6 +58,7 @@ func conclusions(runs []githubfake.CheckRun) map[string]string {
 // burst of five synchronize events; always exactly one comment, edited in
 // place, and check runs per target on the reported SHA only.
 func TestPullRequestGetsOneCommentAndChecks(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.liveProd()
 	base := w.commit(plumbing.ZeroHash, baseFiles)
@@ -123,6 +124,7 @@ func TestPullRequestGetsOneCommentAndChecks(t *testing.T) {
 // TestSignaturesAndDuplicates: a bad signature is 401 and posts nothing; the
 // same delivery twice posts once.
 func TestSignaturesAndDuplicates(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	head := w.commit(base, withReplicas(3))
@@ -138,7 +140,7 @@ func TestSignaturesAndDuplicates(t *testing.T) {
 			t.Errorf("delivery: %d", code)
 		}
 	}
-	w.waitChecks(head.String(), 2)
+	w.waitChecks(head.String(), 3)
 	if n := len(w.gh.Comments(fullName, 2)); n != 1 {
 		t.Errorf("%d comments after a duplicate delivery, want 1", n)
 	}
@@ -156,6 +158,7 @@ func TestSignaturesAndDuplicates(t *testing.T) {
 // TestCommentSplitsAndShrinks: a change too big for one comment is posted as
 // three parts; when it shrinks, the surplus parts are deleted.
 func TestCommentSplitsAndShrinks(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	big := map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- data.yaml\n- many.yaml\n"}
@@ -202,6 +205,7 @@ func TestCommentSplitsAndShrinks(t *testing.T) {
 // the middle of publishing; driftback waits Retry-After and completes, with no
 // duplicate.
 func TestSecondaryRateLimitMidPublish(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	head := w.commit(base, withReplicas(3))
@@ -234,6 +238,7 @@ func TestSecondaryRateLimitMidPublish(t *testing.T) {
 // still writes every part: the bound is on its work, not on GitHub's waits.
 // The bound is lowered to 2 s so the test waits 3 s rather than a minute.
 func TestRetryAfterLongerThanThePublishBound(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.srv.App.PublishTimeout = 2 * time.Second
 	base, head := w.threePartComment()
@@ -287,6 +292,7 @@ func limitedWriteWaited(t *testing.T, calls []githubfake.Call, path string) time
 // TestRestartKeepsOneComment: driftback restarted between two events still
 // edits the one comment: GitHub is the state.
 func TestRestartKeepsOneComment(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	head := w.commit(base, withReplicas(3))
@@ -307,6 +313,7 @@ func TestRestartKeepsOneComment(t *testing.T) {
 // TestDangerFailsUntilAcknowledged: removing a PVC that prod's policy fails on
 // fails the check; adding the acknowledge label re-runs and passes.
 func TestDangerFailsUntilAcknowledged(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.liveProd()
 	base := w.commit(plumbing.ZeroHash, baseFiles)
@@ -359,6 +366,7 @@ func findRun(t *testing.T, runs []githubfake.CheckRun, name string) githubfake.C
 // only; "/driftback diff" from a reader changes nothing; from a writer it
 // brings the live data.
 func TestForkPullRequestNeedsAWriter(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.liveProd()
 	clusterReads := w.countClusterReads()
@@ -426,6 +434,7 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 // gone (a deleted fork: GitHub sends no head repository) is treated as a
 // fork, and the cluster is not read.
 func TestPullRequestFromADeletedFork(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.liveProd()
 	clusterReads := w.countClusterReads()
@@ -446,24 +455,13 @@ func TestPullRequestFromADeletedFork(t *testing.T) {
 func (w *world) waitIdle() {
 	w.t.Helper()
 	// Publishing at GitHub's pace (80 writes a minute) can take a while.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		w.srv.Queue.mu.Lock()
-		idle := len(w.srv.Queue.pending) == 0 && len(w.srv.Queue.running) == 0
-		w.srv.Queue.mu.Unlock()
-		if idle {
-			return
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatal("timed out waiting for the queue to be idle")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(w.t, w.queueIdle, "the queue to be idle")
 }
 
 // TestRenderErrorsReachThePullRequest: a head that does not render fails its
 // target's check, and the comment names the file, line and reason.
 func TestRenderErrorsReachThePullRequest(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	head := w.commit(base, map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- https://example.com/evil.yaml\n"})
@@ -482,6 +480,7 @@ func TestRenderErrorsReachThePullRequest(t *testing.T) {
 // TestRerequestedCheckRunsRunAgain: "Re-run" on a driftback check run reports
 // again on the same commit, updating the runs rather than adding more.
 func TestRerequestedCheckRunsRunAgain(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	head := w.commit(base, withReplicas(3))
@@ -508,6 +507,7 @@ func TestRerequestedCheckRunsRunAgain(t *testing.T) {
 // TestPushRefreshesDesiredState: a push to the default branch fetches it into
 // the repository cache, so the desired state is local before it is needed.
 func TestPushRefreshesDesiredState(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	w.push(map[string]plumbing.Hash{"refs/heads/main": base})
@@ -532,6 +532,7 @@ func TestPushRefreshesDesiredState(t *testing.T) {
 // TestDraftsWaitUntilReady: a draft gets nothing while no target asks for
 // drafts; "ready for review" brings the report.
 func TestDraftsWaitUntilReady(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	head := w.commit(base, withReplicas(3))
@@ -553,6 +554,7 @@ func TestDraftsWaitUntilReady(t *testing.T) {
 // renames prod's acknowledge label; the same file in the pull request's head,
 // which would drop the failOn, is not read.
 func TestRepositoryConfigFromTheDefaultBranch(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.liveProd()
 	files := map[string]any{RepoConfigPath: "targets:\n- name: prod\n  policy:\n    ackLabel: ok-to-prune\n"}
@@ -576,18 +578,13 @@ func TestRepositoryConfigFromTheDefaultBranch(t *testing.T) {
 // is being written (the second part waits out a rate limit); the queue's
 // grace ends, yet the comment set is completed, not left with one part.
 func TestShutdownNeverHalfPublishes(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base, head := w.threePartComment()
 	w.openPR(5, base, head, nil)
 	w.gh.FailAfter("POST", "/repos/"+fullName+"/issues/5/comments", 1, 1, 2)
 	w.deliver("pull_request", "d-shutdown", prPayload("opened", 5, head.String()))
-	deadline := time.Now().Add(60 * time.Second)
-	for len(w.gh.Comments(fullName, 5)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no comment part was written")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, func() bool { return len(w.gh.Comments(fullName, 5)) > 0 }, "a comment part")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	w.srv.Queue.Close(ctx) // returns once the running job has
@@ -606,6 +603,7 @@ func TestShutdownNeverHalfPublishes(t *testing.T) {
 // outcome (a forged one under "other"), the job's duration, GitHub calls and
 // the queue depth.
 func TestMetricsCountWhatHappened(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.srv.App.clients.metrics = w.srv.Metrics // the harness replaced the clients
 	w.liveProd()
@@ -669,6 +667,7 @@ func (w *world) threePartComment() (base, head plumbing.Hash) {
 // and the comment shows none of its live values. app.yml's scope widens the
 // target, and then it is compared.
 func TestPullRequestCannotReadBeyondItsTarget(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	w.liveProd()
 	name := "aws-auth-" + w.env.Namespace
@@ -743,6 +742,7 @@ func TestPullRequestCannotReadBeyondItsTarget(t *testing.T) {
 // pull request and a target whose cluster cannot be read fail on a failOn
 // danger as a readable cluster does; the ack label works the same.
 func TestDangersFailWithoutTheCluster(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	clusterReads := w.countClusterReads()
 	base := w.commit(plumbing.ZeroHash, baseFiles)
@@ -798,6 +798,7 @@ func TestDangersFailWithoutTheCluster(t *testing.T) {
 // content-creation budget is spent on what changed, not on the repository's
 // size.
 func TestChecksOnlyForAffectedTargets(t *testing.T) {
+	t.Parallel()
 	w, base := manyTargets(t, 200, 10)
 	head := w.commit(base, map[string]any{"bases/b03/app.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  base: b03\n  version: \"2\"\n"})
 	w.openPR(1, base, head, nil)
@@ -833,32 +834,54 @@ func TestChecksOnlyForAffectedTargets(t *testing.T) {
 
 // TestALongRateLimitCompletesTheCommentLater: GitHub asks driftback, in the
 // middle of a comment of several parts, to wait longer than a worker holds on
-// (past the production retry policy's 2 minutes). The job gives its worker
-// back, runs again once the wait is over, and writes the comment whole; no
-// failure is reported on the pull request. It waits GitHub's 121 s for real,
-// beside the other tests.
+// (past the retry policy's MaxWait, 2 minutes in production, 2 s here so the
+// test does not wait minutes, and past the publish's own retries). The job gives its worker back, runs again once
+// the wait is over, and writes the comment whole; no failure is reported on
+// the pull request.
 func TestALongRateLimitCompletesTheCommentLater(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
+	w.srv.App.clients.retry.MaxWait = 2 * time.Second // before the first client is made
 	base, head := w.threePartComment()
 	w.openPR(7, base, head, nil)
 	path := "/repos/" + fullName + "/issues/7/comments"
-	w.gh.FailAfter("POST", path, 1, 1, 121) // the second part
+	const retryAfter = 10
+	w.gh.FailAfter("POST", path, 1, 1, retryAfter) // the second part
 	w.deliver("pull_request", "d-long-limit", prPayload("opened", 7, head.String()))
-	deadline := time.Now().Add(5 * time.Minute)
-	for len(w.gh.Comments(fullName, 7)) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the comment has %d of its 3 parts five minutes after a 121 s rate limit", len(w.gh.Comments(fullName, 7)))
-		}
-		time.Sleep(time.Second)
-	}
+	eventually(t, func() bool { return len(w.gh.Comments(fullName, 7)) == 3 }, "the comment's 3 parts after a rate limit past MaxWait")
 	w.waitChecks(head.String(), 2)
 	comments := w.gh.Comments(fullName, 7)
 	checkParts(t, comments)
 	if len(comments) != 3 {
 		t.Errorf("%d comments, want the 3 parts", len(comments))
 	}
-	if wait := limitedWriteWaited(t, w.gh.Calls(), path); wait < 121*time.Second {
-		t.Errorf("the part was written %s after a Retry-After of 121 s: early", wait)
+	if wait := limitedWriteWaited(t, w.gh.Calls(), path); wait < retryAfter*time.Second {
+		t.Errorf("the part was written %s after a Retry-After of %d s: early", wait, retryAfter)
 	}
+	if n := deferredJobs(t, w); n < 1 {
+		t.Errorf("the job was not deferred (%d deferred jobs): the wait was taken inside the worker", n)
+	}
+}
+
+// deferredJobs counts the jobs that gave their worker back to wait out a
+// rate limit, from the server's own metric.
+func deferredJobs(t *testing.T, w *world) int {
+	t.Helper()
+	ms, err := w.srv.Metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.GetName() != "driftback_job_duration_seconds" {
+			continue
+		}
+		for _, s := range m.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == "deferred" {
+					return int(s.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	return 0
 }

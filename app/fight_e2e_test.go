@@ -14,6 +14,7 @@ import (
 // it, one report, the metric set. A person's change that stays is still
 // proposed, with the fight named beside it.
 func TestWritersThatFightAreReportedNotProposed(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 10*time.Second, nil)
 	d.run()
 	d.settle(1)

@@ -294,26 +294,54 @@ func prPayload(action string, number int, sha string) *github.PullRequestEvent {
 	}
 }
 
-// waitChecks waits until every target has a completed check run on sha.
+// e2eWait bounds every wait of the end-to-end tests. It is generous: they
+// run side by side on two cores under the race detector, and a condition
+// that holds ends the wait at once.
+const e2eWait = 3 * time.Minute
+
+// eventually polls cond until it holds and fails t after e2eWait, saying
+// what it waited for and, when given, what it saw last.
+func eventually(t testing.TB, cond func() bool, what string, saw ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(e2eWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			msg := fmt.Sprintf("waited %s for %s", e2eWait, what)
+			for _, s := range saw {
+				msg += "; " + s()
+			}
+			t.Fatal(msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// queueIdle says no job is queued or running: what a job publishes is all
+// written.
+func (w *world) queueIdle() bool {
+	w.srv.Queue.mu.Lock()
+	defer w.srv.Queue.mu.Unlock()
+	return len(w.srv.Queue.pending) == 0 && len(w.srv.Queue.running) == 0
+}
+
+// waitChecks waits until at least n check runs on sha are completed and no
+// job is queued or running.
 func (w *world) waitChecks(sha string, n int) []githubfake.CheckRun {
 	w.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		runs := w.gh.CheckRuns(fullName, sha)
+	var runs []githubfake.CheckRun
+	eventually(w.t, func() bool {
+		runs = w.gh.CheckRuns(fullName, sha)
 		done := 0
 		for _, r := range runs {
 			if r.Status == "completed" {
 				done++
 			}
 		}
-		if done >= n && w.srv.Queue.Depth() == 0 {
-			return runs
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("timed out waiting for %d check runs on %s; have %+v; calls %v", n, sha, runs, lastCalls(w.gh.Calls(), 10))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return done >= n && w.queueIdle()
+	}, fmt.Sprintf("%d check runs on %s", n, sha), func() string {
+		return fmt.Sprintf("have %+v; calls %v", runs, lastCalls(w.gh.Calls(), 10))
+	})
+	return runs
 }
 
 func lastCalls(c []githubfake.Call, n int) []githubfake.Call {

@@ -41,6 +41,7 @@ func (d *driftWorld) secondReplica(name string) *Server {
 // pull request and loses its leadership right there; the other replica takes
 // over and opens it. One pull request, however the handover falls.
 func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, nil)
 	a, b := d.secondReplica("a"), d.secondReplica("b")
 	le := LeaderElection{Namespace: d.env.Namespace, Name: "driftback-drift",
@@ -120,6 +121,7 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 // second finds GitHub refusing a second open pull request from the branch,
 // and takes it as done.
 func TestSplitBrainOpensOnePullRequest(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, nil)
 	a, b := d.secondReplica("a"), d.secondReplica("b")
 	release := make(chan struct{})

@@ -172,9 +172,14 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 		return err
 	}
 	targets = expandGlobs(targets, base, head)
-	// What a pull request may read from the cluster is bounded by what the
-	// default branch renders: a change cannot widen its own scope.
-	defaults, err := defaultBranchTree(repo, defaultBranch)
+	// What a pull request may read from the cluster is bounded by what its
+	// targets render at the tip of the branch they follow, the one the pull
+	// request merges into: a change cannot widen its own scope.
+	baseBranch := pr.GetBase().GetRef()
+	if baseBranch == "" {
+		baseBranch = defaultBranch
+	}
+	scopeTree, err := branchTree(repo, baseBranch)
 	if err != nil {
 		return err
 	}
@@ -210,11 +215,18 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 			continue
 		}
 		live := !fork || t.Policy.ForkLive || req.forceLive
-		vars := a.fluxVariables(ctx, t, live)
-		w := a.renderTarget(ctx, t, base, head, vars)
-		w.live = live
-		if w.live {
-			w.defaults = a.renderDefaults(ctx, t, defaults, vars)
+		var w *targetWork
+		var vars fluxVars
+		if err := recovered("rendering the target", func() {
+			vars = a.fluxVariables(ctx, t, live)
+			w = a.renderTarget(ctx, t, base, head, vars)
+			w.live = live
+			if w.live {
+				w.defaults = a.renderDefaults(ctx, t, scopeTree, vars)
+			}
+		}); err != nil {
+			log.Error("a target failed", "target", t.Name, "err", hideIn(err.Error(), vars.Hidden))
+			w = &targetWork{t: t, in: drift.Input{Path: t.Path}, problems: []string{err.Error()}, hidden: vars.Hidden}
 		}
 		work = append(work, w)
 		at = append(at, i)
@@ -227,7 +239,14 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	}
 	readers := a.snapshots(ctx, work)
 	for j, w := range work {
-		target, check := a.compareTarget(ctx, w, readers[w.t.Cluster], labels)
+		var target drift.Target
+		var check CheckResult
+		if err := recovered("comparing the target", func() {
+			target, check = a.compareTarget(ctx, w, readers[w.t.Cluster], labels)
+		}); err != nil {
+			log.Error("a target failed", "target", w.t.Name, "err", hideIn(err.Error(), w.hidden))
+			target, check = comparisonFailed(w, err)
+		}
 		rep.Targets = append(rep.Targets, target)
 		checks[at[j]] = check
 	}
@@ -446,12 +465,12 @@ type targetWork struct {
 	scope    *drift.Scope
 }
 
-// renderDefaults renders a target at the tip of the default branch, for its
-// scope. A failure leaves the scope to app.yml alone: it fails closed.
+// renderDefaults renders a target at the tip of the branch it follows, for
+// its scope. A failure leaves the scope to app.yml alone: it fails closed.
 func (a *App) renderDefaults(ctx context.Context, t Target, tree *render.Tree, vars fluxVars) []*unstructured.Unstructured {
 	b := buildTarget(ctx, a.renderer, tree, t, vars)
 	if len(b.problems) > 0 {
-		a.log.Warn("default branch does not render; the target's scope is app.yml's alone", "target", t.Name, "err", hideIn(strings.Join(b.problems, "; "), vars.Hidden))
+		a.log.Warn("the target's branch does not render; its scope is app.yml's alone", "target", t.Name, "err", hideIn(strings.Join(b.problems, "; "), vars.Hidden))
 		return nil
 	}
 	return b.objs
@@ -594,42 +613,44 @@ func (a *App) snapshots(ctx context.Context, work []*targetWork) map[string]*clu
 	}
 	out := map[string]*clusterRead{}
 	for name, ws := range byCluster {
-		conn := a.cluster(name)
-		if conn.err != nil {
-			out[name] = &clusterRead{err: fmt.Sprintf("cluster %s: %v", name, conn.err)}
-			continue
-		}
-		// Only what each target's scope covers is read.
-		var all []*unstructured.Unstructured
-		var scopeErr error
-		for _, w := range ws {
-			if w.scope, scopeErr = scopeOf(ctx, conn.reader, w); scopeErr != nil {
-				break
-			}
-			in, _, err := w.scope.Split(ctx, conn.reader, append(append([]*unstructured.Unstructured{}, w.in.Base...), w.in.Head...))
-			if scopeErr = err; err != nil {
-				break
-			}
-			all = append(all, in...)
-		}
-		if scopeErr != nil {
-			out[name] = &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, scopeErr)}
-			continue
-		}
-		// The drift loop's caches, where this replica runs it, answer what
-		// they hold without a request; the rest is read from the cluster.
-		var base drift.LiveReader = conn.reader
-		if w := a.drift.Watcher(name); w != nil && a.cfg.Clusters[name].Mode != drift.ModeDryRun {
-			base = w
-		}
-		snap, err := drift.NewSnapshot(ctx, base, all)
-		if err != nil {
+		if err := recovered("reading the cluster", func() { out[name] = a.snapshot(ctx, name, ws) }); err != nil {
 			out[name] = &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
-			continue
 		}
-		out[name] = &clusterRead{reader: snap}
 	}
 	return out
+}
+
+// snapshot reads one cluster's live objects for the targets of a pull
+// request on it, each within its scope.
+func (a *App) snapshot(ctx context.Context, name string, ws []*targetWork) *clusterRead {
+	conn := a.cluster(name)
+	if conn.err != nil {
+		return &clusterRead{err: fmt.Sprintf("cluster %s: %v", name, conn.err)}
+	}
+	// Only what each target's scope covers is read.
+	var all []*unstructured.Unstructured
+	for _, w := range ws {
+		var err error
+		if w.scope, err = scopeOf(ctx, conn.reader, w); err != nil {
+			return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+		}
+		in, _, err := w.scope.Split(ctx, conn.reader, append(append([]*unstructured.Unstructured{}, w.in.Base...), w.in.Head...))
+		if err != nil {
+			return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+		}
+		all = append(all, in...)
+	}
+	// The drift loop's caches, where this replica runs it, answer what
+	// they hold without a request; the rest is read from the cluster.
+	var base drift.LiveReader = conn.reader
+	if w := a.drift.Watcher(name); w != nil && a.cfg.Clusters[name].Mode != drift.ModeDryRun {
+		base = w
+	}
+	snap, err := drift.NewSnapshot(ctx, base, all)
+	if err != nil {
+		return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+	}
+	return &clusterRead{reader: snap}
 }
 
 // compareTarget compares one rendered target with its cluster's snapshot
@@ -640,7 +661,8 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 	if len(renderProblems) > 0 {
 		check.Conclusion, check.Title = "failure", "The overlay does not render"
 		check.Summary = report.RenderProblemsSummary(renderProblems)
-		target := drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: renderProblems, Notes: w.notes}
+		target := drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: renderProblems, Notes: w.notes,
+			NotCompared: "it does not render"}
 		hideSubstituted(&target, w.secretObjects)
 		redact(&target, w.hidden)
 		redact(&check, w.hidden)
@@ -692,8 +714,7 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 	}
 	if target == nil {
 		if target, err = drift.Compare(ctx, nil, in, opts); err != nil {
-			check.Conclusion, check.Title, check.Summary = "failure", "Comparison failed", report.ComparisonFailedSummary(err)
-			return drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: []string{err.Error()}}, check
+			return comparisonFailed(w, err)
 		}
 		target.LiveError = liveErr
 	}
@@ -739,6 +760,31 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 		check.Conclusion, check.Title = "success", report.CheckTitle(target)
 	}
 	return *target, check
+}
+
+// comparisonFailed is a target that could not be compared at all: a
+// failing check and a row that says why, whatever happened to the others.
+func comparisonFailed(w *targetWork, err error) (drift.Target, CheckResult) {
+	t := w.t
+	check := CheckResult{Name: checkName(t), Conclusion: "failure", Title: "Comparison failed", Summary: report.ComparisonFailedSummary(err)}
+	target := drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: []string{err.Error()}, Notes: w.notes,
+		NotCompared: "comparing it failed"}
+	redact(&target, w.hidden)
+	redact(&check, w.hidden)
+	return target, check
+}
+
+// recovered runs one target's (or one cluster's) step of a job: a panic in
+// it (a bug, or input no one foresaw) becomes an error of that step, and the
+// other targets of the pull request are compared and published as usual.
+func recovered(step string, f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error while %s: %v", step, r)
+		}
+	}()
+	f()
+	return nil
 }
 
 // cluster connects to a named cluster once.
@@ -787,14 +833,14 @@ func restConfig(c Cluster) (*rest.Config, error) {
 	return drift.Configure(cfg, drift.ClientLimits{QPS: c.QPS, Burst: c.Burst}), nil
 }
 
-// defaultBranchTree is the tree at the tip of the default branch.
-func defaultBranchTree(repo *git.Repository, branch string) (*render.Tree, error) {
+// branchTree is the tree at the tip of a branch.
+func branchTree(repo *git.Repository, branch string) (*render.Tree, error) {
 	lock := render.RepoLock(repo)
 	lock.Lock()
 	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
 	lock.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("read the default branch %s: %w", branch, err)
+		return nil, fmt.Errorf("read the branch %s: %w", branch, err)
 	}
 	return render.GitTree(repo, ref.Hash().String())
 }

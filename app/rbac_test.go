@@ -55,6 +55,7 @@ func applyDeployRBAC(t *testing.T, env *kubetest.Env) {
 // pull-request flow shows live data and the drift loop opens its pull
 // request, while a write under that identity is forbidden.
 func TestReadOnlyIdentityIsEnough(t *testing.T) {
+	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, nil)
 	applyDeployRBAC(t, d.env)
 	kc := clientcmdapi.NewConfig()

@@ -108,6 +108,7 @@ func TestRepoCacheConcurrentAndBounded(t *testing.T) {
 // TestClosedPullRequestsLeaveTheCache: when a pull request closes, its refs
 // leave the cached clone and, after a repack, so do the commits only it had.
 func TestClosedPullRequestsLeaveTheCache(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nil)
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	noise := make([]byte, 2<<20)

@@ -38,6 +38,7 @@ func pvcNamed(name string) string { return strings.ReplaceAll(rbPVC, "NAME", nam
 // commit that removed it (with the count driftback gave then), and an image
 // rolled back across a Job that ran since; a brand-new claim is none of these.
 func TestRevertSaysWhatItDoesNotRestore(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, func(c *Config) {
 		c.Targets = []Target{{Name: "app", Repo: fullName, Path: "app", Cluster: "test",
 			Policy: Policy{AckLabel: DefaultAckLabel}, Scope: TargetScope{ClusterKinds: []string{"CustomResourceDefinition.apiextensions.k8s.io"}}}}

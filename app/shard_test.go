@@ -81,6 +81,7 @@ func (h *holdings) heldBy(replica string) []string {
 // Lease duration (plus a look); a new replica takes its share back; no
 // cluster is ever run by two replicas at once.
 func TestShardsShareClustersByLease(t *testing.T) {
+	t.Parallel()
 	env := kubetest.New(t)
 	le := LeaderElection{Namespace: env.Namespace, Name: "driftback-drift",
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 200 * time.Millisecond}

@@ -341,7 +341,7 @@ func globFor(targets []Target, f *discover.Found) *Target {
 		if !isGlob(t.Path) || !strings.EqualFold(t.Repo, f.Repo) || t.Cluster != f.Cluster {
 			continue
 		}
-		if ok, _ := path.Match(discover.CleanPath(t.Path), f.Path); ok {
+		if ok, _ := path.Match(render.CleanPath(t.Path), f.Path); ok {
 			return &targets[i]
 		}
 	}
@@ -401,7 +401,7 @@ func expandGlobs(targets []Target, trees ...*render.Tree) []Target {
 			out = append(out, t)
 			continue
 		}
-		pattern := discover.CleanPath(t.Path)
+		pattern := render.CleanPath(t.Path)
 		matches := map[string]bool{}
 		for _, tree := range trees {
 			if tree == nil {

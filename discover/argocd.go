@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
 )
 
 // ArgoCDApplications is the Argo CD kind discovery reads.
@@ -75,7 +76,7 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 	// The repository and path are known for a source that cannot be
 	// rendered too: a pull request touching them lists it.
 	if repo, ok := RepoOf(url, s.Host); ok {
-		f.Repo, f.Path = repo, CleanPath(srcStr("path"))
+		f.Repo, f.Path = repo, render.CleanPath(srcStr("path"))
 	}
 	switch {
 	case srcStr("chart") != "":

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
 )
 
 // The Flux kinds discovery reads.
@@ -63,7 +64,7 @@ func FromFlux(ks *unstructured.Unstructured, sources map[string]*unstructured.Un
 		return v
 	}
 	p, _, _ := unstructured.NestedString(ks.Object, "spec", "path")
-	f.Path = CleanPath(p)
+	f.Path = render.CleanPath(p)
 	f.Prune, _, _ = unstructured.NestedBool(ks.Object, "spec", "prune")
 	f.Interval = parseDuration(spec("interval"))
 	if suspend, _, _ := unstructured.NestedBool(ks.Object, "spec", "suspend"); suspend {

@@ -8,7 +8,6 @@ package discover
 import (
 	"fmt"
 	"net/url"
-	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
 )
 
 // Reconciler is the controller a Found object belongs to.
@@ -92,17 +92,7 @@ func (f *Found) Key() string {
 
 // TargetKey is the identity discovered and configured targets are merged by.
 func TargetKey(repo, p, cluster string) string {
-	return strings.ToLower(repo) + "\x00" + CleanPath(p) + "\x00" + cluster
-}
-
-// CleanPath writes a repository path the way targets use it: relative,
-// without "./" or a trailing slash, "." for the root.
-func CleanPath(p string) string {
-	p = path.Clean("/" + strings.TrimSpace(p))
-	if p == "/" {
-		return "."
-	}
-	return strings.TrimPrefix(p, "/")
+	return strings.ToLower(repo) + "\x00" + render.CleanPath(p) + "\x00" + cluster
 }
 
 // ArgoKustomize are the kustomize options of an Argo CD Application source

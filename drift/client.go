@@ -47,5 +47,12 @@ func Configure(cfg *rest.Config, l ClientLimits) *rest.Config {
 	if c.UserAgent == "" {
 		c.UserAgent = "driftback"
 	}
+	if c.WarningHandler == nil && c.WarningHandlerWithContext == nil {
+		// The apiserver's deprecation warnings ("v1 ComponentStatus is
+		// deprecated") are about reads driftback makes, not about anything
+		// its user can change: they are not printed. A caller that wants
+		// them sets a handler first.
+		c.WarningHandler = rest.NoWarnings{}
+	}
 	return c
 }

@@ -98,6 +98,13 @@ type Input struct {
 // drifted. A nil live compares Git only. Problems with single objects are
 // recorded in the report; the error is for a failure to compare at all.
 func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Target, error) {
+	var err error
+	if in.Base, err = Typed(in.Base); err != nil {
+		return nil, fmt.Errorf("the base's render: %w", err)
+	}
+	if in.Head, err = Typed(in.Head); err != nil {
+		return nil, fmt.Errorf("the head's render: %w", err)
+	}
 	t := &Target{Path: in.Path, Changes: []Change{}, Drift: []Change{}, PR: []Change{}, Errors: []string{}}
 	encrypted := map[string]bool{}
 	for _, o := range append(append([]*unstructured.Unstructured{}, in.Base...), in.Head...) {
@@ -272,6 +279,9 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 	}
 	for _, o := range liveObjs {
 		maskSecret(o)
+	}
+	for _, o := range append(append([]*unstructured.Unstructured{}, base...), head...) {
+		c.opts.Tracking.keepTracking(o, liveObjs[RefOf(o).Key()])
 	}
 
 	// Drift first: the live impact marks the drift it overwrites.
@@ -537,18 +547,12 @@ func namespacedKinds(ctx context.Context, live LiveReader, objs []*unstructured.
 	return namespaced, nil
 }
 
-// defaultNamespaces puts namespaced objects without a namespace in "default",
-// where the apiserver would create them.
+// defaultNamespaces places objects as Place does, in place: objs are the
+// comparison's own copies.
 func defaultNamespaces(objs []*unstructured.Unstructured, namespaced map[schema.GroupKind]bool, def string) {
-	if def == "" {
-		def = "default"
-	}
 	for _, o := range objs {
-		if o.GetNamespace() != "" {
-			continue
-		}
-		if ns, known := namespaced[o.GroupVersionKind().GroupKind()]; !known || ns {
-			o.SetNamespace(def)
+		if ns := placedNamespace(o, namespaced, def); ns != o.GetNamespace() {
+			o.SetNamespace(ns)
 		}
 	}
 }

@@ -115,6 +115,10 @@ type Target struct {
 	PR []Change `json:"pr"`
 	// Errors are problems that made part of the comparison impossible.
 	Errors []string `json:"errors"`
+	// NotCompared says why nothing of the target was compared (its render
+	// failed, or comparing it failed): Changes, Drift and PR are then empty
+	// and say nothing about what merging does.
+	NotCompared string `json:"notCompared,omitempty"`
 	// LiveError says why the cluster could not be read; the Git comparison
 	// (PR) is still there.
 	LiveError string `json:"liveError,omitempty"`

@@ -34,6 +34,10 @@ var (
 // Which kinds are namespaced comes from live (nil: the render's CRDs and the
 // built-in list).
 func ScopeOf(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (*Scope, error) {
+	objs, err := Typed(objs)
+	if err != nil {
+		return nil, err
+	}
 	namespaced, err := namespacedKinds(ctx, live, objs)
 	if err != nil {
 		return nil, err

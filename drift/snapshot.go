@@ -70,6 +70,10 @@ const ClusterWideFrom = 3
 // objs (the renders of every target that will be compared with it, base and
 // head). A namespaced object without a namespace is looked for in "default".
 func NewSnapshot(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (*Snapshot, error) {
+	objs, err := Typed(objs)
+	if err != nil {
+		return nil, err
+	}
 	s := &Snapshot{
 		live:  live,
 		read:  map[schema.GroupKind]map[string][]*unstructured.Unstructured{},

@@ -175,7 +175,7 @@ func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins, 
 			panicked = true
 		}
 	}()
-	dir := "/" + overlay
+	dir := path.Join("/", overlay) // "/" for the repository root
 	keep := true
 	if withOrigins {
 		var err error
@@ -232,8 +232,8 @@ func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins, 
 func enableOrigins(fs filesys.FileSystem, dir string) (keep bool, err error) {
 	var file string
 	for _, n := range kustomizationNames {
-		if fs.Exists(dir + "/" + n) {
-			file = dir + "/" + n
+		if fs.Exists(path.Join(dir, n)) {
+			file = path.Join(dir, n)
 			break
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	ssautil "github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/kustomize/api/provider"
 	kustypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
@@ -157,9 +158,15 @@ func FluxFinish(objs []*unstructured.Unstructured, ks *unstructured.Unstructured
 				out[i] = o.DeepCopy()
 				continue
 			}
-			m, err := done.Map()
+			// kyaml's maps hold Go ints; through JSON the object holds
+			// what the apiserver's decoder gives (int64, float64).
+			b, err := done.MarshalJSON()
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s/%s %s: after postBuild substitution: %w", o.GetKind(), o.GetName(), o.GetNamespace(), err)
+			}
+			var m map[string]any
+			if err := utiljson.Unmarshal(b, &m); err != nil {
+				return nil, fmt.Errorf("%s/%s %s: after postBuild substitution: %w", o.GetKind(), o.GetName(), o.GetNamespace(), err)
 			}
 			out[i] = &unstructured.Unstructured{Object: m}
 		}

@@ -302,3 +302,48 @@ resources: [sa.yaml]
 		t.Errorf("forceCommonLabels: %v", err)
 	}
 }
+
+// TestFluxSubstitutionGivesJSONTypes: after postBuild, an object holds what
+// the apiserver's decoder gives (int64, float64, bool, []any), never kyaml's
+// Go ints, whether its numbers came from a variable or were written as they
+// are (a HelmRelease's install.remediation.retries: 3).
+func TestFluxSubstitutionGivesJSONTypes(t *testing.T) {
+	ks := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(strings.ReplaceAll(fluxKS, "PATH", "./apps/prod")), &ks.Object); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := ParseObjects([]byte(`apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: podinfo, namespace: shop}
+spec:
+  interval: 5m
+  install: {remediation: {retries: 3}}
+  values:
+    replicaCount: ${REPLICAS}
+    ratio: 0.25
+    enabled: ${ENABLED}
+    hosts: [a, "${CLUSTER_NAME}"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := FluxFinish(objs, ks, FluxVariables{Values: map[string]string{"CLUSTER_NAME": "c", "REPLICAS": "2", "ENABLED": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := out[0].Object["spec"].(map[string]any)
+	values := spec["values"].(map[string]any)
+	for what, got := range map[string][2]any{
+		"retries":      {spec["install"].(map[string]any)["remediation"].(map[string]any)["retries"], int64(3)},
+		"replicaCount": {values["replicaCount"], int64(2)},
+		"ratio":        {values["ratio"], 0.25},
+		"enabled":      {values["enabled"], true},
+	} {
+		if got[0] != got[1] {
+			t.Errorf("%s = %#v (%T), want %#v", what, got[0], got[0], got[1])
+		}
+	}
+	if hosts, ok := values["hosts"].([]any); !ok || len(hosts) != 2 || hosts[1] != "c" {
+		t.Errorf("hosts = %#v", values["hosts"])
+	}
+}

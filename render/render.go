@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path"
 	"runtime"
 	"strings"
 	"time"
@@ -259,6 +260,7 @@ func (r *Renderer) RenderWith(ctx context.Context, t *Tree, overlays []string, b
 	res := &Result{Rev: t.Rev, Overlays: make([]*Overlay, len(overlays))}
 	var jobs []*job
 	for i, o := range overlays {
+		o = CleanPath(o)
 		out := &Overlay{Path: o}
 		res.Overlays[i] = out
 		c := t.closure(o)
@@ -322,4 +324,15 @@ func checkInputSize(t *Tree, c *closure, l Limits) *Problem {
 			Message: fmt.Sprintf("the overlay reads %d bytes of files, over the limit of %d", total, l.MaxInput)}
 	}
 	return nil
+}
+
+// CleanPath writes an overlay path as the tree names it: relative to the
+// repository root, without "./" or a trailing slash, "." for the root itself
+// (which Flux writes "./" and Argo CD "." or "").
+func CleanPath(p string) string {
+	p = path.Clean("/" + strings.TrimSpace(p))
+	if p == "/" {
+		return "."
+	}
+	return p[1:]
 }

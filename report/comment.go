@@ -138,6 +138,11 @@ func summaryTable(r *drift.Report) string {
 	b.WriteString("| target | create | update | delete | unchanged | ⚠️ dangers | ↩️ overwrites live changes | ≠ drift left |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range r.Targets {
+		if t.NotCompared != "" {
+			fmt.Fprintf(&b, "| %s ❌ not compared: %s | – | – | – | – | – | – | – |\n", strings.ReplaceAll(targetTitle(t), "|", `\|`),
+				strings.ReplaceAll(text(t.NotCompared), "|", `\|`))
+			continue
+		}
 		counts := map[drift.Action]int{}
 		dangers := 0
 		for _, c := range t.Told() {
@@ -270,6 +275,10 @@ func targetBlocks(t drift.Target) []string {
 	}
 	if len(t.Errors) > 0 {
 		head.WriteString("\n")
+	}
+	if t.NotCompared != "" {
+		fmt.Fprintf(&head, "**Not compared: %s.** What merging does to this target is unknown until that is fixed.\n", text(t.NotCompared))
+		return append(blocks, head.String())
 	}
 	title := "What a sync does after merging"
 	if t.LiveError != "" {

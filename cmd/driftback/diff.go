@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -51,7 +50,8 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	argoApp := fs.String("argocd-app", "", "prune live objects that Argo CD application tracks and the head drops")
 	fluxKs := fs.String("flux-kustomization", "", "prune live objects of this Flux Kustomization (`NAMESPACE/NAME`) that the head drops")
 	selector := fs.String("prune-selector", "", "prune live objects matching this label selector that the head drops")
-	if _, err := parseInterspersed(fs, args); err != nil {
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -60,6 +60,9 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "driftback diff: "+format+"\n", a...)
 		return exitError
+	}
+	if len(rest) > 0 {
+		return fail("unexpected argument %q: overlays are given with --path", rest[0])
 	}
 	if *base == "" || *head == "" {
 		return fail("give --base and --head (refs with --repo, or directories)")
@@ -101,6 +104,9 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	}
 	overlays, err := overlayArgs(paths)
 	if err != nil {
+		return fail("%v", err)
+	}
+	if err := overlaysExist(baseTree, headTree, overlays); err != nil {
 		return fail("%v", err)
 	}
 	if len(overlays) == 0 {
@@ -206,9 +212,9 @@ func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, error) {
 		}
 		return b, h, nil
 	}
-	r, err := git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	r, err := render.OpenRepository(repo)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open git repository %s: %w", repo, err)
+		return nil, nil, err
 	}
 	b, err := render.GitTree(r, base)
 	if err != nil {
@@ -327,7 +333,8 @@ func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisec
 // the cluster fails, it still shows what the change does in Git.
 func compareOverlay(ctx context.Context, path string, in drift.Input, problems []string, reader drift.LiveReader, liveErr string, opts drift.Options) (*drift.Target, error) {
 	if len(problems) > 0 {
-		return &drift.Target{Path: path, Changes: []drift.Change{}, Drift: []drift.Change{}, PR: []drift.Change{}, Errors: problems}, nil
+		return &drift.Target{Path: path, Changes: []drift.Change{}, Drift: []drift.Change{}, PR: []drift.Change{}, Errors: problems,
+			NotCompared: "it does not render"}, nil
 	}
 	t, err := drift.Compare(ctx, reader, in, opts)
 	if err != nil {
@@ -341,6 +348,30 @@ func compareOverlay(ctx context.Context, path string, in drift.Input, problems [
 		t.LiveError = liveErr
 	}
 	return t, nil
+}
+
+// overlaysExist fails for an overlay that has a kustomization at neither
+// base nor head: a mistyped path must not read as "nothing changes".
+func overlaysExist(base, head *render.Tree, overlays []string) error {
+	for _, o := range overlays {
+		if base.HasKustomization(o) || head.HasKustomization(o) {
+			continue
+		}
+		known := union(render.Discover(base), render.Discover(head))
+		what := "no kustomization at base or head"
+		if !base.HasDir(o) && !head.HasDir(o) {
+			what = "no such directory at base or head"
+		}
+		msg := fmt.Sprintf("--path %s: %s", o, what)
+		if len(known) == 0 {
+			return errors.New(msg + "; the trees hold no kustomization")
+		}
+		if len(known) > 20 {
+			known = append(known[:20], fmt.Sprintf("and %d more", len(known)-20))
+		}
+		return fmt.Errorf("%s; the overlays are: %s", msg, strings.Join(known, ", "))
+	}
+	return nil
 }
 
 // onlyPresent keeps the overlays that exist in a tree.

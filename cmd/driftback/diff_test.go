@@ -119,6 +119,12 @@ func TestDiffCommandErrors(t *testing.T) {
 		{"a bad format", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "--format", "xml"}, "--format must be"},
 		{"dry-run without a cluster", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "--mode", "dry-run"}, "needs --kubeconfig"},
 		{"a live dir that does not exist", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "--live", "/does/not/exist"}, "no such file"},
+		{"a mistyped overlay", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "--path", "apps/shop/overlays/prod"},
+			"--path apps/shop/overlays/prod: no such directory at base or head; the overlays are: apps/shop/overlays/production, apps/shop/overlays/staging, platform/crds"},
+		{"a directory without a kustomization", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "--path", "apps/shop"},
+			"--path apps/shop: no kustomization at base or head"},
+		{"a stray argument", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "apps/shop/overlays/production"},
+			`unexpected argument "apps/shop/overlays/production"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -324,5 +330,53 @@ func TestDiffDemoWithoutACluster(t *testing.T) {
 		drift.DangerImmutableField: 1, drift.DangerRBACEscalation: 1, drift.DangerAutoscaledReplicas: 2}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("dangers without a cluster (-want +got):\n%s", diff)
+	}
+}
+
+// TestDiffOfAnOverlayThatDoesNotRender: an overlay that does not render is
+// an error (exit 2), shown as not compared with its cause, never as a row of
+// zeros or "nothing"; the overlays that render are compared as usual.
+func TestDiffOfAnOverlayThatDoesNotRender(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(demoDir)); err != nil {
+		t.Fatal(err)
+	}
+	k := filepath.Join(dir, "pr/apps/shop/overlays/staging/kustomization.yaml")
+	b, err := os.ReadFile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(k, append(b, "  - missing.yaml\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "diff", "--base", dir+"/base", "--head", dir+"/pr", "--live", dir+"/live")
+	if code != exitError {
+		t.Errorf("exit %d, want %d; stderr %s", code, exitError, errOut)
+	}
+	for _, want := range []string{
+		"| `apps/shop/overlays/staging` ❌ not compared: it does not render | – |",
+		`missing.yaml": apps/shop/overlays/staging/missing.yaml does not exist in the repository`,
+		"**Not compared: it does not render.**",
+		"| `apps/shop/overlays/production` | 1 | 2 | 4 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "What a sync does after merging: nothing") {
+		t.Errorf("an overlay that was not compared reads as nothing:\n%s", out)
+	}
+	out, _, code = runCLI(t, "diff", "--base", dir+"/base", "--head", dir+"/pr", "--live", dir+"/live", "--format", "json", "--path", "apps/shop/overlays/staging")
+	var rep struct {
+		Targets []struct {
+			NotCompared string   `json:"notCompared"`
+			Errors      []string `json:"errors"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitError {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
+	}
+	if len(rep.Targets) != 1 || rep.Targets[0].NotCompared != "it does not render" || len(rep.Targets[0].Errors) != 1 {
+		t.Errorf("JSON targets: %+v", rep.Targets)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/driftback/driftback/render"
@@ -44,6 +45,11 @@ func main() {
 	// The dry-run engine's client would log through controller-runtime; the
 	// command reports what matters itself.
 	ctrllog.SetLogger(logr.Discard())
+	// client-go's own lines (reflector retries, client-side throttling) are
+	// not driftback's to print: stderr carries its progress and errors only.
+	// serve sends them to its structured log instead.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

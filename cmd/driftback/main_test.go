@@ -75,6 +75,58 @@ func TestRenderCommand(t *testing.T) {
 	}
 }
 
+// TestRenderCommandReadsRepositoriesAsGitDoes: a kustomization at the
+// repository's root, however a reconciler writes that path, and a ref of a
+// clone that borrows its objects (git clone --shared, as CI caches do), of a
+// linked worktree, and of the repository seen from a subdirectory.
+func TestRenderCommandReadsRepositoriesAsGitDoes(t *testing.T) {
+	origin := t.TempDir()
+	for name, content := range map[string]string{
+		"kustomization.yaml": "resources: [cm.yaml]\n",
+		"cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: root}\ndata: {n: \"1\"}\n",
+		"apps/readme.txt":    "a subdirectory\n",
+	} {
+		writeFile(t, filepath.Join(origin, name), content)
+	}
+	gitCmd(t, origin, "init", "-q", "-b", "main")
+	gitCmd(t, origin, "add", "-A")
+	gitCmd(t, origin, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "root")
+	shared := filepath.Join(t.TempDir(), "shared")
+	gitCmd(t, origin, "clone", "-q", "--shared", origin, shared)
+	worktree := filepath.Join(t.TempDir(), "wt")
+	gitCmd(t, origin, "worktree", "add", "-q", "-b", "side", worktree)
+	for _, c := range []struct{ name, repo, ref, path string }{
+		{"the root as Argo CD writes it", origin, "main", "."},
+		{"the root as Flux writes it", origin, "main", "./"},
+		{"the root as an empty path", origin, "main", ""},
+		{"the working tree's root", origin, "", "."},
+		{"a clone with git alternates", shared, "main", "."},
+		{"a linked worktree", worktree, "side", "."},
+		{"a subdirectory of the repository", filepath.Join(origin, "apps"), "main", "."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"render", "--repo", c.repo}
+			if c.ref != "" {
+				args = append(args, "--ref", c.ref)
+			}
+			out, errOut, code := runCLI(t, append(args, c.path)...)
+			if code != exitOK || !strings.Contains(out, "name: root") {
+				t.Errorf("exit %d, stdout %q, stderr %q; want the root's ConfigMap", code, out, errOut)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRenderCommandErrors(t *testing.T) {
 	cases := []struct {
 		name string
@@ -82,7 +134,7 @@ func TestRenderCommandErrors(t *testing.T) {
 		says string
 	}{
 		{"a repository that does not exist", []string{"render", "--repo", "/does/not/exist", "x"}, "no such file"},
-		{"a ref in a directory that is not a repository", []string{"render", "--repo", t.TempDir(), "--ref", "main", "x"}, "open git repository"},
+		{"a ref in a directory that is not a repository", []string{"render", "--repo", t.TempDir(), "--ref", "main", "x"}, "is not in a git repository"},
 		{"a path outside the repository", []string{"render", "--repo", ".", "../x"}, "relative to the repository root"},
 		{"an unknown flag", []string{"render", "--nope"}, "flag provided but not defined"},
 		{"an unknown command", []string{"rendr"}, "unknown command"},

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"syscall"
 
-	git "github.com/go-git/go-git/v5"
-
 	"github.com/driftback/driftback/render"
 )
 
@@ -92,9 +90,9 @@ func openTree(dir, ref string) (*render.Tree, error) {
 		}
 		return render.DirTree(dir)
 	}
-	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	repo, err := render.OpenRepository(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open git repository %s: %w", dir, err)
+		return nil, err
 	}
 	return render.GitTree(repo, ref)
 }

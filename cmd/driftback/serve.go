@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/driftback/driftback/app"
 )
 
@@ -26,6 +28,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	klog.SetSlogLogger(log.With("source", "client-go"))
 	cfg, err := app.LoadConfig(*path, os.Getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "driftback serve:", err)

@@ -1,0 +1,119 @@
+package drift
+
+import (
+	"context"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Place puts a render's objects where the apiserver stores them when a
+// reconciler applies them: a namespaced object that names no namespace in
+// namespace (Argo CD's destination.namespace; "default" when empty, as the
+// apiserver does), a cluster-scoped one without a namespace. Which kinds are
+// namespaced comes from live, else the render's CRDs and the built-in kinds;
+// a kind none of them knows counts as namespaced, as Argo CD counts it.
+//
+// The objects it moves are copies; the others are returned as they are, and
+// nil stays nil. Scope, snapshot and comparison all see the placed objects,
+// so an object is never read in one namespace and compared in another.
+func Place(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured, namespace string) ([]*unstructured.Unstructured, error) {
+	if objs == nil {
+		return nil, nil
+	}
+	objs, err := Typed(objs)
+	if err != nil {
+		return nil, err
+	}
+	namespaced, err := namespacedKinds(ctx, live, objs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		out[i] = o
+		if ns := placedNamespace(o, namespaced, namespace); ns != o.GetNamespace() {
+			out[i] = o.DeepCopy()
+			out[i].SetNamespace(ns)
+		}
+	}
+	return out, nil
+}
+
+// placedNamespace is the namespace an object is stored in.
+func placedNamespace(o *unstructured.Unstructured, namespaced map[schema.GroupKind]bool, def string) string {
+	if def == "" {
+		def = "default"
+	}
+	ns, known := namespaced[o.GroupVersionKind().GroupKind()]
+	switch {
+	case known && !ns:
+		return ""
+	case o.GetNamespace() == "":
+		return def
+	}
+	return o.GetNamespace()
+}
+
+// Keys of the metadata reconcilers write on every object they apply, to
+// track what they own.
+const (
+	argoInstanceLabel   = "app.kubernetes.io/instance"
+	argoInstallationID  = "argocd.argoproj.io/installation-id"
+	fluxNameLabel       = "kustomize.toolkit.fluxcd.io/name"
+	fluxNamespaceLabel  = "kustomize.toolkit.fluxcd.io/namespace"
+	maxLabelValueLength = 63
+)
+
+// keepTracking gives a desired object the tracking labels and annotations
+// the reconciler wrote on its live counterpart (Argo CD's instance label,
+// tracking-id and installation-id; Flux's owner labels), where Git sets none
+// of its own: the reconciler writes them on every sync, so they are never
+// drift, never a change and never written back. Argo CD compares the same
+// way (it stamps the desired object, and normalises tracking before a diff).
+func (t Tracking) keepTracking(desired, live *unstructured.Unstructured) {
+	if live == nil {
+		return
+	}
+	copyLabel := func(key string, owned func(string) bool) {
+		v, ok := live.GetLabels()[key]
+		if _, set := desired.GetLabels()[key]; !ok || set || !owned(v) {
+			return
+		}
+		l := desired.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[key] = v
+		desired.SetLabels(l)
+	}
+	copyAnnotation := func(key string, owned func(string) bool) {
+		v, ok := live.GetAnnotations()[key]
+		if _, set := desired.GetAnnotations()[key]; !ok || set || !owned(v) {
+			return
+		}
+		a := desired.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[key] = v
+		desired.SetAnnotations(a)
+	}
+	if app := t.ArgoCDApp; app != "" {
+		key := t.ArgoCDInstanceLabel
+		if key == "" {
+			key = argoInstanceLabel
+		}
+		copyLabel(key, func(v string) bool {
+			// annotation+label truncates the label to a label value's length.
+			return v == app || (len(app) > maxLabelValueLength && v == strings.TrimRight(app[:maxLabelValueLength], "-._"))
+		})
+		copyAnnotation(argoTrackingID, func(v string) bool { return strings.HasPrefix(v, app+":") })
+		copyAnnotation(argoInstallationID, func(string) bool { return true })
+	}
+	if t.FluxName != "" {
+		copyLabel(fluxNameLabel, func(v string) bool { return v == t.FluxName })
+		copyLabel(fluxNamespaceLabel, func(v string) bool { return t.FluxNamespace == "" || v == t.FluxNamespace })
+	}
+}
