@@ -1,7 +1,8 @@
 # driftback — build, test and benchmark.
 #
 #   make build     build bin/driftback
-#   make testbin   build the kube-apiserver and etcd the tests run against (cached)
+#   make testbin   build the kube-apiserver and etcd the tests run against, and
+#                  bring Flux's and Argo CD's CRDs into the module cache (cached)
 #   make test      testbin, go vet, and every test (race detector on)
 #   make bench     every benchmark (builds kubectl for the baselines); figures
 #                  go in BENCHMARKS.md
@@ -36,14 +37,16 @@ build:
 # Prints its progress on stderr and the assets folder on its last stdout line.
 testbin:
 	@hack/testbin/build.sh >/dev/null
+	@hack/testbin/crds.sh >/dev/null
 
 vet:
 	$(GO) vet ./...
 
 test: testbin vet
-	@assets=$$(hack/testbin/build.sh 2>/dev/null | tail -n1); \
+	@set -eo pipefail; assets=$$(hack/testbin/build.sh 2>/dev/null | tail -n1); \
+	crds=$$(hack/testbin/crds.sh | tail -n1); \
 	echo "testing with KUBEBUILDER_ASSETS=$$assets"; \
-	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) -parallel $(TESTPARALLEL) $(TESTFLAGS) ./... && \
+	KUBEBUILDER_ASSETS=$$assets DRIFTBACK_RECONCILER_CRDS=$$crds $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) -parallel $(TESTPARALLEL) $(TESTFLAGS) ./... && \
 	echo "render limits without the race detector (the memory limit as shipped):" && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -run 'TestHostileInput|TestChild' ./render
 

@@ -58,7 +58,7 @@ func TestDiscoveredTargetsEndToEnd(t *testing.T) {
 	w.logs.secret(dbPassword)
 	w.logs.secret(strings.ToUpper(dbPassword))
 	ns := w.env.Namespace
-	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs...)
+	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
 	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns}
 	w.cfg.Clusters["test"].Discover.ArgoCDNamespace = ns
 	host := string(discover.HostOf(w.gh.URL()))
@@ -75,6 +75,7 @@ stringData: {DB_PASSWORD: ` + dbPassword + `}`)
 kind: GitRepository
 metadata: {name: fleet, namespace: NS}
 spec:
+  interval: 1m
   url: ssh://git@` + hostname + `/acme/gitops.git
   ref: {branch: main}`)
 	w.apply(`apiVersion: kustomize.toolkit.fluxcd.io/v1
@@ -150,6 +151,7 @@ data: {dsn: "postgres://app:` + dbPassword + `@db.internal/shop", loud: ` + stri
 kind: Application
 metadata: {name: shop, namespace: NS}
 spec:
+  project: default
   source:
     repoURL: git@` + hostname + `:acme/gitops.git
     path: fleet/shop
@@ -160,6 +162,7 @@ spec:
 kind: Application
 metadata: {name: cache, namespace: NS}
 spec:
+  project: default
   source: {repoURL: 'https://` + hostname + `/acme/gitops', path: fleet/chart}
   destination: {server: https://kubernetes.default.svc}
   syncPolicy: {automated: {}}`)

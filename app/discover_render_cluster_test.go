@@ -30,16 +30,18 @@ import (
 func TestDiscoveredFluxTargetRendersAsKustomizeController(t *testing.T) {
 	t.Parallel()
 	env := kubetest.New(t)
-	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs...)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
 	ns := env.Namespace
 	for _, y := range []string{
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: vars, namespace: NS}\ndata: {CLUSTER_NAME: prod-eu-1, REPLICAS: '4'}\n",
 		"apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: NS}\nstringData: {TOKEN: tok-canary-7781}\n",
-		"apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: fleet, namespace: NS}\nspec: {url: 'https://github.com/acme/gitops', ref: {branch: main}}\n",
+		"apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: fleet, namespace: NS}\nspec: {interval: 1m, url: 'https://github.com/acme/gitops', ref: {branch: main}}\n",
 		`apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata: {name: apps, namespace: NS}
 spec:
+  interval: 10m
+  prune: false
   path: ./apps
   sourceRef: {kind: GitRepository, name: fleet}
   targetNamespace: shop

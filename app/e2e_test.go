@@ -325,6 +325,7 @@ func TestDangerFailsUntilAcknowledged(t *testing.T) {
 	if prod.Conclusion != "failure" || !strings.Contains(prod.Title, "pvc-removal") {
 		t.Fatalf("prod check: %+v", prod)
 	}
+	wantAggregate(t, runs, "failure")
 	if c := w.gh.Comments(fullName, 6); len(c) != 1 || !strings.Contains(c[0].Body, "**pvc-removal**") ||
 		!strings.Contains(c[0].Body, "The check of `prod` fails on pvc-removal (1). Once the dangers above are reviewed and wanted, add the label `"+DefaultAckLabel+"`") ||
 		!strings.Contains(c[0].Body, "Every new push is evaluated again.") {
@@ -337,7 +338,7 @@ func TestDangerFailsUntilAcknowledged(t *testing.T) {
 	if code := w.deliver("pull_request", "d-label", ev); code != http.StatusAccepted {
 		t.Fatalf("labeled: %d", code)
 	}
-	waitFor(t, "the check to pass", func() bool {
+	waitUntil(t, "the check to pass", func() bool {
 		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "success"
 	})
 	prodRuns := 0
@@ -348,6 +349,16 @@ func TestDangerFailsUntilAcknowledged(t *testing.T) {
 	}
 	if prodRuns != 1 {
 		t.Errorf("%d prod check runs on the head, want the one run updated", prodRuns)
+	}
+}
+
+// wantAggregate checks the conclusion of the driftback check, the one the
+// README says to require in branch protection: it must be as bad as the
+// worst target's, or a pull request that fails a target merges green.
+func wantAggregate(t *testing.T, runs []githubfake.CheckRun, want string) {
+	t.Helper()
+	if got := findRun(t, runs, AggregateCheckName); got.Conclusion != want {
+		t.Errorf("the required %s check concludes %s, want %s (%q)", AggregateCheckName, got.Conclusion, want, got.Title)
 	}
 }
 
@@ -378,6 +389,7 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	if c := findRun(t, runs, "driftback / prod"); c.Conclusion != "neutral" {
 		t.Errorf("fork check: %+v", c)
 	}
+	wantAggregate(t, runs, "neutral")
 	body := w.gh.Comments(fullName, 7)[0].Body
 	if !strings.Contains(body, "comes from a fork") || strings.Contains(body, "What a sync does after merging") {
 		t.Fatalf("the fork's comment shows live data or no reason:\n%s", body)
@@ -419,10 +431,10 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 		t.Fatalf("approval by a short SHA: comments %d, reads %d; want a reply asking for the whole SHA and no cluster read", len(c), clusterReads.Load())
 	}
 	command("maintainer", "d-writer", "/driftback diff "+head.String())
-	waitFor(t, "live data after a writer's command", func() bool {
+	waitUntil(t, "live data after a writer's command", func() bool {
 		return strings.Contains(w.gh.Comments(fullName, 7)[0].Body, "What a sync does after merging")
 	})
-	waitFor(t, "the check to pass with live data", func() bool {
+	waitUntil(t, "the check to pass with live data", func() bool {
 		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "success"
 	})
 	if clusterReads.Load() == 0 {
@@ -472,6 +484,7 @@ func TestRenderErrorsReachThePullRequest(t *testing.T) {
 	if prod.Conclusion != "failure" || !strings.Contains(prod.Summary, "deploy/prod/kustomization.yaml:4") {
 		t.Errorf("prod check: %+v", prod)
 	}
+	wantAggregate(t, runs, "failure")
 	if body := w.gh.Comments(fullName, 8)[0].Body; !strings.Contains(body, "deploy/prod/kustomization.yaml:4: resources entry") || !strings.Contains(body, "remote resources are not rendered") {
 		t.Errorf("the comment does not show the render error:\n%s", body)
 	}
@@ -495,7 +508,7 @@ func TestRerequestedCheckRunsRunAgain(t *testing.T) {
 	if code := w.deliver("check_run", "d-rerun", ev); code != http.StatusAccepted {
 		t.Fatalf("check_run: %d", code)
 	}
-	waitFor(t, "the re-run to see the live Deployment", func() bool {
+	waitUntil(t, "the re-run to see the live Deployment", func() bool {
 		return strings.Contains(w.gh.Comments(fullName, 9)[0].Body, "✏️ update <code>Deployment/"+w.env.Namespace+"/web</code>")
 	})
 	w.waitIdle()
@@ -568,10 +581,12 @@ func TestRepositoryConfigFromTheDefaultBranch(t *testing.T) {
 	})
 	w.openPR(11, base, head, nil)
 	w.deliver("pull_request", "d-config", prPayload("opened", 11, head.String()))
-	prod := findRun(t, w.waitChecks(head.String(), 2), "driftback / prod")
+	runs := w.waitChecks(head.String(), 2)
+	prod := findRun(t, runs, "driftback / prod")
 	if prod.Conclusion != "failure" || !strings.Contains(prod.Summary, "`ok-to-prune`") {
 		t.Errorf("prod check: %s: %s", prod.Conclusion, prod.Summary)
 	}
+	wantAggregate(t, runs, "failure")
 }
 
 // TestShutdownNeverHalfPublishes: shutdown comes while a three-part comment
@@ -720,6 +735,7 @@ func TestPullRequestCannotReadBeyondItsTarget(t *testing.T) {
 	if c := findRun(t, runs, "driftback / prod"); c.Conclusion != "neutral" || !strings.Contains(c.Title, "outside the target's scope") {
 		t.Errorf("prod check with an object outside its scope: %s %q", c.Conclusion, c.Title)
 	}
+	wantAggregate(t, runs, "neutral")
 
 	// The operator widens the scope: the object is compared with the cluster.
 	w.stop()
@@ -727,7 +743,7 @@ func TestPullRequestCannotReadBeyondItsTarget(t *testing.T) {
 	w.start()
 	watchPaths(w.srv.App)
 	w.deliver("pull_request", "d-scope-wide", prPayload("synchronize", 11, head.String()))
-	waitFor(t, "the widened comparison", func() bool {
+	waitUntil(t, "the widened comparison", func() bool {
 		return strings.Contains(w.gh.Comments(fullName, 11)[0].Body, "node-admin")
 	})
 	if body := w.gh.Comments(fullName, 11)[0].Body; strings.Contains(body, "Outside the scope") {
@@ -749,10 +765,12 @@ func TestDangersFailWithoutTheCluster(t *testing.T) {
 	head := w.commit(base, map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n", "deploy/prod/data.yaml": nil})
 	w.openPR(12, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
 	w.deliver("pull_request", "d-fork-danger", prPayload("opened", 12, head.String()))
-	prod := findRun(t, w.waitChecks(head.String(), 2), "driftback / prod")
+	runs := w.waitChecks(head.String(), 2)
+	prod := findRun(t, runs, "driftback / prod")
 	if prod.Conclusion != "failure" || !strings.Contains(prod.Title, "pvc-removal (1)") {
 		t.Errorf("a fork's pull request removing a claim: %s %q, want failure on pvc-removal", prod.Conclusion, prod.Title)
 	}
+	wantAggregate(t, runs, "failure")
 	if body := w.gh.Comments(fullName, 12)[0].Body; !strings.Contains(body, "**pvc-removal**") || !strings.Contains(body, "unknown without the cluster") {
 		t.Errorf("the fork's comment does not show the danger known from Git:\n%s", body)
 	}
@@ -775,21 +793,25 @@ func TestDangersFailWithoutTheCluster(t *testing.T) {
 	w.start()
 	w.openPR(12, base, head, nil) // same repository now
 	w.deliver("pull_request", "d-dead-danger", prPayload("synchronize", 12, head.String()))
-	waitFor(t, "the check of an unreadable cluster to say so", func() bool {
+	waitUntil(t, "the check of an unreadable cluster to say so", func() bool {
 		return strings.Contains(w.gh.Comments(fullName, 12)[0].Body, "could not be read")
 	})
 	prod = findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod")
 	if prod.Conclusion != "failure" || !strings.Contains(prod.Title, "pvc-removal (1)") {
 		t.Errorf("an unreadable cluster: %s %q, want failure on pvc-removal", prod.Conclusion, prod.Title)
 	}
+	wantAggregate(t, w.gh.CheckRuns(fullName, head.String()), "failure")
 
 	w.openPR(12, base, head, func(p *githubfake.Pull) { p.Labels = []string{DefaultAckLabel} })
 	ev := prPayload("labeled", 12, head.String())
 	ev.Label = &github.Label{Name: github.String(DefaultAckLabel)}
 	w.deliver("pull_request", "d-dead-label", ev)
-	waitFor(t, "the acknowledged danger to stop failing", func() bool {
+	waitUntil(t, "the acknowledged danger to stop failing", func() bool {
 		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "neutral"
 	})
+	// Acknowledged, but the cluster is still unread: the comparison is not
+	// whole, so the required check is not a success either.
+	wantAggregate(t, w.gh.CheckRuns(fullName, head.String()), "neutral")
 }
 
 // TestChecksOnlyForAffectedTargets: a push touching one base shared by 10 of
@@ -884,4 +906,28 @@ func deferredJobs(t *testing.T, w *world) int {
 		}
 	}
 	return 0
+}
+
+// TestAComparisonThatIsNotWholeIsNeverASuccess: a target some of whose
+// objects could not be compared (here the head gives a live ConfigMap a list
+// where the schema wants a string, so its apply cannot be predicted) is
+// neutral, and so is the required check: "nothing dangerous found" is not
+// said of what was not looked at.
+func TestAComparisonThatIsNotWholeIsNeverASuccess(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	w.liveProd()
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	head := w.commit(base, map[string]any{"deploy/base/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: [a, b]\n"})
+	w.openPR(13, base, head, nil)
+	w.deliver("pull_request", "d-not-whole", prPayload("opened", 13, head.String()))
+	runs := w.waitChecks(head.String(), 3)
+	prod := findRun(t, runs, "driftback / prod")
+	if prod.Conclusion != "neutral" || !strings.Contains(prod.Title, "Incomplete") {
+		t.Errorf("prod, one object not compared: %s %q", prod.Conclusion, prod.Title)
+	}
+	wantAggregate(t, runs, "neutral")
+	if body := w.gh.Comments(fullName, 13)[0].Body; !strings.Contains(body, "ConfigMap/"+w.env.Namespace+"/settings") || !strings.Contains(body, "predict apply") {
+		t.Errorf("the comment does not say which object was not compared:\n%s", body)
+	}
 }

@@ -14,15 +14,11 @@ import (
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func waitFor(t testing.TB, what string, cond func() bool) {
+// waitUntil is eventually with the condition last, as a wait reads best
+// where the condition is a long function.
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, cond, what)
 }
 
 // TestQueueCoalescesPerPullRequest proves a burst of jobs for one pull request
@@ -66,7 +62,7 @@ func TestQueueCoalescesPerPullRequest(t *testing.T) {
 	if got := <-started; got != "e" {
 		t.Fatalf("after a burst, started %s, want only the newest, e", got)
 	}
-	waitFor(t, "e to finish", func() bool { mu.Lock(); defer mu.Unlock(); return len(ran) == 1 })
+	waitUntil(t, "e to finish", func() bool { mu.Lock(); defer mu.Unlock(); return len(ran) == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(cancelled) != 1 || cancelled[0] != "a" || ran[0] != "e" {
@@ -88,7 +84,7 @@ func TestQueueSurvivesPanics(t *testing.T) {
 	_ = q.Enqueue(&Job{Key: "o/r#1", Run: func(context.Context) error { panic("boom") },
 		Fail: func(_ context.Context, err error) { failed.Store(err.Error()) }})
 	_ = q.Enqueue(&Job{Key: "o/r#2", Run: func(context.Context) error { after.Store(true); return nil }})
-	waitFor(t, "the next job", after.Load)
+	waitUntil(t, "the next job", after.Load)
 	if msg, _ := failed.Load().(string); msg != "internal error: boom" {
 		t.Errorf("Fail got %q", msg)
 	}
@@ -108,7 +104,7 @@ func TestQueueIsBoundedAndDrops(t *testing.T) {
 		}
 		return nil
 	}})
-	waitFor(t, "the first job to start", func() bool { return q.Depth() == 0 })
+	waitUntil(t, "the first job to start", func() bool { return q.Depth() == 0 })
 	for i, want := range []error{nil, nil, ErrQueueFull} {
 		err := q.Enqueue(&Job{Key: "o/r#" + string(rune('2'+i)), Run: func(context.Context) error { return nil }})
 		if !errors.Is(err, want) && err != want {
@@ -116,7 +112,7 @@ func TestQueueIsBoundedAndDrops(t *testing.T) {
 		}
 	}
 	q.Drop("o/r#1", errPullClosed)
-	waitFor(t, "the running job to be cancelled", func() bool { return cause.Load() != nil })
+	waitUntil(t, "the running job to be cancelled", func() bool { return cause.Load() != nil })
 	if c := cause.Load().(error); !errors.Is(c, errPullClosed) {
 		t.Errorf("cancelled with %v", c)
 	}
@@ -139,7 +135,7 @@ func TestQueueFullDoesNotCancelRunningWork(t *testing.T) {
 		}
 		return nil
 	}})
-	waitFor(t, "a to start", func() bool { return q.Depth() == 0 })
+	waitUntil(t, "a to start", func() bool { return q.Depth() == 0 })
 	_ = q.Enqueue(&Job{Key: "o/r#2", Run: func(context.Context) error { return nil }})
 	if err := q.Enqueue(&Job{Key: "o/r#1", SHA: "b", Run: func(context.Context) error { return nil }}); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("enqueue b: %v, want ErrQueueFull", err)
@@ -167,7 +163,7 @@ func TestQueueShutdown(t *testing.T) {
 			}
 		}, Fail: func(context.Context, error) { failed.Add(1) }})
 	}
-	waitFor(t, "both to start", func() bool { return q.Depth() == 0 })
+	waitUntil(t, "both to start", func() bool { return q.Depth() == 0 })
 	grace, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -218,13 +214,13 @@ func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
 	if err := q.Enqueue(job("o/r#1", "a", &once)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first run", ranAll(1))
+	waitUntil(t, "the first run", ranAll(1))
 	// The one worker is free while #1 waits: #2 runs at once.
 	var never atomic.Int64
 	if err := q.Enqueue(job("o/r#2", "x", &never)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the run again", ranAll(3))
+	waitUntil(t, "the run again", ranAll(3))
 	mu.Lock()
 	if runs[1] != "o/r#2@x" || runs[2] != "o/r#1@a" {
 		t.Errorf("runs %v: want #2 while #1 waits, then #1 again", runs)
@@ -239,24 +235,24 @@ func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
 	if err := q.Enqueue(job("o/r#3", "old", &once)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the old commit's run", ranAll(4))
+	waitUntil(t, "the old commit's run", ranAll(4))
 	if err := q.Enqueue(job("o/r#3", "new", &never)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new commit's run", ranAll(5))
+	waitUntil(t, "the new commit's run", ranAll(5))
 	// A pull request closed while its job waits: nothing runs.
 	once.Store(1)
 	if err := q.Enqueue(job("o/r#4", "a", &once)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the closed pull request's run", ranAll(6))
+	waitUntil(t, "the closed pull request's run", ranAll(6))
 	q.Drop("o/r#4", errPullClosed)
 	// Past both waits, with a job queued after them to know the queue moved on.
 	time.Sleep(2 * wait) // the waits that must not end in a run
 	if err := q.Enqueue(job("o/r#5", "a", &never)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the last run", ranAll(7))
+	waitUntil(t, "the last run", ranAll(7))
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []string{"o/r#1@a", "o/r#2@x", "o/r#1@a", "o/r#3@old", "o/r#3@new", "o/r#4@a", "o/r#5@a"}; !slices.Equal(runs, want) {

@@ -117,7 +117,7 @@ func TestWebhookIntake(t *testing.T) {
 	}
 	for _, s := range steps {
 		if s.name == "a second pull request fills the queue" {
-			waitFor(t, "d6 to start", func() bool { return q.Depth() == 0 })
+			waitUntil(t, "d6 to start", func() bool { return q.Depth() == 0 })
 		}
 		if got := delivery(t, h, s.event, s.id, s.body, s.sig); got != s.want {
 			t.Errorf("%s: %d, want %d", s.name, got, s.want)

@@ -93,6 +93,7 @@ var gitRepo = `apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata: {name: fleet, namespace: flux-system}
 spec:
+  interval: 1m
   url: ssh://git@github.com/acme/gitops.git
   ref: {branch: main}
 `
@@ -128,6 +129,8 @@ func TestFromFluxSaysWhatItCannotRender(t *testing.T) {
 kind: Kustomization
 metadata: {name: apps, namespace: flux-system}
 spec:
+  interval: 10m
+  prune: false
   path: ./apps
   sourceRef: {kind: KIND, name: fleet}
 `
@@ -211,6 +214,7 @@ func TestFromArgoCDSaysWhatItCannotRender(t *testing.T) {
 kind: Application
 metadata: {name: shop, namespace: NS}
 spec:
+  project: default
   destination: DEST
   SOURCE
 `

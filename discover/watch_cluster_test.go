@@ -23,6 +23,7 @@ const reconcilerObjects = `apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata: {name: fleet, namespace: NS}
 spec:
+  interval: 1m
   url: ssh://git@github.com/acme/gitops.git
   ref: {branch: main}
 ---
@@ -30,6 +31,7 @@ apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata: {name: enterprise, namespace: NS}
 spec:
+  interval: 1m
   url: https://ghe.example.com/platform/fleet.git
 ---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
@@ -53,6 +55,7 @@ apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata: {name: paused, namespace: NS}
 spec:
+  prune: false
   interval: 5m
   path: ./apps/staging
   sourceRef: {kind: GitRepository, name: fleet}
@@ -62,6 +65,7 @@ apiVersion: argoproj.io/v1alpha1
 kind: Application
 metadata: {name: shop, namespace: NS}
 spec:
+  project: default
   source:
     repoURL: git@github.com:acme/gitops.git
     path: apps/shop
@@ -75,6 +79,7 @@ apiVersion: argoproj.io/v1alpha1
 kind: Application
 metadata: {name: redis, namespace: NS}
 spec:
+  project: default
   source: {repoURL: https://charts.bitnami.com/bitnami, chart: redis, targetRevision: 18.0.0}
   destination: {server: https://kubernetes.default.svc}
   syncPolicy: {automated: {}}
@@ -93,7 +98,7 @@ func applyAll(t *testing.T, env *kubetest.Env, y string) {
 
 func TestWatcherFollowsFluxAndArgoCD(t *testing.T) {
 	env := kubetest.New(t)
-	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs...)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
 	applyAll(t, env, reconcilerObjects+`---
 apiVersion: v1
 kind: ConfigMap
@@ -135,6 +140,7 @@ data: {application.instanceLabelKey: argocd.example.com/app, application.resourc
 kind: Application
 metadata: {name: billing, namespace: NS}
 spec:
+  project: default
   source: {repoURL: https://github.com/acme/gitops, path: apps/billing, targetRevision: release}
   destination: {name: in-cluster}
   syncPolicy: {automated: {selfHeal: true}}
@@ -143,6 +149,7 @@ apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata: {name: fleet, namespace: NS}
 spec:
+  interval: 1m
   url: https://ghe.example.com/platform/fleet.git
   ref: {branch: main}
 `)
@@ -172,12 +179,14 @@ spec:
 
 func TestListReadsGitHubEnterpriseSources(t *testing.T) {
 	env := kubetest.New(t)
-	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs...)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
 	applyAll(t, env, reconcilerObjects+`---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata: {name: platform, namespace: NS}
 spec:
+  interval: 10m
+  prune: false
   path: ./clusters/prod
   sourceRef: {kind: GitRepository, name: enterprise}
 `)

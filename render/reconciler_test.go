@@ -12,6 +12,7 @@ import (
 	ssautil "github.com/fluxcd/pkg/ssa/utils"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
 	. "github.com/driftback/driftback/render"
@@ -191,8 +192,14 @@ func kustomizeController(t *testing.T, files map[string]any, path string, ks *un
 		if done == nil {
 			done = res
 		}
-		obj, err := done.Map()
+		// kustomize-controller sends the object to the apiserver as JSON,
+		// which reads kyaml's Go ints as JSON numbers.
+		b, err := done.MarshalJSON()
 		if err != nil {
+			t.Fatal(err)
+		}
+		var obj map[string]any
+		if err := utiljson.Unmarshal(b, &obj); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, &unstructured.Unstructured{Object: obj})

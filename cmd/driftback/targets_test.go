@@ -18,11 +18,11 @@ import (
 // discovered targets, the app.yml ones, and what cannot be rendered.
 func TestTargetsCommand(t *testing.T) {
 	env := kubetest.New(t)
-	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs...)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
 	for _, y := range []string{
-		"apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: fleet, namespace: NS}\nspec: {url: 'https://github.com/acme/gitops', ref: {branch: main}}\n",
-		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: NS}\nspec: {path: ./apps/prod, prune: true, suspend: true, sourceRef: {kind: GitRepository, name: fleet}}\n",
-		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: redis, namespace: NS}\nspec: {source: {repoURL: 'https://charts.example.com', chart: redis}, destination: {server: 'https://kubernetes.default.svc'}}\n",
+		"apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: fleet, namespace: NS}\nspec: {interval: 1m, url: 'https://github.com/acme/gitops', ref: {branch: main}}\n",
+		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: NS}\nspec: {interval: 10m, path: ./apps/prod, prune: true, suspend: true, sourceRef: {kind: GitRepository, name: fleet}}\n",
+		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: redis, namespace: NS}\nspec: {project: default, source: {repoURL: 'https://charts.example.com', chart: redis}, destination: {server: 'https://kubernetes.default.svc'}}\n",
 	} {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(strings.ReplaceAll(y, "NS", env.Namespace)), &u.Object); err != nil {

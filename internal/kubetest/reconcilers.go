@@ -2,7 +2,12 @@ package kubetest
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,14 +19,55 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// ReconcilerCRDs are minimal CustomResourceDefinitions of the kinds GitOps
-// reconcilers keep their configuration in: Flux's Kustomization and
-// GitRepository, Argo CD's Application. They accept any spec, as the real
-// ones accept what driftback reads.
-var ReconcilerCRDs = []string{
-	reconcilerCRD("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations"),
-	reconcilerCRD("source.toolkit.fluxcd.io", "v1", "GitRepository", "gitrepositories"),
-	reconcilerCRD("argoproj.io", "v1alpha1", "Application", "applications"),
+// ReconcilerCRDs are the CustomResourceDefinitions of the kinds GitOps
+// reconcilers keep their configuration in, as the reconcilers ship them:
+// Flux's Kustomization, GitRepository, OCIRepository, Bucket,
+// HelmRepository and ExternalArtifact and Argo CD's Application and
+// AppProject, read from the modules hack/testbin/crds.sh brings into the Go
+// module cache (DRIFTBACK_RECONCILER_CRDS, which make test sets, or the
+// script run here). Their schemas validate fixtures as a real cluster does.
+// HelmRelease, whose module the proxy does not serve, is a schemaless one.
+func ReconcilerCRDs(t testing.TB) []string {
+	t.Helper()
+	crdsOnce.Do(func() { crds, crdsErr = readReconcilerCRDs() })
+	if crdsErr != nil {
+		if InCI() {
+			t.Fatalf("kubetest: %v", crdsErr)
+		}
+		t.Skipf("kubetest: %v (run `make test`; with CI set this fails)", crdsErr)
+	}
+	return append(append([]string{}, crds...), reconcilerCRD("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases"))
+}
+
+var (
+	crdsOnce sync.Once
+	crds     []string
+	crdsErr  error
+)
+
+func readReconcilerCRDs() ([]string, error) {
+	list := os.Getenv("DRIFTBACK_RECONCILER_CRDS")
+	if list == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return nil, err
+		}
+		out, err := exec.Command(filepath.Join(root, "hack", "testbin", "crds.sh")).Output()
+		if err != nil {
+			return nil, fmt.Errorf("hack/testbin/crds.sh: %w", err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		list = lines[len(lines)-1]
+	}
+	var out []string
+	for _, f := range strings.Split(list, ":") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("reconciler CRDs: %w", err)
+		}
+		out = append(out, string(b))
+	}
+	return out, nil
 }
 
 func reconcilerCRD(group, version, kind, plural string) string {
@@ -67,7 +113,12 @@ func InstallCRDs(t testing.TB, e *Env, manifests ...string) {
 		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
 		plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
 		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
-		version, _, _ := unstructured.NestedString(versions[0].(map[string]any), "name")
+		var version string
+		for _, v := range versions {
+			if storage, _, _ := unstructured.NestedBool(v.(map[string]any), "storage"); storage {
+				version, _, _ = unstructured.NestedString(v.(map[string]any), "name")
+			}
+		}
 		gvr := schema.GroupVersionResource{Group: group, Version: version, Resource: plural}
 		deadline := time.Now().Add(60 * time.Second)
 		for {
