@@ -627,14 +627,14 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	w.openPR(6, base, head, nil)
 	w.deliver("pull_request", "m-open", prPayload("opened", 6, head.String()))
 	w.waitChecks(head.String(), 2)
-	req, _ := http.NewRequest(http.MethodPost, w.http.URL+"/webhook", strings.NewReader("{}"))
+	req, _ := http.NewRequest(http.MethodPost, w.url+"/webhook", strings.NewReader("{}"))
 	req.Header.Set("X-GitHub-Event", "made-up-event-name")
 	req.Header.Set("X-GitHub-Delivery", "forged")
 	req.Header.Set("X-Hub-Signature-256", "sha256=00")
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
-	resp, err := http.Get(w.http.URL + "/metrics")
+	resp, err := http.Get(w.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,8 @@ type world struct {
 	secret string
 	srv    *Server
 	http   *httptest.Server
+	// url is where driftback's webhook and health endpoints answer.
+	url    string
 	cancel context.CancelFunc
 	seq    int
 	// uploads counts fetches served by the git server.
@@ -71,6 +73,12 @@ func newWorld(t testing.TB, configure func(*Config)) *world {
 	t.Cleanup(func() { w.logs.check(t) })
 	w.logs.secret(string(w.gh.KeyPEM()))
 	w.logs.secret(w.secret)
+	w.logs.secretsFrom(w.gh.Credentials) // installation tokens and App JWTs
+	for _, k := range [][]byte{w.env.Config.KeyData, []byte(w.env.Config.BearerToken)} {
+		if len(k) > 0 {
+			w.logs.secret(string(k)) // the kubeconfig's client key or token
+		}
+	}
 
 	// A git server that takes installation tokens, as GitHub's does.
 	w.git, err = gittestserver.NewTempGitServer()
@@ -159,6 +167,7 @@ func (w *world) start() {
 	// The GitHub clients keep the production retry policy NewServer gives them.
 	w.srv, w.cancel = srv, cancel
 	w.http = httptest.NewServer(srv.Handler())
+	w.url = w.http.URL
 	w.t.Cleanup(w.stop)
 }
 
@@ -266,7 +275,7 @@ func (w *world) deliver(event, id string, payload any) int {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, w.http.URL+"/webhook", strings.NewReader(string(body)))
+	req, err := http.NewRequest(http.MethodPost, w.url+"/webhook", strings.NewReader(string(body)))
 	if err != nil {
 		w.t.Fatal(err)
 	}

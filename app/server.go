@@ -109,6 +109,28 @@ func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Log
 // Handler serves /webhook, /healthz, /readyz and /metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// Run is `driftback serve`: it loads the configuration at path, with its
+// DRIFTBACK_… overrides and secrets from env, and serves on the configured
+// address until ctx ends (SIGTERM), then stops taking deliveries and gives
+// running work up to grace to finish. Configuration errors come back before
+// anything listens.
+func Run(ctx context.Context, path string, env func(string) string, grace time.Duration, log *slog.Logger) error {
+	cfg, err := LoadConfig(path, env)
+	if err != nil {
+		return err
+	}
+	secrets, err := cfg.LoadSecrets(env)
+	if err != nil {
+		return err
+	}
+	log.Info("effective configuration", "config", cfg.Redacted(secrets))
+	srv, err := NewServer(ctx, cfg, secrets, log)
+	if err != nil {
+		return err
+	}
+	return srv.Serve(ctx, cfg.Server.Listen, grace)
+}
+
 // Serve listens on addr until ctx ends, then stops taking deliveries and gives
 // running work up to grace to finish.
 func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) error {

@@ -29,26 +29,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	klog.SetSlogLogger(log.With("source", "client-go"))
-	cfg, err := app.LoadConfig(*path, os.Getenv)
-	if err != nil {
-		fmt.Fprintln(stderr, "driftback serve:", err)
-		return exitError
-	}
-	secrets, err := cfg.LoadSecrets(os.Getenv)
-	if err != nil {
-		fmt.Fprintln(stderr, "driftback serve:", err)
-		return exitError
-	}
-	log.Info("effective configuration", "config", cfg.Redacted(secrets))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := app.NewServer(ctx, cfg, secrets, log)
-	if err != nil {
+	if err := app.Run(ctx, *path, os.Getenv, *grace, log); err != nil {
 		fmt.Fprintln(stderr, "driftback serve:", err)
-		return exitError
-	}
-	if err := srv.Serve(ctx, cfg.Server.Listen, *grace); err != nil {
-		log.Error("server stopped", "err", err)
 		return exitError
 	}
 	return exitOK

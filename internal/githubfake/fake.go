@@ -47,6 +47,7 @@ type Fake struct {
 	nextID        int64
 	installations map[int64]bool
 	tokens        map[string]token
+	jwts          map[string]bool // every App JWT presented, for log canaries
 	manifests     manifestState // manifest.go
 	repos         map[string]*Repo
 	comments      map[int64]*Comment
@@ -151,6 +152,7 @@ func New() (*Fake, error) {
 		AppID: 4242, Key: key, nextID: 1000,
 		installations: map[int64]bool{},
 		tokens:        map[string]token{},
+		jwts:          map[string]bool{},
 		repos:         map[string]*Repo{},
 		comments:      map[int64]*Comment{},
 		checkRuns:     map[int64]*CheckRun{},
@@ -432,6 +434,9 @@ func (f *Fake) checkJWT(r *http.Request) error {
 	if !ok {
 		return fmt.Errorf("no bearer token")
 	}
+	f.mu.Lock()
+	f.jwts[raw] = true
+	f.mu.Unlock()
 	claims := &jwt.RegisteredClaims{}
 	_, err := jwt.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
 		if _, ok := t.Method.(*jwt.SigningMethodRSA); !ok {
@@ -491,6 +496,21 @@ func (f *Fake) ValidToken(tok string) bool {
 	defer f.mu.Unlock()
 	t, ok := f.tokens[tok]
 	return ok && time.Now().Before(t.expires)
+}
+
+// Credentials are every installation token the fake issued and every App
+// JWT it was shown: values that must never appear in a log.
+func (f *Fake) Credentials() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for t := range f.tokens {
+		out = append(out, t)
+	}
+	for j := range f.jwts {
+		out = append(out, j)
+	}
+	return out
 }
 
 // TokensIssued counts the installation tokens handed out.
