@@ -86,7 +86,9 @@ func TestServeAsShipped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, file, func(string) string { return "" }, 30*time.Second, w.logs.logger(t, slog.LevelWarn)) }()
+	go func() {
+		done <- Run(ctx, file, func(string) string { return "" }, 30*time.Second, w.logs.logger(t, slog.LevelWarn))
+	}()
 
 	get := func(path string) (int, string) {
 		resp, err := http.Get(w.url + path)

@@ -48,7 +48,7 @@ type Fake struct {
 	installations map[int64]bool
 	tokens        map[string]token
 	jwts          map[string]bool // every App JWT presented, for log canaries
-	manifests     manifestState // manifest.go
+	manifests     manifestState   // manifest.go
 	repos         map[string]*Repo
 	comments      map[int64]*Comment
 	checkRuns     map[int64]*CheckRun
