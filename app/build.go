@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -48,7 +49,16 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 		}
 		tree, opts.LoadAnywhere = ft, true
 	case f != nil && f.Reconciler == discover.ReconcilerArgoCD && !tree.HasKustomization(t.Path):
-		return built{absent: true}
+		// Argo CD reads a path without a kustomization as a directory of
+		// manifests, or as a Helm chart (not rendered: said elsewhere).
+		if !tree.HasDir(t.Path) || notRenderedAt(t, tree) != "" {
+			return built{absent: true}
+		}
+		dt, err := render.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f))
+		if err != nil {
+			return built{problems: []string{err.Error()}}
+		}
+		tree = dt
 	case f != nil && f.Kustomize != nil:
 		at, err := render.ArgoCDTree(tree, t.Path, argoOptions(f.Kustomize))
 		if err != nil {
@@ -106,6 +116,36 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 	}
 	b.objs = objs
 	return b
+}
+
+// notRenderedAt says why driftback does not render what a target's
+// reconciler builds at its path in tree, or "" when it does: Argo CD's Helm
+// charts and jsonnet.
+func notRenderedAt(t Target, tree *render.Tree) string {
+	f := t.found
+	if f == nil || f.Reconciler != discover.ReconcilerArgoCD || !tree.HasDir(t.Path) {
+		return ""
+	}
+	switch tree.ArgoCDSourceType(t.Path) {
+	case "Kustomize":
+		return ""
+	case "Helm":
+		return "Argo CD renders it as a Helm chart (Chart.yaml)"
+	}
+	var js *render.JsonnetError
+	if _, err := render.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f)); errors.As(err, &js) {
+		return js.Error()
+	}
+	return ""
+}
+
+// argoDirectory are an Application's directory options; Argo CD's
+// defaults when it sets none.
+func argoDirectory(f *discover.Found) render.ArgoCDDirectory {
+	if f.Directory != nil {
+		return *f.Directory
+	}
+	return render.ArgoCDDirectory{}
 }
 
 // reconcilerOptions are what a target's reconciler changes in the

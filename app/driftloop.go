@@ -453,8 +453,11 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	if err != nil {
 		return 0, err
 	}
-	if t.found != nil && t.found.Flux != nil && !tree.HasKustomization(t.Path) {
-		log.Debug("drift is not proposed for a plain directory Flux generates a kustomization for")
+	if t.found != nil && !tree.HasKustomization(t.Path) {
+		// A plain directory (Flux generates its kustomization, Argo CD reads
+		// its manifests), or a source driftback does not render, which the
+		// targets list, /readyz and the pull requests touching it report.
+		log.Debug("drift is not proposed for a path without a kustomization")
 		return 0, nil
 	}
 	start := time.Now()

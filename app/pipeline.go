@@ -1,12 +1,12 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -197,15 +197,9 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	var work []*targetWork
 	var at []int
 	for i, t := range targets {
-		if f := t.found; f != nil && f.Reconciler == discover.ReconcilerArgoCD && !base.HasKustomization(t.Path) && !head.HasKustomization(t.Path) &&
-			(base.HasDir(t.Path) || head.HasDir(t.Path)) {
-			// Argo CD builds a directory without a kustomization as Helm
-			// (a Chart.yaml) or as plain manifests: not rendered, and said.
-			dup := *f
-			dup.NotRendered = "Argo CD applies it as a plain directory of manifests"
-			if head.Has(path.Join(t.Path, "Chart.yaml")) || base.Has(path.Join(t.Path, "Chart.yaml")) {
-				dup.NotRendered = "Argo CD renders it as a Helm chart (Chart.yaml)"
-			}
+		if why := cmp.Or(notRenderedAt(t, head), notRenderedAt(t, base)); why != "" {
+			dup := *t.found
+			dup.NotRendered = why
 			unrenderable = append(unrenderable, &dup)
 			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", unaffected: true}
 			continue
@@ -539,9 +533,9 @@ func affects(t Target, branch string, base, head *render.Tree, changed []string)
 	if t.Branch != "" && branch != "" && t.Branch != branch {
 		return false
 	}
-	if t.found != nil && t.found.Flux != nil && !base.HasKustomization(t.Path) && !head.HasKustomization(t.Path) {
-		// A plain directory Flux generates a kustomization for: any change
-		// under it counts.
+	if t.found != nil && !base.HasKustomization(t.Path) && !head.HasKustomization(t.Path) {
+		// A plain directory Flux generates a kustomization for, or Argo CD
+		// reads as manifests: any change under it counts.
 		return len(touched([]*discover.Found{{Path: t.Path}}, changed)) > 0
 	}
 	// What the reconciler builds reads more than the kustomization says (a

@@ -3,11 +3,17 @@ package app
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
 )
 
 // TargetInfo is one target as `driftback targets` prints it.
@@ -24,6 +30,14 @@ type TargetInfo struct {
 	Glob bool `json:"glob,omitempty"`
 	// Build says how it is rendered: kustomize, flux or argocd.
 	Build string `json:"build"`
+	// Source says what the reconciler finds at the path, read at the head
+	// of the branch the target follows from the repository cache: a
+	// kustomization, plain manifests (Flux generates the kustomization,
+	// Argo CD reads a directory), a Helm chart or jsonnet (not rendered),
+	// nothing; or that it is decided at the first pull request.
+	Source string `json:"source"`
+	// NotRendered says why driftback does not render the target.
+	NotRendered string `json:"notRendered,omitempty"`
 	Prune bool   `json:"prune,omitempty"`
 	// Codify is the drift policy; "off (the reconciler self-heals)" when
 	// the reconciler reverts live changes itself.
@@ -65,6 +79,7 @@ func ListTargets(ctx context.Context, cfg *Config) (*TargetList, error) {
 	}
 	discover.Sort(found)
 	targets, skipped := mergeTargets(cfg, found)
+	trees := cachedTrees(cfg.Server.CacheDir)
 	for _, t := range targets {
 		info := TargetInfo{Name: t.Name, Repo: t.Repo, Path: t.Path, Cluster: t.Cluster, Branch: t.Branch,
 			From: t.describe(), Glob: isGlob(t.Path), Build: "kustomize", Codify: string(t.Policy.Codify)}
@@ -84,6 +99,11 @@ func ListTargets(ctx context.Context, cfg *Config) (*TargetList, error) {
 			}
 			info.Notes = targetNotes(t, fluxVars{})
 		}
+		var off string
+		info.Source, info.NotRendered, off = sourceAt(t, trees)
+		if off != "" && !strings.HasPrefix(info.Codify, "off") && info.Codify != string(CodifyOff) {
+			info.Codify = "off (" + off + ")"
+		}
 		out.Targets = append(out.Targets, info)
 	}
 	sort.SliceStable(out.Targets, func(i, j int) bool {
@@ -95,4 +115,80 @@ func ListTargets(ctx context.Context, cfg *Config) (*TargetList, error) {
 	})
 	out.NotRendered = notRendered(skipped)
 	return out, nil
+}
+
+// cachedTrees reads, from the repository cache serve keeps in dir, the tree
+// at the head of a branch: never fetched, nil when the cache does not have it.
+func cachedTrees(dir string) func(repo, branch string) (*render.Tree, string) {
+	return func(repo, branch string) (*render.Tree, string) {
+		if dir == "" {
+			return nil, ""
+		}
+		r, err := git.PlainOpen(filepath.Join(dir, filepath.FromSlash(strings.ToLower(repo))+".git"))
+		if err != nil {
+			if r, err = git.PlainOpen(filepath.Join(dir, filepath.FromSlash(repo)+".git")); err != nil {
+				return nil, ""
+			}
+		}
+		if branch == "" {
+			// The default branch is the one the cache keeps, when it
+			// keeps one.
+			refs, err := r.References()
+			if err != nil {
+				return nil, ""
+			}
+			var heads []string
+			_ = refs.ForEach(func(ref *plumbing.Reference) error { // never fails
+				if ref.Name().IsBranch() {
+					heads = append(heads, ref.Name().Short())
+				}
+				return nil
+			})
+			if len(heads) != 1 {
+				return nil, ""
+			}
+			branch = heads[0]
+		}
+		ref, err := r.Reference(plumbing.NewBranchReferenceName(branch), true)
+		if err != nil {
+			return nil, ""
+		}
+		tree, err := render.GitTree(r, ref.Hash().String())
+		if err != nil {
+			return nil, ""
+		}
+		return tree, branch
+	}
+}
+
+// sourceAt says what a target's reconciler finds at its path, why driftback
+// does not render it, and why its drift is not proposed ("" when it is).
+func sourceAt(t Target, trees func(repo, branch string) (*render.Tree, string)) (source, notRendered, codifyOff string) {
+	if isGlob(t.Path) {
+		return "the paths the pattern matches at each commit", "", ""
+	}
+	tree, branch := trees(t.Repo, t.Branch)
+	if tree == nil {
+		return "decided at the first pull request (the repository is not in the cache yet)", "", ""
+	}
+	at := " at " + branch
+	f := t.found
+	switch {
+	case !tree.HasDir(t.Path):
+		return "nothing" + at, "", ""
+	case tree.HasKustomization(t.Path):
+		return "a kustomization" + at, "", ""
+	case f != nil && f.Flux != nil:
+		return "plain manifests" + at + " (Flux generates the kustomization)", "", "a plain directory: its drift is shown, not proposed"
+	case f != nil && f.Reconciler == discover.ReconcilerArgoCD:
+		if why := notRenderedAt(t, tree); why != "" {
+			kind := "jsonnet"
+			if tree.ArgoCDSourceType(t.Path) == "Helm" {
+				kind = "a Helm chart"
+			}
+			return kind + at, why, "not rendered"
+		}
+		return "plain manifests" + at + " (Argo CD reads the directory)", "", "a plain directory: its drift is shown, not proposed"
+	}
+	return "no kustomization" + at, "kustomize builds nothing there", "not rendered"
 }

@@ -88,9 +88,6 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 	case has("plugin"):
 		f.NotRendered = "it is rendered by a config management plugin"
 		return f
-	case has("directory"):
-		f.NotRendered = "it is a plain directory source (spec.source.directory)"
-		return f
 	case strings.HasPrefix(url, "oci://"):
 		f.NotRendered = "its source is an OCI artifact"
 		return f
@@ -110,6 +107,12 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 	}
 	if k, ok := src["kustomize"].(map[string]any); ok {
 		f.Kustomize = argoKustomize(k)
+	}
+	if d, ok := src["directory"].(map[string]any); ok {
+		f.Directory = &render.ArgoCDDirectory{}
+		f.Directory.Recurse, _ = d["recurse"].(bool)
+		f.Directory.Include, _ = d["include"].(string)
+		f.Directory.Exclude, _ = d["exclude"].(string)
 	}
 	return f
 }

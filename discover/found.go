@@ -82,6 +82,11 @@ type Found struct {
 	// Kustomize is an Argo CD Application's kustomize options; nil when it
 	// has none or for Flux.
 	Kustomize *ArgoKustomize `json:"kustomize,omitempty"`
+	// Directory is an Argo CD Application's directory options
+	// (spec.source.directory); nil when it has none or for Flux. Argo CD
+	// reads a path without a kustomization or a chart as a directory
+	// either way.
+	Directory *render.ArgoCDDirectory `json:"directory,omitempty"`
 }
 
 // Key identifies the target a Found object implies: repository, path and

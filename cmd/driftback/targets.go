@@ -79,6 +79,10 @@ func printTargets(w io.Writer, l *app.TargetList) {
 	}
 	_ = tw.Flush() // a failed write to stdout has nowhere to be reported
 	for _, t := range l.Targets {
+		fmt.Fprintf(w, "source: %s: %s\n", t.Name, t.Source)
+		if t.NotRendered != "" {
+			fmt.Fprintf(w, "not rendered: %s: %s\n", t.Name, t.NotRendered)
+		}
 		for _, n := range t.Notes {
 			fmt.Fprintf(w, "note: %s: %s\n", t.Name, n)
 		}

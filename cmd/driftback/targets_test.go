@@ -82,3 +82,88 @@ targets:
 		t.Errorf("an unreadable cluster: exit %d, %s", code, stderr)
 	}
 }
+
+// TestTargetsReadThePathAtTheBranch: what a target's reconciler finds at its
+// path is read from serve's repository cache, at the head of the branch the
+// target follows, and named as the reconciler builds it: a kustomization,
+// plain manifests (Flux generates the kustomization; Argo CD reads the
+// directory, with no drift proposed for either), a Helm chart or jsonnet (not
+// rendered, and why), nothing; without the repository in the cache, it is
+// decided at the first pull request.
+func TestTargetsReadThePathAtTheBranch(t *testing.T) {
+	env := kubetest.New(t)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	work, cache := t.TempDir(), t.TempDir()
+	for name, content := range map[string]string{
+		"clusters/prod/apps.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: apps}\n",
+		"apps/kustomize/kustomization.yaml": "resources: []\n",
+		"apps/guestbook/ui.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ui}\n",
+		"apps/jsonnet/guestbook.jsonnet":    "{}\n",
+		"apps/chart/Chart.yaml":             "name: chart\nversion: 0.1.0\n",
+	} {
+		writeFile(t, filepath.Join(work, name), content)
+	}
+	gitCmd(t, work, "init", "-q", "-b", "main")
+	gitCmd(t, work, "add", "-A")
+	gitCmd(t, work, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "fleet")
+	bare := filepath.Join(cache, "acme", "gitops.git")
+	gitCmd(t, work, "clone", "-q", "--bare", work, bare)
+
+	apps := map[string]string{"kustomize": "apps/kustomize", "guestbook": "apps/guestbook", "jsonnet": "apps/jsonnet", "chart": "apps/chart", "gone": "apps/gone"}
+	objs := []string{
+		"apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: fleet, namespace: NS}\nspec: {interval: 1m, url: 'https://github.com/acme/gitops', ref: {branch: main}}\n",
+		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: flux-system, namespace: NS}\nspec: {interval: 10m, path: ./clusters/prod, prune: true, sourceRef: {kind: GitRepository, name: fleet}}\n",
+	}
+	for name, p := range apps {
+		objs = append(objs, "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: "+name+", namespace: NS}\n"+
+			"spec: {project: default, source: {repoURL: 'https://github.com/acme/gitops', path: "+p+"}, destination: {server: 'https://kubernetes.default.svc', namespace: web}, syncPolicy: {automated: {}}}\n")
+	}
+	for _, y := range objs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(strings.ReplaceAll(y, "NS", env.Namespace)), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		kubetest.Apply(t, env.Setup, "kubectl", u)
+	}
+	dir := t.TempDir()
+	kubeconfig := writeKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
+	config := func(cacheDir string) string {
+		cfg := filepath.Join(dir, "app.yml")
+		if err := os.WriteFile(cfg, []byte("server: {cacheDir: "+cacheDir+"}\nclusters:\n  prod:\n    kubeconfig: "+kubeconfig+
+			"\n    discover: {flux: true, argocd: true, namespaces: ["+env.Namespace+"], argocdNamespace: "+env.Namespace+"}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	stdout, stderr, code := runCLI(t, "targets", "--config", config(cache), "--output", "json")
+	var list app.TargetList
+	if err := json.Unmarshal([]byte(stdout), &list); err != nil || code != exitOK {
+		t.Fatalf("exit %d, %v: %s\n%s", code, err, stderr, stdout)
+	}
+	byPath := map[string]app.TargetInfo{}
+	for _, tg := range list.Targets {
+		byPath[tg.Path] = tg
+	}
+	for p, want := range map[string]struct{ source, notRendered, codify string }{
+		"clusters/prod":  {"plain manifests at main (Flux generates the kustomization)", "", "off (a plain directory: its drift is shown, not proposed)"},
+		"apps/kustomize": {"a kustomization at main", "", "manual"},
+		"apps/guestbook": {"plain manifests at main (Argo CD reads the directory)", "", "off (a plain directory: its drift is shown, not proposed)"},
+		"apps/jsonnet":   {"jsonnet at main", "Argo CD evaluates jsonnet (apps/jsonnet/guestbook.jsonnet), which driftback does not render", "off (not rendered)"},
+		"apps/chart":     {"a Helm chart at main", "Argo CD renders it as a Helm chart (Chart.yaml)", "off (not rendered)"},
+		"apps/gone":      {"nothing at main", "", "manual"},
+	} {
+		got, ok := byPath[p]
+		if !ok || got.Source != want.source || got.NotRendered != want.notRendered || got.Codify != want.codify {
+			t.Errorf("%s: source %q, not rendered %q, codify %q; want %+v", p, got.Source, got.NotRendered, got.Codify, want)
+		}
+	}
+	stdout, _, _ = runCLI(t, "targets", "--config", config(filepath.Join(dir, "empty-cache")), "--output", "json")
+	if err := json.Unmarshal([]byte(stdout), &list); err != nil || len(list.Targets) == 0 {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	for _, tg := range list.Targets {
+		if !strings.HasPrefix(tg.Source, "decided at the first pull request") {
+			t.Errorf("%s without the repository in the cache: %q", tg.Path, tg.Source)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package render_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/driftback/driftback/render"
+)
+
+func cm(name string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n"
+}
+
+// TestArgoCDDirectoryRendersAsArgoCDReadsIt: a Directory source reads the
+// YAML and JSON files of its folder (and below it with recurse), through its
+// include and exclude patterns (where * crosses "/" and {a,b} is either),
+// skips files marked +argocd:skip-file-rendering, and refuses jsonnet.
+func TestArgoCDDirectoryRendersAsArgoCDReadsIt(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]any{
+		"apps/guestbook/a.yaml":            cm("a"),
+		"apps/guestbook/b.yml":             cm("b") + "---\n" + cm("b2"),
+		"apps/guestbook/c.json":            `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}`,
+		"apps/guestbook/README.md":         "not a manifest\n",
+		"apps/guestbook/skip.yaml":         "# +argocd:skip-file-rendering\n" + cm("skipped"),
+		"apps/guestbook/sub/d.yaml":        cm("d"),
+		"apps/guestbook/sub/deep/e.yaml":   cm("e"),
+		"apps/guestbook/test/fixture.yaml": cm("fixture"),
+		"apps/jsonnet/app.jsonnet":         "{}",
+		"apps/jsonnet/lib.libsonnet":       "{}",
+		"apps/chart/Chart.yaml":            "name: x\n",
+		"apps/chart/values.yaml":           "a: 1\n",
+		"apps/both/Chart.yaml":             "name: x\n",
+		"apps/both/kustomization.yaml":     "resources: [a.yaml]\n",
+		"apps/both/a.yaml":                 cm("a"),
+	})
+	tree, err := render.DirTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d, want := range map[string]string{"apps/guestbook": "Directory", "apps/jsonnet": "Directory", "apps/chart": "Helm", "apps/both": "Kustomize"} {
+		if got := tree.ArgoCDSourceType(d); got != want {
+			t.Errorf("%s: %s, want %s", d, got, want)
+		}
+	}
+	names := func(o render.ArgoCDDirectory) []string {
+		t.Helper()
+		at, err := render.ArgoCDDirectoryTree(tree, "apps/guestbook", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := render.New(render.DefaultOptions()).Render(context.Background(), at, []string{"apps/guestbook"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := res.Overlays[0].Objects()
+		if err != nil || res.Overlays[0].Err() != nil {
+			t.Fatal(err, res.Overlays[0].Err())
+		}
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.GetName())
+		}
+		sort.Strings(out)
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		opts render.ArgoCDDirectory
+		want []string
+	}{
+		{"the folder alone", render.ArgoCDDirectory{}, []string{"a", "b", "b2", "c"}},
+		{"recurse", render.ArgoCDDirectory{Recurse: true}, []string{"a", "b", "b2", "c", "d", "e", "fixture"}},
+		{"exclude a folder, * crossing slashes", render.ArgoCDDirectory{Recurse: true, Exclude: "test/*"}, []string{"a", "b", "b2", "c", "d", "e"}},
+		{"include alternatives", render.ArgoCDDirectory{Recurse: true, Include: "{a.yaml,sub/*}"}, []string{"a", "d", "e"}},
+		{"include, then exclude", render.ArgoCDDirectory{Recurse: true, Include: "*.yaml", Exclude: "*deep*"}, []string{"a", "d", "fixture"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if diff := cmp.Diff(c.want, names(c.opts)); diff != "" {
+				t.Errorf("objects (-want +got):\n%s", diff)
+			}
+		})
+	}
+	_, err = render.ArgoCDDirectoryTree(tree, "apps/jsonnet", render.ArgoCDDirectory{})
+	var js *render.JsonnetError
+	if !errors.As(err, &js) || len(js.Files) != 1 || js.Files[0] != "apps/jsonnet/app.jsonnet" {
+		t.Errorf("a jsonnet folder: %v", err)
+	}
+}
