@@ -38,7 +38,7 @@ type TargetInfo struct {
 	Source string `json:"source"`
 	// NotRendered says why driftback does not render the target.
 	NotRendered string `json:"notRendered,omitempty"`
-	Prune bool   `json:"prune,omitempty"`
+	Prune       bool   `json:"prune,omitempty"`
 	// Codify is the drift policy; "off (the reconciler self-heals)" when
 	// the reconciler reverts live changes itself.
 	Codify string   `json:"codify"`

@@ -95,7 +95,7 @@ func TestTargetsReadThePathAtTheBranch(t *testing.T) {
 	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
 	work, cache := t.TempDir(), t.TempDir()
 	for name, content := range map[string]string{
-		"clusters/prod/apps.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: apps}\n",
+		"clusters/prod/apps.yaml":           "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: apps}\n",
 		"apps/kustomize/kustomization.yaml": "resources: []\n",
 		"apps/guestbook/ui.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ui}\n",
 		"apps/jsonnet/guestbook.jsonnet":    "{}\n",
