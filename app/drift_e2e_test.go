@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -502,14 +501,6 @@ func TestScaleBecomesOnePullRequest(t *testing.T) {
 	}
 }
 
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // lineDiff lists the lines removed (-) and added (+) between two texts of the
 // same line count, in order.

@@ -56,6 +56,9 @@ type App struct {
 	// wrapKube, when set, wraps the transport of every cluster client of the
 	// pull-request flow; tests count the requests with it.
 	wrapKube func(http.RoundTripper) http.RoundTripper
+	// compared, when set, is given each pull request's report and checks
+	// before they are published; tests read what was decided from it.
+	compared func(pr int, rep *drift.Report, checks []CheckResult)
 }
 
 // publishLock returns the lock of one pull request's comment and checks.
@@ -243,6 +246,9 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 		}
 		rep.Targets = append(rep.Targets, target)
 		checks[at[j]] = check
+	}
+	if a.compared != nil {
+		a.compared(req.number, rep, checks)
 	}
 	lock := a.publishLock(req.key())
 	lock.Lock()
