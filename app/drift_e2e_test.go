@@ -501,7 +501,6 @@ func TestScaleBecomesOnePullRequest(t *testing.T) {
 	}
 }
 
-
 // lineDiff lists the lines removed (-) and added (+) between two texts of the
 // same line count, in order.
 func lineDiff(a, b string) string {
