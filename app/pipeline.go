@@ -627,9 +627,18 @@ func (a *App) snapshot(ctx context.Context, name string, ws []*targetWork) *clus
 	if conn.err != nil {
 		return &clusterRead{err: fmt.Sprintf("cluster %s: %v", name, conn.err)}
 	}
-	// Only what each target's scope covers is read.
+	// Only what each target's scope covers is read, with every object
+	// where the reconciler puts it, as this cluster's kinds say.
 	var all []*unstructured.Unstructured
 	for _, w := range ws {
+		_, ns := reconcilerOptions(w.t)
+		for _, objs := range []*[]*unstructured.Unstructured{&w.defaults, &w.in.Base, &w.in.Head} {
+			placed, err := drift.Place(ctx, conn.reader, *objs, ns)
+			if err != nil {
+				return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+			}
+			*objs = placed
+		}
 		var err error
 		if w.scope, err = scopeOf(ctx, conn.reader, w); err != nil {
 			return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}

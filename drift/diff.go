@@ -121,8 +121,8 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	if err != nil {
 		return nil, err
 	}
-	defaultNamespaces(base, scopes, opts.DefaultNamespace)
-	defaultNamespaces(head, scopes, opts.DefaultNamespace)
+	defaultNamespaces(base, scopes, opts.DefaultNamespace, live != nil)
+	defaultNamespaces(head, scopes, opts.DefaultNamespace, live != nil)
 
 	tc, err := typeConverter(ctx, live, append(append([]*unstructured.Unstructured{}, base...), head...))
 	if err != nil {
@@ -240,7 +240,17 @@ func (c *comparer) gitDiff(base, head []*unstructured.Unstructured) []Change {
 			out = append(out, newChange(ref, ActionCreate))
 			continue
 		}
-		fields, err := fieldDiff(c.tc, old, h, nil)
+		var fields []Field
+		var err error
+		if old.GetAPIVersion() == h.GetAPIVersion() {
+			fields, err = fieldDiff(c.tc, old, h, nil)
+		} else {
+			// The same object written at another version of its group
+			// (apps/v1beta2 to apps/v1): the schemas differ, so the
+			// fields are compared as they are written.
+			fields, err = fieldDiff(deducedTypes, old, h, nil)
+			fields = append([]Field{{Path: ".apiVersion", Live: old.GetAPIVersion(), Desired: h.GetAPIVersion()}}, fields...)
+		}
 		ch := newChange(ref, ActionUpdate)
 		if err != nil {
 			ch.Note = "could not compare: " + err.Error()
@@ -532,6 +542,9 @@ func namespacedKinds(ctx context.Context, live LiveReader, objs []*unstructured.
 	for gk := range clusterScoped {
 		namespaced[gk] = false
 	}
+	for _, gk := range builtinNamespaced() {
+		namespaced[gk] = true
+	}
 	for gk, cluster := range crdScopes(objs) {
 		namespaced[gk] = !cluster
 	}
@@ -547,11 +560,25 @@ func namespacedKinds(ctx context.Context, live LiveReader, objs []*unstructured.
 	return namespaced, nil
 }
 
+// deducedTypes reads any object by what it holds, without a schema.
+var deducedTypes = managedfields.NewDeducedTypeConverter()
+
+// builtinNamespaced are the built-in kinds that are not cluster-scoped.
+var builtinNamespaced = sync.OnceValue(func() []schema.GroupKind {
+	var out []schema.GroupKind
+	for gvk := range builtinScheme.AllKnownTypes() {
+		if _, cluster := clusterScoped[gvk.GroupKind()]; !cluster {
+			out = append(out, gvk.GroupKind())
+		}
+	}
+	return out
+})
+
 // defaultNamespaces places objects as Place does, in place: objs are the
 // comparison's own copies.
-func defaultNamespaces(objs []*unstructured.Unstructured, namespaced map[schema.GroupKind]bool, def string) {
+func defaultNamespaces(objs []*unstructured.Unstructured, namespaced map[schema.GroupKind]bool, def string, unknownNamespaced bool) {
 	for _, o := range objs {
-		if ns := placedNamespace(o, namespaced, def); ns != o.GetNamespace() {
+		if ns := placedNamespace(o, namespaced, def, unknownNamespaced); ns != o.GetNamespace() {
 			o.SetNamespace(ns)
 		}
 	}

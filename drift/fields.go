@@ -218,13 +218,7 @@ func valueAt(obj any, p fieldpath.Path) any {
 			if !ok {
 				return nil
 			}
-			cur = nil
-			for _, item := range l {
-				if m, ok := item.(map[string]any); ok && matchesKey(m, *pe.Key) {
-					cur = item
-					break
-				}
-			}
+			cur = keyedItem(l, *pe.Key)
 		case pe.Value != nil:
 			l, ok := cur.([]any)
 			if !ok {
@@ -259,6 +253,36 @@ func matchesKey(m map[string]any, key value.FieldList) bool {
 		}
 	}
 	return true
+}
+
+// keyedItem finds a list item by its key. A key field the item does not
+// write takes its schema default in the key (a port's protocol is "TCP"
+// whether Git writes it or not): when no item matches the key whole, the one
+// item whose written key fields match is it.
+func keyedItem(l []any, key value.FieldList) any {
+	var loose []any
+	for _, item := range l {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		if matchesKey(m, key) {
+			return item
+		}
+		match := true
+		for _, f := range key {
+			if v, set := m[f.Name]; set && fmt.Sprint(v) != fmt.Sprint(f.Value.Unstructured()) {
+				match = false
+			}
+		}
+		if match {
+			loose = append(loose, item)
+		}
+	}
+	if len(loose) == 1 {
+		return loose[0]
+	}
+	return nil
 }
 
 // owner is one live field manager with the fields it owns.

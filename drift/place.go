@@ -12,8 +12,10 @@ import (
 // reconciler applies them: a namespaced object that names no namespace in
 // namespace (Argo CD's destination.namespace; "default" when empty, as the
 // apiserver does), a cluster-scoped one without a namespace. Which kinds are
-// namespaced comes from live, else the render's CRDs and the built-in kinds;
-// a kind none of them knows counts as namespaced, as Argo CD counts it.
+// namespaced comes from live, else the render's CRDs and the built-in kinds.
+// A kind the cluster does not serve counts as namespaced, as Argo CD counts
+// it; without a cluster (live nil) an object of a kind no one knows keeps the
+// namespace it names, or none: a ClusterIssuer is not put in "default".
 //
 // The objects it moves are copies; the others are returned as they are, and
 // nil stays nil. Scope, snapshot and comparison all see the placed objects,
@@ -33,7 +35,7 @@ func Place(ctx context.Context, live LiveReader, objs []*unstructured.Unstructur
 	out := make([]*unstructured.Unstructured, len(objs))
 	for i, o := range objs {
 		out[i] = o
-		if ns := placedNamespace(o, namespaced, namespace); ns != o.GetNamespace() {
+		if ns := placedNamespace(o, namespaced, namespace, live != nil); ns != o.GetNamespace() {
 			out[i] = o.DeepCopy()
 			out[i].SetNamespace(ns)
 		}
@@ -41,8 +43,9 @@ func Place(ctx context.Context, live LiveReader, objs []*unstructured.Unstructur
 	return out, nil
 }
 
-// placedNamespace is the namespace an object is stored in.
-func placedNamespace(o *unstructured.Unstructured, namespaced map[schema.GroupKind]bool, def string) string {
+// placedNamespace is the namespace an object is stored in; unknownNamespaced
+// says a kind namespaced does not list is namespaced (the cluster was asked).
+func placedNamespace(o *unstructured.Unstructured, namespaced map[schema.GroupKind]bool, def string, unknownNamespaced bool) string {
 	if def == "" {
 		def = "default"
 	}
@@ -50,6 +53,8 @@ func placedNamespace(o *unstructured.Unstructured, namespaced map[schema.GroupKi
 	switch {
 	case known && !ns:
 		return ""
+	case !known && !unknownNamespaced:
+		return o.GetNamespace()
 	case o.GetNamespace() == "":
 		return def
 	}

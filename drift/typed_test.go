@@ -151,12 +151,49 @@ func TestCompareTakesObjectsOfGoTypes(t *testing.T) {
 }
 
 // hasField says whether a change has a field at path going from live to
-// desired.
+// desired, the values compared as JSON shows them (a render's 3 may be a
+// float64, the apiserver's an int64).
 func hasField(ch drift.Change, path string, live, desired any) bool {
 	for _, f := range ch.Fields {
-		if f.Path == path && f.Live == live && f.Desired == desired {
+		if f.Path == path && fmt.Sprint(f.Live) == fmt.Sprint(live) && fmt.Sprint(f.Desired) == fmt.Sprint(desired) {
 			return true
 		}
 	}
 	return false
+}
+
+// TestAnObjectMovingToAnotherVersionOfItsGroup: a Deployment Git moves from
+// apps/v1beta2 to apps/v1 (argocd-example-apps did) is one object changed, its
+// version and its fields said, not a comparison that fails.
+func TestAnObjectMovingToAnotherVersionOfItsGroup(t *testing.T) {
+	base := goTyped("shop", 1)
+	base.SetAPIVersion("apps/v1beta2")
+	head := goTyped("shop", 2)
+	target, err := drift.Compare(context.Background(), nil, drift.Input{Path: "app", Base: []*unstructured.Unstructured{base}, Head: []*unstructured.Unstructured{head}, HasBase: true}, drift.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(target.Errors) > 0 || len(target.PR) != 1 || target.PR[0].Action != drift.ActionUpdate {
+		t.Fatalf("errors %v, PR %+v", target.Errors, target.PR)
+	}
+	if !hasField(target.PR[0], ".apiVersion", "apps/v1beta2", "apps/v1") || !hasField(target.PR[0], ".spec.replicas", int64(1), int64(2)) {
+		t.Errorf("fields: %+v", target.PR[0].Fields)
+	}
+}
+
+// TestARemovedFieldOfAKeyedItemShowsItsValue: a field removed from a list
+// item whose key takes a default Git does not write (a Service port's
+// protocol) shows the value it had, not "(absent)" on both sides.
+func TestARemovedFieldOfAKeyedItemShowsItsValue(t *testing.T) {
+	svc := func(nodePort string) *unstructured.Unstructured {
+		return obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: front-end, namespace: shop}\nspec:\n  type: NodePort\n  ports:\n  - port: 80\n    targetPort: 8079\n"+nodePort+"  selector: {app: front-end}\n")
+	}
+	target, err := drift.Compare(context.Background(), nil, drift.Input{Path: "app", Base: []*unstructured.Unstructured{svc("    nodePort: 30001\n")},
+		Head: []*unstructured.Unstructured{svc("")}, HasBase: true}, drift.DefaultOptions())
+	if err != nil || len(target.PR) != 1 {
+		t.Fatalf("%v %+v", err, target)
+	}
+	if !hasField(target.PR[0], `.spec.ports[port=80,protocol="TCP"].nodePort`, int64(30001), nil) {
+		t.Errorf("fields: %+v", target.PR[0].Fields)
+	}
 }
