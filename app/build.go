@@ -254,27 +254,41 @@ func (a *App) fluxVariables(ctx context.Context, t Target, live bool) fluxVars {
 	if f == nil || f.Flux == nil {
 		return fluxVars{}
 	}
-	if _, ok, _ := unstructured.NestedMap(f.Flux.Object, "spec", "postBuild"); !ok {
+	if !live {
+		return loadFluxVariables(ctx, f.Flux, f.LenientSubstitution, nil,
+			"postBuild variables are not substituted on this pull request: they come from ConfigMaps and Secrets in the cluster, which a fork's pull request does not read")
+	}
+	c, err := a.kubeClient(f.On)
+	if err != nil {
+		return fluxVars{skip: true, note: "postBuild variables are not substituted: " + err.Error()}
+	}
+	return loadFluxVariables(ctx, f.Flux, f.LenientSubstitution, c, "")
+}
+
+// loadFluxVariables reads the variables a Kustomization's postBuild
+// substitutes: its inline substitute, and its substituteFrom ConfigMaps and
+// Secrets through c. Without c, a Kustomization that reads any is not
+// substituted, with unread as the note why.
+func loadFluxVariables(ctx context.Context, ks *unstructured.Unstructured, lenient bool, c client.Client, unread string) fluxVars {
+	if _, ok, _ := unstructured.NestedMap(ks.Object, "spec", "postBuild"); !ok {
 		return fluxVars{}
 	}
-	from, _, _ := unstructured.NestedSlice(f.Flux.Object, "spec", "postBuild", "substituteFrom")
-	inline, _, _ := unstructured.NestedStringMap(f.Flux.Object, "spec", "postBuild", "substitute")
-	v := fluxVars{FluxVariables: render.FluxVariables{Values: map[string]string{}, Lenient: f.LenientSubstitution}}
+	from, _, _ := unstructured.NestedSlice(ks.Object, "spec", "postBuild", "substituteFrom")
+	inline, _, _ := unstructured.NestedStringMap(ks.Object, "spec", "postBuild", "substitute")
+	v := fluxVars{FluxVariables: render.FluxVariables{Values: map[string]string{}, Lenient: lenient}}
 	if len(from) > 0 {
-		if !live {
-			return fluxVars{skip: true, note: "postBuild variables are not substituted on this pull request: they come from ConfigMaps and Secrets in the cluster, which a fork's pull request does not read"}
+		if c == nil {
+			return fluxVars{skip: true, note: unread}
 		}
-		c, err := a.kubeClient(f.On)
+		var err error
 		var loaded map[string]string
-		if err == nil {
-			collect := fluxkustomize.ContextWithSecretVarsCollector(ctx, func(m map[string]string) {
-				for name, s := range m {
-					v.Hidden = append(v.Hidden, s)
-					v.secretNames = append(v.secretNames, name)
-				}
-			})
-			loaded, err = fluxkustomize.LoadVariables(collect, c, *f.Flux)
-		}
+		collect := fluxkustomize.ContextWithSecretVarsCollector(ctx, func(m map[string]string) {
+			for name, s := range m {
+				v.Hidden = append(v.Hidden, s)
+				v.secretNames = append(v.secretNames, name)
+			}
+		})
+		loaded, err = fluxkustomize.LoadVariables(collect, c, *ks)
 		if err != nil {
 			return fluxVars{skip: true, note: "postBuild variables are not substituted: " + hideIn(err.Error(), v.Hidden)}
 		}

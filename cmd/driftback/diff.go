@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/driftback/driftback/app"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
@@ -48,7 +49,8 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	manager := fs.String("field-manager", "", "the GitOps applier's field manager (default: detected from live objects, else kustomize-controller)")
 	fs.Var(&ignoreManagers, "ignore-manager", "also ignore fields owned live by this field manager (repeatable; a trailing * matches a prefix)")
 	argoApp := fs.String("argocd-app", "", "prune live objects that Argo CD application tracks and the head drops")
-	fluxKs := fs.String("flux-kustomization", "", "prune live objects of this Flux Kustomization (`NAMESPACE/NAME`) that the head drops")
+	fluxKs := fs.String("flux-kustomization", "", "build as this Flux Kustomization (`NAMESPACE/NAME`) does, read with its variables from the cluster (--kubeconfig) or from --flux-kustomization-file, and prune what it applied that the head drops")
+	fluxFile := fs.String("flux-kustomization-file", "", "read the Flux Kustomization from this `FILE` of the repository, at base and at head (variables from its substitute only)")
 	selector := fs.String("prune-selector", "", "prune live objects matching this label selector that the head drops")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -106,7 +108,17 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if err := overlaysExist(baseTree, headTree, overlays); err != nil {
+	var flux *app.FluxBuild
+	if *fluxFile != "" || (*fluxKs != "" && *kubeconfig != "") {
+		if flux, err = fluxBuild(ctx, *fluxKs, *fluxFile, *kubeconfig, *kubeContext, *limits, baseTree, headTree); err != nil {
+			return fail("%v", err)
+		}
+		if len(overlays) > 0 && (len(overlays) != 1 || overlays[0] != flux.Path()) {
+			return fail("--path %s: the Kustomization builds %s", strings.Join(overlays, ", "), flux.Path())
+		}
+		overlays = []string{flux.Path()}
+		opts.Tracking = flux.Tracking()
+	} else if err := overlaysExist(baseTree, headTree, overlays); err != nil {
 		return fail("%v", err)
 	}
 	if len(overlays) == 0 {
@@ -145,7 +157,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		liveErr = "no cluster given (--kubeconfig or --live)"
 	}
 
-	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, reader, liveErr, opts, progress(stderr))
+	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, flux, reader, liveErr, opts, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -229,14 +241,20 @@ func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, error) {
 
 // diffOverlays renders each overlay at base and head and compares them with
 // the live state. Render problems become errors of their overlay's target.
-func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, reader drift.LiveReader, liveErr string, opts drift.Options, step func(string, ...any)) (*drift.Report, error) {
+func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, flux *app.FluxBuild, reader drift.LiveReader, liveErr string, opts drift.Options, step func(string, ...any)) (*drift.Report, error) {
 	start := time.Now()
 	r := render.New(render.DefaultOptions())
-	baseRes, err := r.Render(ctx, base, onlyPresent(base, overlays))
+	var plain []string
+	for _, o := range overlays {
+		if flux == nil || o != flux.Path() {
+			plain = append(plain, o)
+		}
+	}
+	baseRes, err := r.Render(ctx, base, onlyPresent(base, plain))
 	if err != nil {
 		return nil, err
 	}
-	headRes, err := r.Render(ctx, head, onlyPresent(head, overlays))
+	headRes, err := r.Render(ctx, head, onlyPresent(head, plain))
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +289,14 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 			return objs
 		}
 		// An overlay new at head has an empty base: all of it is the change.
-		inputs[i] = drift.Input{Path: path, Base: objects(baseOut[path]), HasBase: true, Head: objects(headOut[path])}
+		if flux != nil && path == flux.Path() {
+			b, bp := flux.Objects(ctx, r, base)
+			h, hp := flux.Objects(ctx, r, head)
+			problems[i] = append(append(problems[i], bp...), hp...)
+			inputs[i] = drift.Input{Path: path, Base: b, HasBase: true, Head: h}
+		} else {
+			inputs[i] = drift.Input{Path: path, Base: objects(baseOut[path]), HasBase: true, Head: objects(headOut[path])}
+		}
 		if len(problems[i]) == 0 {
 			all = append(append(all, inputs[i].Base...), inputs[i].Head...)
 		}
@@ -310,8 +335,18 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 		if errs[i] != nil {
 			return nil, errs[i]
 		}
+		t := targets[i]
+		switch {
+		case flux != nil && overlays[i] == flux.Path():
+			if n := flux.Note(); n != "" {
+				t.Notes = append(t.Notes, n)
+			}
+			flux.Hide(t)
+		case unsubstituted(inputs[i].Head):
+			t.Notes = append(t.Notes, "values hold ${…} as written: Flux's postBuild substitutes them; give --flux-kustomization NAMESPACE/NAME with --kubeconfig, or --flux-kustomization-file, to build as Flux does")
+		}
 		rep.Errors = append(rep.Errors, problems[i]...)
-		rep.Targets = append(rep.Targets, *targets[i])
+		rep.Targets = append(rep.Targets, *t)
 	}
 	objects := 0
 	for _, in := range inputs {

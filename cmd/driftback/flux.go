@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driftback/driftback/app"
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
+)
+
+// maxKustomizationFile bounds the file --flux-kustomization-file reads.
+const maxKustomizationFile = 1 << 20
+
+var fluxKustomizations = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
+
+// fluxBuild reads the Flux Kustomization the flags name: from a file of the
+// repository (as the head has it, else the base), with its inline variables
+// only; or from the cluster, with the ConfigMaps and Secrets its
+// substituteFrom names, read as kustomize-controller reads them.
+func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, limits drift.ClientLimits, base, head *render.Tree) (*app.FluxBuild, error) {
+	var ns, name string
+	if ref != "" {
+		var ok bool
+		if ns, name, ok = strings.Cut(ref, "/"); !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("--flux-kustomization %q: write NAMESPACE/NAME", ref)
+		}
+	}
+	if file != "" {
+		ks, err := kustomizationFromFile(render.CleanPath(file), ns, name, base, head)
+		if err != nil {
+			return nil, fmt.Errorf("--flux-kustomization-file %s: %w", file, err)
+		}
+		return app.NewFluxBuild(ctx, ks, nil), nil
+	}
+	cfg, err := kubeConfig(kubeconfig, kubeContext, limits)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := dyn.Resource(fluxKustomizations).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("--flux-kustomization %s: %w", ref, err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return app.NewFluxBuild(ctx, ks, c), nil
+}
+
+// kustomizationFromFile finds the Flux Kustomization in a repository file:
+// the one named, or the only one.
+func kustomizationFromFile(file, ns, name string, base, head *render.Tree) (*unstructured.Unstructured, error) {
+	tree := head
+	if !head.Has(file) {
+		tree = base
+	}
+	if !tree.Has(file) {
+		return nil, fmt.Errorf("no such file at base or head")
+	}
+	if n, err := tree.Size(file); err != nil || n > maxKustomizationFile {
+		return nil, fmt.Errorf("larger than %d bytes, or unreadable: %v", maxKustomizationFile, err)
+	}
+	b, err := tree.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := render.ParseObjects(b)
+	if err != nil {
+		return nil, err
+	}
+	var found []*unstructured.Unstructured
+	var names []string
+	for _, o := range objs {
+		if o.GroupVersionKind().Group != fluxKustomizations.Group || o.GetKind() != "Kustomization" {
+			continue
+		}
+		names = append(names, o.GetNamespace()+"/"+o.GetName())
+		if name == "" || (o.GetNamespace() == ns && o.GetName() == name) {
+			found = append(found, o)
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(names) == 0:
+		return nil, fmt.Errorf("it holds no Flux Kustomization")
+	case name != "":
+		return nil, fmt.Errorf("no Kustomization %s/%s in it; it holds %s", ns, name, strings.Join(names, ", "))
+	}
+	return nil, fmt.Errorf("it holds %d Kustomizations (%s): name one with --flux-kustomization NAMESPACE/NAME", len(names), strings.Join(names, ", "))
+}
+
+// unsubstituted says whether a render still holds ${…}: Flux variables a
+// plain kustomize build leaves as written.
+func unsubstituted(objs []*unstructured.Unstructured) bool {
+	for _, o := range objs {
+		if b, err := json.Marshal(o.Object); err == nil && strings.Contains(string(b), "${") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/internal/kubetest"
+)
+
+// TestDiffBuildsAsFlux: `driftback diff` on a Flux path leaves ${VAR} as
+// written and says so; with --flux-kustomization and --kubeconfig it reads
+// the Kustomization and its variables (a ConfigMap's and a Secret's) from the
+// cluster and builds as kustomize-controller does, the Secret's value shown
+// nowhere; with --flux-kustomization-file it reads the Kustomization from the
+// repository, its inline variables only, and says what it could not read.
+func TestDiffBuildsAsFlux(t *testing.T) {
+	const secretValue = "flux-cli-canary-4417"
+	env := kubetest.New(t)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	ks := `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: NS}
+spec:
+  interval: 10m
+  path: ./apps
+  prune: true
+  targetNamespace: NS
+  sourceRef: {kind: GitRepository, name: fleet}
+  postBuild:
+    substitute: {REPLICAS: "2"}
+    substituteFrom:
+    - {kind: ConfigMap, name: vars}
+    - {kind: Secret, name: secret-vars}
+`
+	for _, y := range []string{ks,
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: vars, namespace: NS}\ndata: {CLUSTER: prod-eu-1}\n",
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: secret-vars, namespace: NS}\nstringData: {TOKEN: " + secretValue + "}\n",
+	} {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(strings.ReplaceAll(y, "NS", env.Namespace)), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		kubetest.Apply(t, env.Setup, "kubectl", u)
+	}
+	repo := t.TempDir()
+	deploy := func(image string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: ${REPLICAS}\n  selector: {matchLabels: {app: web}}\n  template:\n" +
+			"    metadata: {labels: {app: web}}\n    spec:\n      containers:\n      - name: web\n        image: " + image + "\n        env: [{name: CLUSTER, value: '${CLUSTER}'}]\n"
+	}
+	writeTree(t, repo, map[string]string{
+		"apps/kustomization.yaml":  "resources: [web.yaml, token.yaml]\n",
+		"apps/web.yaml":            deploy("web:1"),
+		"apps/token.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: token}\ndata: {token: '${TOKEN}'}\n",
+		"clusters/prod/apps.yaml":  strings.ReplaceAll(ks, "NS", env.Namespace),
+		"clusters/prod/other.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n",
+	})
+	gitCmd(t, repo, "init", "-q", "-b", "main")
+	gitCmd(t, repo, "add", "-A")
+	gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "base")
+	writeTree(t, repo, map[string]string{"apps/web.yaml": deploy("web:2")})
+	gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-am", "head")
+	kubeconfig := writeKubeconfig(t, env, filepath.Join(t.TempDir(), "kubeconfig"))
+	diff := func(args ...string) (string, string, int) {
+		return runCLI(t, append([]string{"diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD", "--format", "json"}, args...)...)
+	}
+
+	// Plain kustomize: the variables stay as written, and the report says so.
+	out, errOut, code := diff("--path", "apps", "--live", t.TempDir())
+	if code == exitError || !strings.Contains(out, "values hold ${…} as written") {
+		t.Errorf("plain: exit %d, stderr %s:\n%s", code, errOut, out)
+	}
+
+	// As Flux builds it, with the cluster's variables.
+	out, errOut, code = diff("--flux-kustomization", env.Namespace+"/apps", "--kubeconfig", kubeconfig)
+	if code == exitError {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{`"path": "apps"`, `"namespace": "` + env.Namespace + `"`, `"kind": "Deployment"`, `"web:2"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("as Flux builds it: the report lacks %s:\n%s", want, out)
+		}
+	}
+	for _, never := range []string{"${", secretValue, "values hold"} {
+		if strings.Contains(out, never) || strings.Contains(errOut, never) {
+			t.Errorf("as Flux builds it: the output holds %q:\n%s\n%s", never, out, errOut)
+		}
+	}
+
+	// From the repository's file: inline variables only, and a note.
+	out, errOut, code = diff("--flux-kustomization-file", "clusters/prod/apps.yaml", "--live", t.TempDir())
+	if code == exitError || !strings.Contains(out, "postBuild variables are not substituted") || strings.Contains(out, secretValue) {
+		t.Errorf("from a file: exit %d, stderr %s:\n%s", code, errOut, out)
+	}
+	if _, errOut, code := diff("--flux-kustomization-file", "clusters/prod/other.yaml"); code != exitError || !strings.Contains(errOut, "holds no Flux Kustomization") {
+		t.Errorf("a file without a Kustomization: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := diff("--flux-kustomization", env.Namespace+"/apps", "--kubeconfig", kubeconfig, "--path", "clusters/prod"); code != exitError || !strings.Contains(errOut, "the Kustomization builds apps") {
+		t.Errorf("--path against the Kustomization's: exit %d, %s", code, errOut)
+	}
+}
