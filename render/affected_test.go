@@ -24,6 +24,10 @@ var affectedRepo = map[string]any{
 	"envs/prod/config/settings.ini":         "a=1\n",
 	"standalone/kustomization.yaml":         "resources:\n- cm.yaml\n",
 	"standalone/cm.yaml":                    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+	// A kustomization that does not parse (argocd-example-apps had one):
+	// what it reads is unknown.
+	"unparsed/kustomization.yaml":   "resources: [all.yaml]\npatches: overlays/deploy.yaml\n",
+	"unparsed/overlays/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n",
 }
 
 func TestDiscover(t *testing.T) {
@@ -32,7 +36,7 @@ func TestDiscover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"envs/dev", "envs/prod", "envs/staging", "standalone"}
+	want := []string{"envs/dev", "envs/prod", "envs/staging", "standalone", "unparsed"}
 	if diff := cmp.Diff(want, render.Discover(tr)); diff != "" {
 		t.Errorf("Discover (-want +got):\n%s", diff)
 	}
@@ -56,6 +60,8 @@ func TestAffected(t *testing.T) {
 		{"a deleted file", map[string]any{"components/metrics/scrape.yaml": nil}, []string{"envs/staging"}},
 		{"a deleted overlay", map[string]any{"standalone": nil}, []string{"standalone"}},
 		{"a new overlay", map[string]any{"envs/qa/kustomization.yaml": "resources:\n- ../../base/web\n"}, []string{"envs/qa"}},
+		{"a file below a kustomization that does not parse", map[string]any{"unparsed/overlays/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web2\n"},
+			[]string{"unparsed"}},
 		{"a kustomization that starts using a file", map[string]any{"envs/dev/kustomization.yaml": "resources:\n- ../../base/web\n- ../../standalone/cm.yaml\n"},
 			[]string{"envs/dev"}},
 	}

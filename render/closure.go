@@ -49,8 +49,12 @@ func closureOf(t *Tree, overlay string) *closure {
 			switch why := t.Skipped(dir); {
 			case why != "":
 				problem(from, line, ReasonSymlink, "%s %s", dir, why)
+			case from == "" && t.Has(dir):
+				problem("", 0, ReasonNotFound, "a file, not a directory with a kustomization")
+			case from == "" && !t.isDir(dir):
+				problem("", 0, ReasonNotFound, "no such directory")
 			case from == "":
-				problem("", 0, ReasonNotFound, "%s: no kustomization.yaml in this directory", dir)
+				problem("", 0, ReasonNotFound, "no kustomization file (kustomization.yaml, kustomization.yml or Kustomization) in this directory")
 			default:
 				problem(from, line, ReasonNotFound, "%s: no kustomization.yaml in this directory", dir)
 			}
@@ -104,6 +108,12 @@ func (c *closure) touches(p string) bool {
 	// A kustomization file appearing in a directory the build enters changes it.
 	for _, d := range c.dirs {
 		if path.Dir(p) == d && isKustomizationName(path.Base(p)) {
+			return true
+		}
+		// A closure that could not be read whole (a kustomization that does
+		// not parse) may read any file below its directories: a change
+		// there is its, so that its error is reported, never "nothing".
+		if len(c.problems) > 0 && (d == "." || strings.HasPrefix(p, d+"/")) {
 			return true
 		}
 	}

@@ -99,6 +99,7 @@ func TestRenderCommandReadsRepositoriesAsGitDoes(t *testing.T) {
 		{"the root as Argo CD writes it", origin, "main", "."},
 		{"the root as Flux writes it", origin, "main", "./"},
 		{"the root as an empty path", origin, "main", ""},
+		{"a path from the root, as Flux accepts it", origin, "main", "/"},
 		{"the working tree's root", origin, "", "."},
 		{"a clone with git alternates", shared, "main", "."},
 		{"a linked worktree", worktree, "side", "."},
@@ -135,7 +136,9 @@ func TestRenderCommandErrors(t *testing.T) {
 	}{
 		{"a repository that does not exist", []string{"render", "--repo", "/does/not/exist", "x"}, "no such file"},
 		{"a ref in a directory that is not a repository", []string{"render", "--repo", t.TempDir(), "--ref", "main", "x"}, "is not in a git repository"},
-		{"a path outside the repository", []string{"render", "--repo", ".", "../x"}, "relative to the repository root"},
+		{"a path outside the repository", []string{"render", "--repo", ".", "../x"}, "give a path within the repository"},
+		{"a path that is no directory", []string{"render", "--repo", ".", "nowhere"}, "driftback render: nowhere: no such directory\n"},
+		{"a file", []string{"render", "--repo", ".", "main.go"}, "driftback render: main.go: a file, not a directory with a kustomization\n"},
 		{"an unknown flag", []string{"render", "--nope"}, "flag provided but not defined"},
 		{"an unknown command", []string{"rendr"}, "unknown command"},
 	}

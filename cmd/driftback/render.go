@@ -57,7 +57,11 @@ func runRender(args []string, stdout, stderr io.Writer) int {
 	for _, o := range res.Overlays {
 		if err := o.Err(); err != nil {
 			for _, p := range o.Problems {
+				if p.File == "" && p.Overlay == o.Path {
+				fmt.Fprintf(stderr, "driftback render: %v\n", p) // the problem names the overlay
+			} else {
 				fmt.Fprintf(stderr, "driftback render: %s: %v\n", o.Path, p)
+			}
 			}
 			code = exitError
 			continue
@@ -98,14 +102,21 @@ func openTree(dir, ref string) (*render.Tree, error) {
 }
 
 // overlayArgs turns command-line paths into repository-relative overlay paths.
+// A leading "/" means the repository root, as in a Flux Kustomization's
+// path; a path leaving the repository is refused; one given twice, however
+// written, is rendered once.
 func overlayArgs(args []string) ([]string, error) {
 	var out []string
+	seen := map[string]bool{}
 	for _, a := range args {
 		p := path.Clean(filepath.ToSlash(a))
-		if path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
-			return nil, fmt.Errorf("overlay %q: give a path relative to the repository root", a)
+		if p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") {
+			return nil, fmt.Errorf("overlay %q: give a path within the repository", a)
 		}
-		out = append(out, p)
+		if p = render.CleanPath(p); !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
 	}
 	return out, nil
 }
