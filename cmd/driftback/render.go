@@ -58,10 +58,10 @@ func runRender(args []string, stdout, stderr io.Writer) int {
 		if err := o.Err(); err != nil {
 			for _, p := range o.Problems {
 				if p.File == "" && p.Overlay == o.Path {
-				fmt.Fprintf(stderr, "driftback render: %v\n", p) // the problem names the overlay
-			} else {
-				fmt.Fprintf(stderr, "driftback render: %s: %v\n", o.Path, p)
-			}
+					fmt.Fprintf(stderr, "driftback render: %v\n", p) // the problem names the overlay
+				} else {
+					fmt.Fprintf(stderr, "driftback render: %s: %v\n", o.Path, p)
+				}
 			}
 			code = exitError
 			continue
