@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // The render children's memory comes out of the container's. With a child
@@ -23,9 +25,22 @@ const (
 // cgroupMemoryFiles hold the container's memory limit: cgroup v2, then v1.
 var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
 
-// ContainerMemory returns the memory limit of the cgroup driftback runs in,
-// or 0 when there is none.
-func ContainerMemory() int64 { return containerMemory(cgroupMemoryFiles) }
+// MemoryLimitEnv names the memory driftback's container may use, in bytes or
+// as a Kubernetes quantity (3Gi). deploy/ sets it from the pod's
+// limits.memory (the Downward API), so the render children fit the pod where
+// the cgroup files cannot be read; it wins over them when set.
+const MemoryLimitEnv = "DRIFTBACK_MEMORY_LIMIT"
+
+// ContainerMemory returns the memory limit of the container driftback runs
+// in (MemoryLimitEnv, else its cgroup's), or 0 when there is none.
+func ContainerMemory() int64 {
+	if v := strings.TrimSpace(os.Getenv(MemoryLimitEnv)); v != "" {
+		if q, err := resource.ParseQuantity(v); err == nil && q.Value() > 0 {
+			return q.Value()
+		}
+	}
+	return containerMemory(cgroupMemoryFiles)
+}
 
 func containerMemory(files []string) int64 {
 	for _, f := range files {
