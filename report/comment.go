@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/driftback/driftback/drift"
 )
@@ -486,13 +487,20 @@ func splitBlock(blk string, room int) []string {
 	}
 	lines := strings.Split(blk, "\n")
 	var b strings.Builder
-	kept := 0
-	const note = "\n_(this object's diff is too long for a comment; the rest is left out)_\n"
+	const note = "\n_(this is too long for a comment; the rest is left out)_\n"
 	const closer = "\n</details>\n"
+	// A line longer than this is cut, and what follows it kept: a single
+	// huge value or name never takes the lines after it along.
+	longest := room / 4
 	fence := ""
 	depth := 0 // details blocks open, outside fences
+	cut := false
 	for _, l := range lines {
+		if len(l) > longest {
+			l = cutLine(l, longest)
+		}
 		if b.Len()+len(l)+len(note)+len(closer)*(depth+1)+len(fence)+2 > room {
+			cut = true
 			break
 		}
 		// Fences are ours (fenced): an opener starts with three or more
@@ -510,18 +518,45 @@ func splitBlock(blk string, room int) []string {
 			depth--
 		}
 		b.WriteString(l + "\n")
-		kept++
 	}
 	if fence != "" {
 		b.WriteString(fence + "\n")
 	}
-	if depth > 0 {
+	if cut {
 		b.WriteString(note)
 	}
 	for ; depth > 0; depth-- {
 		b.WriteString(closer)
 	}
 	return []string{b.String()}
+}
+
+// cutLine shortens a line to about n bytes: at a character boundary, never
+// inside an HTML entity or tag, with the code span and summary it opened
+// closed again, and a note that it was cut.
+func cutLine(l string, n int) string {
+	const mark = " …(cut: too long for a comment)"
+	s := l[:max(0, min(len(l), n-len(mark)-len("</code></summary>")))]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	if i := strings.LastIndexByte(s, '&'); i >= 0 && !strings.Contains(s[i:], ";") {
+		s = s[:i]
+	}
+	if i := strings.LastIndexByte(s, '<'); i >= 0 && !strings.Contains(s[i:], ">") {
+		s = s[:i]
+	}
+	if i := strings.LastIndexByte(s, '`'); i >= 0 && strings.Count(s, "`")%2 == 1 {
+		s = s[:i] // a code span left open would swallow the mark
+	}
+	s += mark
+	if strings.Count(s, "<code>") > strings.Count(s, "</code>") {
+		s += "</code>"
+	}
+	if strings.HasPrefix(s, "<details><summary>") && !strings.Contains(s, "</summary>") {
+		s += "</summary>"
+	}
+	return s
 }
 
 func plural(n int, noun string) string {

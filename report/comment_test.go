@@ -61,12 +61,45 @@ func TestMarkdownCutsAnObjectTooLargeForAComment(t *testing.T) {
 	r := bigReport(1)
 	r.Targets[0].Changes[0].Fields[0].Desired = strings.Repeat("x", 80_000)
 	r.Targets[0].Changes[0].Fields = append(r.Targets[0].Changes[0].Fields, drift.Field{Path: ".data.more", Desired: strings.Repeat("y\n", 30_000)})
-	for i, p := range Comment(r, CommentOptions{}) {
+	parts := Comment(r, CommentOptions{})
+	for i, p := range parts {
 		if len(p) > MaxCommentSize-1024 {
 			t.Errorf("part %d is %d characters", i+1, len(p))
 		}
 		if strings.Count(p, "<details>") != strings.Count(p, "</details>") || strings.Count(p, "```")%2 != 0 {
 			t.Errorf("part %d is not well formed", i+1)
+		}
+	}
+	// The object is still there, and says it was cut.
+	all := strings.Join(parts, "")
+	if !strings.Contains(all, "<code>ConfigMap/prod/config-0000</code>") || !strings.Contains(all, "too long for a comment") {
+		t.Errorf("the object too large for a comment vanished or was cut silently:\n%.2000s", all)
+	}
+}
+
+// TestALineTooLongForACommentIsCutNotTheRest: an object whose name is
+// longer than a whole comment part (70,000 characters) is cut, with a note,
+// and the other dangers and objects around it are all still shown.
+func TestALineTooLongForACommentIsCutNotTheRest(t *testing.T) {
+	r := bigReport(3)
+	for i := range r.Targets[0].Changes {
+		r.Targets[0].Changes[i].Action = drift.ActionDelete
+		r.Targets[0].Changes[i].Danger = []drift.Danger{{Reason: drift.DangerCRDRemoval, Message: "deletes every custom resource of its kind", Count: i + 1}}
+	}
+	r.Targets[0].Changes[1].Name = strings.Repeat("n", 70_000)
+	parts := Comment(r, CommentOptions{})
+	all := strings.Join(parts, "")
+	for i, p := range parts {
+		if len(p) > MaxCommentSize-1024 {
+			t.Errorf("part %d is %d characters", i+1, len(p))
+		}
+		if strings.Count(p, "<details>") != strings.Count(p, "</details>") || strings.Count(p, "<code>") != strings.Count(p, "</code>") {
+			t.Errorf("part %d is not well formed", i+1)
+		}
+	}
+	for _, want := range []string{"config-0000", "config-0002", "cut: too long for a comment"} {
+		if n := strings.Count(all, want); n < 2 && want != "cut: too long for a comment" || n == 0 {
+			t.Errorf("%q appears %d times: in the dangers and in the objects, want both", want, n)
 		}
 	}
 }
