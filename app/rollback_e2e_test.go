@@ -70,6 +70,7 @@ func TestRevertSaysWhatItDoesNotRestore(t *testing.T) {
 	w.apply("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: NS}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: 'registry.example.com/web:2.0'}]}\n")
 	ctx := context.Background()
 	w.applyJob(ctx, "migrate-db", time.Now().Add(time.Minute))
+	w.applyJob(ctx, "old-backfill", time.Now().Add(-time.Hour)) // before 2.0 went live: not across it
 	w.apply(`apiVersion: v1
 kind: PersistentVolume
 metadata: {name: pv-data-` + ns + `}
@@ -115,6 +116,9 @@ spec:
 		if !strings.Contains(body, s) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
 		}
+	}
+	if strings.Contains(body, "old-backfill") {
+		t.Errorf("a Job that completed before the live image was set is said to be crossed:\n%s", body)
 	}
 	if strings.Contains(body, "PersistentVolumeClaim/"+ns+"/scratch`**") || strings.Count(body, "**restore-not-rollback**") != 6 {
 		t.Errorf("a brand-new claim is no restore; want three restore-not-rollback dangers, each in the list and on its object:\n%s", body)
