@@ -64,6 +64,14 @@ type shape struct {
 	// must be success), and aggregate the required check's.
 	checks    map[string]string
 	aggregate string
+	// discovered is how many reconciler objects name this repository
+	// (default: every Kustomization and Application of reconcilers).
+	discovered int
+	// listed are the sources `targets` lists as not rendered, by
+	// "Kind ns/name", with a part of the reason; codify is what it says of
+	// a target's drift, by path.
+	listed map[string]string
+	codify map[string]string
 }
 
 // conformanceCases are the shapes; each fails on a build of driftback that
@@ -300,6 +308,91 @@ spec:
 		notCompared: map[string]string{"broken": "it does not render"},
 		checks:      map[string]string{"broken": "failure"},
 		aggregate:   "failure",
+	}, {
+		// flux2-hub-spoke-example: targetNamespace with patches; a
+		// component; the source named with its namespace.
+		name: "Flux targetNamespace with patches and components, the source named with its namespace",
+		reconcilers: gitRepository + strings.Replace(fluxKS("apps", "./apps/production", `  targetNamespace: NS
+  components: [../../components/monitoring]
+  patches:
+  - target: {kind: Deployment, name: podinfo}
+    patch: |
+      - {op: replace, path: /spec/replicas, value: 3}
+`), "name: fleet}", "name: fleet, namespace: NS}", 1),
+		live: map[string]string{"kustomize-controller": withMeta(inNS(strings.Replace(deployment("podinfo", "podinfo:6.5.4", "3"),
+			"metadata: {name: podinfo}", "metadata: {name: podinfo, annotations: {prometheus.io/scrape: 'true'}}", 1)), fluxLabels("apps"))},
+		base: map[string]any{
+			"apps/base/kustomization.yaml":             "resources: [podinfo.yaml]\n",
+			"apps/base/podinfo.yaml":                   deployment("podinfo", "podinfo:6.5.4", "1"),
+			"apps/production/kustomization.yaml":       "resources: [../base]\n",
+			"components/monitoring/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncommonAnnotations: {prometheus.io/scrape: 'true'}\n",
+		},
+		head:    map[string]any{"apps/base/podinfo.yaml": deployment("podinfo", "podinfo:6.6.0", "1")},
+		targets: map[string]string{"apps/production": "a kustomization at main"},
+		objects: map[string]map[string]drift.Action{"apps/production": {ref("Deployment", "podinfo"): drift.ActionUpdate}},
+		fields: map[string][]string{"apps/production": {ref("Deployment", "podinfo") +
+			` .spec.template.spec.containers[name="podinfo"].image: "podinfo:6.5.4" → "podinfo:6.6.0"`}},
+	}, {
+		// Sources a pull request cannot change, and a cluster driftback does
+		// not reach: listed, with the reason, never silently skipped.
+		name: "Flux sources that are not rendered: tags, semver, commits, OCI, buckets, ExternalArtifacts, remote clusters",
+		reconcilers: `apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: tagged, namespace: NS}
+spec: {interval: 1m, url: 'https://HOST/acme/gitops', ref: {tag: v1.2.0}}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: ranged, namespace: NS}
+spec: {interval: 1m, url: 'https://HOST/acme/gitops', ref: {semver: '>=1.0.0'}}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: pinned, namespace: NS}
+spec: {interval: 1m, url: 'https://HOST/acme/gitops', ref: {commit: 0123456789abcdef0123456789abcdef01234567}}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: manifests, namespace: NS}
+spec: {interval: 1m, url: 'oci://ghcr.io/acme/manifests', ref: {tag: latest}}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: Bucket
+metadata: {name: artifacts, namespace: NS}
+spec: {interval: 1m, bucketName: artifacts, endpoint: minio.example.com}
+` + gitRepository +
+			strings.Replace(fluxKS("tagged", "./apps", ""), "name: fleet}", "name: tagged}", 1) +
+			strings.Replace(fluxKS("ranged", "./apps", ""), "name: fleet}", "name: ranged}", 1) +
+			strings.Replace(fluxKS("pinned", "./apps", ""), "name: fleet}", "name: pinned}", 1) +
+			strings.Replace(fluxKS("oci", "./", ""), "{kind: GitRepository, name: fleet}", "{kind: OCIRepository, name: manifests}", 1) +
+			strings.Replace(fluxKS("bucket", "./", ""), "{kind: GitRepository, name: fleet}", "{kind: Bucket, name: artifacts}", 1) +
+			strings.Replace(fluxKS("generated", "./", ""), "{kind: GitRepository, name: fleet}", "{kind: ExternalArtifact, name: podinfo}", 1) +
+			fluxKS("remote", "./apps", "  kubeConfig: {secretRef: {name: spoke-kubeconfig}}\n"),
+		base:       map[string]any{"apps/kustomization.yaml": "resources: []\n"},
+		head:       map[string]any{"apps/kustomization.yaml": "resources: []\n# changed\n"},
+		discovered: 4,
+		notRendered: map[string]string{
+			"Kustomization NS/tagged": "pinned to tag v1.2.0", "Kustomization NS/ranged": "follows tags matching >=1.0.0",
+			"Kustomization NS/pinned": "pinned to commit", "Kustomization NS/remote": "remote cluster through the kubeconfig in Secret spoke-kubeconfig",
+		},
+		listed: map[string]string{
+			"Kustomization NS/oci": "OCI artifact (OCIRepository NS/manifests)", "Kustomization NS/bucket": "a bucket (Bucket NS/artifacts)",
+			"Kustomization NS/generated": "its source is ExternalArtifact NS/podinfo, not a Git repository", "Kustomization NS/tagged": "pinned to tag",
+		},
+	}, {
+		// An Application that heals itself: its drift is reverted by Argo CD,
+		// never proposed; one with several sources is listed, not guessed.
+		name: "Argo CD self-heal and multi-source Applications",
+		reconcilers: strings.Replace(argoApp("healing", "{repoURL: 'https://HOST/acme/gitops', path: healing}", ""), "automated: {prune: true}", "automated: {prune: true, selfHeal: true}", 1) +
+			strings.Replace(argoApp("multi", "{repoURL: 'https://HOST/acme/gitops', path: multi}", ""),
+				"  source: {repoURL: 'https://HOST/acme/gitops', path: multi}", "  sources: [{repoURL: 'https://HOST/acme/gitops', path: multi}, {repoURL: 'https://HOST/acme/values', ref: values}]", 1),
+		live:       map[string]string{"argocd-controller": withMeta(inNS(service("healing")), "labels: {app.kubernetes.io/instance: healing}")},
+		base:       map[string]any{"healing/kustomization.yaml": "resources: [service.yaml]\n", "healing/service.yaml": service("healing")},
+		head:       map[string]any{"healing/service.yaml": strings.Replace(service("healing"), "port: 80", "port: 81", 1)},
+		objects:    map[string]map[string]drift.Action{"healing": {ref("Service", "healing"): drift.ActionUpdate}},
+		codify:     map[string]string{"healing": "off (the reconciler self-heals)"},
+		discovered: 1,
+		listed:     map[string]string{"Application NS/multi": "it has 2 sources"},
 	}}
 }
 
@@ -390,9 +483,9 @@ func runShape(t *testing.T, c shape) {
 		BaseSHA: base.String(), BaseRef: branch})
 
 	// Discovery has read every reconciler object.
-	want := 0
+	want := c.discovered
 	for _, doc := range strings.Split(c.reconcilers, "\n---\n") {
-		if strings.Contains(doc, "kind: Kustomization\n") || strings.Contains(doc, "kind: Application\n") {
+		if c.discovered == 0 && (strings.Contains(doc, "kind: Kustomization\n") || strings.Contains(doc, "kind: Application\n")) {
 			want++
 		}
 	}
@@ -464,7 +557,7 @@ func runShape(t *testing.T, c shape) {
 		notRendered[n.Source] = n.Reason
 	}
 	for src, why := range c.notRendered {
-		if got, ok := notRendered[subst(src)]; !ok || !strings.Contains(got, why) {
+		if got, ok := notRendered[subst(src)]; !ok || !strings.Contains(got, subst(why)) {
 			t.Errorf("not rendered %s: %q, want %q (all: %v)", subst(src), got, why, notRendered)
 		}
 	}
@@ -503,13 +596,27 @@ func runShape(t *testing.T, c shape) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sources := map[string]string{}
+	sources, codify := map[string]string{}, map[string]string{}
 	for _, tg := range list.Targets {
-		sources[tg.Path] = tg.Source
+		sources[tg.Path], codify[tg.Path] = tg.Source, tg.Codify
 	}
 	for path, want := range c.targets {
 		if !strings.HasPrefix(sources[path], want) {
 			t.Errorf("targets: %s: %q, want %q", path, sources[path], want)
+		}
+	}
+	for path, want := range c.codify {
+		if codify[path] != want {
+			t.Errorf("targets: %s codify %q, want %q", path, codify[path], want)
+		}
+	}
+	listed := map[string]string{}
+	for _, n := range list.NotRendered {
+		listed[n.Source] = n.Reason
+	}
+	for src, why := range c.listed {
+		if got := listed[subst(src)]; !strings.Contains(got, subst(why)) {
+			t.Errorf("targets: not rendered %s: %q, want %q (all: %v)", subst(src), got, subst(why), listed)
 		}
 	}
 }

@@ -87,7 +87,7 @@ func FromFlux(ks *unstructured.Unstructured, sources map[string]*unstructured.Un
 		f.NotRendered = "its source is a bucket (Bucket " + ns + "/" + name + "), not a Git repository"
 		return f
 	default:
-		f.NotRendered = fmt.Sprintf("its source is a %s, not a Git repository", orUnknown(kind))
+		f.NotRendered = fmt.Sprintf("its source is %s %s/%s, not a Git repository", orUnknown(kind), ns, name)
 		return f
 	}
 	src := sources[ns+"/"+name]
@@ -135,7 +135,7 @@ func FromFlux(ks *unstructured.Unstructured, sources map[string]*unstructured.Un
 
 func orUnknown(s string) string {
 	if s == "" {
-		return "source of no kind"
+		return "a source of no kind"
 	}
 	return s
 }
