@@ -393,6 +393,30 @@ spec: {interval: 1m, bucketName: artifacts, endpoint: minio.example.com}
 		codify:     map[string]string{"healing": "off (the reconciler self-heals)"},
 		discovered: 1,
 		listed:     map[string]string{"Application NS/multi": "it has 2 sources"},
+	}, {
+		// argocd-example-apps' app of apps: Applications rendered from Git by
+		// a root Application, and each discovered in its turn.
+		name: "Argo CD app of apps: the children are objects of the root's render, and targets of their own",
+		reconcilers: argoApp("root", "{repoURL: 'https://HOST/acme/gitops', path: apps}", "") +
+			argoApp("guestbook", "{repoURL: 'https://HOST/acme/gitops', path: guestbook}", ""),
+		live: map[string]string{"argocd-controller": withMeta(inNS(service("guestbook-ui")), "labels: {app.kubernetes.io/instance: guestbook}")},
+		base: map[string]any{
+			"apps/guestbook.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: guestbook, namespace: NS}\nspec:\n  project: default\n" +
+				"  source: {repoURL: 'https://HOST/acme/gitops', path: guestbook}\n  destination: {server: 'https://kubernetes.default.svc', namespace: NS}\n  syncPolicy: {automated: {prune: true}}\n",
+			"guestbook/kustomization.yaml": "resources: [service.yaml]\n",
+			"guestbook/service.yaml":       service("guestbook-ui"),
+		},
+		head: map[string]any{
+			"apps/guestbook.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: guestbook, namespace: NS}\nspec:\n  project: default\n" +
+				"  source: {repoURL: 'https://HOST/acme/gitops', path: guestbook}\n  destination: {server: 'https://kubernetes.default.svc', namespace: NS}\n  syncPolicy: {automated: {prune: true, selfHeal: true}}\n",
+			"guestbook/service.yaml": strings.Replace(service("guestbook-ui"), "port: 80", "port: 8080", 1),
+		},
+		targets: map[string]string{"apps": "plain manifests at main (Argo CD reads the directory)", "guestbook": "a kustomization at main"},
+		objects: map[string]map[string]drift.Action{
+			"apps":      {ref("Application", "guestbook"): drift.ActionUpdate},
+			"guestbook": {ref("Service", "guestbook-ui"): drift.ActionUpdate},
+		},
+		fields: map[string][]string{"apps": {ref("Application", "guestbook") + " .spec.syncPolicy.automated.selfHeal: (absent) → true"}},
 	}}
 }
 
