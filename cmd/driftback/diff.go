@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	git "github.com/go-git/go-git/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -25,6 +26,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/rollback"
 )
 
 // multiFlag collects a flag given several times.
@@ -100,7 +102,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	baseTree, headTree, err := diffTrees(*repo, *base, *head)
+	baseTree, headTree, gitRepo, err := diffTrees(*repo, *base, *head)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -157,7 +159,13 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		liveErr = "no cluster given (--kubeconfig or --live)"
 	}
 
-	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, flux, reader, liveErr, opts, progress(stderr))
+	var history func(context.Context, *drift.Target, drift.LiveReader)
+	if gitRepo != nil {
+		// What a revert does not restore, from the repository's history
+		// and the live cluster, as serve says it.
+		history = restores(gitRepo, baseTree.Rev, headTree.Rev)
+	}
+	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, flux, reader, liveErr, opts, history, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -211,37 +219,64 @@ func clientLimitFlags(fs *flag.FlagSet) *drift.ClientLimits {
 	return l
 }
 
-// diffTrees opens base and head: refs of one repository, or two directories.
-func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, error) {
+// diffTrees opens base and head: refs of one repository (returned too), or
+// two directories.
+func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, *git.Repository, error) {
 	if repo == "" {
 		b, err := openTree(base, "")
 		if err != nil {
-			return nil, nil, fmt.Errorf("--base: %w", err)
+			return nil, nil, nil, fmt.Errorf("--base: %w", err)
 		}
 		h, err := openTree(head, "")
 		if err != nil {
-			return nil, nil, fmt.Errorf("--head: %w", err)
+			return nil, nil, nil, fmt.Errorf("--head: %w", err)
 		}
-		return b, h, nil
+		return b, h, nil, nil
 	}
 	r, err := render.OpenRepository(repo)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	b, err := render.GitTree(r, base)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--base: %w", err)
+		return nil, nil, nil, fmt.Errorf("--base: %w", err)
 	}
 	h, err := render.GitTree(r, head)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--head: %w", err)
+		return nil, nil, nil, fmt.Errorf("--head: %w", err)
 	}
-	return b, h, nil
+	return b, h, r, nil
+}
+
+// restores says, of a target compared with the cluster, what restoring
+// earlier state does not bring back (restore-not-rollback,
+// rollback-across-job), from the history before base, and names the revert
+// commits between base and head. The counts driftback gave on earlier pull
+// requests are GitHub's to tell: here they are unknown.
+func restores(repo *git.Repository, base, head string) func(context.Context, *drift.Target, drift.LiveReader) {
+	lim := rollback.DefaultLimits()
+	var reverts []string
+	if cs, err := rollback.Reverts(repo, base, head, lim); err == nil {
+		for _, c := range cs {
+			reverts = append(reverts, c.Subject)
+		}
+	}
+	return func(ctx context.Context, t *drift.Target, live drift.LiveReader) {
+		t.Reverts = reverts
+		if t.NotCompared != "" || t.LiveError != "" || live == nil {
+			return
+		}
+		err := rollback.Analyze(ctx, rollback.Input{Target: t, Live: live, History: rollback.NewHistory(repo, base, lim)})
+		if err != nil {
+			t.Errors = append(t.Errors, "what a restore does not bring back could not be checked: "+err.Error())
+		}
+	}
 }
 
 // diffOverlays renders each overlay at base and head and compares them with
 // the live state. Render problems become errors of their overlay's target.
-func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, flux *app.FluxBuild, reader drift.LiveReader, liveErr string, opts drift.Options, step func(string, ...any)) (*drift.Report, error) {
+func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, flux *app.FluxBuild, reader drift.LiveReader, liveErr string, opts drift.Options,
+	history func(context.Context, *drift.Target, drift.LiveReader), step func(string, ...any)) (*drift.Report, error) {
 	start := time.Now()
 	r := render.New(render.DefaultOptions())
 	var plain []string
@@ -336,6 +371,9 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 			return nil, errs[i]
 		}
 		t := targets[i]
+		if history != nil {
+			history(ctx, t, reader)
+		}
 		switch {
 		case flux != nil && overlays[i] == flux.Path():
 			if n := flux.Note(); n != "" {
