@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,14 +44,38 @@ var watchedKinds = []schema.GroupKind{
 // TestWatcherStartsOverManyKindsAndNamespaces proves the drift loop's watcher,
 // built as the product builds it (its own client limits, its own sync
 // timeout), fills its caches for 11 kinds in full and every other kind as
-// metadata in 25 namespaces: hundreds of first lists. At client-go's default
-// limits (5 a second) they would outlast the sync timeout.
+// metadata in 25 namespaces: hundreds of first lists. This apiserver would
+// stream them in watches, which client-go does not rate-limit; so, as an
+// apiserver without streaming (before Kubernetes 1.32, or with WatchList
+// off) answers, the streaming watches are refused here and the informers
+// list. At client-go's default limits (5 a second, bursts of 10) those lists
+// outlast the sync timeout; the product's let more than a hundred go in one
+// second, which the test counts.
 func TestWatcherStartsOverManyKindsAndNamespaces(t *testing.T) {
 	env := kubetest.New(t)
 	nss := namespaces(t, env, 25)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := drift.NewWatcher(ctx, env.Config)
+	var mu sync.Mutex
+	var lists []time.Time
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(r *http.Request) (*http.Response, error) {
+			q := r.URL.Query()
+			if q.Get("sendInitialEvents") == "true" {
+				body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"sendInitialEvents is not supported","reason":"BadRequest","code":400}`
+				return &http.Response{StatusCode: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}},
+					Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+			}
+			if q.Get("watch") != "true" {
+				mu.Lock()
+				lists = append(lists, time.Now())
+				mu.Unlock()
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	w, err := drift.NewWatcher(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +89,26 @@ func TestWatcherStartsOverManyKindsAndNamespaces(t *testing.T) {
 	if full != len(watchedKinds)*len(nss) || meta < 5*len(nss) {
 		t.Errorf("%d full and %d metadata watches, want %d full and metadata of the other kinds in each namespace", full, meta, len(watchedKinds)*len(nss))
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	busiest := 0
+	for i, start := range lists {
+		n := 0
+		for _, at := range lists[i:] {
+			if at.Sub(start) < time.Second {
+				n++
+			}
+		}
+		busiest = max(busiest, n)
+	}
+	if busiest < 100 {
+		t.Errorf("at most %d lists in one second of %d: the client's limits are client-go's defaults, not the product's", busiest, len(lists))
+	}
 }
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestWatcherReportsWhyItDidNotStart proves a watch whose first list does not
 // complete is reported for what it is: a refusal names RBAC, and lists held
