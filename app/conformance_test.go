@@ -397,30 +397,32 @@ spec: {interval: 1m, bucketName: artifacts, endpoint: minio.example.com}
 		// argocd-example-apps' app of apps: Applications rendered from Git by
 		// a root Application, and each discovered in its turn.
 		name: "Argo CD app of apps: the children are objects of the root's render, and targets of their own",
-		reconcilers: argoApp("root", "{repoURL: 'https://HOST/acme/gitops', path: apps}", "") +
-			argoApp("guestbook", "{repoURL: 'https://HOST/acme/gitops', path: guestbook}", ""),
-		live: map[string]string{"argocd-controller": withMeta(inNS(service("guestbook-ui")), "labels: {app.kubernetes.io/instance: guestbook}")},
+		reconcilers: argoApp("app-of-apps", "{repoURL: 'https://HOST/acme/gitops', path: apps}", "") +
+			argoApp("child-guestbook", "{repoURL: 'https://HOST/acme/gitops', path: guestbook}", ""),
+		live: map[string]string{"argocd-controller": withMeta(inNS(service("guestbook-ui")), "labels: {app.kubernetes.io/instance: child-guestbook}")},
 		base: map[string]any{
-			"apps/guestbook.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: guestbook, namespace: NS}\nspec:\n  project: default\n" +
+			"apps/guestbook.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: child-guestbook, namespace: NS}\nspec:\n  project: default\n" +
 				"  source: {repoURL: 'https://HOST/acme/gitops', path: guestbook}\n  destination: {server: 'https://kubernetes.default.svc', namespace: NS}\n  syncPolicy: {automated: {prune: true}}\n",
 			"guestbook/kustomization.yaml": "resources: [service.yaml]\n",
 			"guestbook/service.yaml":       service("guestbook-ui"),
 		},
 		head: map[string]any{
-			"apps/guestbook.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: guestbook, namespace: NS}\nspec:\n  project: default\n" +
+			"apps/guestbook.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: child-guestbook, namespace: NS}\nspec:\n  project: default\n" +
 				"  source: {repoURL: 'https://HOST/acme/gitops', path: guestbook}\n  destination: {server: 'https://kubernetes.default.svc', namespace: NS}\n  syncPolicy: {automated: {prune: true, selfHeal: true}}\n",
 			"guestbook/service.yaml": strings.Replace(service("guestbook-ui"), "port: 80", "port: 8080", 1),
 		},
 		targets: map[string]string{"apps": "plain manifests at main (Argo CD reads the directory)", "guestbook": "a kustomization at main"},
 		objects: map[string]map[string]drift.Action{
-			"apps":      {ref("Application", "guestbook"): drift.ActionUpdate},
+			"apps":      {ref("Application", "child-guestbook"): drift.ActionUpdate},
 			"guestbook": {ref("Service", "guestbook-ui"): drift.ActionUpdate},
 		},
-		fields: map[string][]string{"apps": {ref("Application", "guestbook") + " .spec.syncPolicy.automated.selfHeal: (absent) → true"}},
+		fields: map[string][]string{"apps": {ref("Application", "child-guestbook") + " .spec.syncPolicy.automated.selfHeal: (absent) → true"}},
 	}}
 }
 
-// TestConformance runs every shape.
+// TestConformance runs every shape, side by side on one apiserver: Argo CD
+// Application names are unique across the cases, as they are within one
+// Argo CD, since label tracking finds an application's objects cluster-wide.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, c := range conformanceCases() {

@@ -1,0 +1,202 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/internal/githubfake"
+	"github.com/driftback/driftback/internal/kubetest"
+	"github.com/driftback/driftback/render"
+)
+
+// TestPublicRepository runs serve's pull-request flow on a clone of a public
+// GitOps repository, as docs/conformance.md records: the reconciler objects
+// of the files DRIFTBACK_PUBLIC_OBJECTS names (comma-separated, read at the
+// head) are applied to the test cluster with their GitRepository and
+// Application URLs pointed at the GitHub fake, the clone's history is pushed
+// to the test git server, and a pull request from DRIFTBACK_PUBLIC_BASE to
+// DRIFTBACK_PUBLIC_HEAD is compared. It prints what `targets` says and the
+// report as JSON, and fails on an internal error. It needs a clone on disk,
+// so it runs only when DRIFTBACK_PUBLIC_REPO names one:
+//
+//	DRIFTBACK_PUBLIC_REPO=/src/flux2-hub-spoke-example DRIFTBACK_PUBLIC_BASE=b0686db \
+//	DRIFTBACK_PUBLIC_HEAD=b846650 DRIFTBACK_PUBLIC_OBJECTS=hub/staging.yaml DRIFTBACK_PUBLIC_BOOTSTRAP=./hub \
+//	go test -run TestPublicRepository -v ./app
+//
+// DRIFTBACK_PUBLIC_BOOTSTRAP adds what `flux bootstrap` creates for a
+// cluster directory: the flux-system GitRepository and Kustomization.
+func TestPublicRepository(t *testing.T) {
+	dir := os.Getenv("DRIFTBACK_PUBLIC_REPO")
+	if dir == "" {
+		t.Skip("DRIFTBACK_PUBLIC_REPO names no clone of a public repository (see docs/conformance.md)")
+	}
+	base, head := os.Getenv("DRIFTBACK_PUBLIC_BASE"), os.Getenv("DRIFTBACK_PUBLIC_HEAD")
+	w := newWorld(t, func(cfg *Config) {
+		cfg.Targets = nil
+		cl := cfg.Clusters["test"]
+		cl.Discover = &Discover{Flux: true, ArgoCD: true}
+		cfg.Clusters["test"] = cl
+	})
+	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
+	host, _, _ := strings.Cut(string(discover.HostOf(w.gh.URL())), ":")
+
+	// The clone's history, pushed as the repository the fake serves.
+	git := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	base, head = git("rev-parse", base), git("rev-parse", head)
+	remote := strings.Replace(w.git.HTTPAddress(), "://", "://x-access-token:"+w.gh.Token(instID)+"@", 1) + "/" + fullName + ".git"
+	if out, err := exec.Command("git", "-C", dir, "push", "-q", "--force", remote, base+":refs/heads/main", head+":refs/pull/1/head").CombinedOutput(); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	w.gh.SetPull(fullName, githubfake.Pull{Number: 1, Title: "public", User: "dev", HeadSHA: head, BaseSHA: base, BaseRef: "main", HeadRef: "change"})
+
+	// The reconciler objects, pointed at the fake.
+	repo, err := render.OpenRepository(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := render.GitTree(repo, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := 0
+	for _, f := range strings.Split(os.Getenv("DRIFTBACK_PUBLIC_OBJECTS"), ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		b, err := tree.ReadFile(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		objs, err := render.ParseObjects(b)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, o := range objs {
+			switch o.GroupVersionKind().Group {
+			case "kustomize.toolkit.fluxcd.io", "source.toolkit.fluxcd.io", "argoproj.io":
+			default:
+				continue
+			}
+			js, _ := json.Marshal(o.Object)
+			// Every github.com repository is the one the fake serves.
+			s := strings.NewReplacer("github.com:", host+":", "github.com/", host+"/").Replace(string(js))
+			for _, prefix := range []string{"https://" + host + "/", "ssh://git@" + host + "/", "git@" + host + ":"} {
+				if i := strings.Index(s, prefix); i >= 0 {
+					rest := s[i+len(prefix):]
+					end := strings.IndexAny(rest, `"`)
+					s = strings.ReplaceAll(s, prefix+rest[:end], "https://"+host+"/"+fullName)
+				}
+			}
+			if err := json.Unmarshal([]byte(s), &o.Object); err != nil {
+				t.Fatal(err)
+			}
+			if o.GetNamespace() == "" {
+				o.SetNamespace("flux-system")
+			}
+			_, err = w.env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetNamespace()}}, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+			kubetest.Apply(t, w.env.Config, "kubectl", o)
+			applied++
+		}
+	}
+	if path := os.Getenv("DRIFTBACK_PUBLIC_BOOTSTRAP"); path != "" {
+		// What `flux bootstrap` creates: the repository as flux-system's
+		// source, and a Kustomization of the cluster's directory.
+		for _, y := range []string{
+			"apiVersion: v1\nkind: Namespace\nmetadata: {name: flux-system}\n",
+			"apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: flux-system, namespace: flux-system}\n" +
+				"spec: {interval: 1m, url: 'https://" + host + "/" + fullName + "', ref: {branch: main}}\n",
+			"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: flux-system, namespace: flux-system}\n" +
+				"spec: {interval: 10m, path: '" + path + "', prune: true, sourceRef: {kind: GitRepository, name: flux-system}}\n",
+		} {
+			objs, err := render.ParseObjects([]byte(y))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kubetest.Apply(t, w.env.Setup, "kubectl", objs[0])
+			applied++
+		}
+	}
+	var mu sync.Mutex
+	var rep *drift.Report
+	var checks []CheckResult
+	w.srv.App.compared = func(_ int, r *drift.Report, cs []CheckResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		rep, checks = r, cs
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.srv.App.targets.run(ctx)
+	w.srv.App.targets.waitSynced(ctx, e2eWait)
+	ts, skipped := w.srv.App.targetsOf(fullName)
+	t.Logf("discovered for %s: %d targets, %d not rendered", fullName, len(ts), len(skipped))
+	if code := w.deliver("pull_request", "d-public", prPayload("opened", 1, head)); code != http.StatusAccepted {
+		t.Fatalf("delivery: %d", code)
+	}
+	eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return rep != nil }, "the pull request to be compared")
+	w.waitIdle()
+	list, err := ListTargets(ctx, w.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var lines []string
+	for _, tg := range list.Targets {
+		lines = append(lines, fmt.Sprintf("target %s: %s; build %s; codify %s", tg.Path, tg.Source, tg.Build, tg.Codify))
+	}
+	for _, n := range list.NotRendered {
+		lines = append(lines, fmt.Sprintf("not rendered: %s: %s", n.Source, n.Reason))
+	}
+	sort.Strings(lines)
+	t.Logf("%d reconciler objects applied; targets:\n%s", applied, strings.Join(lines, "\n"))
+	for _, c := range checks {
+		if !c.unaffected {
+			t.Logf("check %s: %s %q", c.Name, c.Conclusion, c.Title)
+		}
+	}
+	out, _ := drift.JSON(rep)
+	if file := os.Getenv("DRIFTBACK_PUBLIC_OUT"); file != "" {
+		if err := os.WriteFile(filepath.Clean(file), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(string(out), "internal error") {
+		t.Errorf("an internal error:\n%s", out)
+	}
+	for _, tg := range rep.Targets {
+		actions := map[drift.Action]int{}
+		for _, ch := range tg.Told() {
+			actions[ch.Action]++
+		}
+		t.Logf("compared %s: %v; not compared %q; live %q; errors %v; notes %v", tg.Path, actions, tg.NotCompared, tg.LiveError, tg.Errors, tg.Notes)
+	}
+	for _, n := range rep.NotRendered {
+		t.Logf("not rendered on the pull request: %s (%s): %s", n.Source, n.Path, n.Reason)
+	}
+}
