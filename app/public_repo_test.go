@@ -26,8 +26,8 @@ import (
 
 // TestPublicRepository runs serve's pull-request flow on a clone of a public
 // GitOps repository, as docs/conformance.md records: the reconciler objects
-// of the files DRIFTBACK_PUBLIC_OBJECTS names (comma-separated, read at the
-// head) are applied to the test cluster with their GitRepository and
+// (and the ConfigMaps and Secrets of their variables) of the files
+// DRIFTBACK_PUBLIC_OBJECTS names (comma-separated, read at the head) are applied to the test cluster with their GitRepository and
 // Application URLs pointed at the GitHub fake, the clone's history is pushed
 // to the test git server, and a pull request from DRIFTBACK_PUBLIC_BASE to
 // DRIFTBACK_PUBLIC_HEAD is compared. It prints what `targets` says and the
@@ -94,8 +94,9 @@ func TestPublicRepository(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		for _, o := range objs {
-			switch o.GroupVersionKind().Group {
-			case "kustomize.toolkit.fluxcd.io", "source.toolkit.fluxcd.io", "argoproj.io":
+			switch gvk := o.GroupVersionKind(); {
+			case gvk.Group == "kustomize.toolkit.fluxcd.io", gvk.Group == "source.toolkit.fluxcd.io", gvk.Group == "argoproj.io":
+			case gvk.Group == "" && (gvk.Kind == "ConfigMap" || gvk.Kind == "Secret"): // postBuild's variables
 			default:
 				continue
 			}
