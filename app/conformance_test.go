@@ -469,14 +469,7 @@ func runShape(t *testing.T, c shape) {
 		applyStream(m, c.live[m])
 	}
 
-	var mu sync.Mutex
-	var rep *drift.Report
-	var checks []CheckResult
-	w.srv.App.compared = func(_ int, r *drift.Report, cs []CheckResult) {
-		mu.Lock()
-		defer mu.Unlock()
-		rep, checks = r, cs
-	}
+	compared := w.captureComparisons()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go w.srv.App.targets.run(ctx)
@@ -523,10 +516,9 @@ func runShape(t *testing.T, c shape) {
 	if code := w.deliver("pull_request", "d-conformance", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
 		t.Fatalf("delivery: %d", code)
 	}
-	eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return rep != nil }, "the pull request to be compared")
+	eventually(t, func() bool { rep, _ := compared(); return rep != nil }, "the pull request to be compared")
 	w.waitIdle()
-	mu.Lock()
-	defer mu.Unlock()
+	rep, checks := compared()
 	body := ""
 	if cs := w.gh.Comments(fullName, 1); len(cs) > 0 {
 		body = cs[0].Body
@@ -644,6 +636,24 @@ func runShape(t *testing.T, c shape) {
 		if got := listed[subst(src)]; !strings.Contains(got, subst(why)) {
 			t.Errorf("targets: not rendered %s: %q, want %q (all: %v)", subst(src), got, subst(why), listed)
 		}
+	}
+}
+
+// captureComparisons records what the pull-request flow decides, before it
+// publishes; the function returns the last report and checks (nil before).
+func (w *world) captureComparisons() func() (*drift.Report, []CheckResult) {
+	var mu sync.Mutex
+	var rep *drift.Report
+	var checks []CheckResult
+	w.srv.App.compared = func(_ int, r *drift.Report, cs []CheckResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		rep, checks = r, cs
+	}
+	return func() (*drift.Report, []CheckResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		return rep, checks
 	}
 }
 

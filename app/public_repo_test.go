@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -142,14 +141,7 @@ func TestPublicRepository(t *testing.T) {
 			applied++
 		}
 	}
-	var mu sync.Mutex
-	var rep *drift.Report
-	var checks []CheckResult
-	w.srv.App.compared = func(_ int, r *drift.Report, cs []CheckResult) {
-		mu.Lock()
-		defer mu.Unlock()
-		rep, checks = r, cs
-	}
+	compared := w.captureComparisons()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go w.srv.App.targets.run(ctx)
@@ -159,14 +151,13 @@ func TestPublicRepository(t *testing.T) {
 	if code := w.deliver("pull_request", "d-public", prPayload("opened", 1, head)); code != http.StatusAccepted {
 		t.Fatalf("delivery: %d", code)
 	}
-	eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return rep != nil }, "the pull request to be compared")
+	eventually(t, func() bool { rep, _ := compared(); return rep != nil }, "the pull request to be compared")
 	w.waitIdle()
+	rep, checks := compared()
 	list, err := ListTargets(ctx, w.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	var lines []string
 	for _, tg := range list.Targets {
 		lines = append(lines, fmt.Sprintf("target %s: %s; build %s; codify %s", tg.Path, tg.Source, tg.Build, tg.Codify))

@@ -81,30 +81,22 @@ func (t Tracking) keepTracking(desired, live *unstructured.Unstructured) {
 	if live == nil {
 		return
 	}
-	copyLabel := func(key string, owned func(string) bool) {
-		v, ok := live.GetLabels()[key]
-		if _, set := desired.GetLabels()[key]; !ok || set || !owned(v) {
-			return
+	copyMeta := func(get func(*unstructured.Unstructured) map[string]string, set func(*unstructured.Unstructured, map[string]string)) func(string, func(string) bool) {
+		return func(key string, owned func(string) bool) {
+			v, ok := get(live)[key]
+			if _, written := get(desired)[key]; !ok || written || !owned(v) {
+				return
+			}
+			m := get(desired)
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[key] = v
+			set(desired, m)
 		}
-		l := desired.GetLabels()
-		if l == nil {
-			l = map[string]string{}
-		}
-		l[key] = v
-		desired.SetLabels(l)
 	}
-	copyAnnotation := func(key string, owned func(string) bool) {
-		v, ok := live.GetAnnotations()[key]
-		if _, set := desired.GetAnnotations()[key]; !ok || set || !owned(v) {
-			return
-		}
-		a := desired.GetAnnotations()
-		if a == nil {
-			a = map[string]string{}
-		}
-		a[key] = v
-		desired.SetAnnotations(a)
-	}
+	copyLabel := copyMeta((*unstructured.Unstructured).GetLabels, (*unstructured.Unstructured).SetLabels)
+	copyAnnotation := copyMeta((*unstructured.Unstructured).GetAnnotations, (*unstructured.Unstructured).SetAnnotations)
 	if app := t.ArgoCDApp; app != "" {
 		key := t.ArgoCDInstanceLabel
 		if key == "" {
