@@ -72,6 +72,8 @@ type shape struct {
 	// a target's drift, by path.
 	listed map[string]string
 	codify map[string]string
+	// notes are a part of a note a target's report must carry, by path.
+	notes map[string]string
 }
 
 // conformanceCases are the shapes; each fails on a build of driftback that
@@ -308,6 +310,41 @@ spec:
 		notCompared: map[string]string{"broken": "it does not render"},
 		checks:      map[string]string{"broken": "failure"},
 		aggregate:   "failure",
+	}, {
+		// flux2-monitoring-example: a plain directory holding only
+		// subdirectories with kustomizations, which Flux's generator lists.
+		name:        "Flux plain directory of nested kustomizations",
+		reconcilers: gitRepository + fluxKS("controllers", "./monitoring/controllers", ""),
+		live: map[string]string{"kustomize-controller": withMeta(inNS(service("prometheus")), fluxLabels("controllers")) + "---\n" +
+			withMeta(inNS(service("grafana")), fluxLabels("controllers"))},
+		base: map[string]any{
+			"monitoring/controllers/prometheus/kustomization.yaml": "namespace: NS\nresources: [service.yaml]\n",
+			"monitoring/controllers/prometheus/service.yaml":       service("prometheus"),
+			"monitoring/controllers/grafana/kustomization.yaml":    "namespace: NS\nresources: [service.yaml]\n",
+			"monitoring/controllers/grafana/service.yaml":          service("grafana"),
+		},
+		head:    map[string]any{"monitoring/controllers/grafana/service.yaml": strings.Replace(service("grafana"), "port: 80", "port: 3000", 1)},
+		targets: map[string]string{"monitoring/controllers": "plain manifests at main (Flux generates the kustomization)"},
+		codify:  map[string]string{"monitoring/controllers": "off (a plain directory: its drift is shown, not proposed)"},
+		objects: map[string]map[string]drift.Action{"monitoring/controllers": {
+			ref("Service", "prometheus"): drift.ActionUnchanged, ref("Service", "grafana"): drift.ActionUpdate,
+		}},
+	}, {
+		// A substituteFrom that is not optional and not there: Flux fails the
+		// reconcile; driftback says the variables were not substituted.
+		name: "Flux substituteFrom a ConfigMap that is missing, optional and not",
+		reconcilers: gitRepository + fluxKS("vars", "./vars", `  targetNamespace: NS
+  postBuild:
+    substituteFrom:
+    - {kind: ConfigMap, name: absent-optional, optional: true}
+    - {kind: ConfigMap, name: absent-required}
+`),
+		live:    map[string]string{"kustomize-controller": withMeta(inNS("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}'}\n"), fluxLabels("vars"))},
+		base:    map[string]any{"vars/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}'}\n"},
+		head:    map[string]any{"vars/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}', tier: web}\n"},
+		objects: map[string]map[string]drift.Action{"vars": {ref("ConfigMap", "settings"): drift.ActionUpdate}},
+		fields:  map[string][]string{"vars": {ref("ConfigMap", "settings") + ` .data.tier: (absent) → "web"`}},
+		notes:   map[string]string{"vars": `postBuild variables are not substituted: substitute from 'ConfigMap/absent-required' error`},
 	}, {
 		// flux2-hub-spoke-example: targetNamespace with patches; a
 		// component; the source named with its namespace.
@@ -563,6 +600,11 @@ func runShape(t *testing.T, c shape) {
 			if !strings.Contains(have, subst(f)+"\n") {
 				t.Errorf("%s: no field %q among:\n%s", path, subst(f), have)
 			}
+		}
+	}
+	for path, note := range c.notes {
+		if n := strings.Join(byPath[path].Notes, "\n"); !strings.Contains(n, note) {
+			t.Errorf("%s: notes %q, want one saying %q", path, n, note)
 		}
 	}
 	for path, why := range c.notCompared {
