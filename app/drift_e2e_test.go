@@ -271,18 +271,22 @@ func (d *driftWorld) openPulls() []githubfake.Pull {
 
 // branch fetches the drift branch and returns its tip commit, or the zero
 // hash when the branch does not exist.
-func (d *driftWorld) branch() plumbing.Hash {
+func (d *driftWorld) branch() plumbing.Hash { return d.branchNamed("driftback/drift/prod") }
+
+// branchNamed fetches a branch of the test repository and returns its tip
+// (zero when there is none).
+func (d *driftWorld) branchNamed(name string) plumbing.Hash {
 	d.t.Helper()
 	refs, err := remoteRefs(context.Background(), d.git.HTTPAddress()+"/"+fullName+".git", d.gh.Token(instID))
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	sha := refs["refs/heads/driftback/drift/prod"]
+	sha := refs["refs/heads/"+name]
 	if sha == "" {
 		return plumbing.ZeroHash
 	}
 	err = d.local.Fetch(&git.FetchOptions{RemoteName: "origin", Force: true,
-		RefSpecs: []config.RefSpec{"+refs/heads/driftback/drift/prod:refs/remotes/origin/drift"},
+		RefSpecs: []config.RefSpec{config.RefSpec("+refs/heads/" + name + ":refs/remotes/origin/drift")},
 		Auth:     &githttp.BasicAuth{Username: "x-access-token", Password: d.gh.Token(instID)}})
 	if err != nil && strings.Contains(err.Error(), "couldn't find remote ref") {
 		return plumbing.ZeroHash // deleted between the listing and the fetch

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/internal/kubetest"
+)
+
+// TestDriftOfADiscoveredFluxTarget: a Flux Kustomization on a kustomize
+// overlay (no build fields, so its sources are what is built) is a target
+// of its own; someone scales its Deployment, the change stays past the
+// Kustomization's interval, and the drift pull request writes it into the
+// overlay, as for a target app.yml names.
+func TestDriftOfADiscoveredFluxTarget(t *testing.T) {
+	t.Parallel()
+	d := newDriftWorld(t, 500*time.Millisecond, nil)
+	d.stop()
+	// No target of its own in app.yml: a glob gives the discovered one its
+	// policy (a short quiet period; the Kustomization's interval still
+	// bounds it from below, plus 30 s).
+	d.cfg.Targets = []Target{{Repo: fullName, Path: "deploy/*", Cluster: "test", Policy: d.cfg.Targets[0].Policy}}
+	cl := d.cfg.Clusters["test"]
+	cl.Discover = &Discover{Flux: true, Namespaces: []string{d.env.Namespace}}
+	d.cfg.Clusters["test"] = cl
+	d.start()
+	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)
+	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
+	d.apply(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: NS}
+spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main}}`)
+	d.apply(`apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: prod, namespace: NS}
+spec: {interval: 1s, path: ./deploy/prod, prune: true, sourceRef: {kind: GitRepository, name: fleet}}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.srv.App.targets.run(ctx)
+	eventually(t, func() bool { ts, _ := d.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered")
+	d.run()
+
+	d.scale(5, "kubectl")
+	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	pr := d.openPulls()[0]
+	for _, want := range []string{"Deployment/" + d.env.Namespace + "/web", ".spec.replicas", "`5`"} {
+		if !strings.Contains(pr.Body, want) {
+			t.Errorf("body lacks %q:\n%s", want, pr.Body)
+		}
+	}
+	tip := d.branchNamed(pr.HeadRef)
+	if got := replicasOf(d.renderedWeb(tip)); got != 5 {
+		t.Errorf("the branch %s renders replicas %d, want the live 5", pr.HeadRef, got)
+	}
+	if files := d.changedFiles(tip); len(files) != 1 || !strings.Contains(files["deploy/prod/kustomization.yaml"], "count: 5") {
+		t.Errorf("the commit changes %v, want the overlay's replicas count", keys(files))
+	}
+}
