@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/internal/kubetest"
 )
@@ -14,7 +16,8 @@ import (
 // overlay (no build fields, so its sources are what is built) is a target
 // of its own; someone scales its Deployment, the change stays past the
 // Kustomization's interval, and the drift pull request writes it into the
-// overlay, as for a target app.yml names.
+// overlay, as for a target app.yml names. An Argo CD Helm Application beside
+// it, listed as not rendered, is not an error of every drift check.
 func TestDriftOfADiscoveredFluxTarget(t *testing.T) {
 	t.Parallel()
 	d := newDriftWorld(t, 500*time.Millisecond, nil)
@@ -24,7 +27,7 @@ func TestDriftOfADiscoveredFluxTarget(t *testing.T) {
 	// bounds it from below, plus 30 s).
 	d.cfg.Targets = []Target{{Repo: fullName, Path: "deploy/*", Cluster: "test", Policy: d.cfg.Targets[0].Policy}}
 	cl := d.cfg.Clusters["test"]
-	cl.Discover = &Discover{Flux: true, Namespaces: []string{d.env.Namespace}}
+	cl.Discover = &Discover{Flux: true, ArgoCD: true, Namespaces: []string{d.env.Namespace}, ArgoCDNamespace: d.env.Namespace}
 	d.cfg.Clusters["test"] = cl
 	d.start()
 	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)
@@ -37,10 +40,29 @@ spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main
 kind: Kustomization
 metadata: {name: prod, namespace: NS}
 spec: {interval: 1s, path: ./deploy/prod, prune: true, sourceRef: {kind: GitRepository, name: fleet}}`)
+	chart := d.commit(d.main, map[string]any{"charts/cache/Chart.yaml": "apiVersion: v2\nname: cache\nversion: 0.1.0\n", "charts/cache/values.yaml": "replicas: 1\n"})
+	d.push(map[string]plumbing.Hash{"refs/heads/main": chart})
+	d.apply(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: cache, namespace: NS}
+spec:
+  project: default
+  source: {repoURL: 'https://` + host + `/acme/gitops', path: charts/cache}
+  destination: {server: 'https://kubernetes.default.svc', namespace: NS}
+  syncPolicy: {automated: {prune: true}}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go d.srv.App.targets.run(ctx)
-	eventually(t, func() bool { ts, _ := d.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered")
+	eventually(t, func() bool {
+		ts, _ := d.srv.App.targetsOf(fullName)
+		found := 0
+		for _, tg := range ts {
+			if tg.found != nil {
+				found++
+			}
+		}
+		return found == 2
+	}, "the Kustomization and the Application to be discovered")
 	d.run()
 
 	d.scale(5, "kubectl")
@@ -57,5 +79,9 @@ spec: {interval: 1s, path: ./deploy/prod, prune: true, sourceRef: {kind: GitRepo
 	}
 	if files := d.changedFiles(tip); len(files) != 1 || !strings.Contains(files["deploy/prod/kustomization.yaml"], "count: 5") {
 		t.Errorf("the commit changes %v, want the overlay's replicas count", keys(files))
+	}
+	d.settle(3)
+	if n := d.logs.count(`"level":"ERROR"`); n > 0 {
+		t.Errorf("%d errors logged; a source listed as not rendered is no error of each check:\n%s", n, d.logs.lines(`"level":"ERROR"`))
 	}
 }

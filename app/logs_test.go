@@ -50,6 +50,22 @@ func (c *logCapture) secret(v string) {
 	}
 }
 
+// count counts the log lines holding s.
+func (c *logCapture) count(s string) int { return len(c.lines(s)) }
+
+// lines are the log lines holding s.
+func (c *logCapture) lines(s string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(c.buf.String(), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // secretsFrom adds the values f returns when the logs are checked.
 func (c *logCapture) secretsFrom(f func() []string) {
 	c.mu.Lock()
