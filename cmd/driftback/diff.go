@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -307,31 +308,35 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 	problems := make([][]string, len(overlays))
 	var all []*unstructured.Unstructured
 	for i, path := range overlays {
-		objects := func(o *render.Overlay) []*unstructured.Unstructured {
+		objects := func(o *render.Overlay) ([]*unstructured.Unstructured, []string) {
 			if o == nil {
-				return nil
+				return nil, nil
 			}
+			var ps []string
 			if len(o.Problems) > 0 {
 				for _, p := range o.Problems {
-					problems[i] = append(problems[i], p.Error())
+					ps = append(ps, p.Error())
 				}
-				return nil
+				return nil, ps
 			}
 			objs, err := o.Objects()
 			if err != nil {
-				problems[i] = append(problems[i], fmt.Sprintf("%s: parse the render: %v", path, err))
+				ps = append(ps, fmt.Sprintf("%s: parse the render: %v", path, err))
 			}
-			return objs
+			return objs, ps
 		}
 		// An overlay new at head has an empty base: all of it is the change.
+		var b, h []*unstructured.Unstructured
+		var bp, hp []string
 		if flux != nil && path == flux.Path() {
-			b, bp := flux.Objects(ctx, r, base)
-			h, hp := flux.Objects(ctx, r, head)
-			problems[i] = append(append(problems[i], bp...), hp...)
-			inputs[i] = drift.Input{Path: path, Base: b, HasBase: true, Head: h}
+			b, bp = flux.Objects(ctx, r, base)
+			h, hp = flux.Objects(ctx, r, head)
 		} else {
-			inputs[i] = drift.Input{Path: path, Base: objects(baseOut[path]), HasBase: true, Head: objects(headOut[path])}
+			b, bp = objects(baseOut[path])
+			h, hp = objects(headOut[path])
 		}
+		problems[i] = sidedProblems(bp, hp)
+		inputs[i] = drift.Input{Path: path, Base: b, HasBase: true, Head: h}
 		if len(problems[i]) == 0 {
 			all = append(append(all, inputs[i].Base...), inputs[i].Head...)
 		}
@@ -392,6 +397,22 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 	}
 	step("compared %d overlays (%d objects) in %s", len(overlays), objects, since(start))
 	return rep, nil
+}
+
+// sidedProblems says a render's problems once: as they are when base and
+// head have the same, else each with the side it belongs to.
+func sidedProblems(base, head []string) []string {
+	if slices.Equal(base, head) {
+		return base
+	}
+	var out []string
+	for _, p := range base {
+		out = append(out, "at base: "+p)
+	}
+	for _, p := range head {
+		out = append(out, "at head: "+p)
+	}
+	return out
 }
 
 // progress reports the steps of a long command on stderr, where they never

@@ -355,7 +355,7 @@ func TestDiffOfAnOverlayThatDoesNotRender(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| `apps/shop/overlays/staging` ❌ not compared: it does not render | – |",
-		`missing.yaml": apps/shop/overlays/staging/missing.yaml does not exist in the repository`,
+		`at head: apps/shop/overlays/staging/kustomization.yaml:6: resources entry "missing.yaml": apps/shop/overlays/staging/missing.yaml does not exist in the repository`,
 		"**Not compared: it does not render.**",
 		"| `apps/shop/overlays/production` | 1 | 2 | 4 |",
 	} {
