@@ -36,8 +36,23 @@ func (r Ref) GVK() schema.GroupVersionKind {
 func (r Ref) APIVersion() string { return r.GVK().GroupVersion().String() }
 
 // Key identifies the object without its version: the same object read at two
-// versions has one key.
-func (r Ref) Key() string { return r.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }
+// versions has one key, and so has one written in the old group that served
+// its kind (a Deployment of extensions/v1beta1 is the apps one).
+func (r Ref) Key() string { return storedGroup(r.Group, r.Kind) + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }
+
+// movedKinds are the kinds Kubernetes once served in the extensions group too,
+// by the group that stores them.
+var movedKinds = map[string]string{
+	"Deployment": "apps", "DaemonSet": "apps", "ReplicaSet": "apps",
+	"Ingress": "networking.k8s.io", "NetworkPolicy": "networking.k8s.io", "PodSecurityPolicy": "policy",
+}
+
+func storedGroup(group, kind string) string {
+	if g, ok := movedKinds[kind]; ok && group == "extensions" {
+		return g
+	}
+	return group
+}
 
 // String reads like "Deployment/shop/web" or "ClusterRole/admin".
 func (r Ref) String() string {

@@ -197,3 +197,18 @@ func TestARemovedFieldOfAKeyedItemShowsItsValue(t *testing.T) {
 		t.Errorf("fields: %+v", target.PR[0].Fields)
 	}
 }
+
+// TestAnObjectMovingOutOfTheExtensionsGroup: a Deployment Git moves from
+// extensions/v1beta1 to apps/v1 is the same object (the apiserver stores
+// one), changed, not deleted and created.
+func TestAnObjectMovingOutOfTheExtensionsGroup(t *testing.T) {
+	base := goTyped("shop", 1)
+	base.SetAPIVersion("extensions/v1beta1")
+	target, err := drift.Compare(context.Background(), nil, drift.Input{Path: "app", Base: []*unstructured.Unstructured{base}, Head: []*unstructured.Unstructured{goTyped("shop", 2)}, HasBase: true}, drift.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(target.PR) != 1 || target.PR[0].Action != drift.ActionUpdate || !hasField(target.PR[0], ".apiVersion", "extensions/v1beta1", "apps/v1") {
+		t.Errorf("PR: %+v; errors %v", target.PR, target.Errors)
+	}
+}
