@@ -38,7 +38,9 @@ func (r Ref) APIVersion() string { return r.GVK().GroupVersion().String() }
 // Key identifies the object without its version: the same object read at two
 // versions has one key, and so has one written in the old group that served
 // its kind (a Deployment of extensions/v1beta1 is the apps one).
-func (r Ref) Key() string { return storedGroup(r.Group, r.Kind) + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name }
+func (r Ref) Key() string {
+	return storedGroup(r.Group, r.Kind) + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
+}
 
 // movedKinds are the kinds Kubernetes once served in the extensions group too,
 // by the group that stores them.
