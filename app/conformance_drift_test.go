@@ -16,8 +16,10 @@ import (
 // overlay (no build fields, so its sources are what is built) is a target
 // of its own; someone scales its Deployment, the change stays past the
 // Kustomization's interval, and the drift pull request writes it into the
-// overlay, as for a target app.yml names. An Argo CD Helm Application beside
-// it, listed as not rendered, is not an error of every drift check.
+// overlay, as for a target app.yml names, no sooner than the
+// Kustomization's interval and 30 s, though an app.yml glob gives it a
+// shorter quiet period. An Argo CD Helm Application beside it, listed as not
+// rendered, is not an error of every drift check.
 func TestDriftOfADiscoveredFluxTarget(t *testing.T) {
 	t.Parallel()
 	d := newDriftWorld(t, 500*time.Millisecond, nil)
@@ -66,6 +68,13 @@ spec:
 	d.run()
 
 	d.scale(5, "kubectl")
+	// Flux reverts a change within its interval: none is proposed before
+	// the interval and 30 s have passed, whatever a glob's quiet period.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if p := d.openPulls(); len(p) != 0 {
+			t.Fatalf("a drift pull request before the Kustomization's interval and 30 s passed: %+v", p)
+		}
+	}
 	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
 	pr := d.openPulls()[0]
 	for _, want := range []string{"Deployment/" + d.env.Namespace + "/web", ".spec.replicas", "`5`"} {

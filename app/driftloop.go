@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
@@ -162,8 +163,17 @@ func watchedOn(all []Target, cluster string) []Target {
 // changes itself (Argo CD selfHeal) has no drift to propose.
 func (d *DriftLoop) targetsOn(ctx context.Context, cluster string) []Target {
 	all, _ := d.app.targets.targets()
+	watched := watchedOn(all, cluster)
+	// A path a discovered target already has is not a glob's again: the
+	// two would be checked with different policies, sharing one state.
+	have := map[string]bool{}
+	for _, t := range watched {
+		if !isGlob(t.Path) {
+			have[discover.TargetKey(t.Repo, t.Path, t.Cluster)] = true
+		}
+	}
 	var out []Target
-	for _, t := range watchedOn(all, cluster) {
+	for _, t := range watched {
 		if !isGlob(t.Path) {
 			out = append(out, t)
 			continue
@@ -175,7 +185,11 @@ func (d *DriftLoop) targetsOn(ctx context.Context, cluster string) []Target {
 			}
 			continue
 		}
-		out = append(out, expanded...)
+		for _, e := range expanded {
+			if !have[discover.TargetKey(e.Repo, e.Path, e.Cluster)] {
+				out = append(out, e)
+			}
+		}
 	}
 	return out
 }
