@@ -12,10 +12,11 @@ import (
 	"github.com/driftback/driftback/render"
 )
 
-// FluxBuild builds a Flux Kustomization's path as serve builds a discovered
-// one, for `driftback diff --flux-kustomization`: Flux's generated or
-// rewritten kustomization, postBuild substitution, commonMetadata and owner
-// labels, with values from Secrets hidden in every report.
+// FluxBuild builds a reconciler's path as serve builds a discovered target:
+// a Flux Kustomization's (`driftback diff --flux-kustomization`: Flux's
+// generated or rewritten kustomization, postBuild substitution,
+// commonMetadata and owner labels, with values from Secrets hidden in every
+// report) or an Argo CD Application's (`--argocd-app`).
 type FluxBuild struct {
 	target Target
 	vars   fluxVars
@@ -29,7 +30,8 @@ type FluxBuild struct {
 // substituted (Note says so).
 func NewFluxBuild(ctx context.Context, ks *unstructured.Unstructured, c client.Client) *FluxBuild {
 	f := &discover.Found{Reconciler: discover.ReconcilerFlux, Object: fmt.Sprintf("Kustomization %s/%s", ks.GetNamespace(), ks.GetName()),
-		Namespace: ks.GetNamespace(), Name: ks.GetName(), Flux: ks, Prune: true}
+		Namespace: ks.GetNamespace(), Name: ks.GetName(), Flux: ks, Prune: true,
+		Tracking: drift.Tracking{FluxName: ks.GetName(), FluxNamespace: ks.GetNamespace()}}
 	if p, ok, _ := unstructured.NestedString(ks.Object, "spec", "path"); ok {
 		f.Path = render.CleanPath(p)
 	} else {
@@ -39,16 +41,44 @@ func NewFluxBuild(ctx context.Context, ks *unstructured.Unstructured, c client.C
 	return &FluxBuild{target: Target{Name: f.Path, Path: f.Path, found: f}, vars: loadFluxVariables(ctx, ks, false, c, unread)}
 }
 
+// NewArgoCDBuild builds an Argo CD Application's path as serve builds a
+// discovered one, for `driftback diff --argocd-app`: its kustomize options
+// or its directory options, and its destination namespace for namespaced
+// objects that name none. argoNamespace is Argo CD's own namespace.
+func NewArgoCDBuild(app *unstructured.Unstructured, argoNamespace string) (*FluxBuild, error) {
+	// The local repository stands for the Application's repoURL, wherever
+	// that is hosted.
+	app = app.DeepCopy()
+	if _, ok, _ := unstructured.NestedString(app.Object, "spec", "source", "repoURL"); ok {
+		if err := unstructured.SetNestedField(app.Object, "https://"+string(localHost)+"/local/repository", "spec", "source", "repoURL"); err != nil {
+			return nil, err
+		}
+	}
+	f := discover.FromArgoCD(app, discover.Settings{ArgoCDNamespace: argoNamespace, Host: localHost})
+	if f.NotRendered != "" {
+		return nil, fmt.Errorf("Application %s/%s is not rendered: %s", app.GetNamespace(), app.GetName(), f.NotRendered)
+	}
+	if f.Path == "" {
+		f.Path = "."
+	}
+	return &FluxBuild{target: Target{Name: f.Path, Path: f.Path, Tracking: f.Tracking, found: f}}, nil
+}
+
+// localHost names the local repository to discovery.
+const localHost discover.Host = "repository.local"
+
 // Path is the directory the Kustomization builds.
 func (b *FluxBuild) Path() string { return b.target.Path }
 
 // Note says what the build could not do, or "".
 func (b *FluxBuild) Note() string { return b.vars.note }
 
-// Tracking finds what the Kustomization applied, for prune.
-func (b *FluxBuild) Tracking() drift.Tracking {
-	return drift.Tracking{FluxName: b.target.found.Name, FluxNamespace: b.target.found.Namespace}
-}
+// Tracking finds what the reconciler applied, for prune.
+func (b *FluxBuild) Tracking() drift.Tracking { return b.target.found.Tracking }
+
+// DefaultNamespace is where the reconciler puts namespaced objects that name
+// none (Argo CD's destination namespace), "" for the apiserver's default.
+func (b *FluxBuild) DefaultNamespace() string { return b.target.found.DestinationNamespace }
 
 // Objects renders the Kustomization at tree; nil, without problems, when the
 // tree has nothing at its path.

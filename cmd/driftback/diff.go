@@ -51,7 +51,8 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	mode := fs.String("mode", string(drift.ModeReadOnly), "read-only predicts server-side apply locally (needs get/list); dry-run asks the server (needs patch: write access)")
 	manager := fs.String("field-manager", "", "the GitOps applier's field manager (default: detected from live objects, else kustomize-controller)")
 	fs.Var(&ignoreManagers, "ignore-manager", "also ignore fields owned live by this field manager (repeatable; a trailing * matches a prefix)")
-	argoApp := fs.String("argocd-app", "", "prune live objects that Argo CD application tracks and the head drops")
+	argoApp := fs.String("argocd-app", "", "with --kubeconfig, build as this Argo CD Application (`NAME`) does, read from the cluster (its kustomize or directory options, its destination namespace); always, prune live objects it tracks that the head drops")
+	argoNS := fs.String("argocd-namespace", "argocd", "the namespace of Argo CD and its Applications")
 	fluxKs := fs.String("flux-kustomization", "", "build as this Flux Kustomization (`NAMESPACE/NAME`) does, read with its variables from the cluster (--kubeconfig) or from --flux-kustomization-file, and prune what it applied that the head drops")
 	fluxFile := fs.String("flux-kustomization-file", "", "read the Flux Kustomization from this `FILE` of the repository, at base and at head (variables from its substitute only)")
 	selector := fs.String("prune-selector", "", "prune live objects matching this label selector that the head drops")
@@ -112,15 +113,24 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	var flux *app.FluxBuild
-	if *fluxFile != "" || (*fluxKs != "" && *kubeconfig != "") {
+	switch {
+	case *fluxFile != "" || (*fluxKs != "" && *kubeconfig != ""):
 		if flux, err = fluxBuild(ctx, *fluxKs, *fluxFile, *kubeconfig, *kubeContext, *limits, baseTree, headTree); err != nil {
 			return fail("%v", err)
 		}
+	case *argoApp != "" && *kubeconfig != "":
+		if flux, err = argoBuild(ctx, *argoApp, *argoNS, *kubeconfig, *kubeContext, *limits); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if flux != nil {
 		if len(overlays) > 0 && (len(overlays) != 1 || overlays[0] != flux.Path()) {
 			return fail("--path %s: the Kustomization builds %s", strings.Join(overlays, ", "), flux.Path())
 		}
 		overlays = []string{flux.Path()}
-		opts.Tracking = flux.Tracking()
+		tracking := flux.Tracking()
+		tracking.Selector = opts.Tracking.Selector
+		opts.Tracking, opts.DefaultNamespace = tracking, flux.DefaultNamespace()
 	} else if err := overlaysExist(baseTree, headTree, overlays); err != nil {
 		return fail("%v", err)
 	}

@@ -21,7 +21,28 @@ import (
 // maxKustomizationFile bounds the file --flux-kustomization-file reads.
 const maxKustomizationFile = 1 << 20
 
-var fluxKustomizations = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
+var (
+	fluxKustomizations = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
+	argoApplications   = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+)
+
+// argoBuild reads an Argo CD Application from the cluster, to build as it
+// does.
+func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext string, limits drift.ClientLimits) (*app.FluxBuild, error) {
+	cfg, err := kubeConfig(kubeconfig, kubeContext, limits)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a, err := dyn.Resource(argoApplications).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("--argocd-app %s: %w", name, err)
+	}
+	return app.NewArgoCDBuild(a, namespace)
+}
 
 // fluxBuild reads the Flux Kustomization the flags name: from a file of the
 // repository (as the head has it, else the base), with its inline variables

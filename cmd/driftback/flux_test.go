@@ -102,3 +102,53 @@ spec:
 		t.Errorf("--path against the Kustomization's: exit %d, %s", code, errOut)
 	}
 }
+
+// TestDiffBuildsAsArgoCD: with --argocd-app and --kubeconfig, the
+// Application is read from the cluster and its path built as Argo CD builds
+// it: its kustomize images set, and objects that name no namespace placed in
+// its destination's.
+func TestDiffBuildsAsArgoCD(t *testing.T) {
+	env := kubetest.New(t)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(strings.ReplaceAll(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: guestbook, namespace: NS}
+spec:
+  project: default
+  source:
+    repoURL: https://github.com/argoproj/argocd-example-apps
+    path: kustomize-guestbook
+    kustomize: {images: ["gcr.io/heptio-images/ks-guestbook-demo:0.2"]}
+  destination: {server: https://kubernetes.default.svc, namespace: guestbook-prod}
+  syncPolicy: {automated: {prune: true}}
+`, "NS", env.Namespace)), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Apply(t, env.Setup, "kubectl", u)
+	repo := t.TempDir()
+	deploy := func(replicas string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: guestbook-ui}\nspec:\n  replicas: " + replicas + "\n  selector: {matchLabels: {app: guestbook-ui}}\n" +
+			"  template:\n    metadata: {labels: {app: guestbook-ui}}\n    spec:\n      containers: [{name: guestbook-ui, image: 'gcr.io/heptio-images/ks-guestbook-demo:0.1'}]\n"
+	}
+	writeTree(t, repo, map[string]string{"kustomize-guestbook/kustomization.yaml": "resources: [deployment.yaml]\n", "kustomize-guestbook/deployment.yaml": deploy("1")})
+	gitCmd(t, repo, "init", "-q", "-b", "main")
+	gitCmd(t, repo, "add", "-A")
+	gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "base")
+	writeTree(t, repo, map[string]string{"kustomize-guestbook/deployment.yaml": deploy("2")})
+	gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-am", "head")
+	kubeconfig := writeKubeconfig(t, env, filepath.Join(t.TempDir(), "kubeconfig"))
+	out, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD", "--format", "json",
+		"--argocd-app", "guestbook", "--argocd-namespace", env.Namespace, "--kubeconfig", kubeconfig)
+	if code == exitError {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{`"path": "kustomize-guestbook"`, `"namespace": "guestbook-prod"`, `ks-guestbook-demo:0.2`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ks-guestbook-demo:0.1") {
+		t.Errorf("the Application's image is not applied:\n%s", out)
+	}
+}
