@@ -112,25 +112,25 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	var flux *app.FluxBuild
+	var recon *app.ReconcilerBuild
 	switch {
 	case *fluxFile != "" || (*fluxKs != "" && *kubeconfig != ""):
-		if flux, err = fluxBuild(ctx, *fluxKs, *fluxFile, *kubeconfig, *kubeContext, *limits, baseTree, headTree); err != nil {
+		if recon, err = fluxBuild(ctx, *fluxKs, *fluxFile, *kubeconfig, *kubeContext, *limits, baseTree, headTree); err != nil {
 			return fail("%v", err)
 		}
 	case *argoApp != "" && *kubeconfig != "":
-		if flux, err = argoBuild(ctx, *argoApp, *argoNS, *kubeconfig, *kubeContext, *limits); err != nil {
+		if recon, err = argoBuild(ctx, *argoApp, *argoNS, *kubeconfig, *kubeContext, *limits); err != nil {
 			return fail("%v", err)
 		}
 	}
-	if flux != nil {
-		if len(overlays) > 0 && (len(overlays) != 1 || overlays[0] != flux.Path()) {
-			return fail("--path %s: the Kustomization builds %s", strings.Join(overlays, ", "), flux.Path())
+	if recon != nil {
+		if len(overlays) > 0 && (len(overlays) != 1 || overlays[0] != recon.Path()) {
+			return fail("--path %s: the reconciler builds %s", strings.Join(overlays, ", "), recon.Path())
 		}
-		overlays = []string{flux.Path()}
-		tracking := flux.Tracking()
+		overlays = []string{recon.Path()}
+		tracking := recon.Tracking()
 		tracking.Selector = opts.Tracking.Selector
-		opts.Tracking, opts.DefaultNamespace = tracking, flux.DefaultNamespace()
+		opts.Tracking, opts.DefaultNamespace = tracking, recon.DefaultNamespace()
 	} else if err := overlaysExist(baseTree, headTree, overlays); err != nil {
 		return fail("%v", err)
 	}
@@ -176,7 +176,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		// and the live cluster, as serve says it.
 		history = restores(gitRepo, baseTree.Rev, headTree.Rev)
 	}
-	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, flux, reader, liveErr, opts, history, progress(stderr))
+	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, recon, reader, liveErr, opts, history, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -286,13 +286,13 @@ func restores(repo *git.Repository, base, head string) func(context.Context, *dr
 
 // diffOverlays renders each overlay at base and head and compares them with
 // the live state. Render problems become errors of their overlay's target.
-func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, flux *app.FluxBuild, reader drift.LiveReader, liveErr string, opts drift.Options,
+func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, recon *app.ReconcilerBuild, reader drift.LiveReader, liveErr string, opts drift.Options,
 	history func(context.Context, *drift.Target, drift.LiveReader), step func(string, ...any)) (*drift.Report, error) {
 	start := time.Now()
 	r := render.New(render.DefaultOptions())
 	var plain []string
 	for _, o := range overlays {
-		if flux == nil || o != flux.Path() {
+		if recon == nil || o != recon.Path() {
 			plain = append(plain, o)
 		}
 	}
@@ -338,9 +338,9 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 		// An overlay new at head has an empty base: all of it is the change.
 		var b, h []*unstructured.Unstructured
 		var bp, hp []string
-		if flux != nil && path == flux.Path() {
-			b, bp = flux.Objects(ctx, r, base)
-			h, hp = flux.Objects(ctx, r, head)
+		if recon != nil && path == recon.Path() {
+			b, bp = recon.Objects(ctx, r, base)
+			h, hp = recon.Objects(ctx, r, head)
 		} else {
 			b, bp = objects(baseOut[path])
 			h, hp = objects(headOut[path])
@@ -390,11 +390,11 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 			history(ctx, t, reader)
 		}
 		switch {
-		case flux != nil && overlays[i] == flux.Path():
-			if n := flux.Note(); n != "" {
+		case recon != nil && overlays[i] == recon.Path():
+			if n := recon.Note(); n != "" {
 				t.Notes = append(t.Notes, n)
 			}
-			flux.Hide(t)
+			recon.Hide(t)
 		case unsubstituted(inputs[i].Head):
 			t.Notes = append(t.Notes, "values hold ${…} as written: Flux's postBuild substitutes them; give --flux-kustomization NAMESPACE/NAME with --kubeconfig, or --flux-kustomization-file, to build as Flux does")
 		}

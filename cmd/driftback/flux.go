@@ -28,7 +28,7 @@ var (
 
 // argoBuild reads an Argo CD Application from the cluster, to build as it
 // does.
-func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext string, limits drift.ClientLimits) (*app.FluxBuild, error) {
+func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext string, limits drift.ClientLimits) (*app.ReconcilerBuild, error) {
 	cfg, err := kubeConfig(kubeconfig, kubeContext, limits)
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext str
 // repository (as the head has it, else the base), with its inline variables
 // only; or from the cluster, with the ConfigMaps and Secrets its
 // substituteFrom names, read as kustomize-controller reads them.
-func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, limits drift.ClientLimits, base, head *render.Tree) (*app.FluxBuild, error) {
+func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, limits drift.ClientLimits, base, head *render.Tree) (*app.ReconcilerBuild, error) {
 	var ns, name string
 	if ref != "" {
 		var ok bool

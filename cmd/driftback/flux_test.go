@@ -98,7 +98,7 @@ spec:
 	if _, errOut, code := diff("--flux-kustomization-file", "clusters/prod/other.yaml"); code != exitError || !strings.Contains(errOut, "holds no Flux Kustomization") {
 		t.Errorf("a file without a Kustomization: exit %d, %s", code, errOut)
 	}
-	if _, errOut, code := diff("--flux-kustomization", env.Namespace+"/apps", "--kubeconfig", kubeconfig, "--path", "clusters/prod"); code != exitError || !strings.Contains(errOut, "the Kustomization builds apps") {
+	if _, errOut, code := diff("--flux-kustomization", env.Namespace+"/apps", "--kubeconfig", kubeconfig, "--path", "clusters/prod"); code != exitError || !strings.Contains(errOut, "the reconciler builds apps") {
 		t.Errorf("--path against the Kustomization's: exit %d, %s", code, errOut)
 	}
 }

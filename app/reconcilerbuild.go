@@ -12,12 +12,12 @@ import (
 	"github.com/driftback/driftback/render"
 )
 
-// FluxBuild builds a reconciler's path as serve builds a discovered target:
+// ReconcilerBuild builds a reconciler's path as serve builds a discovered target:
 // a Flux Kustomization's (`driftback diff --flux-kustomization`: Flux's
 // generated or rewritten kustomization, postBuild substitution,
 // commonMetadata and owner labels, with values from Secrets hidden in every
 // report) or an Argo CD Application's (`--argocd-app`).
-type FluxBuild struct {
+type ReconcilerBuild struct {
 	target Target
 	vars   fluxVars
 	// hidden are the objects whose source uses a Secret's variable.
@@ -28,7 +28,7 @@ type FluxBuild struct {
 // are read through it, as kustomize-controller reads them; without, only its
 // inline substitute is known, and a Kustomization that reads more is not
 // substituted (Note says so).
-func NewFluxBuild(ctx context.Context, ks *unstructured.Unstructured, c client.Client) *FluxBuild {
+func NewFluxBuild(ctx context.Context, ks *unstructured.Unstructured, c client.Client) *ReconcilerBuild {
 	f := &discover.Found{Reconciler: discover.ReconcilerFlux, Object: fmt.Sprintf("Kustomization %s/%s", ks.GetNamespace(), ks.GetName()),
 		Namespace: ks.GetNamespace(), Name: ks.GetName(), Flux: ks, Prune: true,
 		Tracking: drift.Tracking{FluxName: ks.GetName(), FluxNamespace: ks.GetNamespace()}}
@@ -38,14 +38,14 @@ func NewFluxBuild(ctx context.Context, ks *unstructured.Unstructured, c client.C
 		f.Path = "."
 	}
 	unread := "postBuild variables are not substituted: they come from ConfigMaps and Secrets in the cluster (give --kubeconfig to read them); ${…} is left as written"
-	return &FluxBuild{target: Target{Name: f.Path, Path: f.Path, found: f}, vars: loadFluxVariables(ctx, ks, false, c, unread)}
+	return &ReconcilerBuild{target: Target{Name: f.Path, Path: f.Path, found: f}, vars: loadFluxVariables(ctx, ks, false, c, unread)}
 }
 
 // NewArgoCDBuild builds an Argo CD Application's path as serve builds a
 // discovered one, for `driftback diff --argocd-app`: its kustomize options
 // or its directory options, and its destination namespace for namespaced
 // objects that name none. argoNamespace is Argo CD's own namespace.
-func NewArgoCDBuild(app *unstructured.Unstructured, argoNamespace string) (*FluxBuild, error) {
+func NewArgoCDBuild(app *unstructured.Unstructured, argoNamespace string) (*ReconcilerBuild, error) {
 	// The local repository stands for the Application's repoURL, wherever
 	// that is hosted.
 	app = app.DeepCopy()
@@ -61,28 +61,28 @@ func NewArgoCDBuild(app *unstructured.Unstructured, argoNamespace string) (*Flux
 	if f.Path == "" {
 		f.Path = "."
 	}
-	return &FluxBuild{target: Target{Name: f.Path, Path: f.Path, Tracking: f.Tracking, found: f}}, nil
+	return &ReconcilerBuild{target: Target{Name: f.Path, Path: f.Path, Tracking: f.Tracking, found: f}}, nil
 }
 
 // localHost names the local repository to discovery.
 const localHost discover.Host = "repository.local"
 
 // Path is the directory the Kustomization builds.
-func (b *FluxBuild) Path() string { return b.target.Path }
+func (b *ReconcilerBuild) Path() string { return b.target.Path }
 
 // Note says what the build could not do, or "".
-func (b *FluxBuild) Note() string { return b.vars.note }
+func (b *ReconcilerBuild) Note() string { return b.vars.note }
 
 // Tracking finds what the reconciler applied, for prune.
-func (b *FluxBuild) Tracking() drift.Tracking { return b.target.found.Tracking }
+func (b *ReconcilerBuild) Tracking() drift.Tracking { return b.target.found.Tracking }
 
 // DefaultNamespace is where the reconciler puts namespaced objects that name
 // none (Argo CD's destination namespace), "" for the apiserver's default.
-func (b *FluxBuild) DefaultNamespace() string { return b.target.found.DestinationNamespace }
+func (b *ReconcilerBuild) DefaultNamespace() string { return b.target.found.DestinationNamespace }
 
 // Objects renders the Kustomization at tree; nil, without problems, when the
 // tree has nothing at its path.
-func (b *FluxBuild) Objects(ctx context.Context, r *render.Renderer, tree *render.Tree) ([]*unstructured.Unstructured, []string) {
+func (b *ReconcilerBuild) Objects(ctx context.Context, r *render.Renderer, tree *render.Tree) ([]*unstructured.Unstructured, []string) {
 	built := buildTarget(ctx, r, tree, b.target, b.vars)
 	for i, p := range built.problems {
 		built.problems[i] = hideIn(p, b.vars.Hidden)
@@ -92,7 +92,7 @@ func (b *FluxBuild) Objects(ctx context.Context, r *render.Renderer, tree *rende
 }
 
 // secret remembers the objects whose source uses a Secret's variable.
-func (b *FluxBuild) secret(objects map[string]bool) {
+func (b *ReconcilerBuild) secret(objects map[string]bool) {
 	for k := range objects {
 		if b.hidden == nil {
 			b.hidden = map[string]bool{}
@@ -102,7 +102,7 @@ func (b *FluxBuild) secret(objects map[string]bool) {
 }
 
 // Hide takes out of a report every value substituted from a Secret.
-func (b *FluxBuild) Hide(t *drift.Target) {
+func (b *ReconcilerBuild) Hide(t *drift.Target) {
 	hideSubstituted(t, b.hidden)
 	redact(t, b.vars.Hidden)
 }
