@@ -76,12 +76,16 @@ func ArgoCDDirectoryTree(t *Tree, dir string, o ArgoCDDirectory) (*Tree, error) 
 		if isKustomizationName(path.Base(f)) {
 			continue // a nested kustomization's own file is not an object
 		}
-		b, err := t.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		if strings.Contains(string(b), argoSkipMarker) {
-			continue
+		// A file over the render's size limit is left for the render to
+		// refuse: the parent reads none whole.
+		if n, err := t.Size(f); err == nil && n <= DefaultLimits().MaxFile {
+			b, err := t.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			if strings.Contains(string(b), argoSkipMarker) {
+				continue
+			}
 		}
 		resources = append(resources, rel)
 	}
