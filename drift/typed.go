@@ -117,29 +117,9 @@ func toJSON(v any, at string) (any, error) {
 		}
 		return f, nil
 	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			c, err := toJSON(e, at+"."+k)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = c
-		}
-		return out, nil
+		return mapJSON(v, at)
 	case map[any]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			ks, ok := k.(string)
-			if !ok {
-				return nil, fmt.Errorf("%s: a key of type %T (%v), where JSON has string keys only", fieldName(at), k, k)
-			}
-			c, err := toJSON(e, at+"."+ks)
-			if err != nil {
-				return nil, err
-			}
-			out[ks] = c
-		}
-		return out, nil
+		return mapJSON(v, at)
 	case map[string]string:
 		out := make(map[string]any, len(v))
 		for k, e := range v {
@@ -174,6 +154,23 @@ func toJSON(v any, at string) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%s holds a value of Go type %T, which has no JSON form", fieldName(at), v)
+}
+
+// mapJSON converts a map whose keys must be strings.
+func mapJSON[K comparable](v map[K]any, at string) (any, error) {
+	out := make(map[string]any, len(v))
+	for k, e := range v {
+		ks, ok := any(k).(string)
+		if !ok {
+			return nil, fmt.Errorf("%s: a key of type %T (%v), where JSON has string keys only", fieldName(at), k, k)
+		}
+		c, err := toJSON(e, at+"."+ks)
+		if err != nil {
+			return nil, err
+		}
+		out[ks] = c
+	}
+	return out, nil
 }
 
 func uintJSON(v uint64, at string) (any, error) {

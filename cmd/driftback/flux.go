@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,15 +34,20 @@ func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext str
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	a, err := dyn.Resource(argoApplications).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	a, err := getObject(ctx, cfg, argoApplications, namespace, name)
 	if err != nil {
 		return nil, fmt.Errorf("--argocd-app %s: %w", name, err)
 	}
 	return app.NewArgoCDBuild(a, namespace)
+}
+
+// getObject reads one object of a resource from the cluster.
+func getObject(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return dyn.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 // fluxBuild reads the Flux Kustomization the flags name: from a file of the
@@ -67,11 +73,7 @@ func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, l
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	ks, err := dyn.Resource(fluxKustomizations).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	ks, err := getObject(ctx, cfg, fluxKustomizations, ns, name)
 	if err != nil {
 		return nil, fmt.Errorf("--flux-kustomization %s: %w", ref, err)
 	}
