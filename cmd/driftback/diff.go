@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,7 +140,10 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail("%v", err)
 		}
-		overlays = render.Affected(baseTree, headTree, union(render.Discover(baseTree), render.Discover(headTree)), changed)
+		candidates := union(union(render.Discover(baseTree), render.Discover(headTree)),
+			union(render.ReconcilerPaths(baseTree), render.ReconcilerPaths(headTree)))
+		overlays = render.Affected(baseTree, headTree, candidates, changed)
+		throughOthers(stderr, headTree, overlays, changed)
 	}
 
 	var reader drift.LiveReader
@@ -423,6 +427,23 @@ func sidedProblems(base, head []string) []string {
 		out = append(out, "at head: "+p)
 	}
 	return out
+}
+
+// throughOthers says which changed kustomizations are compared only as a
+// base of the overlays that use them: one deployed on its own as well, and not
+// named by a Flux Kustomization or Argo CD Application in the repository, is
+// compared with --path.
+func throughOthers(w io.Writer, head *render.Tree, overlays, changed []string) {
+	bases := render.Bases(head, overlays, changed)
+	names := make([]string, 0, len(bases))
+	for b := range bases {
+		names = append(names, b)
+	}
+	sort.Strings(names)
+	for _, b := range names {
+		fmt.Fprintf(w, "driftback: %s is compared through %s (if it is also deployed on its own, add --path %s)\n",
+			b, strings.Join(bases[b], ", "), b)
+	}
 }
 
 // progress reports the steps of a long command on stderr, where they never

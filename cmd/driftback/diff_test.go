@@ -5,6 +5,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -378,5 +380,75 @@ func TestDiffOfAnOverlayThatDoesNotRender(t *testing.T) {
 	}
 	if len(rep.Targets) != 1 || rep.Targets[0].NotCompared != "it does not render" || len(rep.Targets[0].Errors) != 1 {
 		t.Errorf("JSON targets: %+v", rep.Targets)
+	}
+}
+
+// TestDiffComparesAnOverlayThatIsAlsoABase: an overlay another overlay uses
+// as a base is compared on its own when a reconciler object in the
+// repository deploys it; otherwise stderr says it was compared only through
+// the overlay that uses it, and how to compare it.
+func TestDiffComparesAnOverlayThatIsAlsoABase(t *testing.T) {
+	tree := func(dir, replicas string, extra map[string]string) {
+		files := map[string]string{
+			"guestbook/kustomization.yaml": "resources: [deployment.yaml]\n",
+			"guestbook/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: guestbook, namespace: gb}\nspec:\n  replicas: " + replicas +
+				"\n  selector: {matchLabels: {app: gb}}\n  template:\n    metadata: {labels: {app: gb}}\n    spec: {containers: [{name: gb, image: gb:1}]}\n",
+			"hooks/kustomization.yaml": "resources: [../guestbook, job]\nnamePrefix: hooks-\n",
+			// A part of hooks, changed too: never named as deployed on its own.
+			"hooks/job/kustomization.yaml": "resources: [cm.yaml]\n",
+			"hooks/job/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: job, namespace: gb}\ndata: {replicas: '" + replicas + "'}\n",
+		}
+		for k, v := range extra {
+			files[k] = v
+		}
+		writeTree(t, dir, files)
+	}
+	targets := func(out string) []string {
+		var rep struct {
+			Targets []struct {
+				Path string `json:"path"`
+			} `json:"targets"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%v:\n%s", err, out)
+		}
+		var paths []string
+		for _, tg := range rep.Targets {
+			paths = append(paths, tg.Path)
+		}
+		sort.Strings(paths)
+		return paths
+	}
+	hint := "driftback: guestbook is compared through hooks (if it is also deployed on its own, add --path guestbook)"
+
+	dir := t.TempDir()
+	tree(dir+"/base", "1", nil)
+	tree(dir+"/head", "2", nil)
+	out, errOut, code := runCLI(t, "diff", "--base", dir+"/base", "--head", dir+"/head", "--format", "json")
+	if code != exitChanges {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	if got := targets(out); !slices.Equal(got, []string{"hooks"}) {
+		t.Errorf("targets %v, want [hooks]", got)
+	}
+	if !strings.Contains(errOut, hint) || strings.Contains(errOut, "hooks/job") {
+		t.Errorf("stderr lacks %q, or names a part of an overlay:\n%s", hint, errOut)
+	}
+
+	app := map[string]string{"apps/guestbook.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: guestbook, namespace: argocd}\n" +
+		"spec:\n  project: default\n  destination: {server: 'https://kubernetes.default.svc', namespace: gb}\n  source: {repoURL: 'https://github.com/acme/gitops', path: ./guestbook/, targetRevision: HEAD}\n---\n" +
+		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: other, namespace: flux-system}\nspec: {path: ./missing, interval: 1m, sourceRef: {kind: GitRepository, name: x}}\n"}
+	dir = t.TempDir()
+	tree(dir+"/base", "1", app)
+	tree(dir+"/head", "2", app)
+	out, errOut, code = runCLI(t, "diff", "--base", dir+"/base", "--head", dir+"/head", "--format", "json")
+	if code != exitChanges {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	if got := targets(out); !slices.Equal(got, []string{"guestbook", "hooks"}) {
+		t.Errorf("targets %v, want [guestbook hooks]", got)
+	}
+	if strings.Contains(errOut, "compared through") {
+		t.Errorf("stderr names a base that is compared on its own:\n%s", errOut)
 	}
 }
