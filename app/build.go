@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/internal/argocd"
 	"github.com/driftback/driftback/render"
 )
 
@@ -28,12 +30,15 @@ type built struct {
 	// secretObjects are the objects, by substitutedKey, whose source uses a
 	// variable that came from a Secret.
 	secretObjects map[string]bool
+	// hooks names the Argo CD hooks left out of objs: Argo CD runs them at
+	// sync and never compares or prunes them.
+	hooks []string
 }
 
 // buildTarget renders t at tree as its reconciler builds it: plain
 // kustomize, Flux's generated kustomization then its postBuild
 // substitution, commonMetadata and owner labels, or Argo CD's kustomize
-// options and destination namespace. Objects Flux never applies (kustomize.toolkit.fluxcd.io/ssa:
+// options and destination namespace, without its hooks. Objects Flux never applies (kustomize.toolkit.fluxcd.io/ssa:
 // Ignore) are left out.
 func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target, vars fluxVars) built {
 	f := t.found
@@ -58,7 +63,7 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 		if err != nil {
 			return built{problems: []string{err.Error()}}
 		}
-		tree = dt
+		tree, opts.WithoutArgoCDHooks = dt, true
 	case f != nil && f.Kustomize != nil:
 		at, err := render.ArgoCDTree(tree, t.Path, argoOptions(f.Kustomize))
 		if err != nil {
@@ -104,6 +109,16 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 			}
 		}
 		objs = withoutFluxIgnored(objs)
+	}
+	if f != nil && f.Reconciler == discover.ReconcilerArgoCD {
+		b.hooks = o.Hooks
+		objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
+			if argocd.IsHook(o.GetAnnotations()) {
+				b.hooks = append(b.hooks, o.GetKind()+" "+o.GetName())
+				return true
+			}
+			return false
+		})
 	}
 	if f != nil && f.DestinationNamespace != "" {
 		// Argo CD places namespaced objects that name no namespace in its

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -31,7 +33,8 @@ import (
 type shape struct {
 	name string
 	// reconcilers are the Flux and Argo CD objects in the cluster, a YAML
-	// stream in which NS is the test's namespace and HOST the GitHub host.
+	// stream in which NS is the test's namespace, SRCNS a second one and
+	// HOST the GitHub host.
 	reconcilers string
 	// live are what the reconcilers applied before the pull request, by
 	// field manager (kustomize-controller, argocd-controller, kubectl…).
@@ -45,8 +48,9 @@ type shape struct {
 	branch    string
 	mainFiles map[string]any
 
-	// targets are the discovered targets by path, with what `targets` says
-	// the reconciler finds there (a prefix of TargetInfo.Source).
+	// targets are the discovered targets by path, with how `targets` says
+	// they are built and what the reconciler finds there ("BUILD: " and a
+	// prefix of TargetInfo.Source).
 	targets map[string]string
 	// objects are what merging does, by target path and object (Kind/ns/name
 	// or Kind/name): create, update, delete, keep or unchanged. A target's
@@ -159,7 +163,7 @@ spec:
 			"apps/cert.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: 'cert-${DOMAIN/./-}'}\ndata: {issuer: '${ISSUER:=fallback}', api: 'token ${API_TOKEN}'}\n",
 		},
 		head:    map[string]any{"apps/web.yaml": deployment("web", "web:2", "${REPLICAS}")},
-		targets: map[string]string{"apps": "plain manifests at main (Flux generates the kustomization)"},
+		targets: map[string]string{"apps": "flux: plain manifests at main (Flux generates the kustomization)"},
 		objects: map[string]map[string]drift.Action{"apps": {
 			ref("Deployment", "web"): drift.ActionUpdate, ref("HelmRelease", "podinfo"): drift.ActionUnchanged,
 			ref("ConfigMap", "cert-shop-example.com"): drift.ActionUnchanged,
@@ -179,7 +183,7 @@ spec:
 			"guestbook/service.yaml":       service("guestbook-ui"),
 		},
 		head:    map[string]any{"guestbook/deployment.yaml": deployment("guestbook-ui", "guestbook:0.1", "2")},
-		targets: map[string]string{"guestbook": "a kustomization at main"},
+		targets: map[string]string{"guestbook": "argocd: a kustomization at main"},
 		objects: map[string]map[string]drift.Action{"guestbook": {
 			ref("Deployment", "guestbook-ui"): drift.ActionUpdate, ref("Service", "guestbook-ui"): drift.ActionUnchanged,
 		}},
@@ -199,7 +203,7 @@ spec:
 			"guestbook/service.yaml":       service("guestbook-ui"),
 		},
 		head:    map[string]any{"guestbook/deployment.yaml": deployment("guestbook-ui", "guestbook:0.2", "1")},
-		targets: map[string]string{"guestbook": "a kustomization at main"},
+		targets: map[string]string{"guestbook": "argocd: a kustomization at main"},
 		objects: map[string]map[string]drift.Action{"guestbook": {ref("Deployment", "guestbook-ui"): drift.ActionUpdate, ref("Service", "guestbook-ui"): drift.ActionUnchanged}},
 		fields: map[string][]string{"guestbook": {ref("Deployment", "guestbook-ui") +
 			` .spec.template.spec.containers[name="guestbook-ui"].image: "guestbook:0.1" → "guestbook:0.2"`}},
@@ -216,10 +220,43 @@ spec:
 			"plain/README.md":        "# not a manifest\n",
 		},
 		head:    map[string]any{"plain/backend/worker.yaml": service("worker")},
-		targets: map[string]string{"plain": "plain manifests at main (Argo CD reads the directory)"},
+		targets: map[string]string{"plain": "argocd: plain manifests at main (Argo CD reads the directory)"},
 		objects: map[string]map[string]drift.Action{"plain": {
 			ref("Service", "ui"): drift.ActionUnchanged, ref("Service", "api"): drift.ActionUnchanged, ref("Service", "worker"): drift.ActionCreate,
 		}},
+	}, {
+		// argocd-example-apps' sync-waves and helm-hooks (plain directories)
+		// and pre-post-sync (kustomize): hooks, some with a generateName,
+		// which kustomize refuses. Argo CD runs them at sync and never
+		// compares or prunes them: a live hook carrying the instance label
+		// is not a prune either.
+		name: "Argo CD hooks are not compared, built or pruned",
+		reconcilers: argoApp("waves", "{repoURL: 'https://HOST/acme/gitops', path: sync-waves}", "") +
+			argoApp("prepost", "{repoURL: 'https://HOST/acme/gitops', path: pre-post-sync}", ""),
+		live: map[string]string{"argocd-controller": withMeta(inNS(service("backend")), "labels: {app.kubernetes.io/instance: waves}") + "---\n" +
+			inNS("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: upgrade-sql-x7k2p, labels: {app.kubernetes.io/instance: waves}, annotations: {argocd.argoproj.io/hook: PreSync}}\ndata: {a: '1'}\n") + "---\n" +
+			withMeta(inNS(service("web")), "labels: {app.kubernetes.io/instance: prepost}")},
+		base: map[string]any{
+			"sync-waves/manifests.yaml": service("backend") + "---\n" +
+				"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: upgrade-sql-\n  annotations: {argocd.argoproj.io/hook: PreSync}\ndata: {a: '1'}\n",
+			"pre-post-sync/kustomization.yaml": "resources: [web.yaml, hooks.yaml]\n",
+			"pre-post-sync/web.yaml":           service("web"),
+			"pre-post-sync/hooks.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: before\n  annotations: {argocd.argoproj.io/hook: PreSync}\n---\n" +
+				"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: helm-test\n  annotations: {helm.sh/hook: test}\n",
+		},
+		head: map[string]any{
+			"sync-waves/frontend.yaml": service("frontend"),
+			"pre-post-sync/web.yaml":   strings.Replace(service("web"), "port: 80,", "port: 8080,", 1),
+		},
+		targets: map[string]string{"sync-waves": "argocd: plain manifests at main (Argo CD reads the directory)", "pre-post-sync": "argocd: a kustomization at main"},
+		objects: map[string]map[string]drift.Action{
+			"sync-waves":    {ref("Service", "backend"): drift.ActionUnchanged, ref("Service", "frontend"): drift.ActionCreate},
+			"pre-post-sync": {ref("Service", "web"): drift.ActionUpdate},
+		},
+		notes: map[string]string{
+			"sync-waves":    "Argo CD runs hooks at sync instead of comparing them, so they are not compared here: ConfigMap upgrade-sql-*",
+			"pre-post-sync": "so they are not compared here: ConfigMap before, ConfigMap helm-test",
+		},
 	}, {
 		// argocd-example-apps: jsonnet, a chart found by its Chart.yaml, a
 		// helm: block, a plugin and several sources are listed as not
@@ -243,7 +280,7 @@ spec:
 			"helm-values/values.yaml":                "replicaCount: 2\n",
 			"plugin-app/main.ts":                     "// cdk8s v2\n",
 		},
-		targets: map[string]string{"jsonnet-guestbook": "jsonnet at main", "helm-guestbook": "a Helm chart at main"},
+		targets: map[string]string{"jsonnet-guestbook": "argocd: jsonnet at main", "helm-guestbook": "argocd: a Helm chart at main"},
 		notRendered: map[string]string{
 			"Application NS/jsonnet":    "Argo CD evaluates jsonnet (jsonnet-guestbook/guestbook-ui.jsonnet)",
 			"Application NS/chart":      "Argo CD renders it as a Helm chart (Chart.yaml)",
@@ -261,7 +298,7 @@ spec:
 			"service.yaml":       service("root"),
 		},
 		head:    map[string]any{"service.yaml": strings.Replace(service("root"), "port: 80", "port: 8080", 1)},
-		targets: map[string]string{".": "a kustomization at main"},
+		targets: map[string]string{".": "flux: a kustomization at main"},
 		objects: map[string]map[string]drift.Action{".": {ref("Service", "root"): drift.ActionUpdate}},
 	}, {
 		name:        "a kustomization at the repository root, as Argo CD writes it (.)",
@@ -272,7 +309,7 @@ spec:
 			"service.yaml":       service("root"),
 		},
 		head:    map[string]any{"service.yaml": strings.Replace(service("root"), "port: 80", "port: 8080", 1)},
-		targets: map[string]string{".": "a kustomization at main"},
+		targets: map[string]string{".": "argocd: a kustomization at main"},
 		objects: map[string]map[string]drift.Action{".": {ref("Service", "root"): drift.ActionUpdate}},
 	}, {
 		// Environment branches: a GitRepository on ref.branch production. The
@@ -324,7 +361,7 @@ spec:
 			"monitoring/controllers/grafana/service.yaml":          service("grafana"),
 		},
 		head:    map[string]any{"monitoring/controllers/grafana/service.yaml": strings.Replace(service("grafana"), "port: 80", "port: 3000", 1)},
-		targets: map[string]string{"monitoring/controllers": "plain manifests at main (Flux generates the kustomization)"},
+		targets: map[string]string{"monitoring/controllers": "flux: plain manifests at main (Flux generates the kustomization)"},
 		codify:  map[string]string{"monitoring/controllers": "off (a plain directory: its drift is shown, not proposed)"},
 		objects: map[string]map[string]drift.Action{"monitoring/controllers": {
 			ref("Service", "prometheus"): drift.ActionUnchanged, ref("Service", "grafana"): drift.ActionUpdate,
@@ -347,15 +384,15 @@ spec:
 		notes:   map[string]string{"vars": `postBuild variables are not substituted: substitute from 'ConfigMap/absent-required' error`},
 	}, {
 		// flux2-hub-spoke-example: targetNamespace with patches; a
-		// component; the source named with its namespace.
-		name: "Flux targetNamespace with patches and components, the source named with its namespace",
-		reconcilers: gitRepository + strings.Replace(fluxKS("apps", "./apps/production", `  targetNamespace: NS
+		// component; the source in another namespace, named with it.
+		name: "Flux targetNamespace with patches and components, the source in another namespace",
+		reconcilers: strings.Replace(gitRepository, "namespace: NS}", "namespace: SRCNS}", 1) + strings.Replace(fluxKS("apps", "./apps/production", `  targetNamespace: NS
   components: [../../components/monitoring]
   patches:
   - target: {kind: Deployment, name: podinfo}
     patch: |
       - {op: replace, path: /spec/replicas, value: 3}
-`), "name: fleet}", "name: fleet, namespace: NS}", 1),
+`), "name: fleet}", "name: fleet, namespace: SRCNS}", 1),
 		live: map[string]string{"kustomize-controller": withMeta(inNS(strings.Replace(deployment("podinfo", "podinfo:6.5.4", "3"),
 			"metadata: {name: podinfo}", "metadata: {name: podinfo, annotations: {prometheus.io/scrape: 'true'}}", 1)), fluxLabels("apps"))},
 		base: map[string]any{
@@ -365,7 +402,7 @@ spec:
 			"components/monitoring/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncommonAnnotations: {prometheus.io/scrape: 'true'}\n",
 		},
 		head:    map[string]any{"apps/base/podinfo.yaml": deployment("podinfo", "podinfo:6.6.0", "1")},
-		targets: map[string]string{"apps/production": "a kustomization at main"},
+		targets: map[string]string{"apps/production": "flux: a kustomization at main"},
 		objects: map[string]map[string]drift.Action{"apps/production": {ref("Deployment", "podinfo"): drift.ActionUpdate}},
 		fields: map[string][]string{"apps/production": {ref("Deployment", "podinfo") +
 			` .spec.template.spec.containers[name="podinfo"].image: "podinfo:6.5.4" → "podinfo:6.6.0"`}},
@@ -448,7 +485,7 @@ spec: {interval: 1m, bucketName: artifacts, endpoint: minio.example.com}
 				"  source: {repoURL: 'https://HOST/acme/gitops', path: guestbook}\n  destination: {server: 'https://kubernetes.default.svc', namespace: NS}\n  syncPolicy: {automated: {prune: true, selfHeal: true}}\n",
 			"guestbook/service.yaml": strings.Replace(service("guestbook-ui"), "port: 80", "port: 8080", 1),
 		},
-		targets: map[string]string{"apps": "plain manifests at main (Argo CD reads the directory)", "guestbook": "a kustomization at main"},
+		targets: map[string]string{"apps": "argocd: plain manifests at main (Argo CD reads the directory)", "guestbook": "argocd: a kustomization at main"},
 		objects: map[string]map[string]drift.Action{
 			"apps":      {ref("Application", "child-guestbook"): drift.ActionUpdate},
 			"guestbook": {ref("Service", "guestbook-ui"): drift.ActionUpdate},
@@ -478,12 +515,17 @@ func runShape(t *testing.T, c shape) {
 		cfg.Clusters["test"] = cl
 	})
 	ns := w.env.Namespace
-	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns}
+	// SRCNS is a second namespace, for sources named across namespaces.
+	srcNS := ns + "-src"
+	if _, err := w.env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: srcNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns, srcNS}
 	w.cfg.Clusters["test"].Discover.ArgoCDNamespace = ns
 	w.logs.secret("conformance-canary-7731")
 	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
 	host, _, _ := strings.Cut(string(discover.HostOf(w.gh.URL())), ":")
-	subst := func(y string) string { return strings.NewReplacer("NS", ns, "HOST", host).Replace(y) }
+	subst := func(y string) string { return strings.NewReplacer("SRCNS", srcNS, "NS", ns, "HOST", host).Replace(y) }
 	applyStream := func(manager, stream string) {
 		for _, doc := range strings.Split(subst(stream), "\n---\n") {
 			if strings.TrimSpace(strings.TrimPrefix(doc, "---")) == "" {
@@ -658,7 +700,7 @@ func runShape(t *testing.T, c shape) {
 	}
 	sources, codify := map[string]string{}, map[string]string{}
 	for _, tg := range list.Targets {
-		sources[tg.Path], codify[tg.Path] = tg.Source, tg.Codify
+		sources[tg.Path], codify[tg.Path] = tg.Build+": "+tg.Source, tg.Codify
 	}
 	for path, want := range c.targets {
 		if !strings.HasPrefix(sources[path], want) {

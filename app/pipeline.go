@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -449,6 +450,8 @@ type targetWork struct {
 	ignore []drift.IgnoreRule
 	// notes say what the reconciler does that changes what merging means.
 	notes []string
+	// hooks are the Argo CD hooks of the last build: run at sync, not compared.
+	hooks []string
 	// hidden are values substituted from Secrets, never shown.
 	hidden []string
 	// history analyses what restoring earlier state does not restore;
@@ -499,6 +502,7 @@ func (a *App) renderTarget(ctx context.Context, t Target, base, head *render.Tre
 			a.metrics.render(time.Since(start))
 		}
 		w.problems = append(w.problems, b.problems...)
+		w.hooks = b.hooks
 		for k := range b.secretObjects {
 			if w.secretObjects == nil {
 				w.secretObjects = map[string]bool{}
@@ -511,10 +515,27 @@ func (a *App) renderTarget(ctx context.Context, t Target, base, head *render.Tre
 	// is a change of the pull request, not drift.
 	w.in.Base, w.in.HasBase = objects(base), true
 	w.in.Head = objects(head)
+	if len(w.hooks) > 0 {
+		w.notes = append(w.notes, hooksNote(w.hooks))
+	}
 	if t.found != nil && t.found.Flux != nil {
 		w.ignore = fluxIfNotPresent(w.in.Head)
 	}
 	return w
+}
+
+// hooksNote says which Argo CD hooks the head holds: run at sync, not compared.
+func hooksNote(hooks []string) string {
+	const most = 10
+	total := len(hooks)
+	hooks = slices.Sorted(slices.Values(hooks))
+	more := ""
+	if total > most {
+		more = fmt.Sprintf(" and %d more", total-most)
+		hooks = hooks[:most]
+	}
+	return fmt.Sprintf("Argo CD runs hooks at sync instead of comparing them, so they are not compared here: %s%s",
+		strings.Join(hooks, ", "), more)
 }
 
 // targetNotes are what the reconciler does with a target that changes what

@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/go-git/go-git/v5"
+
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
@@ -26,7 +28,8 @@ import (
 // TestPublicRepository runs serve's pull-request flow on a clone of a public
 // GitOps repository, as docs/conformance.md records: the reconciler objects
 // (and the ConfigMaps and Secrets of their variables) of the files
-// DRIFTBACK_PUBLIC_OBJECTS names (comma-separated, read at the head) are applied to the test cluster with their GitRepository and
+// DRIFTBACK_PUBLIC_OBJECTS names (comma-separated, read at the head; an
+// absolute path is read from disk, for objects the repository generates) are applied to the test cluster with their GitRepository and
 // Application URLs pointed at the GitHub fake, the clone's history is pushed
 // to the test git server, and a pull request from DRIFTBACK_PUBLIC_BASE to
 // DRIFTBACK_PUBLIC_HEAD is compared. It prints what `targets` says and the
@@ -37,6 +40,11 @@ import (
 //	DRIFTBACK_PUBLIC_HEAD=b846650 DRIFTBACK_PUBLIC_OBJECTS=hub/staging.yaml DRIFTBACK_PUBLIC_BOOTSTRAP=./hub \
 //	go test -run TestPublicRepository -v ./app
 //
+// DRIFTBACK_PUBLIC_BRANCH is the branch the pull request merges into and the
+// reconciler objects follow (default main; argocd-example-apps' follow master).
+// DRIFTBACK_PUBLIC_SYNC=1 first applies each target's build at the base as
+// its reconciler would (with its tracking labels), so the pull request is
+// compared with a cluster that runs the base.
 // DRIFTBACK_PUBLIC_BOOTSTRAP adds what `flux bootstrap` creates for a
 // cluster directory: the flux-system GitRepository and Kustomization.
 func TestPublicRepository(t *testing.T) {
@@ -45,6 +53,10 @@ func TestPublicRepository(t *testing.T) {
 		t.Skip("DRIFTBACK_PUBLIC_REPO names no clone of a public repository (see docs/conformance.md)")
 	}
 	base, head := os.Getenv("DRIFTBACK_PUBLIC_BASE"), os.Getenv("DRIFTBACK_PUBLIC_HEAD")
+	branch := os.Getenv("DRIFTBACK_PUBLIC_BRANCH")
+	if branch == "" {
+		branch = "main"
+	}
 	w := newWorld(t, func(cfg *Config) {
 		cfg.Targets = nil
 		cl := cfg.Clusters["test"]
@@ -65,10 +77,10 @@ func TestPublicRepository(t *testing.T) {
 	}
 	base, head = git("rev-parse", base), git("rev-parse", head)
 	remote := strings.Replace(w.git.HTTPAddress(), "://", "://x-access-token:"+w.gh.Token(instID)+"@", 1) + "/" + fullName + ".git"
-	if out, err := exec.Command("git", "-C", dir, "push", "-q", "--force", remote, base+":refs/heads/main", head+":refs/pull/1/head").CombinedOutput(); err != nil {
+	if out, err := exec.Command("git", "-C", dir, "push", "-q", "--force", remote, base+":refs/heads/main", base+":refs/heads/"+branch, head+":refs/pull/1/head").CombinedOutput(); err != nil {
 		t.Fatalf("push: %v\n%s", err, out)
 	}
-	w.gh.SetPull(fullName, githubfake.Pull{Number: 1, Title: "public", User: "dev", HeadSHA: head, BaseSHA: base, BaseRef: "main", HeadRef: "change"})
+	w.gh.SetPull(fullName, githubfake.Pull{Number: 1, Title: "public", User: "dev", HeadSHA: head, BaseSHA: base, BaseRef: branch, HeadRef: "change"})
 
 	// The reconciler objects, pointed at the fake.
 	repo, err := render.OpenRepository(dir)
@@ -85,6 +97,11 @@ func TestPublicRepository(t *testing.T) {
 			continue
 		}
 		b, err := tree.ReadFile(f)
+		if filepath.IsAbs(f) {
+			// Objects the repository generates (a Helm app of apps), as
+			// its reconciler would apply them.
+			b, err = os.ReadFile(f)
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -129,7 +146,7 @@ func TestPublicRepository(t *testing.T) {
 		for _, y := range []string{
 			"apiVersion: v1\nkind: Namespace\nmetadata: {name: flux-system}\n",
 			"apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: flux-system, namespace: flux-system}\n" +
-				"spec: {interval: 1m, url: 'https://" + host + "/" + fullName + "', ref: {branch: main}}\n",
+				"spec: {interval: 1m, url: 'https://" + host + "/" + fullName + "', ref: {branch: " + branch + "}}\n",
 			"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: flux-system, namespace: flux-system}\n" +
 				"spec: {interval: 10m, path: '" + path + "', prune: true, sourceRef: {kind: GitRepository, name: flux-system}}\n",
 		} {
@@ -148,6 +165,9 @@ func TestPublicRepository(t *testing.T) {
 	w.srv.App.targets.waitSynced(ctx, e2eWait)
 	ts, skipped := w.srv.App.targetsOf(fullName)
 	t.Logf("discovered for %s: %d targets, %d not rendered", fullName, len(ts), len(skipped))
+	if os.Getenv("DRIFTBACK_PUBLIC_SYNC") != "" {
+		syncAt(t, w, repo, base, ts)
+	}
 	if code := w.deliver("pull_request", "d-public", prPayload("opened", 1, head)); code != http.StatusAccepted {
 		t.Fatalf("delivery: %d", code)
 	}
@@ -190,5 +210,51 @@ func TestPublicRepository(t *testing.T) {
 	}
 	for _, n := range rep.NotRendered {
 		t.Logf("not rendered on the pull request: %s (%s): %s", n.Source, n.Path, n.Reason)
+	}
+}
+
+// syncAt applies each target's build at the commit rev as its reconciler
+// would: Flux's build carries its owner labels; Argo CD's objects get the
+// instance label it tracks with. An object the cluster cannot take (a kind it
+// does not serve) is counted and skipped.
+func syncAt(t *testing.T, w *world, repo *git.Repository, rev string, ts []Target) {
+	t.Helper()
+	tree, err := render.GitTree(repo, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := kubetest.NewApplier(w.env.Setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tg := range ts {
+		b := buildTarget(ctx, render.New(render.DefaultOptions()), tree, tg, fluxVars{})
+		manager := "kustomize-controller"
+		applied, failed := 0, 0
+		for _, o := range b.objs {
+			if f := tg.found; f != nil && f.Reconciler == discover.ReconcilerArgoCD {
+				manager = "argocd-controller"
+				labels := o.GetLabels()
+				if labels == nil {
+					labels = map[string]string{}
+				}
+				labels["app.kubernetes.io/instance"] = f.Tracking.ArgoCDApp
+				o.SetLabels(labels)
+			}
+			if ns := o.GetNamespace(); ns != "" {
+				_, err := w.env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+				if err != nil && !apierrors.IsAlreadyExists(err) {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Apply(manager, o); err != nil {
+				failed++
+				t.Logf("sync %s: %v", tg.Path, err)
+				continue
+			}
+			applied++
+		}
+		t.Logf("synced %s at %s: %d objects applied, %d refused; problems %v", tg.Path, shortSHA(rev), applied, failed, b.problems)
 	}
 }

@@ -22,12 +22,14 @@ type ReconcilerBuild struct {
 	vars   fluxVars
 	// hidden are the objects whose source uses a Secret's variable.
 	hidden map[string]bool
+	// hooks are the Argo CD hooks of the last tree built (the head's).
+	hooks []string
 }
 
 // NewFluxBuild builds ks. With c, its substituteFrom ConfigMaps and Secrets
 // are read through it, as kustomize-controller reads them; without, only its
 // inline substitute is known, and a Kustomization that reads more is not
-// substituted (Note says so).
+// substituted (Notes says so).
 func NewFluxBuild(ctx context.Context, ks *unstructured.Unstructured, c client.Client) *ReconcilerBuild {
 	f := &discover.Found{Reconciler: discover.ReconcilerFlux, Object: fmt.Sprintf("Kustomization %s/%s", ks.GetNamespace(), ks.GetName()),
 		Namespace: ks.GetNamespace(), Name: ks.GetName(), Flux: ks, Prune: true,
@@ -70,8 +72,18 @@ const localHost discover.Host = "repository.local"
 // Path is the directory the Kustomization builds.
 func (b *ReconcilerBuild) Path() string { return b.target.Path }
 
-// Note says what the build could not do, or "".
-func (b *ReconcilerBuild) Note() string { return b.vars.note }
+// Notes say what the build could not do, and what the reconciler does
+// that is not compared (Argo CD's hooks in the last tree built).
+func (b *ReconcilerBuild) Notes() []string {
+	var out []string
+	if b.vars.note != "" {
+		out = append(out, b.vars.note)
+	}
+	if len(b.hooks) > 0 {
+		out = append(out, hooksNote(b.hooks))
+	}
+	return out
+}
 
 // Tracking finds what the reconciler applied, for prune.
 func (b *ReconcilerBuild) Tracking() drift.Tracking { return b.target.found.Tracking }
@@ -88,6 +100,7 @@ func (b *ReconcilerBuild) Objects(ctx context.Context, r *render.Renderer, tree 
 		built.problems[i] = hideIn(p, b.vars.Hidden)
 	}
 	b.secret(built.secretObjects)
+	b.hooks = built.hooks
 	return built.objs, built.problems
 }
 

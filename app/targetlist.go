@@ -88,7 +88,7 @@ func ListTargets(ctx context.Context, cfg *Config) (*TargetList, error) {
 			switch {
 			case f.Flux != nil:
 				info.Build = "flux"
-			case f.Kustomize != nil:
+			case f.Reconciler == discover.ReconcilerArgoCD:
 				info.Build = "argocd"
 			}
 			if ok, why := writeBackable(t); !ok {

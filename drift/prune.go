@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/driftback/driftback/internal/argocd"
 )
 
 // Tracking says how the reconciler marks the live objects it owns; a sync
@@ -109,6 +111,9 @@ func (c *comparer) prunes(base []*unstructured.Unstructured, inHead map[string]b
 		k := RefOf(l).Key()
 		if inHead[k] || len(l.GetOwnerReferences()) > 0 {
 			continue
+		}
+		if c.opts.Tracking.ArgoCDApp != "" && argocd.IsHook(l.GetAnnotations()) {
+			continue // Argo CD deletes its hooks by their delete policy, never by pruning
 		}
 		maskSecret(l)
 		candidates[k] = l

@@ -91,3 +91,55 @@ func TestArgoCDDirectoryRendersAsArgoCDReadsIt(t *testing.T) {
 		t.Errorf("a jsonnet folder: %v", err)
 	}
 }
+
+// TestArgoCDHooksAreLeftOut: Argo CD runs hooks at sync and never applies
+// objects marked Skip, so neither is part of what a Directory source renders;
+// a hook with a generateName (which kustomize refuses) renders too. A Helm
+// crd-install hook is an ordinary object to Argo CD.
+func TestArgoCDHooksAreLeftOut(t *testing.T) {
+	dir := t.TempDir()
+	hook := func(name, annotations string) string {
+		return "apiVersion: batch/v1\nkind: Job\nmetadata:\n  " + name + "\n  annotations: {" + annotations + "}\nspec:\n  template:\n    spec: {restartPolicy: Never, containers: [{name: x, image: x}]}\n"
+	}
+	writeFiles(t, dir, map[string]any{
+		"hooks/app.yaml": cm("app") + "---\n" + hook("generateName: upgrade-sql-", "argocd.argoproj.io/hook: PreSync") +
+			"---\n" + hook("name: skipped", "argocd.argoproj.io/hook: Skip"),
+		"hooks/helm.yaml":  hook("name: helm-test", "helm.sh/hook: test") + "---\n" + cm("crd") + "  annotations: {helm.sh/hook: crd-install}\n",
+		"hooks/only.json":  `{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "post", "annotations": {"argocd.argoproj.io/hook": "PostSync"}}, "spec": {}}`,
+		"hooks/plain.yaml": hook("name: migrate", "team: db"),
+	})
+	tree, err := render.DirTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := render.ArgoCDDirectoryTree(tree, "hooks", render.ArgoCDDirectory{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := render.New(render.DefaultOptions()).RenderWith(context.Background(), at, []string{"hooks"}, render.BuildOptions{WithoutArgoCDHooks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := res.Overlays[0]
+	objs, err := o.Objects()
+	if err != nil || o.Err() != nil {
+		t.Fatal(err, o.Err())
+	}
+	var names []string
+	for _, obj := range objs {
+		names = append(names, obj.GetKind()+" "+obj.GetName())
+	}
+	sort.Strings(names)
+	sort.Strings(o.Hooks)
+	if diff := cmp.Diff([]string{"ConfigMap app", "ConfigMap crd", "Job migrate"}, names); diff != "" {
+		t.Errorf("objects (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Job helm-test", "Job post", "Job skipped", "Job upgrade-sql-*"}, o.Hooks); diff != "" {
+		t.Errorf("hooks (-want +got):\n%s", diff)
+	}
+	// Without the option, kustomize refuses the nameless hook, as before.
+	res, err = render.New(render.DefaultOptions()).Render(context.Background(), at, []string{"hooks"})
+	if err != nil || res.Overlays[0].Err() == nil {
+		t.Errorf("a nameless object rendered without the option: %v", err)
+	}
+}

@@ -56,14 +56,17 @@ func (c *Cache) Len() int {
 	return len(c.entries)
 }
 
-func cacheKey(t *Tree, c *closure, origins, anywhere bool) (string, error) {
+func cacheKey(t *Tree, c *closure, origins bool, b BuildOptions) (string, error) {
 	h := sha256.New()
 	h.Write([]byte(cacheSalt))
 	if origins {
 		h.Write([]byte("origins\n"))
 	}
-	if anywhere {
+	if b.LoadAnywhere {
 		h.Write([]byte("load-anywhere\n"))
+	}
+	if b.WithoutArgoCDHooks {
+		h.Write([]byte("without-argocd-hooks\n"))
 	}
 	h.Write([]byte(c.overlay + "\n"))
 	for _, f := range c.files {

@@ -42,8 +42,8 @@ type childRequest struct {
 	Overlays  []string
 	MaxOutput int64
 	Origins   bool
-	// Anywhere are the overlays built with LoadRestrictionsNone.
-	Anywhere map[string]bool
+	// Build holds the overlays' build options other than the defaults.
+	Build map[string]BuildOptions
 }
 
 // childReply is sent once per overlay, in order, on the child's standard output.
@@ -52,6 +52,7 @@ type childReply struct {
 	YAML    []byte
 	Origins []Origin
 	Problem *Problem
+	Hooks   []string
 }
 
 // ServeChild turns the process into a render child when it was started as one,
@@ -91,7 +92,7 @@ func runChild(in io.Reader, out io.Writer) int {
 				return 1
 			}
 		}
-		reply, panicked := build(fs, o, req.MaxOutput, req.Origins, req.Anywhere[o])
+		reply, panicked := build(fs, o, req.MaxOutput, req.Origins, req.Build[o])
 		if err := enc.Encode(reply); err != nil {
 			fmt.Fprintln(os.Stderr, "render child: write reply:", err)
 			return 1
@@ -166,7 +167,7 @@ func limitCPU(seconds int) error {
 // build runs kustomize on one overlay. With origins, origin annotations are
 // switched on so every object can say where it came from, then stripped so the
 // output is still what `kubectl kustomize` prints.
-func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins, anywhere bool) (reply childReply, panicked bool) {
+func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins bool, b BuildOptions) (reply childReply, panicked bool) {
 	reply.Overlay = overlay
 	defer func() {
 		if r := recover(); r != nil {
@@ -176,6 +177,13 @@ func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins, 
 		}
 	}()
 	dir := path.Join("/", overlay) // "/" for the repository root
+	if b.WithoutArgoCDHooks {
+		var err error
+		if reply.Hooks, err = dropArgoCDHooks(fs, dir); err != nil {
+			reply.Problem = &Problem{Overlay: overlay, Reason: ReasonInvalid, Message: err.Error()}
+			return reply, false
+		}
+	}
 	keep := true
 	if withOrigins {
 		var err error
@@ -186,7 +194,7 @@ func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins, 
 	}
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
-	if anywhere {
+	if b.LoadAnywhere {
 		// The in-memory file system holds the repository and nothing else.
 		opts.LoadRestrictions = types.LoadRestrictionsNone
 	}

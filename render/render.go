@@ -85,6 +85,9 @@ type Overlay struct {
 	Origins []Origin
 	// Problems is empty when the overlay rendered.
 	Problems []*Problem
+	// Hooks names the Argo CD hooks left out ("Kind name", or "Kind
+	// generateName*"), with BuildOptions.WithoutArgoCDHooks.
+	Hooks []string
 	// Cached is true when the render came from the cache.
 	Cached bool
 }
@@ -253,6 +256,11 @@ type BuildOptions struct {
 	// kustomize-controller does (kustomize's LoadRestrictionsNone). Nothing
 	// outside the repository is ever readable.
 	LoadAnywhere bool
+	// WithoutArgoCDHooks leaves Argo CD's hooks (internal/argocd.IsHook) out of the
+	// overlay's resource files before kustomize reads them, as Argo CD
+	// leaves them out of what it compares and prunes: it runs them at sync.
+	// A hook may have no name (generateName), which kustomize refuses.
+	WithoutArgoCDHooks bool
 }
 
 // RenderWith is Render with build options.
@@ -268,7 +276,7 @@ func (r *Renderer) RenderWith(ctx context.Context, t *Tree, overlays []string, b
 			out.Problems = c.problems
 			continue
 		}
-		key, err := cacheKey(t, c, r.opts.Origins, b.LoadAnywhere)
+		key, err := cacheKey(t, c, r.opts.Origins, b)
 		if err != nil {
 			out.Problems = []*Problem{{Overlay: o, Reason: ReasonInvalid, Message: err.Error()}}
 			continue
@@ -282,7 +290,7 @@ func (r *Renderer) RenderWith(ctx context.Context, t *Tree, overlays []string, b
 			out.Problems = []*Problem{p}
 			continue
 		}
-		jobs = append(jobs, &job{overlay: out, closure: c, key: key, anywhere: b.LoadAnywhere})
+		jobs = append(jobs, &job{overlay: out, closure: c, key: key, build: b})
 	}
 	if err := r.run(ctx, t, jobs); err != nil {
 		return nil, err

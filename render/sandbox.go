@@ -22,8 +22,7 @@ type job struct {
 	overlay *Overlay
 	closure *closure
 	key     string
-	// anywhere builds with LoadRestrictionsNone (BuildOptions.LoadAnywhere).
-	anywhere bool
+	build   BuildOptions
 }
 
 // run renders jobs in up to Parallelism children at once. krusty keeps global
@@ -76,11 +75,11 @@ func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, err
 	req := childRequest{Files: map[string][]byte{}, MaxOutput: lim.MaxOutput, Origins: r.opts.Origins}
 	for _, j := range jobs {
 		req.Overlays = append(req.Overlays, j.overlay.Path)
-		if j.anywhere {
-			if req.Anywhere == nil {
-				req.Anywhere = map[string]bool{}
+		if j.build != (BuildOptions{}) {
+			if req.Build == nil {
+				req.Build = map[string]BuildOptions{}
 			}
-			req.Anywhere[j.overlay.Path] = true
+			req.Build[j.overlay.Path] = j.build
 		}
 		for _, f := range j.closure.files {
 			if _, ok := req.Files[f]; ok {
@@ -207,6 +206,7 @@ func finish(t *Tree, j *job, rep childReply) {
 	}
 	o.YAML = rep.YAML
 	o.Origins = rep.Origins
+	o.Hooks = rep.Hooks
 }
 
 // blameFile picks the file a kustomize message is about: for a plugin error the

@@ -395,9 +395,7 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 		}
 		switch {
 		case recon != nil && overlays[i] == recon.Path():
-			if n := recon.Note(); n != "" {
-				t.Notes = append(t.Notes, n)
-			}
+			t.Notes = append(t.Notes, recon.Notes()...)
 			recon.Hide(t)
 		case unsubstituted(inputs[i].Head):
 			t.Notes = append(t.Notes, "values hold ${…} as written: Flux's postBuild substitutes them; give --flux-kustomization NAMESPACE/NAME with --kubeconfig, or --flux-kustomization-file, to build as Flux does")
