@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/driftback/driftback/app/repos"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
@@ -32,7 +33,7 @@ import (
 type App struct {
 	cfg      *Config
 	clients  *Clients
-	cache    *RepoCache
+	cache    *repos.Cache
 	renderer *render.Renderer
 	log      *slog.Logger
 	now      func() time.Time
@@ -81,7 +82,7 @@ type clusterConn struct {
 }
 
 // NewApp wires the pull-request flow.
-func NewApp(cfg *Config, clients *Clients, cache *RepoCache, log *slog.Logger) *App {
+func NewApp(cfg *Config, clients *Clients, cache *repos.Cache, log *slog.Logger) *App {
 	return &App{
 		cfg: cfg, clients: clients, cache: cache, log: log, now: time.Now,
 		renderer:   render.New(render.DefaultOptions()),

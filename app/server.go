@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/golang-jwt/jwt/v4"
+
+	"github.com/driftback/driftback/app/repos"
 )
 
 // Server is driftback serving webhooks.
@@ -69,7 +71,7 @@ func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Log
 			return nil, err
 		}
 	}
-	cache, err := NewRepoCache(dir, cfg.Server.CacheMaxBytes)
+	cache, err := repos.New(dir, cfg.Server.CacheMaxBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -3,14 +3,13 @@ package app
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/driftback/driftback/app/repos"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
@@ -121,14 +120,9 @@ func ListTargets(ctx context.Context, cfg *Config) (*TargetList, error) {
 // at the head of a branch: never fetched, nil when the cache does not have it.
 func cachedTrees(dir string) func(repo, branch string) (*render.Tree, string) {
 	return func(repo, branch string) (*render.Tree, string) {
-		if dir == "" {
+		r := repos.Open(dir, repo)
+		if r == nil {
 			return nil, ""
-		}
-		r, err := git.PlainOpen(filepath.Join(dir, filepath.FromSlash(strings.ToLower(repo))+".git"))
-		if err != nil {
-			if r, err = git.PlainOpen(filepath.Join(dir, filepath.FromSlash(repo)+".git")); err != nil {
-				return nil, ""
-			}
 		}
 		if branch == "" {
 			// The default branch is the one the cache keeps, when it

@@ -1,4 +1,4 @@
-package app
+package repos
 
 import (
 	"context"
@@ -11,20 +11,20 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 )
 
-// TestRepoCacheConcurrentAndBounded proves concurrent jobs share one clone and
+// TestCacheConcurrentAndBounded proves concurrent jobs share one clone and
 // fetch only when a commit is missing, and that the cache removes the least
 // recently used clone to stay within its size.
-func TestRepoCacheConcurrentAndBounded(t *testing.T) {
-	w := newWorld(t, nil)
-	base := w.commit(plumbing.ZeroHash, baseFiles)
-	head := w.commit(base, withReplicas(3))
+func TestCacheConcurrentAndBounded(t *testing.T) {
+	w := newServer(t)
+	base := w.commit(plumbing.ZeroHash, map[string]string{"deploy/prod/kustomization.yaml": "resources: []\n"})
+	head := w.commit(base, map[string]string{"deploy/prod/kustomization.yaml": "resources: [a.yaml]\n"})
 	w.push(map[string]plumbing.Hash{"refs/heads/main": base, "refs/pull/1/head": head})
-	url := w.git.HTTPAddress() + "/" + fullName + ".git"
-	cache, err := NewRepoCache(t.TempDir(), 1<<30)
+	url := w.url
+	cache, err := New(t.TempDir(), 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := w.gh.Token(instID)
+	token := testToken
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
@@ -57,7 +57,7 @@ func TestRepoCacheConcurrentAndBounded(t *testing.T) {
 
 	// A clone larger than the whole cache is an error naming the setting,
 	// and it leaves the disk once released.
-	tiny, err := NewRepoCache(t.TempDir(), 1)
+	tiny, err := New(t.TempDir(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestRepoCacheConcurrentAndBounded(t *testing.T) {
 
 	// Bounded: a cache that holds one clone keeps the one in use and evicts
 	// the other once it is released, never while it is read.
-	one, err := NewRepoCache(t.TempDir(), 1<<30)
+	one, err := New(t.TempDir(), 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestRepoCacheConcurrentAndBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	small, err := NewRepoCache(t.TempDir(), one.repos["acme/probe"].size*3/2)
+	small, err := New(t.TempDir(), one.repos["acme/probe"].size*3/2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,20 +109,20 @@ func TestRepoCacheConcurrentAndBounded(t *testing.T) {
 // leave the cached clone and, after a repack, so do the commits only it had.
 func TestClosedPullRequestsLeaveTheCache(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, nil)
-	base := w.commit(plumbing.ZeroHash, baseFiles)
+	w := newServer(t)
+	base := w.commit(plumbing.ZeroHash, map[string]string{"deploy/prod/kustomization.yaml": "resources: []\n"})
 	noise := make([]byte, 2<<20)
 	if _, err := rand.Read(noise); err != nil {
 		t.Fatal(err)
 	}
-	head := w.commit(base, map[string]any{"deploy/prod/blob.bin": string(noise)}) // 2 MiB that does not compress
+	head := w.commit(base, map[string]string{"deploy/prod/blob.bin": string(noise)}) // 2 MiB that does not compress
 	w.push(map[string]plumbing.Hash{"refs/heads/main": base, "refs/pull/9/head": head})
-	url := w.git.HTTPAddress() + "/" + fullName + ".git"
-	cache, err := NewRepoCache(t.TempDir(), 1<<30)
+	url := w.url
+	cache, err := New(t.TempDir(), 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, release, err := cache.Fetch(context.Background(), fullName, url, w.gh.Token(instID), []string{"refs/heads/main", "refs/pull/9/head"}, []string{base.String(), head.String()})
+	_, release, err := cache.Fetch(context.Background(), fullName, url, testToken, []string{"refs/heads/main", "refs/pull/9/head"}, []string{base.String(), head.String()})
 	if err != nil {
 		t.Fatal(err)
 	}

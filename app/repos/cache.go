@@ -1,4 +1,7 @@
-package app
+// Package repos keeps the local clones of the repositories driftback serves:
+// one bare clone per repository, fetched only for the commits a job needs,
+// read by many jobs at once and kept under a size bound.
+package repos
 
 import (
 	"context"
@@ -20,11 +23,11 @@ import (
 	"github.com/driftback/driftback/render"
 )
 
-// RepoCache keeps one bare clone per repository on local disk and fetches into
+// Cache keeps one bare clone per repository on local disk and fetches into
 // it only the refs a job needs, when it does not have their commits yet. Jobs
 // on one repository read it together; a fetch waits for them. The cache stays
 // under a size bound by removing the least recently used clones.
-type RepoCache struct {
+type Cache struct {
 	dir string
 	max int64
 
@@ -36,7 +39,7 @@ type cachedRepo struct {
 	lock sync.RWMutex
 	path string
 	repo *git.Repository
-	// Guarded by RepoCache.mu:
+	// Guarded by Cache.mu:
 	lastUsed time.Time
 	size     int64
 	users    int // jobs between entry and release; never evicted while > 0
@@ -44,18 +47,18 @@ type cachedRepo struct {
 	oversize bool
 }
 
-// NewRepoCache keeps clones under dir, at most maxBytes in all.
-func NewRepoCache(dir string, maxBytes int64) (*RepoCache, error) {
+// New keeps clones under dir, at most maxBytes in all.
+func New(dir string, maxBytes int64) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &RepoCache{dir: dir, max: maxBytes, repos: map[string]*cachedRepo{}}, nil
+	return &Cache{dir: dir, max: maxBytes, repos: map[string]*cachedRepo{}}, nil
 }
 
 // Fetch makes sure the clone of fullName has every commit of want, fetching
 // refs from cloneURL with the installation token when it does not. It returns
 // the repository, to read until release is called.
-func (c *RepoCache) Fetch(ctx context.Context, fullName, cloneURL, token string, refs []string, want []string) (*git.Repository, func(), error) {
+func (c *Cache) Fetch(ctx context.Context, fullName, cloneURL, token string, refs []string, want []string) (*git.Repository, func(), error) {
 	cr, err := c.entry(fullName) // counts this job as a user
 	if err != nil {
 		return nil, nil, err
@@ -114,7 +117,7 @@ func (c *RepoCache) Fetch(ctx context.Context, fullName, cloneURL, token string,
 
 // ForgetPull drops a closed pull request's refs from the clone of fullName
 // and repacks it, so the commits only that pull request had leave the disk.
-func (c *RepoCache) ForgetPull(fullName string, number int) error {
+func (c *Cache) ForgetPull(fullName string, number int) error {
 	c.mu.Lock()
 	cr, ok := c.repos[fullName]
 	if ok {
@@ -164,14 +167,14 @@ func (c *RepoCache) ForgetPull(fullName string, number int) error {
 	return nil
 }
 
-func (c *RepoCache) entry(fullName string) (*cachedRepo, error) {
+func (c *Cache) entry(fullName string) (*cachedRepo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cr, ok := c.repos[fullName]; ok {
 		cr.users++
 		return cr, nil
 	}
-	path := filepath.Join(c.dir, filepath.FromSlash(fullName)+".git")
+	path := clonePath(c.dir, fullName)
 	repo, err := git.PlainOpen(path)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		repo, err = git.PlainInit(path, true)
@@ -185,7 +188,7 @@ func (c *RepoCache) entry(fullName string) (*cachedRepo, error) {
 }
 
 // touch marks a clone used now and records its size when size >= 0.
-func (c *RepoCache) touch(cr *cachedRepo, size int64) {
+func (c *Cache) touch(cr *cachedRepo, size int64) {
 	c.mu.Lock()
 	cr.lastUsed = time.Now()
 	if size >= 0 {
@@ -196,7 +199,7 @@ func (c *RepoCache) touch(cr *cachedRepo, size int64) {
 
 // evict removes least recently used clones that no job uses until the cache
 // fits.
-func (c *RepoCache) evict() {
+func (c *Cache) evict() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var total int64
@@ -285,4 +288,24 @@ func dirSize(path string) int64 {
 		return nil
 	})
 	return n
+}
+
+// clonePath is where the cache under dir keeps fullName's clone.
+func clonePath(dir, fullName string) string {
+	return filepath.Join(dir, filepath.FromSlash(fullName)+".git")
+}
+
+// Open opens, read-only and without fetching, the clone of fullName that a
+// cache under dir keeps, as another process left it; nil when there is none.
+// The name is matched in lower case, else as GitHub spells it.
+func Open(dir, fullName string) *git.Repository {
+	if dir == "" {
+		return nil
+	}
+	for _, name := range []string{strings.ToLower(fullName), fullName} {
+		if r, err := git.PlainOpen(clonePath(dir, name)); err == nil {
+			return r
+		}
+	}
+	return nil
 }
