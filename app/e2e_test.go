@@ -20,6 +20,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
+	"github.com/driftback/driftback/internal/gittest"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -930,4 +931,34 @@ func TestAComparisonThatIsNotWholeIsNeverASuccess(t *testing.T) {
 	if body := w.gh.Comments(fullName, 13)[0].Body; !strings.Contains(body, "ConfigMap/"+w.env.Namespace+"/settings") || !strings.Contains(body, "predict apply") {
 		t.Errorf("the comment does not say which object was not compared:\n%s", body)
 	}
+}
+
+// TestACommitTooLargeToCompare: a pull request whose head is a few kilobytes
+// of trees naming each other (a quarter of a million paths) is refused at the
+// bound: the required check fails saying it is too large to compare, the
+// comment says why, and the next pull request is compared as usual.
+func TestACommitTooLargeToCompare(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	w.liveProd()
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	bomb, err := gittest.Bomb(w.local, base, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.openPR(31, base, bomb, nil)
+	w.deliver("pull_request", "d-bomb", prPayload("opened", 31, bomb.String()))
+	runs := w.waitChecks(bomb.String(), 1)
+	wantAggregate(t, runs, "failure")
+	if r := findRun(t, runs, AggregateCheckName); r.Title != "Too large to compare" || !strings.Contains(r.Summary, "more than 250000 files and directories") {
+		t.Errorf("the required check: %q %q", r.Title, r.Summary)
+	}
+	if c := w.gh.Comments(fullName, 31); len(c) != 1 || !strings.Contains(c[0].Body, "is too large to compare") {
+		t.Errorf("comments: %+v", c)
+	}
+
+	head := w.commit(base, withReplicas(4))
+	w.openPR(32, base, head, nil)
+	w.deliver("pull_request", "d-after", prPayload("opened", 32, head.String()))
+	wantAggregate(t, w.waitChecks(head.String(), 2), "success")
 }

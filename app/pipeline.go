@@ -923,7 +923,24 @@ func (a *App) errorComment(ctx context.Context, req prRequest, cause error) {
 	if err == nil {
 		err = publishComment(ctx, gh, bot, req.owner, req.repo, req.number, []string{body})
 	}
+	var tooLarge *render.TooLargeError
+	if err == nil && errors.As(cause, &tooLarge) {
+		// Nothing of the pull request was compared: the required check
+		// says so, and fails, rather than waiting for a run that never comes.
+		err = a.publishTooLarge(ctx, gh, req, tooLarge)
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		a.log.Error("could not report the failure on the pull request", "err", err)
 	}
+}
+
+// publishTooLarge sets the required check of a pull request whose commit is
+// too large to compare to a failure that says so.
+func (a *App) publishTooLarge(ctx context.Context, gh *github.Client, req prRequest, cause *render.TooLargeError) error {
+	existing, err := listCheckRuns(ctx, gh, a.cfg.GitHub.AppID, req.owner, req.repo, req.sha)
+	if err != nil {
+		return err
+	}
+	check := CheckResult{Name: AggregateCheckName, Conclusion: "failure", Title: "Too large to compare", Summary: report.TooLargeSummary(cause.Error())}
+	return publishCheck(ctx, gh, req.owner, req.repo, req.sha, existing[check.Name], check)
 }

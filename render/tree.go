@@ -124,8 +124,32 @@ func RepoLock(repo *git.Repository) *sync.Mutex {
 // ForgetRepo drops the lock of a repository that is no longer read.
 func ForgetRepo(repo *git.Repository) { repoLocks.Delete(repo) }
 
+// MaxTreeEntries bounds the files and directories a commit's tree may hold
+// (each path counted once per place it appears). GitOps repositories hold
+// thousands; a commit whose trees name each other can expand to millions.
+const MaxTreeEntries = 250_000
+
+// TooLargeError is a commit whose tree holds more than MaxTreeEntries
+// entries: it is not compared.
+type TooLargeError struct {
+	Commit  string
+	Entries int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("commit %s is too large to compare: its tree holds more than %d files and directories", shortHash(e.Commit), e.Entries)
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
 // GitTree reads the tree of rev (a branch, tag, SHA or any revision go-git
-// resolves) from the repository's object store, without a checkout.
+// resolves) from the repository's object store, without a checkout. A tree
+// over MaxTreeEntries is a *TooLargeError.
 func GitTree(repo *git.Repository, rev string) (*Tree, error) {
 	lock := RepoLock(repo)
 	lock.Lock()
@@ -145,6 +169,7 @@ func GitTree(repo *git.Repository, rev string) (*Tree, error) {
 	t := newTree(h.String())
 	walker := object.NewTreeWalker(root, true, nil)
 	defer walker.Close()
+	entries := 0
 	for {
 		name, entry, err := walker.Next()
 		if errors.Is(err, io.EOF) {
@@ -152,6 +177,11 @@ func GitTree(repo *git.Repository, rev string) (*Tree, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("commit %s: walk tree: %w", h, err)
+		}
+		// A few kilobytes of trees that name each other expand to millions
+		// of paths: stop at the bound, before the memory and time go.
+		if entries++; entries > MaxTreeEntries {
+			return nil, &TooLargeError{Commit: h.String(), Entries: MaxTreeEntries}
 		}
 		switch entry.Mode {
 		case filemode.Regular, filemode.Executable, filemode.Deprecated:

@@ -86,6 +86,12 @@ func ErrorComment(cause error, sha string, at time.Time) string {
 		text(cause.Error()), Footer(sha, at))
 }
 
+// TooLargeSummary is the required check's summary for a pull request whose
+// commit is too large to compare.
+func TooLargeSummary(cause string) string {
+	return text(cause) + "\n\nNothing of this pull request was compared. A commit this large is refused so that no pull request can exhaust the server; if it is real, split it."
+}
+
 // Footer ends a comment with the head it describes and when.
 func Footer(sha string, at time.Time) string {
 	return fmt.Sprintf("---\n<sub>driftback · head %s · %s</sub>\n", html(short(sha)), at.UTC().Format("2006-01-02 15:04:05 UTC"))
