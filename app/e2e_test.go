@@ -533,8 +533,8 @@ func TestPushRefreshesDesiredState(t *testing.T) {
 		t.Fatalf("push: %d", code)
 	}
 	w.waitIdle()
-	if w.uploads.Load() != 1 {
-		t.Errorf("%d fetches after a push, want 1", w.uploads.Load())
+	if w.git.Uploads() != 1 {
+		t.Errorf("%d fetches after a push, want 1", w.git.Uploads())
 	}
 	other := *ev
 	other.Ref = github.String("refs/heads/feature")

@@ -14,17 +14,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluxcd/pkg/gittestserver"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/google/go-github/v60/github"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/internal/githubfake"
+	"github.com/driftback/driftback/internal/gittest"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -41,7 +40,7 @@ const (
 type world struct {
 	t      testing.TB
 	gh     *githubfake.Fake
-	git    *gittestserver.GitServer
+	git    *gittest.Server
 	env    *kubetest.Env
 	local  *git.Repository
 	dir    string
@@ -53,8 +52,6 @@ type world struct {
 	url    string
 	cancel context.CancelFunc
 	seq    int
-	// uploads counts fetches served by the git server.
-	uploads atomic.Int64
 	// logs holds every log line; no secret may be among them.
 	logs *logCapture
 	// message, when set, is the next commit's message.
@@ -81,40 +78,17 @@ func newWorld(t testing.TB, configure func(*Config)) *world {
 	}
 
 	// A git server that takes installation tokens, as GitHub's does.
-	w.git, err = gittestserver.NewTempGitServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(w.git.Root()) })
-	w.git.AutoCreate()
-	w.git.AddHTTPMiddlewares(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			user, pass, ok := r.BasicAuth()
-			if !ok || user != "x-access-token" || !w.gh.ValidToken(pass) {
-				rw.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-				http.Error(rw, "authentication required", http.StatusUnauthorized)
-				return
-			}
-			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
-				w.uploads.Add(1)
-			}
-			next.ServeHTTP(rw, r)
-		})
-	})
-	if err := w.git.StartHTTP(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.git.StopHTTP)
+	w.git = gittest.NewServer(t, w.gh.ValidToken)
 
 	w.dir = t.TempDir()
 	if w.local, err = git.PlainInit(filepath.Join(w.dir, "work"), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.local.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{w.git.HTTPAddress() + "/" + fullName + ".git"}}); err != nil {
+	if _, err := w.local.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{w.git.URL(fullName)}}); err != nil {
 		t.Fatal(err)
 	}
 	w.gh.AddRepo(&githubfake.Repo{Owner: owner, Name: repoName, Installation: instID,
-		CloneURL:    w.git.HTTPAddress() + "/" + fullName + ".git",
+		CloneURL:    w.git.URL(fullName),
 		Permissions: map[string]string{"maintainer": "write", "visitor": "read"}})
 
 	kubeconfig := writeKubeconfigFile(t, w.env, filepath.Join(w.dir, "kubeconfig"))
@@ -241,16 +215,7 @@ func (w *world) commit(parent plumbing.Hash, files map[string]any) plumbing.Hash
 // push publishes commits to refs on the git server.
 func (w *world) push(refs map[string]plumbing.Hash) {
 	w.t.Helper()
-	var specs []config.RefSpec
-	for ref, h := range refs {
-		if err := w.local.Storer.SetReference(plumbing.NewHashReference(plumbing.ReferenceName("refs/driftback-test/"+ref), h)); err != nil {
-			w.t.Fatal(err)
-		}
-		specs = append(specs, config.RefSpec("+refs/driftback-test/"+ref+":"+ref))
-	}
-	err := w.local.Push(&git.PushOptions{RemoteName: "origin", RefSpecs: specs, Force: true,
-		Auth: &githttp.BasicAuth{Username: "x-access-token", Password: w.gh.Token(instID)}})
-	if err != nil && err != git.NoErrAlreadyUpToDate {
+	if err := gittest.Push(w.local, refs, w.gh.Token(instID)); err != nil {
 		w.t.Fatal(err)
 	}
 }

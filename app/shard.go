@@ -102,7 +102,16 @@ func (s *shards) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.elect(mctx, s.memberLease(), func(lctx context.Context) { <-lctx.Done() })
+		// A membership lost to a slow renewal (a loaded apiserver or node)
+		// is campaigned for again: a replica that stopped being a member
+		// would never take a cluster again.
+		for mctx.Err() == nil {
+			s.elect(mctx, s.memberLease(), func(lctx context.Context) { <-lctx.Done() })
+			select {
+			case <-mctx.Done():
+			case <-time.After(s.le.RetryPeriod):
+			}
+		}
 	}()
 	tick := time.NewTicker(s.le.RetryPeriod)
 	defer tick.Stop()

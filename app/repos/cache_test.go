@@ -42,7 +42,7 @@ func TestCacheConcurrentAndBounded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := w.uploads.Load(); n != 1 {
+	if n := w.Uploads(); n != 1 {
 		t.Errorf("%d fetches for 8 concurrent jobs on the same commits, want 1", n)
 	}
 	_, release, err := cache.Fetch(context.Background(), fullName, url, "wrong-token", nil, []string{head.String()})

@@ -1,11 +1,8 @@
 package repos
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,9 +10,8 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
-	"github.com/fluxcd/pkg/gittestserver"
+	"github.com/driftback/driftback/internal/gittest"
 )
 
 const (
@@ -23,48 +19,22 @@ const (
 	testToken = "ghs_repos-test-token"
 )
 
-// server is a smart-HTTP git server holding acme/gitops, that takes the
-// installation token as GitHub's does, and a local repository whose commits
-// are pushed to it.
+// server is a git server holding acme/gitops, taking testToken, and a local
+// repository whose commits are pushed to it.
 type server struct {
+	*gittest.Server
 	t     *testing.T
 	url   string
 	local *git.Repository
 	work  string
 	seq   int
-	// uploads counts the fetches served.
-	uploads atomic.Int64
 }
 
 func newServer(t *testing.T) *server {
 	t.Helper()
-	gs, err := gittestserver.NewTempGitServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(gs.Root()) })
-	gs.AutoCreate()
-	s := &server{t: t}
-	gs.AddHTTPMiddlewares(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			user, pass, ok := r.BasicAuth()
-			if !ok || user != "x-access-token" || pass != testToken {
-				rw.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-				http.Error(rw, "authentication required", http.StatusUnauthorized)
-				return
-			}
-			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
-				s.uploads.Add(1)
-			}
-			next.ServeHTTP(rw, r)
-		})
-	})
-	if err := gs.StartHTTP(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gs.StopHTTP)
-	s.url = gs.HTTPAddress() + "/" + fullName + ".git"
-	s.work = t.TempDir()
+	s := &server{Server: gittest.NewServer(t, func(token string) bool { return token == testToken }), t: t, work: t.TempDir()}
+	s.url = s.URL(fullName)
+	var err error
 	if s.local, err = git.PlainInit(s.work, false); err != nil {
 		t.Fatal(err)
 	}
@@ -110,16 +80,7 @@ func (s *server) commit(parent plumbing.Hash, files map[string]string) plumbing.
 // push publishes commits to refs on the server.
 func (s *server) push(refs map[string]plumbing.Hash) {
 	s.t.Helper()
-	var specs []config.RefSpec
-	for ref, h := range refs {
-		if err := s.local.Storer.SetReference(plumbing.NewHashReference(plumbing.ReferenceName("refs/test/"+ref), h)); err != nil {
-			s.t.Fatal(err)
-		}
-		specs = append(specs, config.RefSpec("+refs/test/"+ref+":"+ref))
-	}
-	err := s.local.Push(&git.PushOptions{RemoteName: "origin", RefSpecs: specs, Force: true,
-		Auth: &githttp.BasicAuth{Username: "x-access-token", Password: testToken}})
-	if err != nil && err != git.NoErrAlreadyUpToDate {
+	if err := gittest.Push(s.local, refs, testToken); err != nil {
 		s.t.Fatal(err)
 	}
 }
