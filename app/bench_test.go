@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/driftback/driftback/app/config"
 )
 
 // BenchmarkWebhookIntake measures the work done before GitHub gets its 202:
@@ -22,7 +24,7 @@ import (
 // repository sends them; the queued jobs run meanwhile against the GitHub
 // fake (which knows none of these pull requests, so each ends quickly).
 func BenchmarkWebhookIntake(b *testing.B) {
-	w := newWorld(b, func(c *Config) {
+	w := newWorld(b, func(c *config.Config) {
 		c.Server.QueueSize, c.Server.Workers = 256, 4 // the production defaults
 	})
 	h := w.srv.Handler()
@@ -63,8 +65,8 @@ func manyTargets(tb testing.TB, overlays, perBase int) (*world, plumbing.Hash) {
 		files[fmt.Sprintf("overlays/o%03d/kustomization.yaml", i)] = fmt.Sprintf("namespace: NS\nnamePrefix: o%03d-\nresources:\n- ../../bases/b%02d\n", i, i/perBase)
 		fmt.Fprintf(&targets, "- name: o%03d\n  repo: %s\n  path: overlays/o%03d\n  cluster: test\n", i, fullName, i)
 	}
-	w := newWorld(tb, func(c *Config) {
-		extra, err := ParseConfig([]byte("targets:\n"+targets.String()+"clusters:\n  test:\n    kubeconfig: "+c.Clusters["test"].Kubeconfig+"\n"), func(string) string { return "" })
+	w := newWorld(tb, func(c *config.Config) {
+		extra, err := config.ParseConfig([]byte("targets:\n"+targets.String()+"clusters:\n  test:\n    kubeconfig: "+c.Clusters["test"].Kubeconfig+"\n"), func(string) string { return "" })
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/internal/kubetest"
 )
@@ -27,9 +28,9 @@ func TestDriftOfADiscoveredFluxTarget(t *testing.T) {
 	// No target of its own in app.yml: a glob gives the discovered one its
 	// policy (a short quiet period; the Kustomization's interval still
 	// bounds it from below, plus 30 s).
-	d.cfg.Targets = []Target{{Repo: fullName, Path: "deploy/*", Cluster: "test", Policy: d.cfg.Targets[0].Policy}}
+	d.cfg.Targets = []config.Target{{Repo: fullName, Path: "deploy/*", Cluster: "test", Policy: d.cfg.Targets[0].Policy}}
 	cl := d.cfg.Clusters["test"]
-	cl.Discover = &Discover{Flux: true, ArgoCD: true, Namespaces: []string{d.env.Namespace}, ArgoCDNamespace: d.env.Namespace}
+	cl.Discover = &config.Discover{Flux: true, ArgoCD: true, Namespaces: []string{d.env.Namespace}, ArgoCDNamespace: d.env.Namespace}
 	d.cfg.Clusters["test"] = cl
 	d.start()
 	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)

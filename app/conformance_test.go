@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
@@ -508,10 +509,10 @@ func TestConformance(t *testing.T) {
 }
 
 func runShape(t *testing.T, c shape) {
-	w := newWorld(t, func(cfg *Config) {
+	w := newWorld(t, func(cfg *config.Config) {
 		cfg.Targets = nil
 		cl := cfg.Clusters["test"]
-		cl.Discover = &Discover{Flux: true, ArgoCD: true}
+		cl.Discover = &config.Discover{Flux: true, ArgoCD: true}
 		cfg.Clusters["test"] = cl
 	})
 	ns := w.env.Namespace

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/internal/kubetest"
 )
@@ -49,10 +50,10 @@ const dbPassword = "hunter2-canary-5521"
 func TestDiscoveredTargetsEndToEnd(t *testing.T) {
 	t.Parallel()
 	var w *world
-	w = newWorld(t, func(c *Config) {
+	w = newWorld(t, func(c *config.Config) {
 		c.Targets = nil
 		cl := c.Clusters["test"]
-		cl.Discover = &Discover{Flux: true, ArgoCD: true}
+		cl.Discover = &config.Discover{Flux: true, ArgoCD: true}
 		c.Clusters["test"] = cl
 	})
 	w.logs.secret(dbPassword)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
+	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/prgen"
@@ -125,15 +126,15 @@ type driftWorld struct {
 	done     chan struct{}
 }
 
-func newDriftWorld(t testing.TB, quiet time.Duration, policy func(*Policy)) *driftWorld {
+func newDriftWorld(t testing.TB, quiet time.Duration, policy func(*config.Policy)) *driftWorld {
 	t.Helper()
-	w := newWorld(t, func(c *Config) {
+	w := newWorld(t, func(c *config.Config) {
 		c.Server.DriftInterval = 3 * time.Second
 		for i := range c.Targets {
 			c.Targets[i].Policy.QuietPeriod = quiet
-			c.Targets[i].Policy.Codify = CodifyOff
+			c.Targets[i].Policy.Codify = config.CodifyOff
 			if c.Targets[i].Name == "prod" {
-				c.Targets[i].Policy.Codify = CodifyManual
+				c.Targets[i].Policy.Codify = config.CodifyManual
 				if policy != nil {
 					policy(&c.Targets[i].Policy)
 				}
@@ -286,7 +287,7 @@ func (d *driftWorld) branchNamed(name string) plumbing.Hash {
 		return plumbing.ZeroHash
 	}
 	err = d.local.Fetch(&git.FetchOptions{RemoteName: "origin", Force: true,
-		RefSpecs: []config.RefSpec{config.RefSpec("+refs/heads/" + name + ":refs/remotes/origin/drift")},
+		RefSpecs: []gitconfig.RefSpec{gitconfig.RefSpec("+refs/heads/" + name + ":refs/remotes/origin/drift")},
 		Auth:     &githttp.BasicAuth{Username: "x-access-token", Password: d.gh.Token(instID)}})
 	if err != nil && strings.Contains(err.Error(), "couldn't find remote ref") {
 		return plumbing.ZeroHash // deleted between the listing and the fetch
@@ -527,7 +528,7 @@ func lineDiff(a, b string) string {
 // and never written, and a ConfigMap a person created is adopted.
 func TestImageEnvSecretAndAdoption(t *testing.T) {
 	t.Parallel()
-	d := newDriftWorld(t, 300*time.Millisecond, func(p *Policy) { p.AdoptUnmanaged = true })
+	d := newDriftWorld(t, 300*time.Millisecond, func(p *config.Policy) { p.AdoptUnmanaged = true })
 	d.patch("Deployment", "web", "kubectl-set", `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.example.com/web:1.2.0"}]}}}}`)
 	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"debug"}]}]}}}}`)
 	// Secret values that must never be logged: a plain one, a PEM key (many
@@ -669,7 +670,7 @@ spec:
 // the pull request quotes it.
 func TestAnnotatedOnlyProposesWhatPeopleExplain(t *testing.T) {
 	t.Parallel()
-	d := newDriftWorld(t, 300*time.Millisecond, func(p *Policy) { p.Codify = CodifyAnnotated })
+	d := newDriftWorld(t, 300*time.Millisecond, func(p *config.Policy) { p.Codify = config.CodifyAnnotated })
 	d.run()
 	d.scale(4, "kubectl")
 	d.settle(4)
@@ -688,7 +689,7 @@ func TestAnnotatedOnlyProposesWhatPeopleExplain(t *testing.T) {
 // instead of a pull request, and closes it when the drift is gone.
 func TestReportModeKeepsOneIssue(t *testing.T) {
 	t.Parallel()
-	d := newDriftWorld(t, 300*time.Millisecond, func(p *Policy) { p.Codify = CodifyReport })
+	d := newDriftWorld(t, 300*time.Millisecond, func(p *config.Policy) { p.Codify = config.CodifyReport })
 	d.run()
 	d.scale(3, "kubectl")
 	d.waitFor("an issue", func() bool { return len(d.gh.Issues(fullName)) == 1 })
@@ -748,9 +749,9 @@ func TestUnreachableClusterBlocksOnlyItsTargets(t *testing.T) {
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
 	}
-	d.cfg.Clusters["down"] = Cluster{Kubeconfig: path, Mode: "read-only"}
-	d.cfg.Targets = append([]Target{{Name: "elsewhere", Repo: fullName, Path: "deploy/staging", Cluster: "down",
-		Policy: Policy{Codify: CodifyManual, QuietPeriod: 300 * time.Millisecond, DriftLabels: []string{"driftback/drift"}}}}, d.cfg.Targets...)
+	d.cfg.Clusters["down"] = config.Cluster{Kubeconfig: path, Mode: "read-only"}
+	d.cfg.Targets = append([]config.Target{{Name: "elsewhere", Repo: fullName, Path: "deploy/staging", Cluster: "down",
+		Policy: config.Policy{Codify: config.CodifyManual, QuietPeriod: 300 * time.Millisecond, DriftLabels: []string{"driftback/drift"}}}}, d.cfg.Targets...)
 	d.run()
 	d.scale(4, "kubectl")
 	d.waitFor("the healthy cluster's pull request", func() bool { return len(d.openPulls()) == 1 })

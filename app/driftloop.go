@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
@@ -129,7 +130,7 @@ func (d *DriftLoop) Clusters() []string {
 		}
 	}
 	for _, t := range d.app.cfg.Targets {
-		if t.Policy.Codify != CodifyOff {
+		if t.Policy.Codify != config.CodifyOff {
 			add(t.Cluster)
 		}
 	}
@@ -149,7 +150,7 @@ func (d *DriftLoop) Clusters() []string {
 func watchedOn(all []Target, cluster string) []Target {
 	var out []Target
 	for _, t := range all {
-		if t.Cluster != cluster || t.Policy.Codify == CodifyOff || (t.found != nil && t.found.SelfHeal) {
+		if t.Cluster != cluster || t.Policy.Codify == config.CodifyOff || (t.found != nil && t.found.SelfHeal) {
 			continue
 		}
 		out = append(out, t)
@@ -453,14 +454,14 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	var once sync.Once
 	done := func() { once.Do(release) }
 	defer done()
-	if content, err := readCommitFile(repo, st.head, RepoConfigPath); err == nil && content != nil {
+	if content, err := readCommitFile(repo, st.head, config.RepoConfigPath); err == nil && content != nil {
 		refined, err := refine([]Target{t}, content)
 		if err != nil {
 			return 0, err
 		}
 		t = refined[0]
 	}
-	if t.Policy.Codify == CodifyOff {
+	if t.Policy.Codify == config.CodifyOff {
 		return 0, nil
 	}
 	tree, err := render.GitTree(repo, st.head)
@@ -544,7 +545,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	pctx, cancel := withPublishBudget(ctx, d.app.publishTimeout())
 	defer cancel()
 	switch {
-	case t.Policy.Codify == CodifyReport:
+	case t.Policy.Codify == config.CodifyReport:
 		err = p.publishIssue(pctx, plan)
 	case plan.OnlyFights():
 		// Nothing to write: a drift pull request still open for a field
@@ -630,7 +631,7 @@ func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t Target,
 		if err != nil || objs[ref.Key()] == nil {
 			return "", false
 		}
-		v, ok := objs[ref.Key()].GetAnnotations()[IntentAnnotation]
+		v, ok := objs[ref.Key()].GetAnnotations()[config.IntentAnnotation]
 		return v, ok
 	}
 	for _, ch := range changes {
@@ -642,7 +643,7 @@ func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t Target,
 		if ch.Action != drift.ActionCreate {
 			intent, hasIntent = intentOf(ref)
 		}
-		if t.Policy.Codify == CodifyAnnotated && !hasIntent {
+		if t.Policy.Codify == config.CodifyAnnotated && !hasIntent {
 			continue
 		}
 		var fields []drift.Field
@@ -681,8 +682,8 @@ func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t Target,
 		if !person {
 			continue
 		}
-		intent, hasIntent := m.Annotations[IntentAnnotation]
-		if t.Policy.Codify == CodifyAnnotated && !hasIntent {
+		intent, hasIntent := m.Annotations[config.IntentAnnotation]
+		if t.Policy.Codify == config.CodifyAnnotated && !hasIntent {
 			continue
 		}
 		if intent != "" {

@@ -11,13 +11,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-github/v60/github"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/report"
 )
-
-// DriftBranchPrefix starts the branch of every drift pull request; the rest
-// is the target's name as a slug.
-const DriftBranchPrefix = "driftback/drift/"
 
 // driftPublisher executes a plan on GitHub for one target: the branch and
 // pull request, or the issue in report mode. GitHub is its only state.
@@ -32,7 +29,7 @@ type driftPublisher struct {
 	log         *slog.Logger
 }
 
-func (p *driftPublisher) branch() string { return DriftBranchPrefix + slug(p.t.Name) }
+func (p *driftPublisher) branch() string { return config.DriftBranchPrefix + config.Slug(p.t.Name) }
 
 // botIdentity is who driftback's commits are by.
 func (p *driftPublisher) botIdentity(ctx context.Context) (object.Signature, error) {
@@ -212,7 +209,7 @@ func (p *driftPublisher) commentOnce(ctx context.Context, number int, mark, body
 
 // reportMarker identifies a target's drift issue.
 func (p *driftPublisher) reportMarker() string {
-	return fmt.Sprintf("<!-- driftback:drift-report target=%s -->", slug(p.t.Name))
+	return fmt.Sprintf("<!-- driftback:drift-report target=%s -->", config.Slug(p.t.Name))
 }
 
 // publishIssue keeps one issue per target that describes its drift.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/gittest"
@@ -328,14 +329,14 @@ func TestDangerFailsUntilAcknowledged(t *testing.T) {
 	}
 	wantAggregate(t, runs, "failure")
 	if c := w.gh.Comments(fullName, 6); len(c) != 1 || !strings.Contains(c[0].Body, "**pvc-removal**") ||
-		!strings.Contains(c[0].Body, "The check of `prod` fails on pvc-removal (1). Once the dangers above are reviewed and wanted, add the label `"+DefaultAckLabel+"`") ||
+		!strings.Contains(c[0].Body, "The check of `prod` fails on pvc-removal (1). Once the dangers above are reviewed and wanted, add the label `"+config.DefaultAckLabel+"`") ||
 		!strings.Contains(c[0].Body, "Every new push is evaluated again.") {
 		t.Errorf("the comment does not show the danger and the next step:\n%s", c[0].Body)
 	}
 
-	w.openPR(6, base, head, func(p *githubfake.Pull) { p.Labels = []string{DefaultAckLabel} })
+	w.openPR(6, base, head, func(p *githubfake.Pull) { p.Labels = []string{config.DefaultAckLabel} })
 	ev := prPayload("labeled", 6, head.String())
-	ev.Label = &github.Label{Name: github.String(DefaultAckLabel)}
+	ev.Label = &github.Label{Name: github.String(config.DefaultAckLabel)}
 	if code := w.deliver("pull_request", "d-label", ev); code != http.StatusAccepted {
 		t.Fatalf("labeled: %d", code)
 	}
@@ -571,14 +572,14 @@ func TestRepositoryConfigFromTheDefaultBranch(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
 	w.liveProd()
-	files := map[string]any{RepoConfigPath: "targets:\n- name: prod\n  policy:\n    ackLabel: ok-to-prune\n"}
+	files := map[string]any{config.RepoConfigPath: "targets:\n- name: prod\n  policy:\n    ackLabel: ok-to-prune\n"}
 	for k, v := range baseFiles {
 		files[k] = v
 	}
 	base := w.commit(plumbing.ZeroHash, files)
 	head := w.commit(base, map[string]any{
 		"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n", "deploy/prod/data.yaml": nil,
-		RepoConfigPath: "targets:\n- name: prod\n  policy:\n    failOn: []\n",
+		config.RepoConfigPath: "targets:\n- name: prod\n  policy:\n    failOn: []\n",
 	})
 	w.openPR(11, base, head, nil)
 	w.deliver("pull_request", "d-config", prPayload("opened", 11, head.String()))
@@ -790,7 +791,7 @@ func TestDangersFailWithoutTheCluster(t *testing.T) {
 	if err := clientcmd.WriteToFile(*kc, dead); err != nil {
 		t.Fatal(err)
 	}
-	w.cfg.Clusters["test"] = Cluster{Kubeconfig: dead, Mode: drift.ModeReadOnly}
+	w.cfg.Clusters["test"] = config.Cluster{Kubeconfig: dead, Mode: drift.ModeReadOnly}
 	w.start()
 	w.openPR(12, base, head, nil) // same repository now
 	w.deliver("pull_request", "d-dead-danger", prPayload("synchronize", 12, head.String()))
@@ -803,9 +804,9 @@ func TestDangersFailWithoutTheCluster(t *testing.T) {
 	}
 	wantAggregate(t, w.gh.CheckRuns(fullName, head.String()), "failure")
 
-	w.openPR(12, base, head, func(p *githubfake.Pull) { p.Labels = []string{DefaultAckLabel} })
+	w.openPR(12, base, head, func(p *githubfake.Pull) { p.Labels = []string{config.DefaultAckLabel} })
 	ev := prPayload("labeled", 12, head.String())
-	ev.Label = &github.Label{Name: github.String(DefaultAckLabel)}
+	ev.Label = &github.Label{Name: github.String(config.DefaultAckLabel)}
 	w.deliver("pull_request", "d-dead-label", ev)
 	waitUntil(t, "the acknowledged danger to stop failing", func() bool {
 		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "neutral"

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"sort"
 	"strings"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
+	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -29,7 +28,7 @@ func tokenAuth(token string) *githttp.BasicAuth {
 
 // remoteRefs lists a remote's branches: name (refs/heads/…) → commit.
 func remoteRefs(ctx context.Context, url, token string) (map[string]string, error) {
-	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{url}})
+	remote := git.NewRemote(memory.NewStorage(), &gitconfig.RemoteConfig{Name: "origin", URLs: []string{url}})
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: tokenAuth(token)})
 	if err != nil {
 		return nil, err
@@ -172,9 +171,9 @@ func pushBranch(ctx context.Context, repo *git.Repository, url, token string, co
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	spec := config.RefSpec("+" + local.String() + ":refs/heads/" + branch)
+	spec := gitconfig.RefSpec("+" + local.String() + ":refs/heads/" + branch)
 	err := repo.PushContext(ctx, &git.PushOptions{
-		RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: tokenAuth(token),
+		RemoteURL: url, RefSpecs: []gitconfig.RefSpec{spec}, Auth: tokenAuth(token),
 		ForceWithLease: &git.ForceWithLease{RefName: plumbing.ReferenceName("refs/heads/" + branch)},
 	})
 	switch {
@@ -193,14 +192,14 @@ func deleteBranch(ctx context.Context, repo *git.Repository, url, token, branch 
 	lock := render.RepoLock(repo)
 	lock.Lock()
 	defer lock.Unlock()
-	return push(ctx, repo, url, token, config.RefSpec(":refs/heads/"+branch))
+	return push(ctx, repo, url, token, gitconfig.RefSpec(":refs/heads/"+branch))
 }
 
-func push(ctx context.Context, repo *git.Repository, url, token string, spec config.RefSpec) error {
+func push(ctx context.Context, repo *git.Repository, url, token string, spec gitconfig.RefSpec) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	err := repo.PushContext(ctx, &git.PushOptions{
-		RemoteURL: url, RefSpecs: []config.RefSpec{spec}, Auth: tokenAuth(token), Force: true,
+		RemoteURL: url, RefSpecs: []gitconfig.RefSpec{spec}, Auth: tokenAuth(token), Force: true,
 	})
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return nil
@@ -221,21 +220,4 @@ func commitAuthor(repo *git.Repository, sha string) (string, error) {
 		return "", err
 	}
 	return c.Committer.Email, nil
-}
-
-// slug turns a target name into a branch-name part: overlays/prod → overlays-prod.
-func slug(name string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(path.Clean(name)) {
-		ok := (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '.' || r == '_'
-		if ok {
-			b.WriteRune(r)
-			dash = false
-		} else if !dash && b.Len() > 0 {
-			b.WriteByte('-')
-			dash = true
-		}
-	}
-	return strings.Trim(b.String(), "-.")
 }

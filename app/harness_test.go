@@ -15,13 +15,14 @@ import (
 	"time"
 
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
+	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-github/v60/github"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/gittest"
 	"github.com/driftback/driftback/internal/kubetest"
@@ -44,7 +45,7 @@ type world struct {
 	env    *kubetest.Env
 	local  *git.Repository
 	dir    string
-	cfg    *Config
+	cfg    *config.Config
 	secret string
 	srv    *Server
 	http   *httptest.Server
@@ -58,7 +59,7 @@ type world struct {
 	message string
 }
 
-func newWorld(t testing.TB, configure func(*Config)) *world {
+func newWorld(t testing.TB, configure func(*config.Config)) *world {
 	t.Helper()
 	w := &world{t: t, env: kubetest.New(t), secret: "e2e-webhook-secret", logs: &logCapture{}}
 	var err error
@@ -84,7 +85,7 @@ func newWorld(t testing.TB, configure func(*Config)) *world {
 	if w.local, err = git.PlainInit(filepath.Join(w.dir, "work"), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.local.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{w.git.URL(fullName)}}); err != nil {
+	if _, err := w.local.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{w.git.URL(fullName)}}); err != nil {
 		t.Fatal(err)
 	}
 	w.gh.AddRepo(&githubfake.Repo{Owner: owner, Name: repoName, Installation: instID,
@@ -119,7 +120,7 @@ targets:
   path: deploy/staging
   cluster: test
 `, w.gh.AppID, keyFile, w.gh.URL(), filepath.Join(w.dir, "cache"), kubeconfig, fullName, fullName)
-	if w.cfg, err = ParseConfig([]byte(y), func(string) string { return "" }); err != nil {
+	if w.cfg, err = config.ParseConfig([]byte(y), func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
 	if configure != nil {
@@ -133,7 +134,7 @@ targets:
 func (w *world) start() {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	secrets := &Secrets{PrivateKey: w.gh.KeyPEM(), WebhookSecret: []byte(w.secret)}
+	secrets := &config.Secrets{PrivateKey: w.gh.KeyPEM(), WebhookSecret: []byte(w.secret)}
 	srv, err := NewServer(ctx, w.cfg, secrets, w.logs.logger(w.t, slog.LevelWarn))
 	if err != nil {
 		w.t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/driftback/driftback/app/config"
 )
 
 // FuzzParseConfig: any app.yml is loaded or refused with an error naming
@@ -25,7 +27,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := ParseConfig(b, func(string) string { return "" }); err != nil && err.Error() == "" {
+		if _, err := config.ParseConfig(b, func(string) string { return "" }); err != nil && err.Error() == "" {
 			t.Fatal("an error without a message")
 		}
 	})
@@ -43,7 +45,7 @@ func FuzzRepoConfig(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	targets := []Target{{Name: "prod", Repo: "o/r", Path: "deploy/prod", Cluster: "prod"}}
+	targets := []Target{{Target: config.Target{Name: "prod", Repo: "o/r", Path: "deploy/prod", Cluster: "prod"}}}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out, err := refine(targets, b)
 		if err != nil {
@@ -72,7 +74,7 @@ func FuzzWebhookRouting(f *testing.F) {
 	} {
 		f.Add(e.event, []byte(e.body))
 	}
-	cfg, err := ParseConfig([]byte("targets:\n- repo: o/r\n  path: p\n  cluster: c\nclusters:\n  c:\n    kubeconfig: /nonexistent\n"), func(string) string { return "" })
+	cfg, err := config.ParseConfig([]byte("targets:\n- repo: o/r\n  path: p\n  cluster: c\nclusters:\n  c:\n    kubeconfig: /nonexistent\n"), func(string) string { return "" })
 	if err != nil {
 		f.Fatal(err)
 	}

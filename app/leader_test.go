@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/prgen"
 )
 
@@ -21,7 +22,7 @@ func (d *driftWorld) secondReplica(name string) *Server {
 	d.t.Helper()
 	cfg := *d.cfg
 	cfg.Server.CacheDir = filepath.Join(d.dir, "cache-"+name)
-	srv, err := NewServer(context.Background(), &cfg, &Secrets{PrivateKey: d.gh.KeyPEM(), WebhookSecret: []byte(d.secret)},
+	srv, err := NewServer(context.Background(), &cfg, &config.Secrets{PrivateKey: d.gh.KeyPEM(), WebhookSecret: []byte(d.secret)},
 		d.logs.logger(d.t, slog.LevelInfo).With("replica", name))
 	if err != nil {
 		d.t.Fatal(err)
@@ -44,7 +45,7 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, nil)
 	a, b := d.secondReplica("a"), d.secondReplica("b")
-	le := LeaderElection{Namespace: d.env.Namespace, Name: "driftback-drift",
+	le := config.LeaderElection{Namespace: d.env.Namespace, Name: "driftback-drift",
 		// Replica a releases the Lease when stopped, so b takes it at its next
 		// try: generous renewal times cost the test nothing and cannot flake.
 		LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond}

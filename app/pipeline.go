@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/repos"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
@@ -31,7 +32,7 @@ import (
 
 // App holds what the pull-request flow needs across jobs.
 type App struct {
-	cfg      *Config
+	cfg      *config.Config
 	clients  *Clients
 	cache    *repos.Cache
 	renderer *render.Renderer
@@ -82,7 +83,7 @@ type clusterConn struct {
 }
 
 // NewApp wires the pull-request flow.
-func NewApp(cfg *Config, clients *Clients, cache *repos.Cache, log *slog.Logger) *App {
+func NewApp(cfg *config.Config, clients *Clients, cache *repos.Cache, log *slog.Logger) *App {
 	return &App{
 		cfg: cfg, clients: clients, cache: cache, log: log, now: time.Now,
 		renderer:   render.New(render.DefaultOptions()),
@@ -154,7 +155,7 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	a.targets.waitSynced(ctx, 30*time.Second)
 	problems = append(problems, a.targets.problems()...)
 	targets, unrenderable := a.targetsOf(fullName)
-	if content, err := readDefaultBranchFile(repo, defaultBranch, RepoConfigPath); err == nil && content != nil {
+	if content, err := readDefaultBranchFile(repo, defaultBranch, config.RepoConfigPath); err == nil && content != nil {
 		if targets, err = refine(targets, content); err != nil {
 			problems = append(problems, err.Error())
 		}
@@ -846,7 +847,7 @@ func (a *App) cluster(name string) *clusterConn {
 }
 
 // restConfig connects to a cluster with its configured client limits.
-func restConfig(c Cluster) (*rest.Config, error) {
+func restConfig(c config.Cluster) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if c.InCluster {

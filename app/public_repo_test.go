@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
@@ -57,10 +58,10 @@ func TestPublicRepository(t *testing.T) {
 	if branch == "" {
 		branch = "main"
 	}
-	w := newWorld(t, func(cfg *Config) {
+	w := newWorld(t, func(cfg *config.Config) {
 		cfg.Targets = nil
 		cl := cfg.Clusters["test"]
-		cl.Discover = &Discover{Flux: true, ArgoCD: true}
+		cl.Discover = &config.Discover{Flux: true, ArgoCD: true}
 		cfg.Clusters["test"] = cl
 	})
 	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
@@ -40,7 +41,7 @@ func NewFluxBuild(ctx context.Context, ks *unstructured.Unstructured, c client.C
 		f.Path = "."
 	}
 	unread := "postBuild variables are not substituted: they come from ConfigMaps and Secrets in the cluster (give --kubeconfig to read them); ${…} is left as written"
-	return &ReconcilerBuild{target: Target{Name: f.Path, Path: f.Path, found: f}, vars: loadFluxVariables(ctx, ks, false, c, unread)}
+	return &ReconcilerBuild{target: Target{Target: config.Target{Name: f.Path, Path: f.Path}, found: f}, vars: loadFluxVariables(ctx, ks, false, c, unread)}
 }
 
 // NewArgoCDBuild builds an Argo CD Application's path as serve builds a
@@ -63,7 +64,7 @@ func NewArgoCDBuild(app *unstructured.Unstructured, argoNamespace string) (*Reco
 	if f.Path == "" {
 		f.Path = "."
 	}
-	return &ReconcilerBuild{target: Target{Name: f.Path, Path: f.Path, Tracking: f.Tracking, found: f}}, nil
+	return &ReconcilerBuild{target: Target{Target: config.Target{Name: f.Path, Path: f.Path, Tracking: f.Tracking}, found: f}}, nil
 }
 
 // localHost names the local repository to discovery.

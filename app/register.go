@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/driftback/driftback/app/config"
 )
 
 // DefaultRegisterListen is where `driftback register` serves its page: the
@@ -84,7 +86,7 @@ type Registration struct {
 // http URL with path /callback, the listening port, and this host: a loopback
 // name or address when listening on loopback); otherwise the local callback
 // replaces it, since only the local server can take the code.
-func Register(ctx context.Context, cfg *Config, opts RegisterOptions) (*Registration, error) {
+func Register(ctx context.Context, cfg *config.Config, opts RegisterOptions) (*Registration, error) {
 	if opts.OutDir == "" {
 		opts.OutDir = "."
 	}
@@ -169,7 +171,7 @@ func Register(ctx context.Context, cfg *Config, opts RegisterOptions) (*Registra
 }
 
 // validateManifest checks what GitHub needs before anything is served.
-func validateManifest(m Manifest) error {
+func validateManifest(m config.Manifest) error {
 	var errs []string
 	if m.Name == "" {
 		errs = append(errs, "manifest.name: missing")
@@ -214,26 +216,6 @@ func registrationURL(web, org, state string) (string, error) {
 	u = u.JoinPath(path)
 	u.RawQuery = url.Values{"state": {state}}.Encode()
 	return u.String(), nil
-}
-
-// webURLFor derives the GitHub web address from the API's: api.github.com and
-// api.SUBDOMAIN.ghe.com drop "api.", GitHub Enterprise Server drops "api/v3/".
-// It returns "" for an address of neither shape.
-func webURLFor(apiURL string) string {
-	u, err := url.Parse(apiURL)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	switch {
-	case strings.HasSuffix(u.Path, "/api/v3/"):
-		u.Path = strings.TrimSuffix(u.Path, "api/v3/")
-	case strings.HasPrefix(u.Host, "api.") && (u.Path == "/" || u.Path == ""):
-		u.Host, u.Path = strings.TrimPrefix(u.Host, "api."), "/"
-	default:
-		return ""
-	}
-	u.RawQuery, u.Fragment = "", ""
-	return u.String()
 }
 
 var nonSlug = regexp.MustCompile(`[^a-z0-9]+`)

@@ -16,13 +16,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/internal/githubfake"
 )
 
 // hostileDescription must reach GitHub byte for byte through the HTML form.
 const hostileDescription = `Says "what" & <why>: </script><script>alert('x')</script> ü`
 
-func registerConfig(t *testing.T, apiURL, webURL string) *Config {
+func registerConfig(t *testing.T, apiURL, webURL string) *config.Config {
 	t.Helper()
 	y := `manifest:
   name: driftback
@@ -42,7 +43,7 @@ github:
 	if webURL != "" {
 		y += "  webURL: " + webURL + "\n"
 	}
-	cfg, err := ParseConfig([]byte(y), envOf(nil))
+	cfg, err := config.ParseConfig([]byte(y), envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ type registration struct {
 
 // startRegister runs Register on a free loopback port and waits until its page
 // is served.
-func startRegister(t *testing.T, cfg *Config, org, outDir string) *registration {
+func startRegister(t *testing.T, cfg *config.Config, org, outDir string) *registration {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &registration{out: &bytes.Buffer{}, done: make(chan struct{}), cancel: cancel}
@@ -471,16 +472,16 @@ func TestRegisterWithAUsedCode(t *testing.T) {
 func TestRegisterValidatesFirst(t *testing.T) {
 	cases := []struct {
 		name   string
-		change func(*Config, *RegisterOptions)
+		change func(*config.Config, *RegisterOptions)
 		says   string
 	}{
-		{"a manifest without a name", func(c *Config, _ *RegisterOptions) { c.Manifest.Name = "" }, "manifest.name: missing"},
-		{"a manifest without a url", func(c *Config, _ *RegisterOptions) { c.Manifest.URL = "" }, "manifest.url: missing"},
-		{"a manifest without a webhook url", func(c *Config, _ *RegisterOptions) { c.Manifest.HookAttributes.URL = "" }, "manifest.hook_attributes.url: missing"},
-		{"a webhook url that is no URL", func(c *Config, _ *RegisterOptions) { c.Manifest.HookAttributes.URL = "driftback.example.com" }, "manifest.hook_attributes.url: \"driftback.example.com\" is not an http(s) URL"},
-		{"a manifest without events", func(c *Config, _ *RegisterOptions) { c.Manifest.DefaultEvents = nil }, "manifest.default_events: empty"},
-		{"a web address that cannot be derived", func(c *Config, _ *RegisterOptions) { c.GitHub.WebURL = "" }, "github.webURL"},
-		{"an organization name with a slash", func(_ *Config, o *RegisterOptions) { o.Org = "acme/evil" }, `organization "acme/evil"`},
+		{"a manifest without a name", func(c *config.Config, _ *RegisterOptions) { c.Manifest.Name = "" }, "manifest.name: missing"},
+		{"a manifest without a url", func(c *config.Config, _ *RegisterOptions) { c.Manifest.URL = "" }, "manifest.url: missing"},
+		{"a manifest without a webhook url", func(c *config.Config, _ *RegisterOptions) { c.Manifest.HookAttributes.URL = "" }, "manifest.hook_attributes.url: missing"},
+		{"a webhook url that is no URL", func(c *config.Config, _ *RegisterOptions) { c.Manifest.HookAttributes.URL = "driftback.example.com" }, "manifest.hook_attributes.url: \"driftback.example.com\" is not an http(s) URL"},
+		{"a manifest without events", func(c *config.Config, _ *RegisterOptions) { c.Manifest.DefaultEvents = nil }, "manifest.default_events: empty"},
+		{"a web address that cannot be derived", func(c *config.Config, _ *RegisterOptions) { c.GitHub.WebURL = "" }, "github.webURL"},
+		{"an organization name with a slash", func(_ *config.Config, o *RegisterOptions) { o.Org = "acme/evil" }, `organization "acme/evil"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -538,7 +539,7 @@ func TestWebURLIsDerivedFromTheAPI(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml), envOf(nil))
+			cfg, err := config.ParseConfig([]byte(tc.yaml), envOf(nil))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/internal/githubfake"
 )
 
@@ -39,10 +40,10 @@ func pvcNamed(name string) string { return strings.ReplaceAll(rbPVC, "NAME", nam
 // rolled back across a Job that ran since; a brand-new claim is none of these.
 func TestRevertSaysWhatItDoesNotRestore(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(c *Config) {
-		c.Targets = []Target{{Name: "app", Repo: fullName, Path: "app", Cluster: "test",
-			Policy: Policy{AckLabel: DefaultAckLabel}, Scope: TargetScope{ClusterKinds: []string{"CustomResourceDefinition.apiextensions.k8s.io"}}}}
-		c.Targets[0].Policy.driftDefaults()
+	w := newWorld(t, func(c *config.Config) {
+		c.Targets = []config.Target{{Name: "app", Repo: fullName, Path: "app", Cluster: "test",
+			Policy: config.Policy{AckLabel: config.DefaultAckLabel}, Scope: config.TargetScope{ClusterKinds: []string{"CustomResourceDefinition.apiextensions.k8s.io"}}}}
+		c.Targets[0].Policy.DriftDefaults()
 	})
 	ns := w.env.Namespace
 	files := map[string]any{

@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/app/config"
 )
 
 // shippedConfig writes the repository's app.yml with only what ties it to
@@ -78,7 +80,7 @@ func TestServeAsShipped(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	file := w.shippedConfig(addr)
-	shipped, err := LoadConfig(file, func(string) string { return "" })
+	shipped, err := config.LoadConfig(file, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v4"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/repos"
 )
 
@@ -38,7 +39,7 @@ type Server struct {
 
 // runSharded runs the drift loop of each cluster whose Lease this replica
 // holds, until ctx ends.
-func (s *Server) runSharded(ctx context.Context, cfg *rest.Config, le LeaderElection, id string) error {
+func (s *Server) runSharded(ctx context.Context, cfg *rest.Config, le config.LeaderElection, id string) error {
 	sh, err := newShards(cfg, le, id, s.Drift.Clusters(), s.log, s.Metrics, func(ctx context.Context, c string) { _ = s.Drift.RunCluster(ctx, c) })
 	if err != nil {
 		return err
@@ -60,7 +61,7 @@ func (s *Server) heldClusters() []string {
 
 // NewServer builds the server from a configuration and its secrets. Work runs
 // on ctx, not on any request's context.
-func NewServer(ctx context.Context, cfg *Config, secrets *Secrets, log *slog.Logger) (*Server, error) {
+func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets, log *slog.Logger) (*Server, error) {
 	if _, err := jwt.ParseRSAPrivateKeyFromPEM(secrets.PrivateKey); err != nil {
 		return nil, fmt.Errorf("github private key: %w (download the App's .pem from its settings page)", err)
 	}
@@ -117,7 +118,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // running work up to grace to finish. Configuration errors come back before
 // anything listens.
 func Run(ctx context.Context, path string, env func(string) string, grace time.Duration, log *slog.Logger) error {
-	cfg, err := LoadConfig(path, env)
+	cfg, err := config.LoadConfig(path, env)
 	if err != nil {
 		return err
 	}

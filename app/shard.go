@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/driftback/driftback/app/config"
 )
 
 // shards runs each cluster's drift loop in the one replica that holds that
@@ -38,7 +40,7 @@ import (
 // once.
 type shards struct {
 	client   kubernetes.Interface
-	le       LeaderElection
+	le       config.LeaderElection
 	id       string
 	clusters []string
 	log      *slog.Logger
@@ -63,7 +65,7 @@ type campaign struct{ cancel context.CancelFunc }
 // a try of each Lease and one look at them all every retry period, twice
 // over; client-go's default of 5 a second would delay renewals past the
 // point where other replicas take a Lease for gone.
-func newShards(cfg *rest.Config, le LeaderElection, id string, clusters []string, log *slog.Logger, m *Metrics, run func(context.Context, string)) (*shards, error) {
+func newShards(cfg *rest.Config, le config.LeaderElection, id string, clusters []string, log *slog.Logger, m *Metrics, run func(context.Context, string)) (*shards, error) {
 	cfg = rest.CopyConfig(cfg)
 	perSecond := float32(len(clusters)+2) / float32(le.RetryPeriod.Seconds())
 	cfg.QPS = max(cfg.QPS, 2*perSecond)
@@ -355,7 +357,7 @@ func holder(l *coordinationv1.Lease) string {
 
 // pruneMembers deletes membership Leases expired long ago (replicas that
 // died); a live replica's Lease is never touched.
-func pruneMembers(ctx context.Context, client kubernetes.Interface, le LeaderElection, leases []coordinationv1.Lease, now time.Time) {
+func pruneMembers(ctx context.Context, client kubernetes.Interface, le config.LeaderElection, leases []coordinationv1.Lease, now time.Time) {
 	for i := range leases {
 		l := &leases[i]
 		if !strings.HasPrefix(l.Name, le.Name+"-member-") || l.Spec.RenewTime == nil {

@@ -11,13 +11,14 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
 // runShards runs one replica's share of the clusters' drift loops; crash
 // makes it stop, when ctx ends, without releasing its Leases, as a killed
 // process does.
-func runShards(ctx context.Context, cfg *rest.Config, le LeaderElection, id string, crash bool, clusters []string, run func(context.Context, string)) error {
+func runShards(ctx context.Context, cfg *rest.Config, le config.LeaderElection, id string, crash bool, clusters []string, run func(context.Context, string)) error {
 	sh, err := newShards(cfg, le, id, clusters, discard, nil, run)
 	if err != nil {
 		return err
@@ -83,7 +84,7 @@ func (h *holdings) heldBy(replica string) []string {
 func TestShardsShareClustersByLease(t *testing.T) {
 	t.Parallel()
 	env := kubetest.New(t)
-	le := LeaderElection{Namespace: env.Namespace, Name: "driftback-drift",
+	le := config.LeaderElection{Namespace: env.Namespace, Name: "driftback-drift",
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 200 * time.Millisecond}
 	clusters := []string{"eu-1", "eu-2", "us-1", "us-2", "ap-1", "Prod_Cluster.with.dots"}
 	h := &holdings{by: map[string]string{}}

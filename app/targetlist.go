@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/repos"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
@@ -56,7 +57,7 @@ type TargetList struct {
 // cfg serves: discovered and configured, where each comes from, and what
 // cannot be rendered. An unreachable cluster is a problem of the list, not
 // an error: the rest is still shown.
-func ListTargets(ctx context.Context, cfg *Config) (*TargetList, error) {
+func ListTargets(ctx context.Context, cfg *config.Config) (*TargetList, error) {
 	src := newTargetSource(cfg, nil)
 	var found []*discover.Found
 	out := &TargetList{Targets: []TargetInfo{}}
@@ -100,7 +101,7 @@ func ListTargets(ctx context.Context, cfg *Config) (*TargetList, error) {
 		}
 		var off string
 		info.Source, info.NotRendered, off = sourceAt(t, trees)
-		if off != "" && !strings.HasPrefix(info.Codify, "off") && info.Codify != string(CodifyOff) {
+		if off != "" && !strings.HasPrefix(info.Codify, "off") && info.Codify != string(config.CodifyOff) {
 			info.Codify = "off (" + off + ")"
 		}
 		out.Targets = append(out.Targets, info)

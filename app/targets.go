@@ -10,38 +10,51 @@ import (
 	"sync"
 	"time"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
 )
 
-// Discover is a cluster's discover: block: which reconcilers' objects
-// targets are derived from.
-type Discover struct {
-	// Flux reads Flux Kustomizations (kustomize.toolkit.fluxcd.io/v1) and
-	// their GitRepository sources.
-	Flux bool `yaml:"flux"`
-	// ArgoCD reads Argo CD Applications (argoproj.io/v1alpha1).
-	ArgoCD bool `yaml:"argocd"`
-	// Namespaces are where to look (default: every namespace).
-	Namespaces []string `yaml:"namespaces"`
-	// ArgoCDNamespace is Argo CD's own namespace, where argocd-cm lives
-	// (default "argocd").
-	ArgoCDNamespace string `yaml:"argocdNamespace"`
-	// FluxSubstitution is how kustomize-controller substitutes postBuild
-	// variables: "strict" (the default since Flux 2.9: a variable without a
-	// value or default fails the build) or "lenient" (earlier releases, or
-	// the StrictPostBuildSubstitutions feature gate off: it becomes empty).
-	FluxSubstitution string `yaml:"fluxSubstitution"`
-	// Destinations map an Argo CD destination (its name or server URL) to
-	// a key of clusters; "https://kubernetes.default.svc" and "in-cluster"
-	// are the cluster discovered on, and a destination name equal to a key
-	// of clusters is that cluster.
-	Destinations map[string]string `yaml:"destinations"`
+// Target is one overlay of one repository deployed to one cluster: as
+// app.yml names it, or as a reconciler object was found, or both.
+type Target struct {
+	config.Target
+	// found is the reconciler object the target was discovered from, or
+	// matched with; nil for app.yml alone.
+	found *discover.Found
+	// glob is the app.yml path pattern the target was expanded from.
+	glob string
+	// fromConfig says app.yml names the target (or a glob matching it).
+	fromConfig bool
 }
 
-// enabled says the block asks for anything.
-func (d *Discover) enabled() bool { return d != nil && (d.Flux || d.ArgoCD) }
+// configured are app.yml's targets, as targets.
+func configured(cfg *config.Config) []Target {
+	out := make([]Target, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		out[i] = Target{Target: t, fromConfig: true}
+	}
+	return out
+}
+
+// refine applies a repository's .github/driftback.yml to its targets
+// (config.Refine), keeping where each was found.
+func refine(targets []Target, content []byte) ([]Target, error) {
+	cts := make([]config.Target, len(targets))
+	for i, t := range targets {
+		cts[i] = t.Target
+	}
+	refined, err := config.Refine(cts, content)
+	if err != nil {
+		return targets, err
+	}
+	out := append([]Target(nil), targets...)
+	for i := range out {
+		out[i].Target = refined[i]
+	}
+	return out, nil
+}
 
 // isGlob says a target path is a pattern.
 func isGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
@@ -49,7 +62,7 @@ func isGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
 // targetSource is where the targets come from: app.yml and, for clusters
 // with discover:, the reconcilers' objects, followed as they change.
 type targetSource struct {
-	cfg *Config
+	cfg *config.Config
 	log *slog.Logger
 
 	mu       sync.Mutex
@@ -58,7 +71,7 @@ type targetSource struct {
 	onChange func()
 }
 
-func newTargetSource(cfg *Config, log *slog.Logger) *targetSource {
+func newTargetSource(cfg *config.Config, log *slog.Logger) *targetSource {
 	return &targetSource{cfg: cfg, log: log, watchers: map[string]*discover.Watcher{}}
 }
 
@@ -85,7 +98,7 @@ func (s *targetSource) options(cluster string) discover.Options {
 func (s *targetSource) discovering() []string {
 	var out []string
 	for name, c := range s.cfg.Clusters {
-		if c.Discover.enabled() {
+		if c.Discover.Enabled() {
 			out = append(out, name)
 		}
 	}
@@ -289,11 +302,8 @@ func (a *App) servesRepo(repo string) bool {
 // discovered object matching an app.yml glob takes that target's settings.
 // Discovered sources that cannot be rendered are returned apart, with a repo
 // only when they name one.
-func mergeTargets(cfg *Config, found []*discover.Found) ([]Target, []*discover.Found) {
-	out := append([]Target{}, cfg.Targets...)
-	for i := range out {
-		out[i].fromConfig = true
-	}
+func mergeTargets(cfg *config.Config, found []*discover.Found) ([]Target, []*discover.Found) {
+	out, globs := configured(cfg), configured(cfg)
 	byKey := map[string]int{}
 	for i, t := range out {
 		if !isGlob(t.Path) {
@@ -319,16 +329,16 @@ func mergeTargets(cfg *Config, found []*discover.Found) ([]Target, []*discover.F
 			out[i] = withFound(out[i], f)
 			continue
 		}
-		if g := globFor(cfg.Targets, f); g != nil {
+		if g := globFor(globs, f); g != nil {
 			t := *g
 			t.Path, t.Name, t.glob, t.fromConfig = f.Path, globName(*g, f.Path), g.Path, true
 			byKey[f.Key()] = len(out)
 			out = append(out, withFound(t, f))
 			continue
 		}
-		t := Target{Name: foundName(f), Repo: f.Repo, Path: f.Path, Cluster: f.Cluster}
-		t.Policy.AckLabel = DefaultAckLabel
-		t.Policy.driftDefaults()
+		t := Target{Target: config.Target{Name: foundName(f), Repo: f.Repo, Path: f.Path, Cluster: f.Cluster}}
+		t.Policy.AckLabel = config.DefaultAckLabel
+		t.Policy.DriftDefaults()
 		byKey[f.Key()] = len(out)
 		out = append(out, withFound(t, f))
 	}

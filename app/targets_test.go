@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
@@ -33,9 +34,9 @@ targets:
   name: infra
 `
 
-func parseTestConfig(t *testing.T, y string) *Config {
+func parseTestConfig(t *testing.T, y string) *config.Config {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(y), func(string) string { return "" })
+	cfg, err := config.ParseConfig([]byte(y), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,16 +65,16 @@ func TestDiscoveredAndConfiguredTargetsMerge(t *testing.T) {
 		byName[tg.Name] = tg
 	}
 	s := byName["shop"]
-	if s.found != shop || s.Policy.Codify != CodifyReport || s.Tracking.ArgoCDApp != "shop" || s.Branch != "main" ||
+	if s.found != shop || s.Policy.Codify != config.CodifyReport || s.Tracking.ArgoCDApp != "shop" || s.Branch != "main" ||
 		len(s.Policy.Ignore) != 2 || s.Policy.QuietPeriod != time.Minute || s.describe() != "app.yml, with Application argocd/shop on cluster prod" {
 		t.Errorf("app.yml's target with its Application: %+v (%s)", s, s.describe())
 	}
 	a := byName["tenants/a/production"]
-	if a.found != tenant || !a.fromConfig || a.Policy.QuietPeriod != 10*time.Minute+30*time.Second || a.Policy.AckLabel != DefaultAckLabel {
+	if a.found != tenant || !a.fromConfig || a.Policy.QuietPeriod != 10*time.Minute+30*time.Second || a.Policy.AckLabel != config.DefaultAckLabel {
 		t.Errorf("a Kustomization matching an app.yml glob takes its settings, and waits out Flux's interval: %+v", a)
 	}
 	b := byName["prod/flux-system/billing"]
-	if b.found != billing || b.fromConfig || b.Policy.Codify != CodifyManual || b.Policy.QuietPeriod != DefaultQuietPeriod || b.describe() != "Kustomization flux-system/billing on cluster prod" {
+	if b.found != billing || b.fromConfig || b.Policy.Codify != config.CodifyManual || b.Policy.QuietPeriod != config.DefaultQuietPeriod || b.describe() != "Kustomization flux-system/billing on cluster prod" {
 		t.Errorf("a discovered target of its own: %+v", b)
 	}
 	if len(skipped) != 3 || skipped[2].Object != twin.Object || !strings.Contains(skipped[2].NotRendered, "same repository, path and cluster as Kustomization flux-system/billing") || twin.NotRendered != "" {
@@ -139,7 +140,7 @@ func TestDiscoveryConfigErrors(t *testing.T) {
 		{"targets:\n- {repo: a/b, path: 'apps/[', name: x}\n", `targets[0].path: "apps/[" is not a valid pattern`},
 		{"clusters:\n  prod: {discover: {flux: true, flux2: true}}\n", "flux2"},
 	} {
-		_, err := ParseConfig([]byte(tc.y), func(string) string { return "" })
+		_, err := config.ParseConfig([]byte(tc.y), func(string) string { return "" })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want it to say %q", tc.y, err, tc.want)
 		}

@@ -10,16 +10,12 @@ import (
 	"sync"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/driftback/driftback/app/config"
 )
 
 // MaxWebhookBody is GitHub's own cap on a webhook payload.
 const MaxWebhookBody = 25 << 20
-
-// DefaultMaxUnverified bounds the bytes of request bodies held at once before
-// their signature is checked. Bodies over smallBody (rare: GitHub's payloads
-// are mostly a few kilobytes) share half of it, so a flood of large unsigned
-// requests cannot starve the small deliveries GitHub sends.
-const DefaultMaxUnverified = 64 << 20
 
 const smallBody = 1 << 20
 
@@ -141,7 +137,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Webhook) reserve(size int64) bool {
 	limit := h.MaxUnverified
 	if limit <= 0 {
-		limit = DefaultMaxUnverified
+		limit = config.DefaultMaxUnverified
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

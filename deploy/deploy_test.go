@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/driftback/driftback/app"
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -38,7 +38,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatal("the example overlay generates no ConfigMap driftback-config-<hash>")
 	}
 	doc, _, _ := unstructured.NestedString(cm.Object, "data", "app.yml")
-	cfg, err := app.ParseConfig([]byte(doc), nil)
+	cfg, err := config.ParseConfig([]byte(doc), nil)
 	if err != nil {
 		t.Fatalf("app.yml: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/driftback/driftback/app"
+	"github.com/driftback/driftback/app/config"
 )
 
 func runRegister(args []string, stdout, stderr io.Writer) int {
@@ -36,7 +37,7 @@ func runRegister(args []string, stdout, stderr io.Writer) int {
 	}
 	// The configuration is read without its secrets: registering is how
 	// they are obtained.
-	cfg, err := app.LoadConfig(*path, os.Getenv)
+	cfg, err := config.LoadConfig(*path, os.Getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "driftback register:", err)
 		return exitError

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/driftback/driftback/app"
+	"github.com/driftback/driftback/app/config"
 )
 
 // runTargets prints the targets a configuration serves. Exit codes: 0 all
@@ -37,7 +38,7 @@ func runTargets(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "driftback targets: --output %q is neither text nor json\n", *output)
 		return exitError
 	}
-	cfg, err := app.LoadConfig(*path, os.Getenv)
+	cfg, err := config.LoadConfig(*path, os.Getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "driftback targets:", err)
 		return exitError

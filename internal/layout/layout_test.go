@@ -53,13 +53,13 @@ func rel(p string) string { return strings.TrimPrefix(strings.TrimPrefix(p, modu
 
 // domain are the packages that decide: they know neither GitHub, nor the
 // process's log, nor the packages that wire them.
-var domain = []string{"render", "drift", "prgen", "report", "discover", "rollback", "internal/argocd", "app/repos"}
+var domain = []string{"render", "drift", "prgen", "report", "discover", "rollback", "internal/argocd", "app/config", "app/repos"}
 
 // maxLines bounds a package's code (tests aside). The packages named in
 // ceilings are larger today; each may only shrink.
 const maxLines = 2500
 
-var ceilings = map[string]int{"app": 7300, "drift": 5350, "render": 2950}
+var ceilings = map[string]int{"app": 6500, "drift": 5350, "render": 2950}
 
 func TestImportRules(t *testing.T) {
 	serves := regexp.MustCompile(`\bhttp\.(Server\{|ListenAndServe|Serve\()`)

@@ -2,7 +2,11 @@
 // request, reads repositories through a local cache of bare clones, renders and
 // compares the overlays a change affects, and keeps one comment and one check
 // run per target on the pull request.
-package app
+// Package config reads driftback's configuration: app.yml (load, defaults,
+// environment overrides, validation with the file's line) and a
+// repository's .github/driftback.yml, which refines the policy of the
+// targets app.yml gives it. It knows neither GitHub clients nor clusters.
+package config
 
 import (
 	"bytes"
@@ -20,7 +24,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 )
 
@@ -140,7 +143,8 @@ type Cluster struct {
 	Discover *Discover `yaml:"discover"`
 }
 
-// Target is one overlay of one repository deployed to one cluster.
+// Target is one overlay of one repository deployed to one cluster, as
+// app.yml names it.
 type Target struct {
 	// Name names the target on the pull request (default: the path).
 	Name string `yaml:"name"`
@@ -163,14 +167,6 @@ type Target struct {
 	// of the target holds (its namespaces and cluster-scoped kinds); objects
 	// it renders elsewhere are compared in Git only.
 	Scope TargetScope `yaml:"scope"`
-
-	// found is the reconciler object the target was discovered from, or
-	// matched with; nil for app.yml alone.
-	found *discover.Found
-	// glob is the app.yml path pattern the target was expanded from.
-	glob string
-	// fromConfig says app.yml names the target (or a glob matching it).
-	fromConfig bool
 }
 
 // TargetScope widens a target's scope; "*" allows every namespace or kind.
@@ -301,7 +297,7 @@ func (c *Config) defaults() {
 		c.GitHub.APIURL += "/"
 	}
 	if c.GitHub.WebURL == "" {
-		c.GitHub.WebURL = webURLFor(c.GitHub.APIURL)
+		c.GitHub.WebURL = WebURLFor(c.GitHub.APIURL)
 	} else if !strings.HasSuffix(c.GitHub.WebURL, "/") {
 		c.GitHub.WebURL += "/"
 	}
@@ -342,7 +338,7 @@ func (c *Config) defaults() {
 		if t.Policy.AckLabel == "" {
 			t.Policy.AckLabel = DefaultAckLabel
 		}
-		t.Policy.driftDefaults()
+		t.Policy.DriftDefaults()
 	}
 	for name, cl := range c.Clusters {
 		if cl.Mode == "" {
@@ -352,7 +348,8 @@ func (c *Config) defaults() {
 	}
 }
 
-func (p *Policy) driftDefaults() {
+// DriftDefaults fills the drift loop's settings a policy leaves unset.
+func (p *Policy) DriftDefaults() {
 	if p.Codify == "" {
 		p.Codify = CodifyManual
 	}
@@ -453,9 +450,9 @@ func (c *Config) validate() error {
 				errs = append(errs, where+".scope.namespaces: an empty namespace")
 			}
 		}
-		branch := strings.ToLower(t.Repo) + " " + slug(t.Name)
+		branch := strings.ToLower(t.Repo) + " " + Slug(t.Name)
 		if other, ok := slugs[branch]; ok && other != t.Name {
-			errs = append(errs, fmt.Sprintf("%s: %q and %q would share the drift branch %s%s; rename one", where, other, t.Name, DriftBranchPrefix, slug(t.Name)))
+			errs = append(errs, fmt.Sprintf("%s: %q and %q would share the drift branch %s%s; rename one", where, other, t.Name, DriftBranchPrefix, Slug(t.Name)))
 		}
 		slugs[branch] = t.Name
 		key := strings.ToLower(t.Repo) + " " + t.Name

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 
 func TestRepositoryConfigRefinesPolicyOnly(t *testing.T) {
 	targets := []Target{{Name: "prod", Repo: "a/b", Path: "x", Cluster: "c", Policy: Policy{AckLabel: DefaultAckLabel}}}
-	got, err := refine(targets, []byte("targets:\n- name: prod\n  policy:\n    failOn: [crd-removal]\n    ackLabel: ok-to-prune\n    drafts: true\n"))
+	got, err := Refine(targets, []byte("targets:\n- name: prod\n  policy:\n    failOn: [crd-removal]\n    ackLabel: ok-to-prune\n    drafts: true\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestRepositoryConfigRefinesPolicyOnly(t *testing.T) {
 	}
 	for name, y := range bad {
 		t.Run(name, func(t *testing.T) {
-			got, err := refine(targets, []byte(y))
+			got, err := Refine(targets, []byte(y))
 			if err == nil || !strings.Contains(err.Error(), RepoConfigPath) {
 				t.Errorf("error %v, want one naming %s", err, RepoConfigPath)
 			}
@@ -37,7 +37,7 @@ func TestRepositoryConfigRefinesPolicyOnly(t *testing.T) {
 			}
 		})
 	}
-	_, err = refine(targets, []byte("targets:\n- name: prod\n  cluster: elsewhere\n"))
+	_, err = Refine(targets, []byte("targets:\n- name: prod\n  cluster: elsewhere\n"))
 	if !strings.Contains(err.Error(), ":3:") {
 		t.Errorf("the error does not name the line: %v", err)
 	}

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"bytes"
@@ -45,9 +45,9 @@ type repoPolicy struct {
 
 var clusterKey = regexp.MustCompile(`(?m)^\s*-?\s*(cluster|clusters|kubeconfig|forkLive)\s*:`)
 
-// refine applies a repository's .github/driftback.yml to its targets. Problems
+// Refine applies a repository's .github/driftback.yml to its targets. Problems
 // are returned for the pull request to show; the targets are then unchanged.
-func refine(targets []Target, content []byte) ([]Target, error) {
+func Refine(targets []Target, content []byte) ([]Target, error) {
 	if loc := clusterKey.FindSubmatchIndex(content); loc != nil {
 		line := bytes.Count(content[:loc[0]], []byte("\n")) + 1
 		if content[loc[0]] == '\n' {

@@ -1,0 +1,132 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/driftback/driftback/drift"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// TestTheExampleConfigLoads proves the repository's own app.yml is valid.
+func TestTheExampleConfigLoads(t *testing.T) {
+	cfg, err := LoadConfig("../../app.yml", envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Targets) != 2 || cfg.Targets[0].Policy.FailOn[0] != drift.DangerCRDRemoval || cfg.Server.JobTimeout != 5*time.Minute {
+		t.Errorf("example config: %+v", cfg)
+	}
+}
+
+// TestClusterClientLimits proves a cluster's client limits come from
+// app.yml or the environment (app's test of the same name: they reach the
+// client config, and default to the product's when unset).
+func TestClusterClientLimits(t *testing.T) {
+	cfg, err := LoadConfig("../../app.yml", envOf(map[string]string{"DRIFTBACK_CLUSTERS_STAGING_QPS": "20.5"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging := cfg.Clusters["staging"]
+	if staging.QPS != 20.5 || staging.Burst != 300 {
+		t.Errorf("staging limits %v/%d, want 20.5 from the environment and 300 from app.yml", staging.QPS, staging.Burst)
+	}
+	if _, err := ParseConfig([]byte("clusters:\n  a:\n    burst: -1\n"), envOf(nil)); err == nil || !strings.Contains(err.Error(), "clusters.a.burst") {
+		t.Errorf("a negative burst: err = %v", err)
+	}
+}
+
+func TestConfigErrorsNameTheLine(t *testing.T) {
+	cases := map[string]struct{ yaml, says string }{
+		"an unknown key":                 {"server:\n  listen: \":1\"\n  wrokers: 3\n", "line 3: field wrokers not found"},
+		"a wrong type":                   {"server:\n  workers: many\n", "line 2: cannot unmarshal"},
+		"an inline secret":               {"github:\n  appID: 1\n  privateKey: |\n    -----BEGIN\n", "line 3: secrets are never written in app.yml"},
+		"an unknown danger":              {"targets:\n- repo: a/b\n  path: x\n  policy:\n    failOn: [oops]\n", `unknown danger "oops"`},
+		"a missing cluster":              {"targets:\n- repo: a/b\n  path: x\n  cluster: nope\n", `"nope" is not one of clusters`},
+		"a scope kind written as a path": {"targets:\n- repo: a/b\n  path: x\n  scope:\n    clusterKinds: [rbac.authorization.k8s.io/ClusterRole]\n", `targets[0].scope.clusterKinds: "rbac.authorization.k8s.io/ClusterRole" is not a kind`},
+		"a bad repo":                     {"targets:\n- repo: ab\n  path: x\n", `"ab" is not owner/name`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.yaml), envOf(nil))
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("error %v, want one saying %q", err, tc.says)
+			}
+		})
+	}
+}
+
+func TestEnvironmentOverrides(t *testing.T) {
+	y := "github:\n  appID: 1\nserver:\n  workers: 2\nclusters:\n  prod:\n    context: a\ntargets:\n- repo: a/b\n  path: x\n  cluster: prod\n"
+	cfg, err := ParseConfig([]byte(y), envOf(map[string]string{
+		"DRIFTBACK_GITHUB_APP_ID":            "42",
+		"DRIFTBACK_SERVER_WORKERS":           "9",
+		"DRIFTBACK_SERVER_JOB_TIMEOUT":       "90s",
+		"DRIFTBACK_CLUSTERS_PROD_CONTEXT":    "b",
+		"DRIFTBACK_TARGETS_0_PATH":           "y",
+		"DRIFTBACK_TARGETS_0_POLICY_FAIL_ON": "crd-removal, pvc-removal",
+		"DRIFTBACK_GITHUB_API_URL":           "https://ghe.example.com/api/v3",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GitHub.AppID != 42 || cfg.Server.Workers != 9 || cfg.Server.JobTimeout != 90*time.Second ||
+		cfg.Clusters["prod"].Context != "b" || cfg.Targets[0].Path != "y" || len(cfg.Targets[0].Policy.FailOn) != 2 ||
+		cfg.GitHub.APIURL != "https://ghe.example.com/api/v3/" {
+		t.Errorf("overrides not applied: %+v", cfg)
+	}
+	if _, err := ParseConfig([]byte(y), envOf(map[string]string{"DRIFTBACK_SERVER_WORKERS": "lots"})); err == nil || !strings.Contains(err.Error(), "DRIFTBACK_SERVER_WORKERS") {
+		t.Errorf("a bad override: %v", err)
+	}
+}
+
+// TestSecretsNeverLogged proves secrets come from the environment or files and
+// the effective configuration shows where from, never what.
+func TestSecretsNeverLogged(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(key, []byte("-----BEGIN PRIVATE KEY-----\nSECRETKEY\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte("github:\n  privateKeyFile: "+key+"\n"), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cfg.LoadSecrets(envOf(map[string]string{"DRIFTBACK_GITHUB_WEBHOOK_SECRET": "hook-secret-value"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(s.PrivateKey), "SECRETKEY") || string(s.WebhookSecret) != "hook-secret-value" {
+		t.Fatalf("secrets: %q %q", s.PrivateKey, s.WebhookSecret)
+	}
+	shown := fmt.Sprint(cfg.Redacted(s))
+	if strings.Contains(shown, "SECRETKEY") || strings.Contains(shown, "hook-secret-value") {
+		t.Errorf("the effective configuration shows a secret: %s", shown)
+	}
+	if !strings.Contains(shown, "file "+key) || !strings.Contains(shown, "environment DRIFTBACK_GITHUB_WEBHOOK_SECRET") {
+		t.Errorf("the effective configuration does not say where secrets came from: %s", shown)
+	}
+	if _, err := cfg.LoadSecrets(envOf(nil)); err == nil || !strings.Contains(err.Error(), "webhookSecret") {
+		t.Errorf("a missing webhook secret: %v", err)
+	}
+}
+
+func TestEmptyWebhookSecretIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "secret")
+	if err := os.WriteFile(empty, []byte("  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte("github:\n  webhookSecretFile: "+empty+"\n"), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.LoadSecrets(envOf(map[string]string{"DRIFTBACK_GITHUB_PRIVATE_KEY": "k"})); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("an empty webhook secret: %v", err)
+	}
+}
