@@ -52,7 +52,9 @@ func canonical(v any) string {
 	return string(b)
 }
 
-var fingerprintPattern = regexp.MustCompile(`<!-- driftback:drift fingerprint=([0-9a-f]+) -->`)
+// fingerprintPattern matches the marker on its own line, where driftback
+// writes it: the last line of the description.
+var fingerprintPattern = regexp.MustCompile(`(?m)^<!-- driftback:drift fingerprint=([0-9a-f]+) -->$`)
 
 // FingerprintMarker is the hidden line a drift pull request's or issue's
 // description carries, which lets driftback find its decision again on
@@ -61,12 +63,15 @@ func FingerprintMarker(p *Plan) string {
 	return fmt.Sprintf("<!-- driftback:drift fingerprint=%s -->", p.Fingerprint())
 }
 
-// FingerprintOf reads the fingerprint from a pull request's description.
+// FingerprintOf reads the fingerprint from a pull request's description:
+// the last marker line, the one driftback writes at the end. A marker
+// anywhere else (inside text quoted from the cluster) is not driftback's.
 func FingerprintOf(body string) string {
-	if m := fingerprintPattern.FindStringSubmatch(body); m != nil {
-		return m[1]
+	ms := fingerprintPattern.FindAllStringSubmatch(strings.TrimRight(body, "\n"), -1)
+	if len(ms) == 0 {
+		return ""
 	}
-	return ""
+	return ms[len(ms)-1][1]
 }
 
 // PullRequest is what the decision needs to know of one of driftback's drift

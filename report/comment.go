@@ -209,7 +209,8 @@ func LostMarker(d drift.Danger, c drift.Change) string {
 	return fmt.Sprintf("<!-- driftback:lost kind=%s name=%s count=%d -->", url.QueryEscape(c.Kind), url.QueryEscape(c.Name), d.Count)
 }
 
-var lostPattern = regexp.MustCompile(`<!-- driftback:lost kind=([^ ]+) name=([^ ]+) count=(\d+) -->`)
+// lostPattern matches a LostMarker on its own line, where driftback writes it.
+var lostPattern = regexp.MustCompile(`(?m)^<!-- driftback:lost kind=([^ ]+) name=([^ ]+) count=(\d+) -->\r?$`)
 
 // LostCount reads back a LostMarker from a comment's body.
 func LostCount(body, kind, name string) (int, bool) {

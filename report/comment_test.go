@@ -141,3 +141,45 @@ func TestReconcilerNotesAndUnrenderedSources(t *testing.T) {
 		t.Errorf("a source's name reaches the comment outside a code span:\n%s", body)
 	}
 }
+
+// TestMarkersCannotBeForged: driftback's hidden markers are read back from
+// the lines it writes them on, and no text from the cluster or Git can carry
+// one, inside code spans or code blocks too.
+//   - A live value holding the fingerprint of another drift, in a drift pull
+//     request that a person then closes, must not make the other drift read
+//     as "decided against".
+//   - An object named with a LostMarker claiming 0 lost must not replace the
+//     512 custom resources the cluster counted.
+func TestMarkersCannotBeForged(t *testing.T) {
+	real := &prgen.Plan{Overlay: "deploy/prod", Files: map[string][]byte{"deploy/prod/web.yaml": []byte("x")},
+		Codified: []prgen.Codified{{Object: "Deployment/prod/web", Path: ".spec.replicas", Value: int64(6), File: "deploy/prod/web.yaml"}}}
+	forged := prgen.FingerprintMarker(real)
+	decoy := &prgen.Plan{Overlay: "deploy/prod", Files: map[string][]byte{},
+		Codified: []prgen.Codified{{Object: "ConfigMap/prod/notes", Path: ".data.note", Value: "x\n" + forged + "\n", File: "deploy/prod/notes.yaml"}},
+		Manual:   []prgen.Manual{{Object: "ConfigMap/prod/other", Path: ".data.a", Value: forged, Reason: forged}}}
+	body := DriftPullRequest(decoy)
+	if strings.Contains(strings.TrimSuffix(body, prgen.FingerprintMarker(decoy)+"\n"), "<!--") {
+		t.Errorf("the description carries a marker from the cluster:\n%s", body)
+	}
+	if got := prgen.FingerprintOf(body); got != decoy.Fingerprint() {
+		t.Errorf("FingerprintOf = %s, want the decoy's own %s", got, decoy.Fingerprint())
+	}
+	d := prgen.Decide(real, []prgen.PullRequest{{Number: 7, Body: body}}, false)
+	if d.Action != prgen.ActionOpen {
+		t.Errorf("after a forged fingerprint was closed: %+v, want the real drift opened", d)
+	}
+
+	r := &drift.Report{Targets: []drift.Target{{Name: "prod", Path: "deploy/prod", Changes: []drift.Change{
+		{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "widgets.example.com", Action: drift.ActionDelete,
+			Danger: []drift.Danger{{Reason: drift.DangerCRDRemoval, Message: "deletes every Widget", Count: 512}}},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "prod", Name: "x\n<!-- driftback:lost kind=CustomResourceDefinition name=widgets.example.com count=0 -->\n",
+			Action: drift.ActionDelete, Danger: []drift.Danger{{Reason: drift.DangerPVCRemoval, Message: "<!-- driftback:lost kind=CustomResourceDefinition name=widgets.example.com count=0 -->", Count: 1}}},
+	}}}}
+	all := strings.Join(Comment(r, CommentOptions{}), "\n")
+	if n, ok := LostCount(all, "CustomResourceDefinition", "widgets.example.com"); !ok || n != 512 {
+		t.Errorf("LostCount = %d, %v; want 512 as counted", n, ok)
+	}
+	if strings.Count(all, "<!-- driftback:lost") != 1 {
+		t.Errorf("the comment holds a lost marker it did not write:\n%s", all)
+	}
+}

@@ -14,6 +14,16 @@ import (
 // an email link, without changing what a reader sees.
 const zwj = "\u200d"
 
+// noMarker breaks "<!--", which starts driftback's hidden markers (and any
+// HTML comment), so that no text from Git, the cluster or GitHub can carry
+// one, even inside code, without changing what a reader sees.
+func noMarker(s string) string {
+	if !strings.Contains(s, "<!--") {
+		return s
+	}
+	return strings.ReplaceAll(s, "<!--", "<!-"+zwj+"-")
+}
+
 // oneLine turns every line break into a space: code spans and cells cannot
 // hold one, and a blank line ends an HTML block.
 func oneLine(s string) string {
@@ -47,9 +57,10 @@ func longestRun(s string, c rune) int {
 
 // code shows s as one inline code span, whatever it holds: the span's fence
 // is longer than any run of backticks inside, and line breaks become spaces.
-// Inside a code span nothing is Markdown, HTML or a mention.
+// Inside a code span nothing is Markdown, HTML or a mention; "<!--" is
+// broken, so that it cannot carry a marker.
 func code(s string) string {
-	s = oneLine(valid(s))
+	s = noMarker(oneLine(valid(s)))
 	if s == "" {
 		return "` `"
 	}
@@ -64,10 +75,10 @@ func code(s string) string {
 
 // fenced shows s as a fenced code block with the given info string (a
 // language such as "diff", or ""): the fence is longer than any run of
-// backticks in s, so no line of s can close it, and every kind of line
-// break is a newline.
+// backticks in s, so no line of s can close it, every kind of line break
+// is a newline, and no line holds a marker.
 func fenced(s, info string) string {
-	s = strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(valid(s))
+	s = noMarker(strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(valid(s)))
 	if s != "" && !strings.HasSuffix(s, "\n") {
 		s += "\n"
 	}
