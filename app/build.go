@@ -28,8 +28,8 @@ type built struct {
 	// absent says the tree has nothing at the target's path.
 	absent bool
 	// secretObjects are the objects, by substitutedKey, whose source uses a
-	// variable that came from a Secret.
-	secretObjects map[string]bool
+	// variable that came from a Secret, with their identity as written.
+	secretObjects map[string]asWritten
 	// hooks names the Argo CD hooks left out of objs: Argo CD runs them at
 	// sync and never compares or prunes them.
 	hooks []string
@@ -96,6 +96,17 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 			unstructured.RemoveNestedField(ks.Object, "spec", "postBuild")
 		}
 		uses := usesVariables(objs, vars.secretNames)
+		// An identity written with a Secret's variable is shown as written.
+		refs := variableRefs(vars.secretNames)
+		written := make([]asWritten, len(objs))
+		for i, o := range objs {
+			if uses[i] && refs.MatchString(o.GetName()) {
+				written[i].name = o.GetName()
+			}
+			if uses[i] && refs.MatchString(o.GetNamespace()) {
+				written[i].namespace = o.GetNamespace()
+			}
+		}
 		if objs, err = render.FluxFinish(objs, ks, vars.FluxVariables); err != nil {
 			b.problems = append(b.problems, err.Error())
 			return b
@@ -103,9 +114,9 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 		for i, o := range objs {
 			if uses[i] {
 				if b.secretObjects == nil {
-					b.secretObjects = map[string]bool{}
+					b.secretObjects = map[string]asWritten{}
 				}
-				b.secretObjects[substitutedKey(o.GetKind(), o.GetName())] = true
+				b.secretObjects[substitutedKey(o.GetKind(), o.GetName())] = written[i]
 			}
 		}
 		objs = withoutFluxIgnored(objs)
@@ -321,24 +332,38 @@ func loadFluxVariables(ctx context.Context, ks *unstructured.Unstructured, lenie
 
 // usesVariables says, for each object, whether its source refers to one of
 // the variables, in any form envsubst reads ($NAME, ${NAME}, ${NAME:-x},
-// ${NAME^^}, …): a value derived from a Secret can be shown transformed, so
+// ${NAME^^}, ${#NAME}, …): a value derived from a Secret can be shown transformed, so
 // such objects are hidden whole rather than searched for the value.
 func usesVariables(objs []*unstructured.Unstructured, names []string) []bool {
 	out := make([]bool, len(objs))
-	if len(names) == 0 {
+	re := variableRefs(names)
+	if re == nil {
 		return out
 	}
-	quoted := make([]string, len(names))
-	for i, n := range names {
-		quoted[i] = regexp.QuoteMeta(n)
-	}
-	re := regexp.MustCompile(`\$\{?(` + strings.Join(quoted, "|") + `)([^A-Za-z0-9_]|$)`)
 	for i, o := range objs {
 		b, err := json.Marshal(o.Object)
 		out[i] = err != nil || re.Match(b)
 	}
 	return out
 }
+
+// variableRefs matches a reference to one of the variables, nil for none.
+func variableRefs(names []string) *regexp.Regexp {
+	if len(names) == 0 {
+		return nil
+	}
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = regexp.QuoteMeta(n)
+	}
+	return regexp.MustCompile(`\$\{?[#!]?(` + strings.Join(quoted, "|") + `)([^A-Za-z0-9_]|$)`)
+}
+
+// asWritten is the part of an object's identity that its Git source writes
+// with a Secret's variable, as written (before postBuild substitution); ""
+// for a part that uses none. It is what is shown of that part, so that no
+// piece of the value shows in a name.
+type asWritten struct{ namespace, name string }
 
 // substitutedKey identifies an object for hiding: kind and name, any
 // namespace, so a defaulted namespace cannot make one slip through.
@@ -349,17 +374,24 @@ func substitutedKey(kind, name string) string { return kind + "\x00" + name }
 const secretHidden = "(hidden: substituted from a Secret)"
 
 // hideSubstituted hides every value of the objects whose source uses a
-// variable from a Secret: field values, and the manifest of a created or
-// deleted one.
-func hideSubstituted(t *drift.Target, objects map[string]bool) {
+// Secret's variable, and shows their identity as Git writes it: a name such
+// as a-${TOKEN:0:6} would otherwise carry a piece of the value.
+func hideSubstituted(t *drift.Target, objects map[string]asWritten) {
 	if len(objects) == 0 {
 		return
 	}
 	for _, list := range [][]drift.Change{t.Changes, t.Drift, t.PR, t.OutOfScope} {
 		for i := range list {
 			c := &list[i]
-			if !objects[substitutedKey(c.Kind, c.Name)] {
+			w, ok := objects[substitutedKey(c.Kind, c.Name)]
+			if !ok {
 				continue
+			}
+			if w.name != "" {
+				c.Name = w.name
+			}
+			if w.namespace != "" {
+				c.Namespace = w.namespace
 			}
 			for j := range c.Fields {
 				f := &c.Fields[j]

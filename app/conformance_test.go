@@ -79,6 +79,9 @@ type shape struct {
 	codify map[string]string
 	// notes are a part of a note a target's report must carry, by path.
 	notes map[string]string
+	// never are strings that the comment, the check runs and the JSON
+	// report must not hold (pieces of a Secret's value).
+	never []string
 }
 
 // conformanceCases are the shapes; each fails on a build of driftback that
@@ -225,6 +228,30 @@ spec:
 		objects: map[string]map[string]drift.Action{"plain": {
 			ref("Service", "ui"): drift.ActionUnchanged, ref("Service", "api"): drift.ActionUnchanged, ref("Service", "worker"): drift.ActionCreate,
 		}},
+	}, {
+		// A Secret's variable in an object's identity, in the forms envsubst
+		// reads: a substring, uppercased, its length (lowercased, ${V,,},
+		// cannot be in a name: kustomize, Flux's too, splits names on commas). The objects are shown
+		// by their names as Git writes them; nothing of the value shows.
+		name: "Flux postBuild: a Secret's variable in names shows nothing of its value",
+		reconcilers: gitRepository + fluxKS("apps", "./apps", `  targetNamespace: NS
+  postBuild:
+    substituteFrom: [{kind: Secret, name: token}]
+`) + `---
+apiVersion: v1
+kind: Secret
+metadata: {name: token, namespace: NS}
+stringData: {TOKEN: SeCrEtVaLuE-4242xyz}
+`,
+		base: map[string]any{"apps/keep.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keep}\ndata: {a: '1'}\n"},
+		head: map[string]any{"apps/named.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: 'a-${TOKEN:0:6}'}\ndata: {a: '1'}\n---\n" +
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: 'upper-${TOKEN^^}'}\ndata: {a: '1'}\n---\n" +
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: 'len-${#TOKEN}'}\ndata: {a: '1'}\n"},
+		objects: map[string]map[string]drift.Action{"apps": {
+			"ConfigMap/NS/a-${TOKEN:0:6}": drift.ActionCreate, "ConfigMap/NS/upper-${TOKEN^^}": drift.ActionCreate,
+			"ConfigMap/NS/len-${#TOKEN}": drift.ActionCreate, ref("ConfigMap", "keep"): drift.ActionCreate,
+		}},
+		never: []string{"SeCrEt", "SECRETVALUE", "len-19"},
 	}, {
 		// argocd-example-apps' sync-waves and helm-hooks (plain directories)
 		// and pre-post-sync (kustomize): hooks, some with a generateName,
@@ -524,6 +551,9 @@ func runShape(t *testing.T, c shape) {
 	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns, srcNS}
 	w.cfg.Clusters["test"].Discover.ArgoCDNamespace = ns
 	w.logs.secret("conformance-canary-7731")
+	for _, s := range c.never {
+		w.logs.secret(s) // no log line may hold them either
+	}
 	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
 	host, _, _ := strings.Cut(string(discover.HostOf(w.gh.URL())), ":")
 	subst := func(y string) string { return strings.NewReplacer("SRCNS", srcNS, "NS", ns, "HOST", host).Replace(y) }
@@ -605,6 +635,18 @@ func runShape(t *testing.T, c shape) {
 	}
 	if strings.Contains(body, "internal error") || strings.Contains(fmt.Sprint(rep.Errors), "internal error") {
 		t.Errorf("an internal error reached the pull request:\n%s", body)
+	}
+	if len(c.never) > 0 {
+		js, _ := drift.JSON(rep)
+		everything := body + "\n" + string(js)
+		for _, r := range w.gh.CheckRuns(fullName, head.String()) {
+			everything += "\n" + r.Title + "\n" + r.Summary + "\n" + r.Text
+		}
+		for _, s := range c.never {
+			if strings.Contains(everything, subst(s)) {
+				t.Errorf("the pull request shows %q:\n%s", subst(s), everything)
+			}
+		}
 	}
 	byPath := map[string]drift.Target{}
 	for _, tg := range rep.Targets {

@@ -463,7 +463,7 @@ type targetWork struct {
 	reverts []string
 	// secretObjects are the objects (by kind and name) whose Git source
 	// uses a variable from a Secret: none of their values is shown.
-	secretObjects map[string]bool
+	secretObjects map[string]asWritten
 	// defaults is the default branch's render of the target, which bounds
 	// its scope; scope is set when the cluster is read.
 	defaults []*unstructured.Unstructured
@@ -505,11 +505,11 @@ func (a *App) renderTarget(ctx context.Context, t Target, base, head *render.Tre
 		}
 		w.problems = append(w.problems, b.problems...)
 		w.hooks = b.hooks
-		for k := range b.secretObjects {
+		for k, v := range b.secretObjects {
 			if w.secretObjects == nil {
-				w.secretObjects = map[string]bool{}
+				w.secretObjects = map[string]asWritten{}
 			}
-			w.secretObjects[k] = true
+			w.secretObjects[k] = v
 		}
 		return b.objs
 	}

@@ -22,7 +22,7 @@ type ReconcilerBuild struct {
 	target Target
 	vars   fluxVars
 	// hidden are the objects whose source uses a Secret's variable.
-	hidden map[string]bool
+	hidden map[string]asWritten
 	// hooks are the Argo CD hooks of the last tree built (the head's).
 	hooks []string
 }
@@ -106,12 +106,12 @@ func (b *ReconcilerBuild) Objects(ctx context.Context, r *render.Renderer, tree 
 }
 
 // secret remembers the objects whose source uses a Secret's variable.
-func (b *ReconcilerBuild) secret(objects map[string]bool) {
-	for k := range objects {
+func (b *ReconcilerBuild) secret(objects map[string]asWritten) {
+	for k, v := range objects {
 		if b.hidden == nil {
-			b.hidden = map[string]bool{}
+			b.hidden = map[string]asWritten{}
 		}
-		b.hidden[k] = true
+		b.hidden[k] = v
 	}
 }
 
