@@ -29,7 +29,7 @@ type driftPublisher struct {
 	log         *slog.Logger
 }
 
-func (p *driftPublisher) branch() string { return config.DriftBranchPrefix + config.Slug(p.t.Name) }
+func (p *driftPublisher) branch() string { return config.DriftBranchPrefix + p.t.slug() }
 
 // botIdentity is who driftback's commits are by.
 func (p *driftPublisher) botIdentity(ctx context.Context) (object.Signature, error) {
@@ -209,7 +209,7 @@ func (p *driftPublisher) commentOnce(ctx context.Context, number int, mark, body
 
 // reportMarker identifies a target's drift issue.
 func (p *driftPublisher) reportMarker() string {
-	return fmt.Sprintf("<!-- driftback:drift-report target=%s -->", config.Slug(p.t.Name))
+	return fmt.Sprintf("<!-- driftback:drift-report target=%s -->", p.t.slug())
 }
 
 // publishIssue keeps one issue per target that describes its drift.

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"path"
@@ -27,6 +29,35 @@ type Target struct {
 	glob string
 	// fromConfig says app.yml names the target (or a glob matching it).
 	fromConfig bool
+	// driftKey names the target's drift branch and issue; "" is the slug
+	// of its name (see driftKeys).
+	driftKey string
+}
+
+// slug is what names the target's drift branch and drift issue: unique
+// among the targets, whatever their names.
+func (t Target) slug() string {
+	if t.driftKey != "" {
+		return t.driftKey
+	}
+	return config.Slug(t.Name)
+}
+
+// driftKeys makes the targets' slugs unique: names that slug alike
+// (dev/a-b/c and dev/a/b-c) each get a hash of the whole name, so that
+// their drift branches and issues never meet. app.yml's own targets cannot
+// collide (its validation refuses it); discovered ones can.
+func driftKeys(ts []Target) {
+	count := map[string]int{}
+	for _, t := range ts {
+		count[config.Slug(t.Name)]++
+	}
+	for i, t := range ts {
+		if s := config.Slug(t.Name); count[s] > 1 {
+			h := sha256.Sum256([]byte(t.Name))
+			ts[i].driftKey = s + "-" + hex.EncodeToString(h[:4])
+		}
+	}
 }
 
 // configured are app.yml's targets, as targets.
@@ -342,6 +373,7 @@ func mergeTargets(cfg *config.Config, found []*discover.Found) ([]Target, []*dis
 		byKey[f.Key()] = len(out)
 		out = append(out, withFound(t, f))
 	}
+	driftKeys(out)
 	return out, skipped
 }
 

@@ -157,3 +157,36 @@ func writeTestFile(t *testing.T, dir, p, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestDriftBranchesAreUniquePerTarget: discovered targets whose names slug
+// alike (dev/a-b/c and dev/a/b-c) get drift branches and issues of their own,
+// so that one never closes the other's pull request; a name alone keeps
+// its plain slug.
+func TestDriftBranchesAreUniquePerTarget(t *testing.T) {
+	cfg := parseTestConfig(t, targetsConfig)
+	found := func(ns, name string) *discover.Found {
+		return &discover.Found{Object: "Kustomization " + ns + "/" + name, Namespace: ns, Name: name, On: "dev", Repo: "acme/gitops",
+			Path: "apps/" + ns + "/" + name, Cluster: "dev"}
+	}
+	targets, _ := mergeTargets(cfg, []*discover.Found{found("a-b", "c"), found("a", "b-c"), found("solo", "x")})
+	slugs := map[string]string{}
+	for _, tg := range targets {
+		slugs[tg.Name] = tg.slug()
+	}
+	one, two := slugs["dev/a-b/c"], slugs["dev/a/b-c"]
+	if one == "" || two == "" || one == two || !strings.HasPrefix(one, "dev-a-b-c-") || !strings.HasPrefix(two, "dev-a-b-c-") {
+		t.Errorf("colliding names: %q and %q, want two slugs of their own", one, two)
+	}
+	if got := slugs["dev/solo/x"]; got != "dev-solo-x" {
+		t.Errorf("a name no other shares: %q, want its plain slug", got)
+	}
+	p := &driftPublisher{t: targets[0]}
+	for _, tg := range targets {
+		if tg.Name == "dev/a-b/c" {
+			p.t = tg
+		}
+	}
+	if p.branch() != config.DriftBranchPrefix+one || !strings.Contains(p.reportMarker(), "target="+one+" ") {
+		t.Errorf("branch %s, marker %s: want both named by %s", p.branch(), p.reportMarker(), one)
+	}
+}
