@@ -11,6 +11,7 @@ import (
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -193,6 +194,68 @@ spec:
 		"registry.example.com/web:2.0.0", "### Not rendered", "`Application " + ns + "/cache` (`fleet/chart`) on cluster `test`: not rendered: Argo CD renders it as a Helm chart (Chart.yaml)"} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+}
+
+// TestADecoyReconcilerObjectIsComparedNotChosen: a second Kustomization
+// claiming the repository, path and cluster of app.yml's target (sorted
+// first, prune off, as a tenant could create one) no longer becomes that
+// target's build. Both are compared, each as it builds: the real
+// Kustomization's prune of a claim fails the check app.yml's policy asks
+// for, as it did before the decoy came.
+func TestADecoyReconcilerObjectIsComparedNotChosen(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, func(c *config.Config) {
+		c.Targets = []config.Target{{Name: "prod", Repo: fullName, Path: "fleet/prod", Cluster: "test",
+			Policy: config.Policy{FailOn: []drift.DangerReason{drift.DangerPVCRemoval}, AckLabel: config.DefaultAckLabel}}}
+		cl := c.Clusters["test"]
+		cl.Discover = &config.Discover{Flux: true}
+		c.Clusters["test"] = cl
+	})
+	ns := w.env.Namespace
+	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
+	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns}
+	hostname, _, _ := strings.Cut(string(discover.HostOf(w.gh.URL())), ":")
+	w.apply(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: NS}
+spec: {interval: 1m, url: 'https://` + hostname + `/acme/gitops', ref: {branch: main}}`)
+	for _, ks := range []struct{ name, prune string }{{"zz-apps", "true"}, {"aa-decoy", "false"}} {
+		w.apply(`apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: ` + ks.name + `, namespace: NS}
+spec: {interval: 10m, path: ./fleet/prod, prune: ` + ks.prune + `, sourceRef: {kind: GitRepository, name: fleet}}`)
+	}
+	w.apply(`apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+  namespace: NS
+  labels: {kustomize.toolkit.fluxcd.io/name: zz-apps, kustomize.toolkit.fluxcd.io/namespace: NS}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.srv.App.targets.run(ctx)
+	eventually(t, func() bool { ts, sk := w.srv.App.targetsOf(fullName); return len(ts)+len(sk) == 2 }, "both Kustomizations to be discovered")
+
+	pvc := "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: NS}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n"
+	base := w.commit(plumbing.ZeroHash, map[string]any{"fleet/prod/kustomization.yaml": "resources: [data.yaml]\n", "fleet/prod/data.yaml": pvc})
+	head := w.commit(base, map[string]any{"fleet/prod/kustomization.yaml": "resources: []\n", "fleet/prod/data.yaml": nil})
+	w.openPR(1, base, head, nil)
+	if code := w.deliver("pull_request", "d-decoy", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	runs := w.waitChecks(head.String(), 3)
+	wantAggregate(t, runs, "failure")
+	real := findRun(t, runs, "driftback / test/"+ns+"/zz-apps")
+	if real.Conclusion != "failure" || !strings.Contains(real.Title, "pvc-removal") {
+		t.Errorf("the real Kustomization's check: %s %q", real.Conclusion, real.Title)
+	}
+	body := w.gh.Comments(fullName, 1)[0].Body
+	for _, s := range []string{"Kustomization " + ns + "/aa-decoy and Kustomization " + ns + "/zz-apps both apply this path to this cluster"} {
+		if strings.Count(body, s) < 2 {
+			t.Errorf("the comment does not say %q under both targets:\n%s", s, body)
 		}
 	}
 }

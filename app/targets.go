@@ -331,8 +331,9 @@ func (a *App) servesRepo(repo string) bool {
 // cluster): app.yml's name, policy and scope win; discovery adds what the
 // reconciler does (branch, tracking, its ignore rules, how it builds). A
 // discovered object matching an app.yml glob takes that target's settings.
-// Discovered sources that cannot be rendered are returned apart, with a repo
-// only when they name one.
+// Two objects claiming one (repo, path, cluster) are two targets, both
+// compared. Discovered sources that cannot be rendered are returned apart,
+// with a repo only when they name one.
 func mergeTargets(cfg *config.Config, found []*discover.Found) ([]Target, []*discover.Found) {
 	out, globs := configured(cfg), configured(cfg)
 	byKey := map[string]int{}
@@ -350,11 +351,23 @@ func mergeTargets(cfg *config.Config, found []*discover.Found) ([]Target, []*dis
 		if i, ok := byKey[f.Key()]; ok {
 			if other := out[i].found; other != nil {
 				// Two reconciler objects apply one path to one cluster
-				// (with different variables, say): the first is compared;
-				// the second is said, not merged into it.
-				dup := *f
-				dup.NotRendered = fmt.Sprintf("it applies the same repository, path and cluster as %s, which is the one compared", other.Object)
-				skipped = append(skipped, &dup)
+				// (with different variables, or one a decoy): neither is
+				// chosen by sort order. Both are compared, each with its
+				// own build, tracking and prune, and each says so; the
+				// later one's drift is not proposed.
+				conflict := fmt.Sprintf("%s and %s both apply this path to this cluster: each is compared as it builds", other.Object, f.Object)
+				out[i].found = withNote(other, conflict)
+				t := Target{Target: config.Target{Name: foundName(f), Repo: f.Repo, Path: f.Path, Cluster: f.Cluster}}
+				t.Policy.AckLabel = config.DefaultAckLabel
+				t.Policy.DriftDefaults()
+				switch g := globFor(globs, f); {
+				case i < len(cfg.Targets): // app.yml's, before any object's settings
+					t.Policy, t.Scope, t.fromConfig = cfg.Targets[i].Policy, cfg.Targets[i].Scope, true
+				case g != nil:
+					t.Policy, t.Scope, t.fromConfig, t.glob = g.Policy, g.Scope, true, g.Path
+				}
+				t.Policy.Codify = config.CodifyOff
+				out = append(out, withFound(t, withNote(f, conflict)))
 				continue
 			}
 			out[i] = withFound(out[i], f)
@@ -416,6 +429,14 @@ func withFound(t Target, f *discover.Found) Target {
 		t.Policy.QuietPeriod = f.Interval + 30*time.Second
 	}
 	return t
+}
+
+// withNote is a copy of f that also says note: the objects discovery
+// returns are shared and never changed.
+func withNote(f *discover.Found, note string) *discover.Found {
+	c := *f
+	c.Notes = append(append([]string(nil), f.Notes...), note)
+	return &c
 }
 
 // globName names one match of a glob target: the matched path, after the

@@ -3,6 +3,7 @@ package app
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,13 +75,20 @@ func TestDiscoveredAndConfiguredTargetsMerge(t *testing.T) {
 		t.Errorf("a Kustomization matching an app.yml glob takes its settings, and waits out Flux's interval: %+v", a)
 	}
 	b := byName["prod/flux-system/billing"]
-	if b.found != billing || b.fromConfig || b.Policy.Codify != config.CodifyManual || b.Policy.QuietPeriod != config.DefaultQuietPeriod || b.describe() != "Kustomization flux-system/billing on cluster prod" {
+	if b.found == nil || b.found.Object != billing.Object || b.fromConfig || b.Policy.Codify != config.CodifyManual || b.Policy.QuietPeriod != config.DefaultQuietPeriod || b.describe() != "Kustomization flux-system/billing on cluster prod" {
 		t.Errorf("a discovered target of its own: %+v", b)
 	}
-	if len(skipped) != 3 || skipped[2].Object != twin.Object || !strings.Contains(skipped[2].NotRendered, "same repository, path and cluster as Kustomization flux-system/billing") || twin.NotRendered != "" {
-		t.Errorf("a second object applying the same path is said, not merged: %+v", skipped[len(skipped)-1])
+	// A second object applying the same path is a target of its own, both
+	// compared and both saying so; its drift is not proposed.
+	tw := byName["prod/flux-system/billing-eu"]
+	conflict := "Kustomization flux-system/billing and Kustomization flux-system/billing-eu both apply this path to this cluster"
+	if tw.found == nil || tw.found.Object != twin.Object || tw.Path != "apps/billing" || tw.Policy.Codify != config.CodifyOff ||
+		!slices.ContainsFunc(tw.found.Notes, func(n string) bool { return strings.HasPrefix(n, conflict) }) ||
+		!slices.ContainsFunc(byName["prod/flux-system/billing"].found.Notes, func(n string) bool { return strings.HasPrefix(n, conflict) }) ||
+		len(twin.Notes) != 0 || len(billing.Notes) != 0 {
+		t.Errorf("a second object applying the same path: %+v, notes %v; the first's notes %v", tw, tw.found, byName["prod/flux-system/billing"].found)
 	}
-	if diff := cmp.Diff([]*discover.Found{helm, chartRepo}, skipped[:2]); diff != "" {
+	if diff := cmp.Diff([]*discover.Found{helm, chartRepo}, skipped); diff != "" {
 		t.Errorf("unrenderable sources (-want +got)\n%s", diff)
 	}
 	var watched []string
