@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
@@ -257,5 +259,51 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}`)
 		if strings.Count(body, s) < 2 {
 			t.Errorf("the comment does not say %q under both targets:\n%s", s, body)
 		}
+	}
+}
+
+// TestDiscoveryFollowsTheOperator: reconciler objects count only in the
+// namespaces app.yml lists, and name only the repositories app.yml lets
+// their namespace name. A tenant's Kustomization in a namespace not listed
+// adds nothing; one naming a repository its namespace may not name is
+// listed as not rendered, with why, and is no target.
+func TestDiscoveryFollowsTheOperator(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, func(c *config.Config) {
+		c.Targets = nil
+		cl := c.Clusters["test"]
+		cl.Discover = &config.Discover{Flux: true}
+		c.Clusters["test"] = cl
+	})
+	ns := w.env.Namespace
+	tenant := ns + "-tenant"
+	if _, err := w.env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
+	d := w.cfg.Clusters["test"].Discover
+	d.Namespaces = []string{ns}
+	d.Repositories = map[string][]string{ns: {"acme/team-*"}}
+	hostname, _, _ := strings.Cut(string(discover.HostOf(w.gh.URL())), ":")
+	for _, where := range []string{ns, tenant} {
+		w.apply(strings.ReplaceAll(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: WHERE}
+spec: {interval: 1m, url: 'https://`+hostname+`/acme/gitops', ref: {branch: main}}`, "WHERE", where))
+		w.apply(strings.ReplaceAll(`apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: steer, namespace: WHERE}
+spec: {interval: 10m, path: ./apps/prod, prune: false, sourceRef: {kind: GitRepository, name: fleet}}`, "WHERE", where))
+	}
+	list, err := ListTargets(context.Background(), w.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Targets) != 0 {
+		t.Errorf("targets %+v, want none", list.Targets)
+	}
+	want := "objects in namespace " + ns + " may not name repository acme/gitops (clusters.test.discover.repositories)"
+	if len(list.NotRendered) != 1 || list.NotRendered[0].Source != "Kustomization "+ns+"/steer" || list.NotRendered[0].Reason != want {
+		t.Errorf("not rendered %+v, want the Kustomization of %s only, saying %q (the tenant's namespace is not listed)", list.NotRendered, ns, want)
 	}
 }

@@ -61,7 +61,7 @@ func TestPublicRepository(t *testing.T) {
 	w := newWorld(t, func(cfg *config.Config) {
 		cfg.Targets = nil
 		cl := cfg.Clusters["test"]
-		cl.Discover = &config.Discover{Flux: true, ArgoCD: true}
+		cl.Discover = &config.Discover{Flux: true, ArgoCD: true, Namespaces: []string{"*"}} // a repository's own objects, wherever it puts them
 		cfg.Clusters["test"] = cl
 	})
 	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)

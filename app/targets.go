@@ -122,7 +122,7 @@ func (s *targetSource) settings(cluster string) discover.Settings {
 
 func (s *targetSource) options(cluster string) discover.Options {
 	d := s.cfg.Clusters[cluster].Discover
-	return discover.Options{Flux: d.Flux, ArgoCD: d.ArgoCD, Namespaces: d.Namespaces, Settings: s.settings(cluster)}
+	return discover.Options{Flux: d.Flux, ArgoCD: d.ArgoCD, Namespaces: d.Where(), Settings: s.settings(cluster)}
 }
 
 // discovering are the clusters with discovery, sorted.
@@ -344,6 +344,11 @@ func mergeTargets(cfg *config.Config, found []*discover.Found) ([]Target, []*dis
 	}
 	var skipped []*discover.Found
 	for _, f := range found {
+		if d := cfg.Clusters[f.On].Discover; d != nil && f.Repo != "" && !d.Allows(f.Namespace, f.Repo) {
+			c := *f
+			c.NotRendered = fmt.Sprintf("objects in namespace %s may not name repository %s (clusters.%s.discover.repositories)", f.Namespace, f.Repo, f.On)
+			f = &c
+		}
 		if f.NotRendered != "" || f.Repo == "" {
 			skipped = append(skipped, f)
 			continue

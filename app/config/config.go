@@ -407,6 +407,16 @@ func (c *Config) validate() error {
 				if n == "" {
 					errs = append(errs, fmt.Sprintf("clusters.%s.discover.namespaces: an empty namespace", name))
 				}
+				if n == "*" && len(d.Namespaces) > 1 {
+					errs = append(errs, fmt.Sprintf("clusters.%s.discover.namespaces: \"*\" is every namespace, alone", name))
+				}
+			}
+			for ns, patterns := range d.Repositories {
+				for _, p := range patterns {
+					if _, err := path.Match(p, ""); err != nil {
+						errs = append(errs, fmt.Sprintf("clusters.%s.discover.repositories[%q]: %q: %v", name, ns, p, err))
+					}
+				}
 			}
 		}
 	}

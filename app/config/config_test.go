@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,44 @@ func TestEmptyWebhookSecretIsRefused(t *testing.T) {
 	}
 	if _, err := cfg.LoadSecrets(envOf(map[string]string{"DRIFTBACK_GITHUB_PRIVATE_KEY": "k"})); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Errorf("an empty webhook secret: %v", err)
+	}
+}
+
+// TestDiscoverCountsTheReconcilersOwnNamespaces: by default only Flux's and
+// Argo CD's own namespaces count; "*" is every namespace, and a list is that
+// list. Repositories bound what a namespace's objects may name.
+func TestDiscoverCountsTheReconcilersOwnNamespaces(t *testing.T) {
+	for _, c := range []struct {
+		d    Discover
+		want []string
+	}{
+		{Discover{Flux: true, ArgoCD: true}, []string{"flux-system", "argocd"}},
+		{Discover{ArgoCD: true, ArgoCDNamespace: "gitops"}, []string{"gitops"}},
+		{Discover{Flux: true, Namespaces: []string{"*"}}, nil},
+		{Discover{Flux: true, Namespaces: []string{"flux-system", "team-a"}}, []string{"flux-system", "team-a"}},
+	} {
+		if got := c.d.Where(); !slices.Equal(got, c.want) {
+			t.Errorf("%+v: where %v, want %v", c.d, got, c.want)
+		}
+	}
+	d := Discover{Repositories: map[string][]string{"team-a": {"Acme/team-a-*"}}}
+	for _, c := range []struct {
+		ns, repo string
+		want     bool
+	}{
+		{"team-a", "acme/team-a-apps", true}, {"team-a", "ACME/Team-A-web", true}, {"team-a", "acme/payroll-secrets", false},
+		{"team-a", "acme/team-a-apps/x", false}, {"flux-system", "acme/payroll-secrets", true},
+	} {
+		if got := d.Allows(c.ns, c.repo); got != c.want {
+			t.Errorf("namespace %s naming %s: %v, want %v", c.ns, c.repo, got, c.want)
+		}
+	}
+	for y, want := range map[string]string{
+		"clusters:\n  a:\n    discover: {flux: true, namespaces: ['*', x]}\n":               `"*" is every namespace, alone`,
+		"clusters:\n  a:\n    discover: {flux: true, repositories: {team-a: ['acme/[']}}\n": `clusters.a.discover.repositories["team-a"]`,
+	} {
+		if _, err := ParseConfig([]byte(y), envOf(nil)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v, want %q", y, err, want)
+		}
 	}
 }

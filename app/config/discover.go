@@ -1,5 +1,10 @@
 package config
 
+import (
+	"path"
+	"strings"
+)
+
 // Discover is a cluster's discover: block: which reconcilers' objects
 // targets are derived from.
 type Discover struct {
@@ -8,8 +13,17 @@ type Discover struct {
 	Flux bool `yaml:"flux"`
 	// ArgoCD reads Argo CD Applications (argoproj.io/v1alpha1).
 	ArgoCD bool `yaml:"argocd"`
-	// Namespaces are where to look (default: every namespace).
+	// Namespaces are where reconciler objects count (default: Flux's and
+	// Argo CD's own, flux-system and argocdNamespace). Whoever may create a
+	// Kustomization or an Application in a namespace listed here steers
+	// what driftback compares: list tenants' namespaces deliberately, and
+	// bound them with Repositories. "*" is every namespace.
 	Namespaces []string `yaml:"namespaces"`
+	// Repositories bound what a namespace's objects may name: namespace →
+	// owner/name patterns (path.Match, case-insensitive, such as
+	// "acme/team-a-*"). An object naming another repository is listed as
+	// not rendered, with why. A namespace without an entry may name any.
+	Repositories map[string][]string `yaml:"repositories"`
 	// ArgoCDNamespace is Argo CD's own namespace, where argocd-cm lives
 	// (default "argocd").
 	ArgoCDNamespace string `yaml:"argocdNamespace"`
@@ -23,6 +37,43 @@ type Discover struct {
 	// are the cluster discovered on, and a destination name equal to a key
 	// of clusters is that cluster.
 	Destinations map[string]string `yaml:"destinations"`
+}
+
+// Where lists the namespaces whose reconciler objects count; nil is every
+// namespace.
+func (d *Discover) Where() []string {
+	switch {
+	case len(d.Namespaces) == 1 && d.Namespaces[0] == "*":
+		return nil
+	case len(d.Namespaces) > 0:
+		return d.Namespaces
+	}
+	var out []string
+	if d.Flux {
+		out = append(out, "flux-system")
+	}
+	if d.ArgoCD {
+		ns := d.ArgoCDNamespace
+		if ns == "" {
+			ns = "argocd"
+		}
+		out = append(out, ns)
+	}
+	return out
+}
+
+// Allows says whether an object in namespace may name repo (owner/name).
+func (d *Discover) Allows(namespace, repo string) bool {
+	patterns, ok := d.Repositories[namespace]
+	if !ok {
+		return true
+	}
+	for _, p := range patterns {
+		if m, err := path.Match(strings.ToLower(p), strings.ToLower(repo)); err == nil && m {
+			return true
+		}
+	}
+	return false
 }
 
 // Enabled says the block asks for anything.
