@@ -101,8 +101,11 @@ func ListTargets(ctx context.Context, cfg *config.Config) (*TargetList, error) {
 		}
 		var off string
 		info.Source, info.NotRendered, off = sourceAt(t, trees)
-		if off != "" && !strings.HasPrefix(info.Codify, "off") && info.Codify != string(config.CodifyOff) {
+		if off != "" && !strings.HasPrefix(info.Codify, "off (") {
 			info.Codify = "off (" + off + ")"
+		}
+		if info.Codify == string(config.CodifyOff) && t.codifyOff != "" {
+			info.Codify = "off (" + t.codifyOff + ")"
 		}
 		out.Targets = append(out.Targets, info)
 	}

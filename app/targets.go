@@ -32,6 +32,22 @@ type Target struct {
 	// driftKey names the target's drift branch and issue; "" is the slug
 	// of its name (see driftKeys).
 	driftKey string
+	// codifyOff says why drift is not proposed when the policy alone
+	// would propose it.
+	codifyOff string
+}
+
+// named says whether app.yml names repo for an object discovered in
+// namespace on cluster: a target of app.yml is on it, or the cluster's
+// discover.repositories lets that namespace name it.
+func named(cfg *config.Config, cluster, namespace, repo string) bool {
+	for _, t := range cfg.Targets {
+		if strings.EqualFold(t.Repo, repo) {
+			return true
+		}
+	}
+	d := cfg.Clusters[cluster].Discover
+	return d != nil && len(d.Repositories[namespace]) > 0 && d.Allows(namespace, repo)
 }
 
 // slug is what names the target's drift branch and drift issue: unique
@@ -388,6 +404,12 @@ func mergeTargets(cfg *config.Config, found []*discover.Found) ([]Target, []*dis
 		t := Target{Target: config.Target{Name: foundName(f), Repo: f.Repo, Path: f.Path, Cluster: f.Cluster}}
 		t.Policy.AckLabel = config.DefaultAckLabel
 		t.Policy.DriftDefaults()
+		if !named(cfg, f.On, f.Namespace, f.Repo) {
+			// Whoever made the object chose the repository: driftback
+			// does not push to it unless the operator says so.
+			t.Policy.Codify = config.CodifyOff
+			t.codifyOff = "app.yml names no target on this repository, nor lets " + f.Namespace + " name it in discover.repositories"
+		}
 		byKey[f.Key()] = len(out)
 		out = append(out, withFound(t, f))
 	}

@@ -198,3 +198,36 @@ func TestDriftBranchesAreUniquePerTarget(t *testing.T) {
 		t.Errorf("branch %s, marker %s: want both named by %s", p.branch(), p.reportMarker(), one)
 	}
 }
+
+// TestADiscoveredRepositoryAppYmlDoesNotNameIsNotWrittenTo: whoever made a
+// reconciler object chose its repository; drift on a repository app.yml
+// names nowhere is shown, not proposed, until the operator names it (a
+// target, or discover.repositories for the object's namespace).
+func TestADiscoveredRepositoryAppYmlDoesNotNameIsNotWrittenTo(t *testing.T) {
+	elsewhere := &discover.Found{Object: "Kustomization team-a/apps", Namespace: "team-a", Name: "apps", On: "prod", Repo: "acme/team-a",
+		Path: "apps", Cluster: "prod"}
+	targets, _ := mergeTargets(parseTestConfig(t, targetsConfig), []*discover.Found{elsewhere})
+	var got *Target
+	for i := range targets {
+		if targets[i].found != nil && targets[i].found.Object == elsewhere.Object {
+			got = &targets[i]
+		}
+	}
+	if got == nil || got.Policy.Codify != config.CodifyOff || !strings.Contains(got.codifyOff, "app.yml names no target on this repository") {
+		t.Fatalf("a repository app.yml does not name: %+v", got)
+	}
+	watched := map[string]bool{}
+	for _, tg := range watchedOn(targets, "prod") {
+		watched[tg.Name] = true
+	}
+	if watched[got.Name] {
+		t.Errorf("the drift loop watches %s", got.Name)
+	}
+	named := strings.Replace(targetsConfig, "discover: {flux: true,", "discover: {repositories: {team-a: [acme/team-*]}, flux: true,", 1)
+	targets, _ = mergeTargets(parseTestConfig(t, named), []*discover.Found{elsewhere})
+	for _, tg := range targets {
+		if tg.found != nil && tg.found.Object == elsewhere.Object && (tg.Policy.Codify != config.CodifyManual || tg.codifyOff != "") {
+			t.Errorf("named in discover.repositories: %+v", tg)
+		}
+	}
+}
