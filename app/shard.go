@@ -205,6 +205,12 @@ func (s *shards) balance(ctx context.Context, wg *sync.WaitGroup) error {
 			continue // held and renewed by another replica
 		case (l == nil || holder(l) == "") && held >= share:
 			continue // free: left to the replicas under their share
+		case l != nil && holder(l) == s.id && held >= share:
+			// Still ours from a win handed back without a release (a
+			// failed one): campaigning would renew it with no loop
+			// running, and the others would wait for it forever. Left
+			// to expire, it goes to a replica under its share.
+			continue
 		}
 		held++ // counted as taken, so a look takes no more than the share
 		cctx, cancel := context.WithCancel(ctx)
