@@ -183,3 +183,28 @@ func TestMarkersCannotBeForged(t *testing.T) {
 		t.Errorf("the comment holds a lost marker it did not write:\n%s", all)
 	}
 }
+
+// TestReferencesAndFormatCharacters: text from Git or the cluster cannot
+// link or notify another issue or pull request (#123, owner/repo#1, GH-1),
+// in text, HTML or titles, and its Unicode
+// format characters (a bidi override, a zero-width space) are shown, in code
+// too; what a reader sees of the rest is unchanged.
+func TestReferencesAndFormatCharacters(t *testing.T) {
+	refs := "fixes #123, acme/other#7 and GH-42"
+	for name, got := range map[string]string{"text": text(refs), "html": html(refs), "title": plain(refs)} {
+		for _, ref := range []string{"#123", "#7", "GH-42"} {
+			if strings.Contains(got, ref) {
+				t.Errorf("%s: %q links %s", name, got, ref)
+			}
+		}
+		if strings.ReplaceAll(strings.NewReplacer(`\`, "", "&#35;", "#", "&#44;", ",").Replace(got), zwj, "") != refs {
+			t.Errorf("%s: %q does not read as %q", name, got, refs)
+		}
+	}
+	hidden := "admin\u202Egnp.exe\u200B"
+	for name, got := range map[string]string{"code": code(hidden), "fenced": fenced(hidden, ""), "text": text(hidden), "html": html(hidden), "title": plain(hidden)} {
+		if strings.ContainsAny(got, "\u202E\u200B") || !strings.Contains(got, "U+202E") || !strings.Contains(got, "U+200B") {
+			t.Errorf("%s: %q hides or reorders what it shows", name, got)
+		}
+	}
+}

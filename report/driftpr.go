@@ -221,12 +221,12 @@ func CommitMessage(p *prgen.Plan) string {
 // plain shows s on one line of plain text without control characters, for
 // titles and commit messages, which GitHub does not render as Markdown.
 func plain(s string) string {
-	return strings.Map(func(r rune) rune {
+	return noRefs(strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
 			return ' '
 		}
 		return r
-	}, valid(s))
+	}, visible(valid(s))))
 }
 
 func truncateRunes(s string, n int) string {

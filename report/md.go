@@ -1,7 +1,10 @@
 package report
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -13,6 +16,43 @@ import (
 // zwj breaks what GitHub would otherwise turn into a mention, an autolink or
 // an email link, without changing what a reader sees.
 const zwj = "\u200d"
+
+// visible shows the Unicode format characters of s (bidi overrides and
+// isolates, zero-width characters, a byte-order mark, …) as <U+XXXX>: they
+// reorder or hide what a reviewer reads, in code as in text.
+func visible(s string) string {
+	if !strings.ContainsFunc(s, isFormat) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isFormat(r) {
+			fmt.Fprintf(&b, "<U+%04X>", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
+
+// references are what GitHub turns into a cross-reference to an issue or a
+// pull request in text, which notifies it and, after "fixes", closes it:
+// #123 (and owner/repo#123) and GH-123. A bare commit SHA only links, and
+// only to a commit of the repository; breaking every hexadecimal run would
+// put invisible characters in most generated Kubernetes names.
+var references = regexp.MustCompile(`#[0-9]|(?i:\bgh-[0-9])`)
+
+// noRefs breaks GitHub's references in s without changing what a reader
+// sees: text from Git or the cluster cannot link, or notify, another issue
+// or pull request. Code spans and blocks hold none.
+func noRefs(s string) string {
+	return references.ReplaceAllStringFunc(s, func(m string) string {
+		i := len(m) - 1 // before the first digit
+		return m[:i] + zwj + m[i:]
+	})
+}
 
 // noMarker breaks "<!--", which starts driftback's hidden markers (and any
 // HTML comment), so that no text from Git, the cluster or GitHub can carry
@@ -60,7 +100,7 @@ func longestRun(s string, c rune) int {
 // Inside a code span nothing is Markdown, HTML or a mention; "<!--" is
 // broken, so that it cannot carry a marker.
 func code(s string) string {
-	s = noMarker(oneLine(valid(s)))
+	s = noMarker(oneLine(visible(valid(s))))
 	if s == "" {
 		return "` `"
 	}
@@ -78,7 +118,7 @@ func code(s string) string {
 // backticks in s, so no line of s can close it, every kind of line break
 // is a newline, and no line holds a marker.
 func fenced(s, info string) string {
-	s = noMarker(strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(valid(s)))
+	s = noMarker(strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(visible(valid(s))))
 	if s != "" && !strings.HasSuffix(s, "\n") {
 		s += "\n"
 	}
@@ -99,7 +139,7 @@ var htmlEscaper = strings.NewReplacer(
 // html shows s as text inside HTML (a <summary>, a <code> in one, a <sub>
 // in a paragraph): no tag, no entity of its own, no Markdown syntax, no line
 // break that would end the HTML block, no mention and no autolink.
-func html(s string) string { return htmlEscaper.Replace(valid(s)) }
+func html(s string) string { return htmlEscaper.Replace(noRefs(visible(valid(s)))) }
 
 // htmlCode shows s as <code> inside HTML, where Markdown code spans are not
 // parsed.
@@ -119,7 +159,7 @@ func textCell(s string) string { return strings.ReplaceAll(text(s), "|", `\|`) }
 // Other punctuation stays as it is, so the text reads the same in a
 // terminal.
 func text(s string) string {
-	s = strings.Trim(oneLine(valid(s)), " \t")
+	s = noRefs(strings.Trim(oneLine(visible(valid(s))), " \t"))
 	// "1." or "2)" first would start an ordered list in a list item.
 	digits := len(s) - len(strings.TrimLeft(s, "0123456789"))
 	var b strings.Builder
