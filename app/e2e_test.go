@@ -334,9 +334,24 @@ func TestDangerFailsUntilAcknowledged(t *testing.T) {
 		t.Errorf("the comment does not show the danger and the next step:\n%s", c[0].Body)
 	}
 
-	w.openPR(6, base, head, func(p *githubfake.Pull) { p.Labels = []string{config.DefaultAckLabel} })
+	// GitHub lets the triage role label: an acknowledgement from someone
+	// who may not write is no acknowledgement.
+	w.openPR(6, base, head, func(p *githubfake.Pull) {
+		p.Labels, p.LabeledBy = []string{config.DefaultAckLabel}, map[string]string{config.DefaultAckLabel: "visitor"}
+	})
 	ev := prPayload("labeled", 6, head.String())
 	ev.Label = &github.Label{Name: github.String(config.DefaultAckLabel)}
+	if code := w.deliver("pull_request", "d-label-triage", ev); code != http.StatusAccepted {
+		t.Fatalf("labeled: %d", code)
+	}
+	waitUntil(t, "the acknowledgement to be refused", func() bool { return w.logs.count("danger acknowledgement ignored") > 0 })
+	w.waitIdle()
+	if prod := findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod"); prod.Conclusion != "failure" {
+		t.Errorf("acknowledged by someone who may not write: %s %q, want failure", prod.Conclusion, prod.Title)
+	}
+	w.openPR(6, base, head, func(p *githubfake.Pull) {
+		p.Labels, p.LabeledBy = []string{config.DefaultAckLabel}, map[string]string{config.DefaultAckLabel: "maintainer"}
+	})
 	if code := w.deliver("pull_request", "d-label", ev); code != http.StatusAccepted {
 		t.Fatalf("labeled: %d", code)
 	}
@@ -804,7 +819,9 @@ func TestDangersFailWithoutTheCluster(t *testing.T) {
 	}
 	wantAggregate(t, w.gh.CheckRuns(fullName, head.String()), "failure")
 
-	w.openPR(12, base, head, func(p *githubfake.Pull) { p.Labels = []string{config.DefaultAckLabel} })
+	w.openPR(12, base, head, func(p *githubfake.Pull) {
+		p.Labels, p.LabeledBy = []string{config.DefaultAckLabel}, map[string]string{config.DefaultAckLabel: "maintainer"}
+	})
 	ev := prPayload("labeled", 12, head.String())
 	ev.Label = &github.Label{Name: github.String(config.DefaultAckLabel)}
 	w.deliver("pull_request", "d-dead-label", ev)

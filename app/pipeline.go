@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -195,6 +196,9 @@ func (a *App) processPR(ctx context.Context, req prRequest, log *slog.Logger) er
 	labels := map[string]bool{}
 	for _, l := range pr.Labels {
 		labels[l.GetName()] = true
+	}
+	if labels, err = writersLabels(ctx, gh, req, labels, targets, log); err != nil {
+		return err
 	}
 
 	rep := &drift.Report{Targets: []drift.Target{}}
@@ -792,6 +796,61 @@ func (a *App) compareTarget(ctx context.Context, w *targetWork, read *clusterRea
 		check.Conclusion, check.Title = "success", report.CheckTitle(target)
 	}
 	return *target, check
+}
+
+// writersLabels keeps, of the pull request's labels that acknowledge a
+// target's dangers, those that someone with write permission applied last:
+// GitHub lets the triage role label, and an acknowledgement counts only from
+// someone who could merge, as a /driftback command does.
+func writersLabels(ctx context.Context, gh *github.Client, req prRequest, labels map[string]bool, targets []Target, log *slog.Logger) (map[string]bool, error) {
+	ack := map[string]bool{}
+	for _, t := range targets {
+		if labels[t.Policy.AckLabel] {
+			ack[t.Policy.AckLabel] = true
+		}
+	}
+	if len(ack) == 0 {
+		return labels, nil
+	}
+	by := map[string]string{}
+	opts := &github.ListOptions{PerPage: 100}
+	for {
+		events, resp, err := gh.Issues.ListIssueEvents(ctx, req.owner, req.repo, req.number, opts)
+		if err != nil {
+			return nil, fmt.Errorf("read who labelled the pull request: %w", err)
+		}
+		for _, e := range events { // oldest first: the last one counts
+			if e.GetEvent() == "labeled" && ack[e.GetLabel().GetName()] {
+				by[e.GetLabel().GetName()] = e.GetActor().GetLogin()
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	out := maps.Clone(labels)
+	writer := map[string]bool{}
+	for l := range ack {
+		who := by[l]
+		ok, seen := writer[who]
+		if !seen && who != "" {
+			perm, _, err := gh.Repositories.GetPermissionLevel(ctx, req.owner, req.repo, who)
+			if err != nil {
+				return nil, fmt.Errorf("read %s's permission: %w", who, err)
+			}
+			switch perm.GetPermission() {
+			case "admin", "maintain", "write":
+				ok = true
+			}
+			writer[who] = ok
+		}
+		if !ok {
+			delete(out, l)
+			log.Info("danger acknowledgement ignored: the label was not applied by someone with write permission", "label", l, "by", who)
+		}
+	}
+	return out, nil
 }
 
 // comparisonFailed is a target that could not be compared at all: a

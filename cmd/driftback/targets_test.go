@@ -130,7 +130,8 @@ func TestTargetsReadThePathAtTheBranch(t *testing.T) {
 	config := func(cacheDir string) string {
 		cfg := filepath.Join(dir, "app.yml")
 		if err := os.WriteFile(cfg, []byte("server: {cacheDir: "+cacheDir+"}\nclusters:\n  prod:\n    kubeconfig: "+kubeconfig+
-			"\n    discover: {flux: true, argocd: true, namespaces: ["+env.Namespace+"], argocdNamespace: "+env.Namespace+"}\n"), 0o600); err != nil {
+			"\n    discover: {flux: true, argocd: true, namespaces: ["+env.Namespace+"], argocdNamespace: "+env.Namespace+
+			", repositories: {"+env.Namespace+": ['acme/*']}}\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return cfg

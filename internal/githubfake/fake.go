@@ -95,8 +95,12 @@ type Pull struct {
 	Draft        bool
 	State        string
 	Labels       []string
-	Body         string
-	Merged       bool
+	// LabeledBy is who applied each label last, as the issue's events say
+	// (GET /repos/o/r/issues/N/events); a label not in it was applied by
+	// the pull request's author.
+	LabeledBy map[string]string
+	Body      string
+	Merged    bool
 	// Commits are the commits the pull request carried, besides its head:
 	// GitHub lists it for each (GET /repos/o/r/commits/SHA/pulls).
 	Commits []string
@@ -300,6 +304,7 @@ func (f *Fake) routes() []route {
 		{"PATCH", re(`^/repos/([^/]+)/([^/]+)/issues/comments/(\d+)$`), f.editComment, "token"},
 		{"DELETE", re(`^/repos/([^/]+)/([^/]+)/issues/comments/(\d+)$`), f.deleteComment, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)/labels$`), f.listLabels, "token"},
+		{"GET", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)/events$`), f.listIssueEvents, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/collaborators/([^/]+)/permission$`), f.permission, "token"},
 		{"POST", re(`^/repos/([^/]+)/([^/]+)/check-runs$`), f.createCheckRun, "token"},
 		{"PATCH", re(`^/repos/([^/]+)/([^/]+)/check-runs/(\d+)$`), f.updateCheckRun, "token"},
@@ -765,6 +770,30 @@ func (f *Fake) listLabels(w http.ResponseWriter, _ *http.Request, m []string, in
 	out := []map[string]any{}
 	for _, l := range r.labelsOf(n) {
 		out = append(out, map[string]any{"name": l})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listIssueEvents lists a pull request's "labeled" events, one for each of
+// its labels, oldest first, as GitHub lists an issue's events.
+func (f *Fake) listIssueEvents(w http.ResponseWriter, _ *http.Request, m []string, inst int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repo(w, m[1], m[2], inst)
+	if r == nil {
+		return
+	}
+	n, _ := strconv.Atoi(m[3])
+	out := []map[string]any{}
+	if p, ok := r.Pulls[n]; ok {
+		for i, l := range p.Labels {
+			by, ok := p.LabeledBy[l]
+			if !ok {
+				by = p.User
+			}
+			out = append(out, map[string]any{"id": i + 1, "event": "labeled", "actor": map[string]any{"login": by},
+				"label": map[string]any{"name": l}, "created_at": "2026-01-01T00:00:00Z"})
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
