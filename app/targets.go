@@ -125,12 +125,8 @@ func newTargetSource(cfg *config.Config, log *slog.Logger) *targetSource {
 // settings map what a cluster's discovery finds onto app.yml.
 func (s *targetSource) settings(cluster string) discover.Settings {
 	d := s.cfg.Clusters[cluster].Discover
-	names := map[string]bool{}
-	for n := range s.cfg.Clusters {
-		names[n] = true
-	}
 	return discover.Settings{
-		On: cluster, Host: discover.HostOf(s.cfg.GitHub.APIURL), Clusters: names,
+		On: cluster, Host: discover.HostOf(s.cfg.GitHub.APIURL),
 		Destinations: d.Destinations, ArgoCDNamespace: d.ArgoCDNamespace,
 		FluxLenientSubstitution: d.FluxSubstitution == "lenient",
 	}

@@ -127,14 +127,14 @@ func destination(server, name string, s Settings) (string, []string) {
 			return c, nil
 		}
 	}
-	if name != "" && s.Clusters[name] {
-		return name, nil
-	}
+	// A destination name equal to a key of clusters is not that cluster
+	// unless app.yml maps it: whoever may create an Application on one
+	// cluster would otherwise choose which other cluster it is compared with.
 	dest := name
 	if dest == "" {
 		dest = server
 	}
-	return "", []string{fmt.Sprintf("it applies to %q, which is not one of app.yml's clusters (map it under discover.destinations): the pull request is compared in Git only", dest)}
+	return "", []string{fmt.Sprintf("it applies to %q, which discover.destinations does not map to one of app.yml's clusters: the pull request is compared in Git only", dest)}
 }
 
 func argoKustomize(k map[string]any) *ArgoKustomize {

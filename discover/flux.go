@@ -27,10 +27,8 @@ type Settings struct {
 	On string
 	// Host is the GitHub host repositories must be on.
 	Host Host
-	// Clusters are app.yml's cluster names, which Argo CD destinations may name.
-	Clusters map[string]bool
 	// Destinations map an Argo CD destination name or server URL to one of
-	// Clusters.
+	// app.yml's clusters: the only way a destination is another cluster.
 	Destinations map[string]string
 	// ArgoCDNamespace is Argo CD's own namespace (default "argocd"): an
 	// Application elsewhere is tracked as "<namespace>_<name>".

@@ -234,13 +234,17 @@ spec:
 			want: Found{Repo: "acme/gitops", Path: "a", Cluster: "prod", NotRendered: "it is rendered by a config management plugin", Suspended: "x"}},
 		{name: "an SSH URL on a branch, synced by hand", source: src, dest: inCluster,
 			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Cluster: "prod", Suspended: "x"}},
-		{name: "a named destination that is a cluster", source: src, dest: "{name: staging}",
-			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Cluster: "staging", Suspended: "x"}},
+		// A name that is a key of clusters is not that cluster unless
+		// mapped: an Application on dev cannot choose to be compared with
+		// prod by naming it.
+		{name: "a named destination app.yml does not map", source: src, dest: "{name: staging}",
+			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Suspended: "x",
+				Notes: []string{`it applies to "staging", which discover.destinations does not map to one of app.yml's clusters: the pull request is compared in Git only`}}},
 		{name: "a mapped destination server", source: src, dest: "{server: 'https://10.0.0.1:6443'}",
 			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Cluster: "edge", Suspended: "x"}},
 		{name: "an unknown destination", source: src, dest: "{name: elsewhere}",
 			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Suspended: "x",
-				Notes: []string{`it applies to "elsewhere", which is not one of app.yml's clusters (map it under discover.destinations): the pull request is compared in Git only`}}},
+				Notes: []string{`it applies to "elsewhere", which discover.destinations does not map to one of app.yml's clusters: the pull request is compared in Git only`}}},
 		{name: "a pinned commit", source: "source: {repoURL: 'https://github.com/acme/gitops', path: a, targetRevision: 0123456789abcdef0123456789abcdef01234567}", dest: inCluster,
 			want: Found{Repo: "acme/gitops", Path: "a", Cluster: "prod", Suspended: "x", NotRendered: "it is pinned to commit 0123456789abcdef0123456789abcdef01234567: merging changes nothing it applies"}},
 		{name: "an Application outside Argo CD's namespace", source: src, dest: inCluster, ns: "team-a",
@@ -252,7 +256,7 @@ spec:
 				ns = "argocd"
 			}
 			y := strings.NewReplacer("SOURCE", tc.source, "DEST", tc.dest, "NS", ns).Replace(base)
-			f := FromArgoCD(obj(t, y), Settings{On: "prod", Host: "github.com", Clusters: map[string]bool{"prod": true, "staging": true, "edge": true},
+			f := FromArgoCD(obj(t, y), Settings{On: "prod", Host: "github.com",
 				Destinations: map[string]string{"https://10.0.0.1:6443": "edge"}})
 			got := Found{Repo: f.Repo, Path: f.Path, Branch: f.Branch, Cluster: f.Cluster, NotRendered: f.NotRendered, Notes: f.Notes}
 			if f.Suspended != "" {

@@ -34,8 +34,9 @@ type Discover struct {
 	FluxSubstitution string `yaml:"fluxSubstitution"`
 	// Destinations map an Argo CD destination (its name or server URL) to
 	// a key of clusters; "https://kubernetes.default.svc" and "in-cluster"
-	// are the cluster discovered on, and a destination name equal to a key
-	// of clusters is that cluster.
+	// are the cluster discovered on. Nothing else is another cluster, not
+	// even a name equal to a key of clusters: whoever may create an
+	// Application would otherwise choose what it is compared with.
 	Destinations map[string]string `yaml:"destinations"`
 }
 
