@@ -55,21 +55,26 @@ func (c *Clients) appClient() (*github.Client, error) {
 // for work no webhook started (the drift loop). It is asked once per
 // repository until Forget.
 func (c *Clients) InstallationOf(ctx context.Context, owner, repo string) (int64, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	key := strings.ToLower(owner + "/" + repo)
-	if id, ok := c.byRepo[key]; ok {
-		return id, nil
-	}
+	c.mu.Lock()
+	id, ok := c.byRepo[key]
 	gh, err := c.appClient()
-	if err != nil {
+	c.mu.Unlock()
+	switch {
+	case ok:
+		return id, nil
+	case err != nil:
 		return 0, err
 	}
+	// Asked without the lock: a slow answer for one repository holds up
+	// no other installation's work.
 	in, _, err := gh.Apps.FindRepositoryInstallation(ctx, owner, repo)
 	if err != nil {
 		return 0, fmt.Errorf("%s/%s: find the App's installation: %w", owner, repo, err)
 	}
+	c.mu.Lock()
 	c.byRepo[key] = in.GetID()
+	c.mu.Unlock()
 	return in.GetID(), nil
 }
 
@@ -77,20 +82,24 @@ func (c *Clients) InstallationOf(ctx context.Context, owner, repo string) (int64
 // authors its comments; it is read once from GET /app.
 func (c *Clients) BotLogin(ctx context.Context) (string, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.bot != "" {
-		return c.bot, nil
-	}
+	bot := c.bot
 	gh, err := c.appClient()
-	if err != nil {
+	c.mu.Unlock()
+	switch {
+	case bot != "":
+		return bot, nil
+	case err != nil:
 		return "", err
 	}
+	// Asked without the lock, as InstallationOf.
 	app, _, err := gh.Apps.Get(ctx, "")
 	if err != nil {
 		return "", fmt.Errorf("read the App: %w", err)
 	}
+	c.mu.Lock()
 	c.bot = app.GetSlug() + "[bot]"
-	return c.bot, nil
+	c.mu.Unlock()
+	return app.GetSlug() + "[bot]", nil
 }
 
 type installation struct {

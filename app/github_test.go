@@ -248,3 +248,51 @@ func TestRateLimitWaitFromGitHubsAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestASlowAppCallHoldsUpNoInstallation: while GitHub is slow to answer the
+// App's own calls (who the bot is, which installation has a repository), the
+// clients of every installation, and their tokens, are still handed out.
+func TestASlowAppCallHoldsUpNoInstallation(t *testing.T) {
+	gh, err := githubfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gh.Close()
+	gh.AddRepo(&githubfake.Repo{Owner: "o", Name: "r", Installation: 5})
+	gh.AddRepo(&githubfake.Repo{Owner: "o", Name: "slow", Installation: 6})
+	release := gh.Stall("GET", "/app")
+	defer release()
+	releaseFind := gh.Stall("GET", "/repos/o/slow/installation")
+	defer releaseFind()
+	clients := NewClients(gh.AppID, gh.KeyPEM(), gh.URL(), RetryPolicy{})
+	stalled := make(chan error, 2)
+	go func() { _, err := clients.BotLogin(context.Background()); stalled <- err }()
+	go func() { _, err := clients.InstallationOf(context.Background(), "o", "slow"); stalled <- err }()
+	time.Sleep(200 * time.Millisecond) // both calls are waiting on GitHub
+	done := make(chan error, 1)
+	go func() {
+		_, err := clients.Client(5)
+		if err == nil {
+			_, err = clients.Token(context.Background(), 5)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an installation's client waited for a slow call of the App's")
+	}
+	release()
+	releaseFind()
+	for range 2 {
+		if err := <-stalled; err != nil {
+			t.Error(err)
+		}
+	}
+	if bot, err := clients.BotLogin(context.Background()); err != nil || !strings.HasSuffix(bot, "[bot]") {
+		t.Errorf("bot %q, %v", bot, err)
+	}
+}

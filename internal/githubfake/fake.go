@@ -53,6 +53,7 @@ type Fake struct {
 	comments      map[int64]*Comment
 	checkRuns     map[int64]*CheckRun
 	failures      []failure
+	stalls        []stall
 	// latency delays every answer; contentLimit is GitHub's
 	// content-creation limit a minute (0: none), contentAt its recent writes.
 	latency      time.Duration
@@ -221,6 +222,23 @@ func (f *Fake) FailAfter(method, pathPrefix string, skip, n, retryAfter int) {
 	f.failures = append(f.failures, failure{method: method, pathPrefix: pathPrefix, skip: skip, remaining: n, status: http.StatusForbidden, retryAfter: retryAfter})
 }
 
+// stall holds requests whose method and path prefix match until released.
+type stall struct {
+	method, pathPrefix string
+	released           chan struct{}
+}
+
+// Stall holds every request whose method and path prefix match, as a slow
+// GitHub would, until release is called (at the latest when the test ends).
+func (f *Fake) Stall(method, pathPrefix string) (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := stall{method: method, pathPrefix: pathPrefix, released: make(chan struct{})}
+	f.stalls = append(f.stalls, s)
+	var once sync.Once
+	return func() { once.Do(func() { close(s.released) }) }
+}
+
 // Comments returns the comments on an issue or pull request, oldest first.
 func (f *Fake) Comments(repo string, issue int) []Comment {
 	f.mu.Lock()
@@ -382,6 +400,18 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 			"documentation_url": "https://docs.github.com/rest/overview/resources-in-the-rest-api#secondary-rate-limits",
 		})
 		return
+	}
+	f.mu.Lock()
+	stalls := append([]stall(nil), f.stalls...)
+	f.mu.Unlock()
+	for _, s := range stalls {
+		if s.method == r.Method && strings.HasPrefix(path, s.pathPrefix) {
+			select {
+			case <-s.released:
+			case <-r.Context().Done():
+				return
+			}
+		}
 	}
 	if fail := f.takeFailure(r.Method, path); fail != nil {
 		rec.Header().Set("Retry-After", strconv.Itoa(fail.retryAfter))
