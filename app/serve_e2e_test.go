@@ -132,13 +132,15 @@ func TestServeAsShipped(t *testing.T) {
 	}
 	wantAggregate(t, runs, "failure")
 
-	// A chunked body (no Content-Length) over the cap is refused.
+	// A chunked body (no Content-Length) over the cap is refused, headers
+	// as GitHub sends them or not.
 	req, err := http.NewRequest(http.MethodPost, w.url+"/webhook", io.LimitReader(zeros{}, MaxWebhookBody+1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("X-GitHub-Event", "pull_request")
 	req.Header.Set("X-GitHub-Delivery", "d-chunked")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("a chunked body over the cap: %v", err)

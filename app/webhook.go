@@ -60,6 +60,12 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing X-GitHub-Delivery", http.StatusBadRequest)
 		return
 	}
+	// GitHub always signs and names its events: a request without either
+	// is refused before a byte of its body is held or read.
+	if !strings.HasPrefix(r.Header.Get(github.SHA256SignatureHeader), "sha256=") || github.WebHookType(r) == "" {
+		http.Error(w, "missing X-Hub-Signature-256 or X-GitHub-Event", http.StatusUnauthorized)
+		return
+	}
 	if r.ContentLength > MaxWebhookBody {
 		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
 		return

@@ -179,6 +179,9 @@ func TestUnsignedBodiesCostBoundedMemory(t *testing.T) {
 			req.ContentLength = size
 			req.Header.Set("X-GitHub-Event", "pull_request")
 			req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("big-%d", i))
+			// Headers as GitHub sends them: only the body can show the
+			// signature is wrong.
+			req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				answers <- answer{code: -1} // cut off while sending
@@ -233,6 +236,48 @@ func TestUnsignedBodiesCostBoundedMemory(t *testing.T) {
 	}
 	close(release)
 	stop.Wait()
+
+	// A request GitHub could not have sent (no signature, or no event) is
+	// refused before a byte of its body is held or read: its sender never
+	// finishes sending, and the answer still comes at once.
+	for _, missing := range []string{"X-Hub-Signature-256", "X-GitHub-Event"} {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
+		req.ContentLength = size
+		req.Header.Set("X-GitHub-Event", "pull_request")
+		req.Header.Set("X-GitHub-Delivery", "no-"+missing)
+		req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+		req.Header.Del(missing)
+		h.mu.Lock()
+		before := h.peakUnverified
+		h.mu.Unlock()
+		done := make(chan int, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- -1
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+		select {
+		case code := <-done:
+			if code != http.StatusUnauthorized {
+				t.Errorf("a request without %s: %d, want 401", missing, code)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("a request without %s is being read", missing)
+		}
+		h.mu.Lock()
+		held, peak := h.small+h.large, h.peakUnverified
+		h.mu.Unlock()
+		if held != 0 || peak != before {
+			t.Errorf("a request without %s holds %d bytes of the budget", missing, held)
+		}
+	}
+
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.small != 0 || h.large != 0 {
