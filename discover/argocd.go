@@ -2,6 +2,7 @@ package discover
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -43,6 +44,12 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 		instance = app.GetNamespace() + "_" + app.GetName()
 	}
 	f.Tracking = drift.Tracking{ArgoCDApp: instance, ArgoCDInstanceLabel: s.ArgoCDInstanceLabel, ArgoCDTrackingMethod: s.ArgoCDTrackingMethod}
+	if app.GetNamespace() != argoNS && !honoured(s.ArgoCDAppNamespaces, app.GetNamespace()) {
+		// Whoever may create an Application there would steer what is
+		// compared, though Argo CD never syncs it.
+		f.NotRendered = fmt.Sprintf("Argo CD does not reconcile Applications in namespace %s: only in %s and the namespaces of application.namespaces in argocd-cmd-params-cm", app.GetNamespace(), argoNS)
+		return f
+	}
 	f.Cluster, f.Notes = destination(str("spec", "destination", "server"), str("spec", "destination", "name"), s)
 	f.DestinationNamespace = str("spec", "destination", "namespace")
 
@@ -115,6 +122,24 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 		f.Directory.Exclude, _ = d["exclude"].(string)
 	}
 	return f
+}
+
+// honoured says whether Argo CD reconciles Applications in ns, by its
+// application.namespaces patterns: globs, or regular expressions between
+// slashes, as Argo CD reads them.
+func honoured(patterns []string, ns string) bool {
+	for _, p := range patterns {
+		if len(p) > 1 && strings.HasPrefix(p, "/") && strings.HasSuffix(p, "/") {
+			if re, err := regexp.Compile(p[1 : len(p)-1]); err == nil && re.MatchString(ns) {
+				return true
+			}
+			continue
+		}
+		if ok, err := path.Match(p, ns); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 // destination maps an Application's destination onto app.yml's clusters.

@@ -39,6 +39,11 @@ type Settings struct {
 	// ArgoCDTrackingMethod is application.resourceTrackingMethod; empty
 	// matches both the label and the annotation.
 	ArgoCDTrackingMethod string
+	// ArgoCDAppNamespaces are the namespaces besides its own whose
+	// Applications Argo CD reconciles (application.namespaces in
+	// argocd-cmd-params-cm: globs, or regular expressions between slashes).
+	// An Application anywhere else is one Argo CD ignores.
+	ArgoCDAppNamespaces []string
 	// FluxLenientSubstitution says kustomize-controller substitutes an
 	// unset variable with nothing rather than failing.
 	FluxLenientSubstitution bool

@@ -247,8 +247,14 @@ spec:
 				Notes: []string{`it applies to "elsewhere", which discover.destinations does not map to one of app.yml's clusters: the pull request is compared in Git only`}}},
 		{name: "a pinned commit", source: "source: {repoURL: 'https://github.com/acme/gitops', path: a, targetRevision: 0123456789abcdef0123456789abcdef01234567}", dest: inCluster,
 			want: Found{Repo: "acme/gitops", Path: "a", Cluster: "prod", Suspended: "x", NotRendered: "it is pinned to commit 0123456789abcdef0123456789abcdef01234567: merging changes nothing it applies"}},
-		{name: "an Application outside Argo CD's namespace", source: src, dest: inCluster, ns: "team-a",
+		{name: "an Application in a namespace Argo CD reconciles (application.namespaces)", source: src, dest: inCluster, ns: "team-a",
 			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Cluster: "prod", Suspended: "x"}},
+		{name: "an Application in a namespace by a regular expression", source: src, dest: inCluster, ns: "ops-7",
+			want: Found{Repo: "acme/gitops", Path: "apps/shop", Branch: "main", Cluster: "prod", Suspended: "x"}},
+		// Argo CD never syncs it: whoever made it would only steer what
+		// driftback compares.
+		{name: "an Application in a namespace Argo CD ignores", source: src, dest: inCluster, ns: "tenant-b",
+			want: Found{NotRendered: "Argo CD does not reconcile Applications in namespace tenant-b: only in argocd and the namespaces of application.namespaces in argocd-cmd-params-cm"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := tc.ns
@@ -257,7 +263,7 @@ spec:
 			}
 			y := strings.NewReplacer("SOURCE", tc.source, "DEST", tc.dest, "NS", ns).Replace(base)
 			f := FromArgoCD(obj(t, y), Settings{On: "prod", Host: "github.com",
-				Destinations: map[string]string{"https://10.0.0.1:6443": "edge"}})
+				Destinations: map[string]string{"https://10.0.0.1:6443": "edge"}, ArgoCDAppNamespaces: []string{"team-*", "/^ops-[0-9]+$/"}})
 			got := Found{Repo: f.Repo, Path: f.Path, Branch: f.Branch, Cluster: f.Cluster, NotRendered: f.NotRendered, Notes: f.Notes}
 			if f.Suspended != "" {
 				got.Suspended = "x"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -258,7 +259,8 @@ func served(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) (bo
 	return false, nil
 }
 
-// readArgoSettings reads argocd-cm for the instance label Argo CD tracks with.
+// readArgoSettings reads argocd-cm for the instance label Argo CD tracks
+// with, and argocd-cmd-params-cm for where it reconciles Applications.
 func (w *Watcher) readArgoSettings(ctx context.Context) {
 	if !w.opts.ArgoCD {
 		return
@@ -269,6 +271,7 @@ func (w *Watcher) readArgoSettings(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	w.readArgoNamespaces(ctx, ns)
 	cm, err := w.kube.CoreV1().ConfigMaps(ns).Get(ctx, "argocd-cm", metav1.GetOptions{})
 	if err != nil {
 		return // the default label, as Argo CD itself falls back to
@@ -284,6 +287,25 @@ func (w *Watcher) readArgoSettings(ctx context.Context) {
 			w.settings.ArgoCDTrackingMethod = m
 		}
 	}
+}
+
+// readArgoNamespaces reads which namespaces besides its own Argo CD
+// reconciles Applications in (argocd-cmd-params-cm); none when it cannot be
+// read, as Argo CD's own default.
+func (w *Watcher) readArgoNamespaces(ctx context.Context, ns string) {
+	cm, err := w.kube.CoreV1().ConfigMaps(ns).Get(ctx, "argocd-cmd-params-cm", metav1.GetOptions{})
+	if err != nil || w.opts.Settings.ArgoCDAppNamespaces != nil {
+		return
+	}
+	var patterns []string
+	for _, p := range strings.Split(cm.Data["application.namespaces"], ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			patterns = append(patterns, p)
+		}
+	}
+	w.mu.Lock()
+	w.settings.ArgoCDAppNamespaces = patterns
+	w.mu.Unlock()
 }
 
 // rebuild derives the targets from the informers' caches and signals a change.

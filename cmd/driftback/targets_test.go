@@ -36,7 +36,7 @@ func TestTargetsCommand(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(`clusters:
   prod:
     kubeconfig: `+kubeconfig+`
-    discover: {flux: true, argocd: true, namespaces: [`+env.Namespace+`]}
+    discover: {flux: true, argocd: true, namespaces: [`+env.Namespace+`], argocdNamespace: `+env.Namespace+`}
 targets:
 - {repo: acme/gitops, path: 'tenants/*', cluster: prod}
 `), 0o600); err != nil {
