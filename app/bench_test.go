@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/driftloop"
 )
 
 // BenchmarkWebhookIntake measures the work done before GitHub gets its 202:
@@ -145,7 +146,7 @@ const githubLatency = 50 * time.Millisecond
 // with its production debounce.
 func BenchmarkDriftToPullRequest(b *testing.B) {
 	d := newDriftWorld(b, 0, nil)
-	d.debounce = NewDriftLoop(d.srv.App, discard).debounce // as in production
+	d.debounce = driftloop.New(d.srv.App.driftDeps(), discard).Debounce // as in production
 	d.run()
 	d.settle(1)
 	replicas := int32(10)

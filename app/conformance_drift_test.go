@@ -55,12 +55,12 @@ spec:
   syncPolicy: {automated: {prune: true}}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go d.srv.App.targets.run(ctx)
+	go d.srv.App.targets.Run(ctx)
 	eventually(t, func() bool {
 		ts, _ := d.srv.App.targetsOf(fullName)
 		found := 0
 		for _, tg := range ts {
-			if tg.found != nil {
+			if tg.Found != nil {
 				found++
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/review"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
@@ -582,7 +583,7 @@ func runShape(t *testing.T, c shape) {
 	compared := w.captureComparisons()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go w.srv.App.targets.run(ctx)
+	go w.srv.App.targets.Run(ctx)
 
 	files := map[string]any{}
 	for k, v := range c.base {
@@ -710,7 +711,7 @@ func runShape(t *testing.T, c shape) {
 		t.Errorf("not rendered: %v, want %d", notRendered, len(c.notRendered))
 	}
 	for _, ch := range checks {
-		if ch.unaffected {
+		if ch.Unaffected {
 			continue
 		}
 		path := ""
@@ -768,16 +769,16 @@ func runShape(t *testing.T, c shape) {
 
 // captureComparisons records what the pull-request flow decides, before it
 // publishes; the function returns the last report and checks (nil before).
-func (w *world) captureComparisons() func() (*drift.Report, []CheckResult) {
+func (w *world) captureComparisons() func() (*drift.Report, []review.CheckResult) {
 	var mu sync.Mutex
 	var rep *drift.Report
-	var checks []CheckResult
-	w.srv.App.compared = func(_ int, r *drift.Report, cs []CheckResult) {
+	var checks []review.CheckResult
+	w.srv.App.compared = func(_ int, r *drift.Report, cs []review.CheckResult) {
 		mu.Lock()
 		defer mu.Unlock()
 		rep, checks = r, cs
 	}
-	return func() (*drift.Report, []CheckResult) {
+	return func() (*drift.Report, []review.CheckResult) {
 		mu.Lock()
 		defer mu.Unlock()
 		return rep, checks

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/review"
+	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/kubetest"
@@ -113,8 +115,8 @@ data: {dsn: "postgres://app:` + dbPassword + `@db.internal/shop", loud: ` + stri
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w.srv.App.targets.setOnChange(w.srv.Drift.wakeAll)
-	go w.srv.App.targets.run(ctx)
+	w.srv.App.targets.SetOnChange(w.srv.Drift.WakeAll)
+	go w.srv.App.targets.Run(ctx)
 
 	base := w.commit(plumbing.ZeroHash, fleetFiles)
 	head := w.commit(base, map[string]any{
@@ -127,7 +129,7 @@ data: {dsn: "postgres://app:` + dbPassword + `@db.internal/shop", loud: ` + stri
 	}
 	apps := "test/" + ns + "/apps"
 	runs := w.waitChecks(head.String(), 2)
-	if got := conclusions(runs); len(runs) != 2 || got["driftback / "+apps] != "success" || got[AggregateCheckName] != "success" {
+	if got := conclusions(runs); len(runs) != 2 || got["driftback / "+apps] != "success" || got[review.AggregateCheckName] != "success" {
 		t.Errorf("check runs: the aggregate and the discovered target's: %+v", runs)
 	}
 	body := w.gh.Comments(fullName, 1)[0].Body
@@ -170,7 +172,7 @@ spec:
   source: {repoURL: 'https://` + hostname + `/acme/gitops', path: fleet/chart}
   destination: {server: https://kubernetes.default.svc}
   syncPolicy: {automated: {}}`)
-	var targets []Target
+	var targets []targets.Target
 	var skipped []*discover.Found
 	eventually(t, func() bool {
 		targets, skipped = w.srv.App.targetsOf(fullName)
@@ -238,7 +240,7 @@ metadata:
 spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go w.srv.App.targets.run(ctx)
+	go w.srv.App.targets.Run(ctx)
 	eventually(t, func() bool { ts, sk := w.srv.App.targetsOf(fullName); return len(ts)+len(sk) == 2 }, "both Kustomizations to be discovered")
 
 	pvc := "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: NS}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n"

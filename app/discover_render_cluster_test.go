@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/driftback/driftback/app/build"
+
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	ssautil "github.com/fluxcd/pkg/ssa/utils"
 	"github.com/google/go-cmp/cmp"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/kubetest"
@@ -84,14 +87,14 @@ spec:
 	kubeconfig := writeKubeconfigFile(t, env, filepath.Join(t.TempDir(), "kubeconfig"))
 	cfg := parseTestConfig(t, "clusters:\n  prod:\n    kubeconfig: "+kubeconfig+"\n    discover: {flux: true}\n")
 	a := NewApp(cfg, nil, nil, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
-	targets, _ := mergeTargets(cfg, found)
-	vars := a.fluxVariables(context.Background(), targets[0], true)
-	if vars.skip || vars.note != "" || len(vars.Hidden) != 1 || vars.Hidden[0] != "tok-canary-7781" {
-		t.Fatalf("variables: skip %v, note %q, hidden %d", vars.skip, vars.note, len(vars.Hidden))
+	ts, _ := targets.Merge(cfg, found)
+	vars := build.Variables(context.Background(), ts[0], true, a.kubeClient)
+	if vars.Skip || vars.Note != "" || len(vars.Hidden) != 1 || vars.Hidden[0] != "tok-canary-7781" {
+		t.Fatalf("variables: skip %v, note %q, hidden %d", vars.Skip, vars.Note, len(vars.Hidden))
 	}
-	b := buildTarget(context.Background(), render.New(render.Options{}), tree, targets[0], vars)
-	if len(b.problems) > 0 {
-		t.Fatal(b.problems)
+	b := build.Target(context.Background(), render.New(render.Options{}), tree, ts[0], vars)
+	if len(b.Problems) > 0 {
+		t.Fatal(b.Problems)
 	}
 
 	// kustomize-controller, on disk, with its client reading the cluster.
@@ -136,11 +139,11 @@ spec:
 		}
 		return out
 	}
-	if diff := cmp.Diff(index(want), index(b.objs)); diff != "" {
+	if diff := cmp.Diff(index(want), index(b.Objects)); diff != "" {
 		t.Errorf("driftback's render differs from kustomize-controller's (-want +got)\n%s", diff)
 	}
-	if len(b.objs) != 2 {
-		t.Errorf("%d objects, want the Deployment and the nested Service", len(b.objs))
+	if len(b.Objects) != 2 {
+		t.Errorf("%d objects, want the Deployment and the nested Service", len(b.Objects))
 	}
 }
 

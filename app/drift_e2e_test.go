@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/driftback/driftback/app/driftloop"
+	ghapp "github.com/driftback/driftback/app/github"
+
 	git "github.com/go-git/go-git/v5"
 	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -118,7 +121,7 @@ resources:
 // whose drift loop runs with a short quiet period.
 type driftWorld struct {
 	*world
-	loop *DriftLoop
+	loop *driftloop.DriftLoop
 	// debounce is the loop's (default 50ms, to keep the tests short).
 	debounce time.Duration
 	main     plumbing.Hash
@@ -142,7 +145,7 @@ func newDriftWorld(t testing.TB, quiet time.Duration, policy func(*config.Policy
 		}
 	})
 	w.gh.BranchHead = func(repo, branch string) (string, bool) {
-		refs, err := remoteRefs(context.Background(), w.git.HTTPAddress()+"/"+repo+".git", w.gh.Token(instID))
+		refs, err := ghapp.RemoteRefs(context.Background(), w.git.HTTPAddress()+"/"+repo+".git", w.gh.Token(instID))
 		if err != nil {
 			return "", false
 		}
@@ -166,11 +169,12 @@ func (d *driftWorld) runHooked(beforeAct func(context.Context, prgen.Action)) {
 	if _, bench := d.t.(*testing.B); bench {
 		log = discard
 	}
-	d.loop = NewDriftLoop(d.srv.App, log)
-	d.loop.debounce = 50 * time.Millisecond
-	d.loop.beforeAct = beforeAct
+	d.loop = driftloop.New(d.srv.App.driftDeps(), log)
+	d.loop.WrapKube = d.srv.App.wrapKube
+	d.loop.Debounce = 50 * time.Millisecond
+	d.loop.BeforeAct = beforeAct
 	if d.debounce > 0 {
-		d.loop.debounce = d.debounce
+		d.loop.Debounce = d.debounce
 	}
 	d.srv.App.drift = d.loop
 	ctx, cancel := context.WithCancel(context.Background())
@@ -246,8 +250,8 @@ func (d *driftWorld) waitFor(what string, ok func() bool) {
 // settle waits until the loop has finished n more checks of the targets.
 func (d *driftWorld) settle(n int64) {
 	d.t.Helper()
-	start := d.loop.checks.Load()
-	d.waitFor(fmt.Sprintf("%d drift checks", n), func() bool { return d.loop.checks.Load() >= start+n })
+	start := d.loop.Checks()
+	d.waitFor(fmt.Sprintf("%d drift checks", n), func() bool { return d.loop.Checks() >= start+n })
 }
 
 func (d *driftWorld) pull(n int) githubfake.Pull {
@@ -278,7 +282,7 @@ func (d *driftWorld) branch() plumbing.Hash { return d.branchNamed("driftback/dr
 // (zero when there is none).
 func (d *driftWorld) branchNamed(name string) plumbing.Hash {
 	d.t.Helper()
-	refs, err := remoteRefs(context.Background(), d.git.HTTPAddress()+"/"+fullName+".git", d.gh.Token(instID))
+	refs, err := ghapp.RemoteRefs(context.Background(), d.git.HTTPAddress()+"/"+fullName+".git", d.gh.Token(instID))
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -392,13 +396,13 @@ func TestWatchEventsDriveTheLoop(t *testing.T) {
 	d.debounce = 250 * time.Millisecond
 	d.run()
 	d.settle(1)
-	checks := d.loop.checks.Load()
+	checks := d.loop.Checks()
 	d.scale(4, "kubectl")
 	d.waitFor("a drift pull request through the watch", func() bool { return len(d.openPulls()) == 1 })
 	if !strings.Contains(d.openPulls()[0].Body, "`4`") {
 		t.Errorf("the pull request does not propose 4:\n%s", d.openPulls()[0].Body)
 	}
-	if d.loop.checks.Load() == checks {
+	if d.loop.Checks() == checks {
 		t.Error("no check ran after the scale")
 	}
 }

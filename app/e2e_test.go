@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	ghapp "github.com/driftback/driftback/app/github"
+
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-github/v60/github"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +21,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/review"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/gittest"
@@ -71,7 +74,7 @@ func TestPullRequestGetsOneCommentAndChecks(t *testing.T) {
 		t.Fatalf("opened: %d", code)
 	}
 	runs := w.waitChecks(head.String(), 3)
-	if got := conclusions(runs); got["driftback / prod"] != "success" || got["driftback / staging"] != "success" || got[AggregateCheckName] != "success" || len(runs) != 3 {
+	if got := conclusions(runs); got["driftback / prod"] != "success" || got["driftback / staging"] != "success" || got[review.AggregateCheckName] != "success" || len(runs) != 3 {
 		t.Errorf("check runs on the head: %+v", runs)
 	}
 	comments := w.gh.Comments(fullName, 1)
@@ -374,8 +377,8 @@ func TestDangerFailsUntilAcknowledged(t *testing.T) {
 // worst target's, or a pull request that fails a target merges green.
 func wantAggregate(t *testing.T, runs []githubfake.CheckRun, want string) {
 	t.Helper()
-	if got := findRun(t, runs, AggregateCheckName); got.Conclusion != want {
-		t.Errorf("the required %s check concludes %s, want %s (%q)", AggregateCheckName, got.Conclusion, want, got.Title)
+	if got := findRun(t, runs, review.AggregateCheckName); got.Conclusion != want {
+		t.Errorf("the required %s check concludes %s, want %s (%q)", review.AggregateCheckName, got.Conclusion, want, got.Title)
 	}
 }
 
@@ -637,7 +640,7 @@ func TestShutdownNeverHalfPublishes(t *testing.T) {
 func TestMetricsCountWhatHappened(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
-	w.srv.App.clients.metrics = w.srv.Metrics // the harness replaced the clients
+	w.srv.App.clients.Observe(w.srv.Metrics.GitHubCall) // the harness replaced the clients
 	w.liveProd()
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	head := w.commit(base, withReplicas(3))
@@ -852,10 +855,10 @@ func TestChecksOnlyForAffectedTargets(t *testing.T) {
 	for _, r := range runs {
 		names[r.Name] = r.Conclusion
 	}
-	if len(runs) != 11 || names[AggregateCheckName] != "success" || names["driftback / o030"] != "success" || names["driftback / o039"] != "success" {
+	if len(runs) != 11 || names[review.AggregateCheckName] != "success" || names["driftback / o030"] != "success" || names["driftback / o039"] != "success" {
 		t.Errorf("%d check runs, want the aggregate and o030…o039: %v", len(runs), names)
 	}
-	agg := findRun(t, runs, AggregateCheckName)
+	agg := findRun(t, runs, review.AggregateCheckName)
 	if !strings.Contains(agg.Title, "10 targets affected") || !strings.Contains(agg.Summary, "190 other targets not affected") {
 		t.Errorf("aggregate: %q\n%s", agg.Title, agg.Summary)
 	}
@@ -882,7 +885,10 @@ func TestChecksOnlyForAffectedTargets(t *testing.T) {
 func TestALongRateLimitCompletesTheCommentLater(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
-	w.srv.App.clients.retry.MaxWait = 2 * time.Second // before the first client is made
+	// The production policy, but for MaxWait.
+	w.srv.App.clients = ghapp.NewClients(w.cfg.GitHub.AppID, w.gh.KeyPEM(), w.cfg.GitHub.APIURL,
+		ghapp.RetryPolicy{PerMinute: w.cfg.GitHub.Pace.PerMinute, PerHour: w.cfg.GitHub.Pace.PerHour, MaxWait: 2 * time.Second})
+	w.srv.App.clients.Observe(w.srv.Metrics.GitHubCall)
 	base, head := w.threePartComment()
 	w.openPR(7, base, head, nil)
 	path := "/repos/" + fullName + "/issues/7/comments"
@@ -968,7 +974,7 @@ func TestACommitTooLargeToCompare(t *testing.T) {
 	w.deliver("pull_request", "d-bomb", prPayload("opened", 31, bomb.String()))
 	runs := w.waitChecks(bomb.String(), 1)
 	wantAggregate(t, runs, "failure")
-	if r := findRun(t, runs, AggregateCheckName); r.Title != "Too large to compare" || !strings.Contains(r.Summary, "more than 250000 files and directories") {
+	if r := findRun(t, runs, review.AggregateCheckName); r.Title != "Too large to compare" || !strings.Contains(r.Summary, "more than 250000 files and directories") {
 		t.Errorf("the required check: %q %q", r.Title, r.Summary)
 	}
 	if c := w.gh.Comments(fullName, 31); len(c) != 1 || !strings.Contains(c[0].Body, "is too large to compare") {

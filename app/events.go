@@ -7,7 +7,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/google/go-github/v60/github"
+	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/review"
 
 	"github.com/driftback/driftback/report"
 )
@@ -21,19 +22,40 @@ import (
 // to approve.
 var diffCommandPattern = regexp.MustCompile(`^/driftback diff(?:[ \t]+([0-9a-fA-F]{7,40}))?$`)
 
+// prJob is the job that reports on a pull request at req.sha.
+func (a *App) prJob(req prRequest, delivery string, log *slog.Logger) *Job {
+	log = log.With("repo", req.owner+"/"+req.repo, "pr", req.number, "sha", req.sha)
+	return &Job{
+		Key: req.key(), SHA: req.sha, Log: log,
+		Run:  func(ctx context.Context) error { return a.processPR(ctx, req, log) },
+		Fail: func(ctx context.Context, err error) { a.errorComment(ctx, req, err) },
+	}
+}
+
+// servesRepo says a repository has targets, or discovered sources to list.
+// Until discovery has read its clusters once it cannot say no: the pull
+// request is taken, and waits for it.
+func (a *App) servesRepo(repo string) bool {
+	if !a.targets.Synced() {
+		return true
+	}
+	t, skipped := a.targetsOf(repo)
+	return len(t) > 0 || len(skipped) > 0
+}
+
 // Route implements Router: which events become work.
 func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*Job, []string, bool) {
 	switch ev := payload.(type) {
-	case *github.PullRequestEvent:
+	case *ghapp.PullRequestEvent:
 		req := prRequest{
-			installation: ev.GetInstallation().GetID(),
-			owner:        ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName(),
-			number: ev.GetNumber(), sha: ev.GetPullRequest().GetHead().GetSHA(),
+			installation: ev.Installation,
+			owner:        ev.Repo.Owner, repo: ev.Repo.Name,
+			number: ev.Number, sha: ev.HeadSHA,
 		}
-		if !a.servesRepo(ev.GetRepo().GetFullName()) {
+		if !a.servesRepo(ev.Repo.FullName) {
 			return nil, nil, false
 		}
-		switch ev.GetAction() {
+		switch ev.Action {
 		case "opened", "synchronize", "reopened", "ready_for_review":
 			return []*Job{a.prJob(req, delivery, log)}, nil, true
 		case "labeled", "unlabeled":
@@ -52,116 +74,101 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 			}}
 			return []*Job{forget}, []string{req.key()}, true
 		}
-	case *github.IssueCommentEvent:
-		m := diffCommandPattern.FindStringSubmatch(strings.TrimSpace(ev.GetComment().GetBody()))
-		// IsPullRequest has a value receiver: a missing issue is checked first.
-		if ev.GetAction() != "created" || ev.Issue == nil || !ev.Issue.IsPullRequest() || m == nil {
+	case *ghapp.CommentEvent:
+		m := diffCommandPattern.FindStringSubmatch(strings.TrimSpace(ev.Body))
+		if ev.Action != "created" || !ev.OnPullRequest || m == nil {
 			return nil, nil, false
 		}
 		approved := strings.ToLower(m[1])
-		if !a.servesRepo(ev.GetRepo().GetFullName()) {
+		if !a.servesRepo(ev.Repo.FullName) {
 			return nil, nil, false
 		}
 		req := prRequest{
-			installation: ev.GetInstallation().GetID(),
-			owner:        ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName(),
-			number: ev.GetIssue().GetNumber(), forceLive: true,
+			installation: ev.Installation,
+			owner:        ev.Repo.Owner, repo: ev.Repo.Name,
+			number: ev.Number, forceLive: true,
 		}
-		user := ev.GetComment().GetUser().GetLogin()
 		j := a.prJob(req, delivery, log)
 		// A command has its own key: whoever comments, it can neither replace
 		// nor cancel the report of a new commit. Publishing is serialized per
 		// pull request, so the two never interleave.
 		j.Key, j.SHA = req.key()+" command", delivery
-		j.Run = func(ctx context.Context) error {
-			gh, err := a.clients.Client(req.installation)
-			if err != nil {
-				return err
-			}
-			perm, _, err := gh.Repositories.GetPermissionLevel(ctx, req.owner, req.repo, user)
-			if err != nil {
-				return fmt.Errorf("read %s's permission: %w", user, err)
-			}
-			switch perm.GetPermission() {
-			case "admin", "maintain", "write":
-			default:
-				j.Log.Info("command ignored: no write permission", "user", user, "permission", perm.GetPermission())
-				return nil
-			}
-			pr, _, err := gh.PullRequests.Get(ctx, req.owner, req.repo, req.number)
-			if err != nil {
-				return err
-			}
-			head := pr.GetHead().GetSHA()
-			switch {
-			case len(approved) != len(head):
-				return a.reply(ctx, gh, req, report.ApproveHowTo(user, head))
-			case approved != strings.ToLower(head):
-				j.Log.Info("command names a commit that is not the head", "user", user, "approved", approved, "head", head)
-				return a.reply(ctx, gh, req, report.ApproveStale(user, approved, head))
-			}
-			// processPR renders this commit only, and stops if the head
-			// moves on before it reads the pull request again.
-			req.sha = head
-			j.Log.Info("live data approved for one commit", "user", user, "head", head)
-			return a.processPR(ctx, req, j.Log)
-		}
+		j.Run = func(ctx context.Context) error { return a.approveLive(ctx, req, ev.User, approved, j.Log) }
 		return []*Job{j}, nil, true
-	case *github.CheckRunEvent:
-		if name := ev.GetCheckRun().GetName(); ev.GetAction() != "rerequested" || (name != AggregateCheckName && !strings.HasPrefix(name, "driftback / ")) {
+	case *ghapp.CheckRunEvent:
+		if ev.Action != "rerequested" || (ev.Name != review.AggregateCheckName && !strings.HasPrefix(ev.Name, "driftback / ")) {
 			return nil, nil, false
 		}
 		var jobs []*Job
-		for _, p := range ev.GetCheckRun().PullRequests {
+		for _, n := range ev.PullRequests {
 			req := prRequest{
-				installation: ev.GetInstallation().GetID(),
-				owner:        ev.GetRepo().GetOwner().GetLogin(), repo: ev.GetRepo().GetName(),
-				number: p.GetNumber(), sha: ev.GetCheckRun().GetHeadSHA(),
+				installation: ev.Installation,
+				owner:        ev.Repo.Owner, repo: ev.Repo.Name,
+				number: n, sha: ev.HeadSHA,
 			}
 			jobs = append(jobs, a.prJob(req, delivery, log))
 		}
 		return jobs, nil, len(jobs) > 0
-	case *github.PushEvent:
-		full := ev.GetRepo().GetFullName()
-		if !a.servesRepo(full) || ev.GetRef() != "refs/heads/"+ev.GetRepo().GetDefaultBranch() || ev.GetDeleted() {
+	case *ghapp.PushEvent:
+		full := ev.Repo.FullName
+		if !a.servesRepo(full) || ev.Ref != "refs/heads/"+ev.Repo.DefaultBranch || ev.Deleted {
 			return nil, nil, false
 		}
-		owner, name := ev.GetRepo().GetOwner().GetLogin(), ev.GetRepo().GetName()
-		if owner == "" {
-			owner = ev.GetRepo().GetOwner().GetName()
-		}
-		sha := ev.GetAfter()
+		sha := ev.After
 		plog := log.With("repo", full, "sha", sha)
 		return []*Job{{Key: full + "@default", SHA: sha, Log: plog, Run: func(ctx context.Context) error {
-			return a.refreshDefaultBranch(ctx, ev.GetInstallation().GetID(), owner, name, sha, plog)
+			return a.refreshDefaultBranch(ctx, ev.Installation, ev.Repo.Owner, ev.Repo.Name, sha, plog)
 		}}}, nil, true
-	case *github.InstallationEvent:
-		if ev.GetAction() == "deleted" || ev.GetAction() == "suspend" {
-			a.clients.Forget(ev.GetInstallation().GetID())
+	case *ghapp.InstallationEvent:
+		if ev.Action == "deleted" || ev.Action == "suspend" {
+			a.clients.Forget(ev.Installation)
 		}
-		log.Info("installation event", "action", ev.GetAction(), "installation", ev.GetInstallation().GetID())
+		log.Info("installation event", "action", ev.Action, "installation", ev.Installation)
 		return nil, nil, true
-	case *github.InstallationRepositoriesEvent:
-		log.Info("installation repositories changed", "action", ev.GetAction(), "added", len(ev.RepositoriesAdded), "removed", len(ev.RepositoriesRemoved))
+	case *ghapp.InstallationRepositoriesEvent:
+		log.Info("installation repositories changed", "action", ev.Action, "added", ev.Added, "removed", ev.Removed)
 		return nil, nil, true
 	}
 	return nil, nil, false
 }
 
-// prJob is the job that reports on a pull request at req.sha.
-func (a *App) prJob(req prRequest, delivery string, log *slog.Logger) *Job {
-	log = log.With("repo", req.owner+"/"+req.repo, "pr", req.number, "sha", req.sha)
-	return &Job{
-		Key: req.key(), SHA: req.sha, Log: log,
-		Run:  func(ctx context.Context) error { return a.processPR(ctx, req, log) },
-		Fail: func(ctx context.Context, err error) { a.errorComment(ctx, req, err) },
+// approveLive runs a writer's "/driftback diff <sha>": the pull request is
+// compared with live data, for that commit only.
+func (a *App) approveLive(ctx context.Context, req prRequest, user, approved string, log *slog.Logger) error {
+	gh, err := a.clients.Installation(req.installation)
+	if err != nil {
+		return err
 	}
+	ok, perm, err := gh.CanWrite(ctx, req.owner, req.repo, user)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		log.Info("command ignored: no write permission", "user", user, "permission", perm)
+		return nil
+	}
+	pr, err := gh.PullRequest(ctx, req.owner, req.repo, req.number)
+	if err != nil {
+		return err
+	}
+	head := pr.HeadSHA
+	switch {
+	case len(approved) != len(head):
+		return a.reply(ctx, gh, req, report.ApproveHowTo(user, head))
+	case approved != strings.ToLower(head):
+		log.Info("command names a commit that is not the head", "user", user, "approved", approved, "head", head)
+		return a.reply(ctx, gh, req, report.ApproveStale(user, approved, head))
+	}
+	// processPR renders this commit only, and stops if the head moves on
+	// before it reads the pull request again.
+	req.sha = head
+	log.Info("live data approved for one commit", "user", user, "head", head)
+	return a.processPR(ctx, req, log)
 }
 
 // reply answers a command on its pull request.
-func (a *App) reply(ctx context.Context, gh *github.Client, req prRequest, body string) error {
-	_, _, err := gh.Issues.CreateComment(ctx, req.owner, req.repo, req.number, &github.IssueComment{Body: &body})
-	if err != nil {
+func (a *App) reply(ctx context.Context, gh *ghapp.Installation, req prRequest, body string) error {
+	if err := gh.Comment(ctx, req.owner, req.repo, req.number, body); err != nil {
 		return fmt.Errorf("reply to the command: %w", err)
 	}
 	return nil

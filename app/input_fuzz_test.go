@@ -9,55 +9,10 @@ import (
 	"testing"
 	"time"
 
+	ghapp "github.com/driftback/driftback/app/github"
+
 	"github.com/driftback/driftback/app/config"
 )
-
-// FuzzParseConfig: any app.yml is loaded or refused with an error naming
-// the problem, never a panic.
-func FuzzParseConfig(f *testing.F) {
-	for _, s := range []string{
-		"server:\n  listen: \":1\"\n",
-		"clusters:\n  a:\n    kubeconfig: /x\n    qps: 1.5\n    burst: 3\ntargets:\n- repo: o/r\n  path: p\n  cluster: a\n",
-		"targets:\n- repo: o/r\n  path: p\n  cluster: missing\n",
-		"github:\n  privateKey: x\n",
-		"server: [\n",
-		"a: &a [*a]\n",
-		"targets: {x: y}\n",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := config.ParseConfig(b, func(string) string { return "" }); err != nil && err.Error() == "" {
-			t.Fatal("an error without a message")
-		}
-	})
-}
-
-// FuzzRepoConfig: any .github/driftback.yml on a default branch refines the
-// operator's targets or is refused, never a panic, and never names a
-// cluster the operator did not give.
-func FuzzRepoConfig(f *testing.F) {
-	for _, s := range []string{
-		"targets:\n- path: deploy/prod\n  policy:\n    failOn: [pvc-removal]\n",
-		"targets:\n- path: deploy/prod\n  cluster: elsewhere\n",
-		"targets: [\n",
-		"x: y\n",
-	} {
-		f.Add([]byte(s))
-	}
-	targets := []Target{{Target: config.Target{Name: "prod", Repo: "o/r", Path: "deploy/prod", Cluster: "prod"}}}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		out, err := refine(targets, b)
-		if err != nil {
-			return
-		}
-		for _, tg := range out {
-			if tg.Cluster != "prod" {
-				t.Fatalf("the repository's file moved a target to cluster %q", tg.Cluster)
-			}
-		}
-	})
-}
 
 // FuzzWebhookRouting: any signed body under any event name is answered with
 // one of the intake's statuses, never a panic.
@@ -80,7 +35,7 @@ func FuzzWebhookRouting(f *testing.F) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := NewApp(cfg, NewClients(1, nil, "http://127.0.0.1:1/", RetryPolicy{Attempts: 1}), nil, discard)
+	a := NewApp(cfg, ghapp.NewClients(1, nil, "http://127.0.0.1:1/", ghapp.RetryPolicy{Attempts: 1}), nil, discard)
 	q := NewQueue(ctx, 0, 1<<20, time.Second, discard) // no workers: routing only
 	h := NewWebhook([]byte(testSecret), q, a, discard)
 	n := 0

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/driftback/driftback/app/driftloop"
+	ghapp "github.com/driftback/driftback/app/github"
+
 	"k8s.io/client-go/rest"
 
 	"github.com/driftback/driftback/app/config"
@@ -27,8 +30,8 @@ func (d *driftWorld) secondReplica(name string) *Server {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	srv.App.clients = NewClients(cfg.GitHub.AppID, d.gh.KeyPEM(), cfg.GitHub.APIURL, RetryPolicy{})
-	srv.Drift.debounce = 50 * time.Millisecond
+	srv.App.clients = ghapp.NewClients(cfg.GitHub.AppID, d.gh.KeyPEM(), cfg.GitHub.APIURL, ghapp.RetryPolicy{})
+	srv.Drift.Debounce = 50 * time.Millisecond
 	d.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -52,7 +55,7 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 
 	atOpen := make(chan struct{})
 	var stopped atomic.Bool
-	a.Drift.beforeAct = func(ctx context.Context, action prgen.Action) {
+	a.Drift.BeforeAct = func(ctx context.Context, action prgen.Action) {
 		if action == prgen.ActionOpen && !stopped.Load() {
 			close(atOpen)
 			<-ctx.Done() // leadership ends here, mid-cycle
@@ -63,7 +66,7 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 	doneA := make(chan struct{})
 	go func() {
 		defer close(doneA)
-		_ = runShards(actx, d.env.Config, le, "replica-a", false, []string{"test"}, func(ctx context.Context, c string) {
+		_ = runShards(actx, d.env.Config, le, "replica-a", []string{"test"}, func(ctx context.Context, c string) {
 			leaderA.Store(true)
 			_ = a.Drift.RunCluster(ctx, c)
 		})
@@ -84,7 +87,7 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 	})
 	go func() {
 		defer close(doneB)
-		_ = runShards(bctx, cfgB, le, "replica-b", false, []string{"test"}, func(ctx context.Context, c string) {
+		_ = runShards(bctx, cfgB, le, "replica-b", []string{"test"}, func(ctx context.Context, c string) {
 			leaderB.Store(true)
 			_ = b.Drift.RunCluster(ctx, c)
 		})
@@ -110,8 +113,8 @@ func TestLeaderHandoverMidCycleOpensOnePullRequest(t *testing.T) {
 	stopA() // replica a stops: its lease is released mid-cycle
 	d.waitFor("replica b to lead", leaderB.Load)
 	d.waitFor("the drift pull request", func() bool { return len(d.openPulls()) == 1 })
-	start := b.Drift.checks.Load()
-	d.waitFor("replica b to check again", func() bool { return b.Drift.checks.Load() >= start+3 })
+	start := b.Drift.Checks()
+	d.waitFor("replica b to check again", func() bool { return b.Drift.Checks() >= start+3 })
 	if n := len(d.gh.Pulls(fullName)); n != 1 {
 		t.Fatalf("%d pull requests after the handover, want 1: %+v", n, d.gh.Pulls(fullName))
 	}
@@ -127,7 +130,7 @@ func TestSplitBrainOpensOnePullRequest(t *testing.T) {
 	a, b := d.secondReplica("a"), d.secondReplica("b")
 	release := make(chan struct{})
 	var once atomic.Bool
-	a.Drift.beforeAct = func(ctx context.Context, action prgen.Action) {
+	a.Drift.BeforeAct = func(ctx context.Context, action prgen.Action) {
 		if action == prgen.ActionOpen && once.CompareAndSwap(false, true) {
 			select { // hold a back until b has opened the pull request
 			case <-release:
@@ -148,8 +151,8 @@ func TestSplitBrainOpensOnePullRequest(t *testing.T) {
 	})
 	d.waitFor("replica b's pull request", func() bool { return len(d.openPulls()) == 1 })
 	close(release)
-	start := a.Drift.checks.Load()
-	d.waitFor("replica a to finish its check", func() bool { return a.Drift.checks.Load() > start })
+	start := a.Drift.Checks()
+	d.waitFor("replica a to finish its check", func() bool { return a.Drift.Checks() > start })
 	if n := len(d.gh.Pulls(fullName)); n != 1 {
 		t.Fatalf("%d pull requests from two replicas, want 1: %+v", n, d.gh.Pulls(fullName))
 	}
@@ -158,3 +161,12 @@ func TestSplitBrainOpensOnePullRequest(t *testing.T) {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// runShards runs one replica's share of the clusters' drift loops.
+func runShards(ctx context.Context, cfg *rest.Config, le config.LeaderElection, id string, clusters []string, run func(context.Context, string)) error {
+	sh, err := driftloop.NewShards(cfg, le, id, clusters, discard, nil, run)
+	if err != nil {
+		return err
+	}
+	return sh.Run(ctx)
+}

@@ -3,7 +3,6 @@ package app
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -125,13 +124,13 @@ func (m *Metrics) job(outcome string, d time.Duration) {
 	}
 }
 
-func (m *Metrics) render(d time.Duration) {
+func (m *Metrics) Render(d time.Duration) {
 	if m != nil {
 		m.renders.Observe(d.Seconds())
 	}
 }
 
-func (m *Metrics) githubCall(kind, method string, resp *http.Response) {
+func (m *Metrics) GitHubCall(kind, method string, resp *http.Response) {
 	if m == nil {
 		return
 	}
@@ -147,32 +146,32 @@ func (m *Metrics) githubCall(kind, method string, resp *http.Response) {
 	m.githubCalls.WithLabelValues(kind, method, code).Inc()
 }
 
-func (m *Metrics) failure(where string) {
+func (m *Metrics) Failure(where string) {
 	if m != nil {
 		m.errors.WithLabelValues(where).Inc()
 	}
 }
 
-func (m *Metrics) driftFights(repo, target string, n int) {
+func (m *Metrics) DriftFights(repo, target string, n int) {
 	if m != nil {
 		m.fights.WithLabelValues(repo, target).Set(float64(n))
 	}
 }
 
-func (m *Metrics) driftedObjects(repo, target string, n int) {
+func (m *Metrics) DriftedObjects(repo, target string, n int) {
 	if m != nil {
 		m.drifted.WithLabelValues(repo, target).Set(float64(n))
 	}
 }
 
-func (m *Metrics) driftAction(kind, action string) {
+func (m *Metrics) DriftAction(kind, action string) {
 	if m != nil {
 		m.driftActions.WithLabelValues(kind, action).Inc()
 	}
 }
 
 // setHeld records whether this replica runs a cluster's drift loop.
-func (m *Metrics) setHeld(cluster string, on bool) {
+func (m *Metrics) SetHeld(cluster string, on bool) {
 	if m == nil {
 		return
 	}
@@ -216,23 +215,4 @@ func (m *Metrics) countDeliveries(next http.Handler) http.Handler {
 		next.ServeHTTP(rec, r)
 		m.delivery(r.Header.Get("X-GitHub-Event"), rec.status)
 	})
-}
-
-// githubKind names what a GitHub API path is about, for the request counts.
-func githubKind(path string) string {
-	switch {
-	case strings.Contains(path, "/comments"):
-		return "comment"
-	case strings.Contains(path, "/check-runs"):
-		return "check-run"
-	case strings.Contains(path, "/labels"):
-		return "label"
-	case strings.Contains(path, "/pulls"):
-		return "pull"
-	case strings.Contains(path, "/issues"):
-		return "issue"
-	case strings.Contains(path, "/git/"):
-		return "ref"
-	}
-	return "other"
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/driftback/driftback/app/build"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
@@ -162,8 +165,8 @@ func TestPublicRepository(t *testing.T) {
 	compared := w.captureComparisons()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go w.srv.App.targets.run(ctx)
-	w.srv.App.targets.waitSynced(ctx, e2eWait)
+	go w.srv.App.targets.Run(ctx)
+	w.srv.App.targets.WaitSynced(ctx, e2eWait)
 	ts, skipped := w.srv.App.targetsOf(fullName)
 	t.Logf("discovered for %s: %d targets, %d not rendered", fullName, len(ts), len(skipped))
 	if os.Getenv("DRIFTBACK_PUBLIC_SYNC") != "" {
@@ -189,7 +192,7 @@ func TestPublicRepository(t *testing.T) {
 	sort.Strings(lines)
 	t.Logf("%d reconciler objects applied; targets:\n%s", applied, strings.Join(lines, "\n"))
 	for _, c := range checks {
-		if !c.unaffected {
+		if !c.Unaffected {
 			t.Logf("check %s: %s %q", c.Name, c.Conclusion, c.Title)
 		}
 	}
@@ -218,7 +221,7 @@ func TestPublicRepository(t *testing.T) {
 // would: Flux's build carries its owner labels; Argo CD's objects get the
 // instance label it tracks with. An object the cluster cannot take (a kind it
 // does not serve) is counted and skipped.
-func syncAt(t *testing.T, w *world, repo *git.Repository, rev string, ts []Target) {
+func syncAt(t *testing.T, w *world, repo *git.Repository, rev string, ts []targets.Target) {
 	t.Helper()
 	tree, err := render.GitTree(repo, rev)
 	if err != nil {
@@ -230,11 +233,11 @@ func syncAt(t *testing.T, w *world, repo *git.Repository, rev string, ts []Targe
 	}
 	ctx := context.Background()
 	for _, tg := range ts {
-		b := buildTarget(ctx, render.New(render.DefaultOptions()), tree, tg, fluxVars{})
+		b := build.Target(ctx, render.New(render.DefaultOptions()), tree, tg, build.Vars{})
 		manager := "kustomize-controller"
 		applied, failed := 0, 0
-		for _, o := range b.objs {
-			if f := tg.found; f != nil && f.Reconciler == discover.ReconcilerArgoCD {
+		for _, o := range b.Objects {
+			if f := tg.Found; f != nil && f.Reconciler == discover.ReconcilerArgoCD {
 				manager = "argocd-controller"
 				labels := o.GetLabels()
 				if labels == nil {
@@ -256,6 +259,6 @@ func syncAt(t *testing.T, w *world, repo *git.Repository, rev string, ts []Targe
 			}
 			applied++
 		}
-		t.Logf("synced %s at %s: %d objects applied, %d refused; problems %v", tg.Path, shortSHA(rev), applied, failed, b.problems)
+		t.Logf("synced %s at %s: %d objects applied, %d refused; problems %v", tg.Path, rev[:min(12, len(rev))], applied, failed, b.Problems)
 	}
 }

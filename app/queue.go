@@ -236,7 +236,7 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 		q.runAfter(j, later.Wait, log)
 	default:
 		q.metrics.job("failed", time.Since(start))
-		q.metrics.failure("job")
+		q.metrics.Failure("job")
 		log.Error("job failed", "err", err)
 		if j.Fail != nil {
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), time.Minute)

@@ -74,7 +74,7 @@ func TestReadOnlyIdentityIsEnough(t *testing.T) {
 	d.cfg.Clusters["test"] = c
 
 	// The identity is in effect: it cannot write.
-	restCfg, err := restConfig(c)
+	restCfg, err := c.RESTConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

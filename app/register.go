@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/go-github/v60/github"
+	ghapp "github.com/driftback/driftback/app/github"
 
 	"github.com/driftback/driftback/app/config"
 )
@@ -111,9 +111,11 @@ func Register(ctx context.Context, cfg *config.Config, opts RegisterOptions) (*R
 	if err != nil {
 		return nil, err
 	}
-	gh := github.NewClient(opts.HTTPClient)
-	if gh.BaseURL, err = url.Parse(cfg.GitHub.APIURL); err != nil {
+	if _, err := url.Parse(cfg.GitHub.APIURL); err != nil {
 		return nil, fmt.Errorf("github.apiURL: %w", err)
+	}
+	exchange := func(ctx context.Context, code string) (*ghapp.ManifestApp, error) {
+		return ghapp.CompleteManifest(ctx, opts.HTTPClient, cfg.GitHub.APIURL, code)
 	}
 	outDir, err := filepath.Abs(opts.OutDir)
 	if err != nil {
@@ -142,7 +144,7 @@ func Register(ctx context.Context, cfg *config.Config, opts RegisterOptions) (*R
 	}
 
 	r := &registrar{
-		ctx: ctx, gh: gh, out: opts.Out, outDir: outDir, state: state, name: m.Name,
+		ctx: ctx, exchange: exchange, out: opts.Out, outDir: outDir, state: state, name: m.Name,
 		action: action, manifest: string(manifestJSON), page: base + "/",
 		hosts: map[string]bool{hostOf(base): true},
 		done:  make(chan registerResult, 1),
@@ -290,8 +292,9 @@ type registerResult struct {
 
 // registrar serves the registration page and takes GitHub's redirect back.
 type registrar struct {
-	ctx      context.Context
-	gh       *github.Client
+	ctx context.Context
+	// exchange trades the code GitHub returns for the App's credentials.
+	exchange func(context.Context, string) (*ghapp.ManifestApp, error)
 	out      io.Writer
 	outDir   string
 	state    string
@@ -383,23 +386,23 @@ func (r *registrar) callback(w http.ResponseWriter, req *http.Request) {
 func (r *registrar) complete(code string) (*Registration, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
 	defer cancel()
-	app, resp, err := r.gh.Apps.CompleteAppManifest(ctx, code)
+	app, err := r.exchange(ctx, code)
 	if err != nil {
-		return nil, fmt.Errorf("exchange GitHub's code for the App's credentials: %s", exchangeError(resp, err))
+		return nil, err
 	}
-	slug := app.GetSlug()
+	slug := app.Slug
 	if !validSlug.MatchString(slug) {
 		return nil, fmt.Errorf("GitHub answered with the slug %q, which is no file name", slug)
 	}
-	if app.GetID() == 0 || app.GetPEM() == "" || app.GetWebhookSecret() == "" {
+	if app.ID == 0 || app.PEM == "" || app.WebhookSecret == "" {
 		return nil, fmt.Errorf("App %s: GitHub's answer lacks its ID, private key or webhook secret", slug)
 	}
-	reg := &Registration{ID: app.GetID(), Slug: slug, Name: app.GetName(), HTMLURL: app.GetHTMLURL()}
+	reg := &Registration{ID: app.ID, Slug: slug, Name: app.Name, HTMLURL: app.HTMLURL}
 	if reg.HTMLURL != "" {
 		reg.InstallURL = strings.TrimSuffix(reg.HTMLURL, "/") + "/installations/new"
 	}
 	files := credentialFiles(r.outDir, slug)
-	contents := []string{app.GetPEM(), app.GetWebhookSecret(), app.GetClientSecret()}
+	contents := []string{app.PEM, app.WebhookSecret, app.ClientSecret}
 	if contents[2] == "" {
 		files, contents = files[:2], contents[:2]
 	}
@@ -412,27 +415,6 @@ func (r *registrar) complete(code string) (*Registration, error) {
 		reg.ClientSecretFile = files[2]
 	}
 	return reg, nil
-}
-
-// exchangeError describes a failed exchange without the request's URL, which
-// holds the code.
-func exchangeError(resp *github.Response, err error) string {
-	var ge *github.ErrorResponse
-	if errors.As(err, &ge) && ge.Response != nil {
-		msg := ge.Message
-		if msg == "" {
-			msg = http.StatusText(ge.Response.StatusCode)
-		}
-		return fmt.Sprintf("%d %s", ge.Response.StatusCode, msg)
-	}
-	if resp != nil && resp.Response != nil {
-		return resp.Status
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err.Error()
-	}
-	return err.Error()
 }
 
 // credentialFiles are the private key, webhook secret and client secret files.

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/driftback/driftback/app/driftloop"
+	ghapp "github.com/driftback/driftback/app/github"
+
 	"k8s.io/client-go/rest"
 
 	"github.com/golang-jwt/jwt/v4"
@@ -28,19 +31,19 @@ type Server struct {
 	// Metrics are served on /metrics.
 	Metrics *Metrics
 	// Drift is the drift loop; Serve runs it.
-	Drift   *DriftLoop
+	Drift   *driftloop.DriftLoop
 	handler http.Handler
 	ready   atomic.Bool
 	log     *slog.Logger
 	// shards are the clusters' Leases this replica campaigns for; nil runs
 	// every cluster's drift loop here (no leader election).
-	shards atomic.Pointer[shards]
+	shards atomic.Pointer[driftloop.Shards]
 }
 
 // runSharded runs the drift loop of each cluster whose Lease this replica
 // holds, until ctx ends.
 func (s *Server) runSharded(ctx context.Context, cfg *rest.Config, le config.LeaderElection, id string) error {
-	sh, err := newShards(cfg, le, id, s.Drift.Clusters(), s.log, s.Metrics, func(ctx context.Context, c string) { _ = s.Drift.RunCluster(ctx, c) })
+	sh, err := driftloop.NewShards(cfg, le, id, s.Drift.Clusters(), s.log, s.Metrics, func(ctx context.Context, c string) { _ = s.Drift.RunCluster(ctx, c) })
 	if err != nil {
 		return err
 	}
@@ -76,17 +79,17 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 	if err != nil {
 		return nil, err
 	}
-	clients := NewClients(cfg.GitHub.AppID, secrets.PrivateKey, cfg.GitHub.APIURL, RetryPolicy{PerMinute: cfg.GitHub.Pace.PerMinute, PerHour: cfg.GitHub.Pace.PerHour})
+	clients := ghapp.NewClients(cfg.GitHub.AppID, secrets.PrivateKey, cfg.GitHub.APIURL, ghapp.RetryPolicy{PerMinute: cfg.GitHub.Pace.PerMinute, PerHour: cfg.GitHub.Pace.PerHour})
 	var q *Queue
 	metrics := NewMetrics(func() float64 { return float64(q.Depth()) })
-	clients.metrics = metrics
+	clients.Observe(metrics.GitHubCall)
 	a := NewApp(cfg, clients, cache, log)
 	// The queue outlives the signal that stops intake: Serve closes it with a
 	// grace period.
 	q = NewQueue(context.WithoutCancel(ctx), cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log)
 	q.metrics = metrics
 	a.metrics = metrics
-	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: NewDriftLoop(a, log.With("loop", "drift")), Metrics: metrics, log: log}
+	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: driftloop.New(a.driftDeps(), log.With("loop", "drift")), Metrics: metrics, log: log}
 	s.Webhook.MaxUnverified = cfg.Server.MaxUnverifiedBytes
 	a.drift = s.Drift
 	mux := http.NewServeMux()
@@ -100,7 +103,7 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 		}
 		fmt.Fprintln(w, "ready")
 		fmt.Fprintln(w, "drift loop clusters held here:", strings.Join(s.heldClusters(), ", "))
-		for _, line := range s.App.targets.status() {
+		for _, line := range s.App.targets.Status() {
 			fmt.Fprintln(w, line)
 		}
 	})
@@ -145,8 +148,8 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String())
-	s.App.targets.setOnChange(s.Drift.wakeAll)
-	go s.App.targets.run(ctx)
+	s.App.targets.SetOnChange(s.Drift.WakeAll)
+	go s.App.targets.Run(ctx)
 	driftDone := make(chan struct{})
 	go func() {
 		defer close(driftDone)
@@ -155,7 +158,7 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 			_ = s.Drift.Run(ctx) // ends with ctx
 			return
 		}
-		cfg, err := restConfig(s.App.cfg.Clusters[le.Cluster])
+		cfg, err := s.App.cfg.Clusters[le.Cluster].RESTConfig()
 		if err == nil {
 			err = s.runSharded(ctx, cfg, le, identity())
 		}

@@ -7,10 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/driftback/driftback/app/build"
+
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/repos"
+	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
@@ -58,17 +61,17 @@ type TargetList struct {
 // cannot be rendered. An unreachable cluster is a problem of the list, not
 // an error: the rest is still shown.
 func ListTargets(ctx context.Context, cfg *config.Config) (*TargetList, error) {
-	src := newTargetSource(cfg, nil)
+	src := targets.NewSource(cfg, nil)
 	var found []*discover.Found
 	out := &TargetList{Targets: []TargetInfo{}}
-	for _, name := range src.discovering() {
-		rc, err := restConfig(cfg.Clusters[name])
+	for _, name := range src.Discovering() {
+		rc, err := cfg.Clusters[name].RESTConfig()
 		if err != nil {
 			out.Problems = append(out.Problems, fmt.Sprintf("cluster %s: %v", name, err))
 			continue
 		}
 		rc.Timeout = 30 * time.Second
-		fs, problems, err := discover.List(ctx, rc, src.options(name))
+		fs, problems, err := discover.List(ctx, rc, src.Options(name))
 		if err != nil {
 			return nil, err
 		}
@@ -78,12 +81,12 @@ func ListTargets(ctx context.Context, cfg *config.Config) (*TargetList, error) {
 		found = append(found, fs...)
 	}
 	discover.Sort(found)
-	targets, skipped := mergeTargets(cfg, found)
+	ts, skipped := targets.Merge(cfg, found)
 	trees := cachedTrees(cfg.Server.CacheDir)
-	for _, t := range targets {
+	for _, t := range ts {
 		info := TargetInfo{Name: t.Name, Repo: t.Repo, Path: t.Path, Cluster: t.Cluster, Branch: t.Branch,
-			From: t.describe(), Glob: isGlob(t.Path), Build: "kustomize", Codify: string(t.Policy.Codify)}
-		if f := t.found; f != nil {
+			From: t.Describe(), Glob: targets.IsGlob(t.Path), Build: "kustomize", Codify: string(t.Policy.Codify)}
+		if f := t.Found; f != nil {
 			info.Prune = f.Prune
 			switch {
 			case f.Flux != nil:
@@ -91,21 +94,21 @@ func ListTargets(ctx context.Context, cfg *config.Config) (*TargetList, error) {
 			case f.Reconciler == discover.ReconcilerArgoCD:
 				info.Build = "argocd"
 			}
-			if ok, why := writeBackable(t); !ok {
+			if ok, why := build.WriteBackable(t); !ok {
 				info.Codify = "off (" + why + ")"
 			}
 			if f.SelfHeal {
 				info.Codify = "off (the reconciler self-heals)"
 			}
-			info.Notes = targetNotes(t, fluxVars{})
+			info.Notes = build.Notes(t, build.Vars{})
 		}
 		var off string
 		info.Source, info.NotRendered, off = sourceAt(t, trees)
 		if off != "" && !strings.HasPrefix(info.Codify, "off (") {
 			info.Codify = "off (" + off + ")"
 		}
-		if info.Codify == string(config.CodifyOff) && t.codifyOff != "" {
-			info.Codify = "off (" + t.codifyOff + ")"
+		if info.Codify == string(config.CodifyOff) && t.CodifyOff != "" {
+			info.Codify = "off (" + t.CodifyOff + ")"
 		}
 		out.Targets = append(out.Targets, info)
 	}
@@ -116,7 +119,7 @@ func ListTargets(ctx context.Context, cfg *config.Config) (*TargetList, error) {
 		}
 		return a.Name < b.Name
 	})
-	out.NotRendered = notRendered(skipped)
+	out.NotRendered = targets.NotRendered(skipped)
 	return out, nil
 }
 
@@ -161,8 +164,8 @@ func cachedTrees(dir string) func(repo, branch string) (*render.Tree, string) {
 
 // sourceAt says what a target's reconciler finds at its path, why driftback
 // does not render it, and why its drift is not proposed ("" when it is).
-func sourceAt(t Target, trees func(repo, branch string) (*render.Tree, string)) (source, notRendered, codifyOff string) {
-	if isGlob(t.Path) {
+func sourceAt(t targets.Target, trees func(repo, branch string) (*render.Tree, string)) (source, notRendered, codifyOff string) {
+	if targets.IsGlob(t.Path) {
 		return "the paths the pattern matches at each commit", "", ""
 	}
 	tree, branch := trees(t.Repo, t.Branch)
@@ -170,7 +173,7 @@ func sourceAt(t Target, trees func(repo, branch string) (*render.Tree, string)) 
 		return "decided at the first pull request (the repository is not in the cache yet)", "", ""
 	}
 	at := " at " + branch
-	f := t.found
+	f := t.Found
 	switch {
 	case !tree.HasDir(t.Path):
 		return "nothing" + at, "", ""
@@ -179,7 +182,7 @@ func sourceAt(t Target, trees func(repo, branch string) (*render.Tree, string)) 
 	case f != nil && f.Flux != nil:
 		return "plain manifests" + at + " (Flux generates the kustomization)", "", "a plain directory: its drift is shown, not proposed"
 	case f != nil && f.Reconciler == discover.ReconcilerArgoCD:
-		if why := notRenderedAt(t, tree); why != "" {
+		if why := build.NotRenderedAt(t, tree); why != "" {
 			kind := "jsonnet"
 			if tree.ArgoCDSourceType(t.Path) == "Helm" {
 				kind = "a Helm chart"

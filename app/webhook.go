@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/go-github/v60/github"
+	ghapp "github.com/driftback/driftback/app/github"
 
 	"github.com/driftback/driftback/app/config"
 )
@@ -56,13 +56,13 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// GitHub always names its deliveries; one without an ID could never be
 	// told from a replay.
-	if github.DeliveryID(r) == "" {
+	if ghapp.DeliveryID(r) == "" {
 		http.Error(w, "missing X-GitHub-Delivery", http.StatusBadRequest)
 		return
 	}
 	// GitHub always signs and names its events: a request without either
 	// is refused before a byte of its body is held or read.
-	if !strings.HasPrefix(r.Header.Get(github.SHA256SignatureHeader), "sha256=") || github.WebHookType(r) == "" {
+	if !strings.HasPrefix(r.Header.Get(ghapp.SignatureHeader), "sha256=") || ghapp.EventType(r) == "" {
 		http.Error(w, "missing X-Hub-Signature-256 or X-GitHub-Event", http.StatusUnauthorized)
 		return
 	}
@@ -94,23 +94,22 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The signature first: nothing about an unsigned request is trusted, not
 	// even its headers. Only the SHA-256 signature counts.
-	sig := r.Header.Get(github.SHA256SignatureHeader)
-	if !strings.HasPrefix(sig, "sha256=") || github.ValidateSignature(sig, body, h.secret) != nil {
+	sig := r.Header.Get(ghapp.SignatureHeader)
+	if !ghapp.ValidSignature(sig, body, h.secret) {
 		h.log.Warn("webhook rejected: bad or missing signature", "remote", r.RemoteAddr)
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return
 	}
-	event, delivery := github.WebHookType(r), github.DeliveryID(r)
+	event, delivery := ghapp.EventType(r), ghapp.DeliveryID(r)
 	log := h.log.With("delivery", delivery, "event", event)
 	if !h.seen.claim(delivery) {
 		log.Info("webhook: duplicate delivery ignored")
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	payload, err := github.ParseWebHook(event, body)
+	payload, err := ghapp.ParseEvent(event, body)
 	if err != nil {
-		// An event type go-github does not know is one driftback ignores.
-		if strings.Contains(err.Error(), "unknown X-Github-Event") {
+		if errors.Is(err, ghapp.ErrUnknownEvent) {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	ghapp "github.com/driftback/driftback/app/github"
+
 	"github.com/google/go-github/v60/github"
 )
 
@@ -66,8 +68,8 @@ func (r *recordingRouter) Route(event, delivery string, payload any, _ *slog.Log
 		return nil, nil, false
 	}
 	r.events = append(r.events, delivery)
-	pr := payload.(*github.PullRequestEvent)
-	return []*Job{{Key: delivery, SHA: pr.GetPullRequest().GetHead().GetSHA(), Run: func(ctx context.Context) error {
+	pr := payload.(*ghapp.PullRequestEvent)
+	return []*Job{{Key: delivery, SHA: pr.HeadSHA, Run: func(ctx context.Context) error {
 		if r.block != nil {
 			<-r.block
 		}

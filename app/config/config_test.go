@@ -26,7 +26,7 @@ func TestTheExampleConfigLoads(t *testing.T) {
 }
 
 // TestClusterClientLimits proves a cluster's client limits come from
-// app.yml or the environment (app's test of the same name: they reach the
+// app.yml or the environment (TestClusterClientLimitsReachTheClient: they reach the
 // client config, and default to the product's when unset).
 func TestClusterClientLimits(t *testing.T) {
 	cfg, err := LoadConfig("../../app.yml", envOf(map[string]string{"DRIFTBACK_CLUSTERS_STAGING_QPS": "20.5"}))

@@ -19,12 +19,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/driftback/driftback/app/build"
+
 	git "github.com/go-git/go-git/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/driftback/driftback/app"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
@@ -113,7 +114,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	var recon *app.ReconcilerBuild
+	var recon *build.ReconcilerBuild
 	switch {
 	case *fluxFile != "" || (*fluxKs != "" && *kubeconfig != ""):
 		if recon, err = fluxBuild(ctx, *fluxKs, *fluxFile, *kubeconfig, *kubeContext, *limits, baseTree, headTree); err != nil {
@@ -290,7 +291,7 @@ func restores(repo *git.Repository, base, head string) func(context.Context, *dr
 
 // diffOverlays renders each overlay at base and head and compares them with
 // the live state. Render problems become errors of their overlay's target.
-func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, recon *app.ReconcilerBuild, reader drift.LiveReader, liveErr string, opts drift.Options,
+func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, recon *build.ReconcilerBuild, reader drift.LiveReader, liveErr string, opts drift.Options,
 	history func(context.Context, *drift.Target, drift.LiveReader), step func(string, ...any)) (*drift.Report, error) {
 	start := time.Now()
 	r := render.New(render.DefaultOptions())

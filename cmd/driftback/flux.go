@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/driftback/driftback/app/build"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -14,7 +16,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/driftback/driftback/app"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
 )
@@ -29,7 +30,7 @@ var (
 
 // argoBuild reads an Argo CD Application from the cluster, to build as it
 // does.
-func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext string, limits drift.ClientLimits) (*app.ReconcilerBuild, error) {
+func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext string, limits drift.ClientLimits) (*build.ReconcilerBuild, error) {
 	cfg, err := kubeConfig(kubeconfig, kubeContext, limits)
 	if err != nil {
 		return nil, err
@@ -38,7 +39,7 @@ func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext str
 	if err != nil {
 		return nil, fmt.Errorf("--argocd-app %s: %w", name, err)
 	}
-	return app.NewArgoCDBuild(a, namespace)
+	return build.NewArgoCDBuild(a, namespace)
 }
 
 // getObject reads one object of a resource from the cluster.
@@ -54,7 +55,7 @@ func getObject(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 // repository (as the head has it, else the base), with its inline variables
 // only; or from the cluster, with the ConfigMaps and Secrets its
 // substituteFrom names, read as kustomize-controller reads them.
-func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, limits drift.ClientLimits, base, head *render.Tree) (*app.ReconcilerBuild, error) {
+func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, limits drift.ClientLimits, base, head *render.Tree) (*build.ReconcilerBuild, error) {
 	var ns, name string
 	if ref != "" {
 		var ok bool
@@ -67,7 +68,7 @@ func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, l
 		if err != nil {
 			return nil, fmt.Errorf("--flux-kustomization-file %s: %w", file, err)
 		}
-		return app.NewFluxBuild(ctx, ks, nil), nil
+		return build.NewFluxBuild(ctx, ks, nil), nil
 	}
 	cfg, err := kubeConfig(kubeconfig, kubeContext, limits)
 	if err != nil {
@@ -81,7 +82,7 @@ func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, l
 	if err != nil {
 		return nil, err
 	}
-	return app.NewFluxBuild(ctx, ks, c), nil
+	return build.NewFluxBuild(ctx, ks, c), nil
 }
 
 // kustomizationFromFile finds the Flux Kustomization in a repository file:

@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -105,21 +105,6 @@ func ourComments(ctx context.Context, gh *github.Client, bot, owner, repo string
 	return append(uniq, dups...), nil
 }
 
-// CheckResult is one target's check run.
-type CheckResult struct {
-	Name       string
-	Conclusion string // success, failure or neutral
-	Title      string
-	Summary    string
-	Text       string
-	// failing is set when the check fails on dangers: the comment says how
-	// to accept them.
-	failing *report.Failing
-	// unaffected targets get no check run of their own: the aggregate
-	// counts them.
-	unaffected bool
-}
-
 // listCheckRuns returns this App's check runs on sha, by name (the newest
 // of each name), in as few pages as GitHub allows.
 func listCheckRuns(ctx context.Context, gh *github.Client, appID int64, owner, repo, sha string) (map[string]int64, error) {
@@ -143,7 +128,7 @@ func listCheckRuns(ctx context.Context, gh *github.Client, appID int64, owner, r
 }
 
 // publishCheck updates check run id (0: creates it) on sha.
-func publishCheck(ctx context.Context, gh *github.Client, owner, repo, sha string, id int64, c CheckResult) error {
+func publishCheck(ctx context.Context, gh *github.Client, owner, repo, sha string, id int64, c Check) error {
 	out := &github.CheckRunOutput{Title: github.String(c.Title), Summary: github.String(truncate(c.Summary, report.MaxCheckText))}
 	if c.Text != "" {
 		out.Text = github.String(truncate(c.Text, report.MaxCheckText))
@@ -178,3 +163,12 @@ func truncate(s string, n int) string {
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// Check is one check run as published.
+type Check struct {
+	Name       string
+	Conclusion string // success, failure or neutral
+	Title      string
+	Summary    string
+	Text       string
+}

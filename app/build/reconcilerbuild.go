@@ -1,4 +1,4 @@
-package app
+package build
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
@@ -19,12 +20,12 @@ import (
 // commonMetadata and owner labels, with values from Secrets hidden in every
 // report) or an Argo CD Application's (`--argocd-app`).
 type ReconcilerBuild struct {
-	target Target
-	vars   fluxVars
+	target targets.Target
+	vars   Vars
 	// hidden are the objects whose source uses a Secret's variable.
-	hidden map[string]asWritten
+	hidden map[string]AsWritten
 	// hooks are the Argo CD hooks of the last tree built (the head's).
-	hooks []string
+	Hooks []string
 }
 
 // NewFluxBuild builds ks. With c, its substituteFrom ConfigMaps and Secrets
@@ -41,7 +42,7 @@ func NewFluxBuild(ctx context.Context, ks *unstructured.Unstructured, c client.C
 		f.Path = "."
 	}
 	unread := "postBuild variables are not substituted: they come from ConfigMaps and Secrets in the cluster (give --kubeconfig to read them); ${…} is left as written"
-	return &ReconcilerBuild{target: Target{Target: config.Target{Name: f.Path, Path: f.Path}, found: f}, vars: loadFluxVariables(ctx, ks, false, c, unread)}
+	return &ReconcilerBuild{target: targets.Target{Target: config.Target{Name: f.Path, Path: f.Path}, Found: f}, vars: LoadFluxVariables(ctx, ks, false, c, unread)}
 }
 
 // NewArgoCDBuild builds an Argo CD Application's path as serve builds a
@@ -64,7 +65,7 @@ func NewArgoCDBuild(app *unstructured.Unstructured, argoNamespace string) (*Reco
 	if f.Path == "" {
 		f.Path = "."
 	}
-	return &ReconcilerBuild{target: Target{Target: config.Target{Name: f.Path, Path: f.Path, Tracking: f.Tracking}, found: f}}, nil
+	return &ReconcilerBuild{target: targets.Target{Target: config.Target{Name: f.Path, Path: f.Path, Tracking: f.Tracking}, Found: f}}, nil
 }
 
 // localHost names the local repository to discovery.
@@ -77,39 +78,39 @@ func (b *ReconcilerBuild) Path() string { return b.target.Path }
 // that is not compared (Argo CD's hooks in the last tree built).
 func (b *ReconcilerBuild) Notes() []string {
 	var out []string
-	if b.vars.note != "" {
-		out = append(out, b.vars.note)
+	if b.vars.Note != "" {
+		out = append(out, b.vars.Note)
 	}
-	if len(b.hooks) > 0 {
-		out = append(out, hooksNote(b.hooks))
+	if len(b.Hooks) > 0 {
+		out = append(out, HooksNote(b.Hooks))
 	}
 	return out
 }
 
 // Tracking finds what the reconciler applied, for prune.
-func (b *ReconcilerBuild) Tracking() drift.Tracking { return b.target.found.Tracking }
+func (b *ReconcilerBuild) Tracking() drift.Tracking { return b.target.Found.Tracking }
 
 // DefaultNamespace is where the reconciler puts namespaced objects that name
 // none (Argo CD's destination namespace), "" for the apiserver's default.
-func (b *ReconcilerBuild) DefaultNamespace() string { return b.target.found.DestinationNamespace }
+func (b *ReconcilerBuild) DefaultNamespace() string { return b.target.Found.DestinationNamespace }
 
 // Objects renders the Kustomization at tree; nil, without problems, when the
 // tree has nothing at its path.
 func (b *ReconcilerBuild) Objects(ctx context.Context, r *render.Renderer, tree *render.Tree) ([]*unstructured.Unstructured, []string) {
-	built := buildTarget(ctx, r, tree, b.target, b.vars)
-	for i, p := range built.problems {
-		built.problems[i] = hideIn(p, b.vars.Hidden)
+	Built := Target(ctx, r, tree, b.target, b.vars)
+	for i, p := range Built.Problems {
+		Built.Problems[i] = HideIn(p, b.vars.Hidden)
 	}
-	b.secret(built.secretObjects)
-	b.hooks = built.hooks
-	return built.objs, built.problems
+	b.secret(Built.SecretObjects)
+	b.Hooks = Built.Hooks
+	return Built.Objects, Built.Problems
 }
 
 // secret remembers the objects whose source uses a Secret's variable.
-func (b *ReconcilerBuild) secret(objects map[string]asWritten) {
+func (b *ReconcilerBuild) secret(objects map[string]AsWritten) {
 	for k, v := range objects {
 		if b.hidden == nil {
-			b.hidden = map[string]asWritten{}
+			b.hidden = map[string]AsWritten{}
 		}
 		b.hidden[k] = v
 	}
@@ -117,6 +118,6 @@ func (b *ReconcilerBuild) secret(objects map[string]asWritten) {
 
 // Hide takes out of a report every value substituted from a Secret.
 func (b *ReconcilerBuild) Hide(t *drift.Target) {
-	hideSubstituted(t, b.hidden)
-	redact(t, b.vars.Hidden)
+	HideSubstituted(t, b.hidden)
+	Redact(t, b.vars.Hidden)
 }

@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -149,7 +149,7 @@ func TestPublishDoesNotPayForAnothersTurn(t *testing.T) {
 	defer srv.Close()
 	client := &http.Client{Transport: &retryTransport{next: http.DefaultTransport, policy: RetryPolicy{Attempts: 5, Base: time.Millisecond, MaxWait: 5 * time.Second}}}
 	post := func() (int, error) {
-		ctx, cancel := withPublishBudget(context.Background(), 300*time.Millisecond)
+		ctx, cancel := WithPublishBudget(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader("payload"))
 		resp, err := client.Do(req)
@@ -180,7 +180,7 @@ func TestPublishDoesNotPayForAnothersTurn(t *testing.T) {
 // TestHeldBudgetStopsItsClock: a publish's bound does not run while it is
 // held, and runs out after it is released.
 func TestHeldBudgetStopsItsClock(t *testing.T) {
-	ctx, cancel := withPublishBudget(context.Background(), 100*time.Millisecond)
+	ctx, cancel := WithPublishBudget(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	release := holdBudget(ctx)
 	time.Sleep(300 * time.Millisecond) // waiting for another publish's turn
@@ -240,7 +240,7 @@ func TestRateLimitWaitFromGitHubsAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, _, err = gh.Issues.CreateComment(context.Background(), "o", "r", 1, &github.IssueComment{Body: github.String("x")})
-			wait, ok := rateLimitWait(fmt.Errorf("create comment part 2: %w", err))
+			wait, ok := RateLimitWait(fmt.Errorf("create comment part 2: %w", err))
 			bounds, limited := want[name]
 			if ok != limited || (ok && (wait < bounds[0] || wait > bounds[1])) {
 				t.Errorf("wait %s, %v for %v; want a rate limit: %v, within %v", wait, ok, err, limited, bounds)

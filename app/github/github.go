@@ -1,4 +1,10 @@
-package app
+// Package github is everything driftback says to GitHub and reads from it: the
+// App's and its installations' clients and tokens, pacing and retries, webhook
+// payloads read into driftback's own events, the pull-request comment and check
+// runs, drift branches, pull requests and issues, and the manifest exchange that
+// registers the App. It is the only package that imports go-github; the rest
+// of driftback sees its types, not the API's.
+package github
 
 import (
 	"context"
@@ -25,12 +31,12 @@ type Clients struct {
 	retry   RetryPolicy
 
 	mu     sync.Mutex
-	byID   map[int64]*installation
+	byID   map[int64]*installClient
 	bot    string
 	app    *github.Client
 	byRepo map[string]int64
-	// metrics, when set before the first client is made, counts API calls.
-	metrics *Metrics
+	// observe, when set before the first client is made, is told of every call.
+	observe CallObserver
 }
 
 // appClient is the client that authenticates as the App itself (a JWT).
@@ -43,7 +49,7 @@ func (c *Clients) appClient() (*github.Client, error) {
 		return nil, err
 	}
 	tr.BaseURL = c.baseURL
-	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry, metrics: c.metrics, pace: newPacer(c.retry)}})
+	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry, observe: c.observe, pace: newPacer(c.retry)}})
 	if gh.BaseURL, err = gh.BaseURL.Parse(c.baseURL); err != nil {
 		return nil, err
 	}
@@ -102,7 +108,7 @@ func (c *Clients) BotLogin(ctx context.Context) (string, error) {
 	return app.GetSlug() + "[bot]", nil
 }
 
-type installation struct {
+type installClient struct {
 	gh *github.Client
 	tr *ghinstallation.Transport
 }
@@ -200,10 +206,10 @@ func (p *pacer) wait(ctx context.Context) error {
 // NewClients returns the clients of a GitHub App. baseURL is the REST API
 // base ending in "/" (api.github.com, a GitHub Enterprise /api/v3/, a fake).
 func NewClients(appID int64, privateKey []byte, baseURL string, retry RetryPolicy) *Clients {
-	return &Clients{appID: appID, key: privateKey, baseURL: baseURL, retry: retry.withDefaults(), byID: map[int64]*installation{}, byRepo: map[string]int64{}}
+	return &Clients{appID: appID, key: privateKey, baseURL: baseURL, retry: retry.withDefaults(), byID: map[int64]*installClient{}, byRepo: map[string]int64{}}
 }
 
-func (c *Clients) installation(id int64) (*installation, error) {
+func (c *Clients) client(id int64) (*installClient, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if in, ok := c.byID[id]; ok {
@@ -214,18 +220,18 @@ func (c *Clients) installation(id int64) (*installation, error) {
 		return nil, fmt.Errorf("installation %d: %w", id, err)
 	}
 	tr.BaseURL = c.baseURL
-	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry, metrics: c.metrics, pace: newPacer(c.retry)}})
+	gh := github.NewClient(&http.Client{Transport: &retryTransport{next: tr, policy: c.retry, observe: c.observe, pace: newPacer(c.retry)}})
 	if gh.BaseURL, err = gh.BaseURL.Parse(c.baseURL); err != nil {
 		return nil, err
 	}
-	in := &installation{gh: gh, tr: tr}
+	in := &installClient{gh: gh, tr: tr}
 	c.byID[id] = in
 	return in, nil
 }
 
 // Client returns the API client of an installation.
 func (c *Clients) Client(id int64) (*github.Client, error) {
-	in, err := c.installation(id)
+	in, err := c.client(id)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +240,7 @@ func (c *Clients) Client(id int64) (*github.Client, error) {
 
 // Token returns an installation token for git over HTTPS.
 func (c *Clients) Token(ctx context.Context, id int64) (string, error) {
-	in, err := c.installation(id)
+	in, err := c.client(id)
 	if err != nil {
 		return "", err
 	}
@@ -262,7 +268,7 @@ func (c *Clients) Forget(id int64) {
 type retryTransport struct {
 	next    http.RoundTripper
 	policy  RetryPolicy
-	metrics *Metrics
+	observe CallObserver
 	once    sync.Once
 	write   chan struct{} // a one-slot semaphore a cancelled caller can stop waiting for
 	pace    *pacer
@@ -305,7 +311,9 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := t.next.RoundTrip(r)
-		t.metrics.githubCall(githubKind(req.URL.Path), req.Method, resp)
+		if t.observe != nil {
+			t.observe(callKind(req.URL.Path), req.Method, resp)
+		}
 		wait, retry := t.verdict(req, resp, err, attempt)
 		if !retry || attempt == t.policy.Attempts-1 {
 			return resp, err
@@ -368,9 +376,9 @@ func (t *retryTransport) verdict(req *http.Request, resp *http.Response, err err
 	return 0, false
 }
 
-// rateLimitWait says how long GitHub asked to wait, when err is its rate
+// RateLimitWait says how long GitHub asked to wait, when err is its rate
 // limit: until the primary limit's reset, or a secondary limit's Retry-After.
-func rateLimitWait(err error) (time.Duration, bool) {
+func RateLimitWait(err error) (time.Duration, bool) {
 	var primary *github.RateLimitError
 	if errors.As(err, &primary) {
 		return max(time.Until(primary.Rate.Reset.Time), 0) + time.Second, true
@@ -400,4 +408,36 @@ func idempotent(method string) bool {
 		return true
 	}
 	return false
+}
+
+// callKind names what a GitHub API path is about, for the request counts.
+func callKind(path string) string {
+	switch {
+	case strings.Contains(path, "/comments"):
+		return "comment"
+	case strings.Contains(path, "/check-runs"):
+		return "check-run"
+	case strings.Contains(path, "/labels"):
+		return "label"
+	case strings.Contains(path, "/pulls"):
+		return "pull"
+	case strings.Contains(path, "/issues"):
+		return "issue"
+	case strings.Contains(path, "/git/"):
+		return "ref"
+	}
+	return "other"
+}
+
+// CallObserver is told of every GitHub API call: what it is about
+// ("comment", "check-run", "label", "pull", "issue", "ref" or "other"), its
+// method, and GitHub's answer (nil when none came).
+type CallObserver func(kind, method string, resp *http.Response)
+
+// Observe sets who is told of every API call. It must be called before the
+// first client is made.
+func (c *Clients) Observe(o CallObserver) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observe = o
 }

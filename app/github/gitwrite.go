@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -26,8 +26,8 @@ func tokenAuth(token string) *githttp.BasicAuth {
 	return &githttp.BasicAuth{Username: "x-access-token", Password: token}
 }
 
-// remoteRefs lists a remote's branches: name (refs/heads/…) → commit.
-func remoteRefs(ctx context.Context, url, token string) (map[string]string, error) {
+// RemoteRefs lists a remote's branches: name (refs/heads/…) → commit.
+func RemoteRefs(ctx context.Context, url, token string) (map[string]string, error) {
 	remote := git.NewRemote(memory.NewStorage(), &gitconfig.RemoteConfig{Name: "origin", URLs: []string{url}})
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: tokenAuth(token)})
 	if err != nil {

@@ -1,4 +1,4 @@
-package app
+package driftloop
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
 )
@@ -31,7 +32,7 @@ type hand struct {
 // comparison attributes them, and those seen in drift before as the live
 // objects say (the reconciler took them back, or someone else did). It
 // returns the fields in a fight, by change key, and their reports.
-func (d *DriftLoop) followFields(ctx context.Context, w *drift.Watcher, st *targetState, t Target, changes []drift.Change, now time.Time) (map[string]bool, []prgen.Fight) {
+func (d *DriftLoop) followFields(ctx context.Context, w *drift.Watcher, st *targetState, t targets.Target, changes []drift.Change, now time.Time) (map[string]bool, []prgen.Fight) {
 	if st.fields == nil {
 		st.fields = map[string]*fieldWatch{}
 	}

@@ -1,4 +1,8 @@
-package app
+// Package targets is the set of targets driftback compares and watches: app.yml's,
+// merged with the reconciler objects discovery finds (Flux Kustomizations, Argo CD
+// Applications), glob paths expanded, refined by a repository's own
+// .github/driftback.yml.
+package targets
 
 import (
 	"context"
@@ -22,25 +26,25 @@ import (
 // app.yml names it, or as a reconciler object was found, or both.
 type Target struct {
 	config.Target
-	// found is the reconciler object the target was discovered from, or
+	// Found is the reconciler object the target was discovered from, or
 	// matched with; nil for app.yml alone.
-	found *discover.Found
-	// glob is the app.yml path pattern the target was expanded from.
-	glob string
-	// fromConfig says app.yml names the target (or a glob matching it).
-	fromConfig bool
-	// driftKey names the target's drift branch and issue; "" is the slug
+	Found *discover.Found
+	// Glob is the app.yml path pattern the target was expanded from.
+	Glob string
+	// FromConfig says app.yml names the target (or a glob matching it).
+	FromConfig bool
+	// DriftKey names the target's drift branch and issue; "" is the slug
 	// of its name (see driftKeys).
-	driftKey string
-	// codifyOff says why drift is not proposed when the policy alone
+	DriftKey string
+	// CodifyOff says why drift is not proposed when the policy alone
 	// would propose it.
-	codifyOff string
+	CodifyOff string
 }
 
-// named says whether app.yml names repo for an object discovered in
+// Named says whether app.yml names repo for an object discovered in
 // namespace on cluster: a target of app.yml is on it, or the cluster's
 // discover.repositories lets that namespace name it.
-func named(cfg *config.Config, cluster, namespace, repo string) bool {
+func Named(cfg *config.Config, cluster, namespace, repo string) bool {
 	for _, t := range cfg.Targets {
 		if strings.EqualFold(t.Repo, repo) {
 			return true
@@ -50,20 +54,20 @@ func named(cfg *config.Config, cluster, namespace, repo string) bool {
 	return d != nil && len(d.Repositories[namespace]) > 0 && d.Allows(namespace, repo)
 }
 
-// slug is what names the target's drift branch and drift issue: unique
+// Slug is what names the target's drift branch and drift issue: unique
 // among the targets, whatever their names.
-func (t Target) slug() string {
-	if t.driftKey != "" {
-		return t.driftKey
+func (t Target) Slug() string {
+	if t.DriftKey != "" {
+		return t.DriftKey
 	}
 	return config.Slug(t.Name)
 }
 
-// driftKeys makes the targets' slugs unique: names that slug alike
+// DriftKeys makes the targets' slugs unique: names that slug alike
 // (dev/a-b/c and dev/a/b-c) each get a hash of the whole name, so that
 // their drift branches and issues never meet. app.yml's own targets cannot
 // collide (its validation refuses it); discovered ones can.
-func driftKeys(ts []Target) {
+func DriftKeys(ts []Target) {
 	count := map[string]int{}
 	for _, t := range ts {
 		count[config.Slug(t.Name)]++
@@ -71,23 +75,23 @@ func driftKeys(ts []Target) {
 	for i, t := range ts {
 		if s := config.Slug(t.Name); count[s] > 1 {
 			h := sha256.Sum256([]byte(t.Name))
-			ts[i].driftKey = s + "-" + hex.EncodeToString(h[:4])
+			ts[i].DriftKey = s + "-" + hex.EncodeToString(h[:4])
 		}
 	}
 }
 
-// configured are app.yml's targets, as targets.
-func configured(cfg *config.Config) []Target {
+// Configured are app.yml's targets, as targets.
+func Configured(cfg *config.Config) []Target {
 	out := make([]Target, len(cfg.Targets))
 	for i, t := range cfg.Targets {
-		out[i] = Target{Target: t, fromConfig: true}
+		out[i] = Target{Target: t, FromConfig: true}
 	}
 	return out
 }
 
-// refine applies a repository's .github/driftback.yml to its targets
+// Refine applies a repository's .github/driftback.yml to its targets
 // (config.Refine), keeping where each was found.
-func refine(targets []Target, content []byte) ([]Target, error) {
+func Refine(targets []Target, content []byte) ([]Target, error) {
 	cts := make([]config.Target, len(targets))
 	for i, t := range targets {
 		cts[i] = t.Target
@@ -103,12 +107,12 @@ func refine(targets []Target, content []byte) ([]Target, error) {
 	return out, nil
 }
 
-// isGlob says a target path is a pattern.
-func isGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
+// IsGlob says a target path is a pattern.
+func IsGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
 
-// targetSource is where the targets come from: app.yml and, for clusters
+// Source is where the targets come from: app.yml and, for clusters
 // with discover:, the reconcilers' objects, followed as they change.
-type targetSource struct {
+type Source struct {
 	cfg *config.Config
 	log *slog.Logger
 
@@ -118,12 +122,12 @@ type targetSource struct {
 	onChange func()
 }
 
-func newTargetSource(cfg *config.Config, log *slog.Logger) *targetSource {
-	return &targetSource{cfg: cfg, log: log, watchers: map[string]*discover.Watcher{}}
+func NewSource(cfg *config.Config, log *slog.Logger) *Source {
+	return &Source{cfg: cfg, log: log, watchers: map[string]*discover.Watcher{}}
 }
 
 // settings map what a cluster's discovery finds onto app.yml.
-func (s *targetSource) settings(cluster string) discover.Settings {
+func (s *Source) settings(cluster string) discover.Settings {
 	d := s.cfg.Clusters[cluster].Discover
 	return discover.Settings{
 		On: cluster, Host: discover.HostOf(s.cfg.GitHub.APIURL),
@@ -132,13 +136,13 @@ func (s *targetSource) settings(cluster string) discover.Settings {
 	}
 }
 
-func (s *targetSource) options(cluster string) discover.Options {
+func (s *Source) Options(cluster string) discover.Options {
 	d := s.cfg.Clusters[cluster].Discover
 	return discover.Options{Flux: d.Flux, ArgoCD: d.ArgoCD, Namespaces: d.Where(), Settings: s.settings(cluster)}
 }
 
-// discovering are the clusters with discovery, sorted.
-func (s *targetSource) discovering() []string {
+// Discovering are the clusters with discovery, sorted.
+func (s *Source) Discovering() []string {
 	var out []string
 	for name, c := range s.cfg.Clusters {
 		if c.Discover.Enabled() {
@@ -149,11 +153,11 @@ func (s *targetSource) discovering() []string {
 	return out
 }
 
-// run follows every discovering cluster until ctx ends; a cluster that
+// Run follows every discovering cluster until ctx ends; a cluster that
 // cannot be reached is tried again.
-func (s *targetSource) run(ctx context.Context) {
+func (s *Source) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, name := range s.discovering() {
+	for _, name := range s.Discovering() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -163,14 +167,14 @@ func (s *targetSource) run(ctx context.Context) {
 	wg.Wait()
 }
 
-func (s *targetSource) runCluster(ctx context.Context, name string) {
+func (s *Source) runCluster(ctx context.Context, name string) {
 	log := s.log.With("cluster", name)
 	backoff := time.Second
 	for ctx.Err() == nil {
-		cfg, err := restConfig(s.cfg.Clusters[name])
+		cfg, err := s.cfg.Clusters[name].RESTConfig()
 		var w *discover.Watcher
 		if err == nil {
-			w, err = discover.NewWatcher(cfg, s.options(name))
+			w, err = discover.NewWatcher(cfg, s.Options(name))
 		}
 		if err != nil {
 			log.Error("cannot read the cluster's reconcilers; retrying", "err", err, "in", backoff)
@@ -211,8 +215,8 @@ func (s *targetSource) runCluster(ctx context.Context, name string) {
 	}
 }
 
-// found is every discovered object, of every cluster.
-func (s *targetSource) found() []*discover.Found {
+// Found is every discovered object, of every cluster.
+func (s *Source) Found() []*discover.Found {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*discover.Found
@@ -223,11 +227,11 @@ func (s *targetSource) found() []*discover.Found {
 	return out
 }
 
-// synced says every discovering cluster has been read once.
-func (s *targetSource) synced() bool {
+// Synced says every discovering cluster has been read once.
+func (s *Source) Synced() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, name := range s.discovering() {
+	for _, name := range s.Discovering() {
 		if w := s.watchers[name]; w == nil || !w.Synced() {
 			return false
 		}
@@ -235,16 +239,16 @@ func (s *targetSource) synced() bool {
 	return true
 }
 
-// waitSynced waits, up to a bound, for discovery's first read, so a pull
+// WaitSynced waits, up to a bound, for discovery's first read, so a pull
 // request that arrives as driftback starts is not compared without its
 // discovered targets.
-func (s *targetSource) waitSynced(ctx context.Context, bound time.Duration) {
-	if len(s.discovering()) == 0 {
+func (s *Source) WaitSynced(ctx context.Context, bound time.Duration) {
+	if len(s.Discovering()) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	for !s.synced() {
+	for !s.Synced() {
 		select {
 		case <-ctx.Done():
 			return
@@ -253,13 +257,13 @@ func (s *targetSource) waitSynced(ctx context.Context, bound time.Duration) {
 	}
 }
 
-// problems are what discovery cannot read, for a pull request's comment:
+// Problems are what discovery cannot read, for a pull request's comment:
 // a target it would find is missing from it.
-func (s *targetSource) problems() []string {
+func (s *Source) Problems() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
-	for _, name := range s.discovering() {
+	for _, name := range s.Discovering() {
 		w := s.watchers[name]
 		if w == nil || !w.Synced() {
 			out = append(out, fmt.Sprintf("discovery on cluster %s has not read its reconcilers: targets it would find are missing from this comparison", name))
@@ -272,19 +276,19 @@ func (s *targetSource) problems() []string {
 	return out
 }
 
-func (s *targetSource) setOnChange(fn func()) {
+func (s *Source) SetOnChange(fn func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onChange = fn
 }
 
-// status says, per discovering cluster, what discovery found and what it
+// Status says, per discovering cluster, what discovery found and what it
 // cannot read, for /readyz.
-func (s *targetSource) status() []string {
+func (s *Source) Status() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
-	for _, name := range s.discovering() {
+	for _, name := range s.Discovering() {
 		w := s.watchers[name]
 		switch {
 		case w == nil:
@@ -303,16 +307,16 @@ func (s *targetSource) status() []string {
 	return out
 }
 
-// targets are every target: app.yml's (glob paths not yet expanded) merged
+// All are every target: app.yml's (glob paths not yet expanded) merged
 // with the discovered ones, and the discovered sources that cannot be
 // rendered.
-func (s *targetSource) targets() ([]Target, []*discover.Found) {
-	return mergeTargets(s.cfg, s.found())
+func (s *Source) All() ([]Target, []*discover.Found) {
+	return Merge(s.cfg, s.Found())
 }
 
-// targetsOf are a repository's targets and unrenderable sources.
-func (s *targetSource) targetsOf(repo string) ([]Target, []*discover.Found) {
-	all, skipped := s.targets()
+// Of are a repository's targets and unrenderable sources.
+func (s *Source) Of(repo string) ([]Target, []*discover.Found) {
+	all, skipped := s.All()
 	var out []Target
 	for _, t := range all {
 		if strings.EqualFold(t.Repo, repo) {
@@ -328,29 +332,18 @@ func (s *targetSource) targetsOf(repo string) ([]Target, []*discover.Found) {
 	return out, sk
 }
 
-// servesRepo says a repository has targets, or discovered sources to list.
-// Until discovery has read its clusters once it cannot say no: the pull
-// request is taken, and waits for it.
-func (a *App) servesRepo(repo string) bool {
-	if !a.targets.synced() {
-		return true
-	}
-	t, skipped := a.targetsOf(repo)
-	return len(t) > 0 || len(skipped) > 0
-}
-
-// mergeTargets merges app.yml's targets with discovered ones by (repo, path,
+// Merge merges app.yml's targets with discovered ones by (repo, path,
 // cluster): app.yml's name, policy and scope win; discovery adds what the
 // reconciler does (branch, tracking, its ignore rules, how it builds). A
 // discovered object matching an app.yml glob takes that target's settings.
 // Two objects claiming one (repo, path, cluster) are two targets, both
 // compared. Discovered sources that cannot be rendered are returned apart,
 // with a repo only when they name one.
-func mergeTargets(cfg *config.Config, found []*discover.Found) ([]Target, []*discover.Found) {
-	out, globs := configured(cfg), configured(cfg)
+func Merge(cfg *config.Config, found []*discover.Found) ([]Target, []*discover.Found) {
+	out, globs := Configured(cfg), Configured(cfg)
 	byKey := map[string]int{}
 	for i, t := range out {
-		if !isGlob(t.Path) {
+		if !IsGlob(t.Path) {
 			byKey[discover.TargetKey(t.Repo, t.Path, t.Cluster)] = i
 		}
 	}
@@ -366,22 +359,22 @@ func mergeTargets(cfg *config.Config, found []*discover.Found) ([]Target, []*dis
 			continue
 		}
 		if i, ok := byKey[f.Key()]; ok {
-			if other := out[i].found; other != nil {
+			if other := out[i].Found; other != nil {
 				// Two reconciler objects apply one path to one cluster
 				// (with different variables, or one a decoy): neither is
 				// chosen by sort order. Both are compared, each with its
 				// own build, tracking and prune, and each says so; the
 				// later one's drift is not proposed.
 				conflict := fmt.Sprintf("%s and %s both apply this path to this cluster: each is compared as it builds", other.Object, f.Object)
-				out[i].found = withNote(other, conflict)
+				out[i].Found = withNote(other, conflict)
 				t := Target{Target: config.Target{Name: foundName(f), Repo: f.Repo, Path: f.Path, Cluster: f.Cluster}}
 				t.Policy.AckLabel = config.DefaultAckLabel
 				t.Policy.DriftDefaults()
 				switch g := globFor(globs, f); {
 				case i < len(cfg.Targets): // app.yml's, before any object's settings
-					t.Policy, t.Scope, t.fromConfig = cfg.Targets[i].Policy, cfg.Targets[i].Scope, true
+					t.Policy, t.Scope, t.FromConfig = cfg.Targets[i].Policy, cfg.Targets[i].Scope, true
 				case g != nil:
-					t.Policy, t.Scope, t.fromConfig, t.glob = g.Policy, g.Scope, true, g.Path
+					t.Policy, t.Scope, t.FromConfig, t.Glob = g.Policy, g.Scope, true, g.Path
 				}
 				t.Policy.Codify = config.CodifyOff
 				out = append(out, withFound(t, withNote(f, conflict)))
@@ -392,7 +385,7 @@ func mergeTargets(cfg *config.Config, found []*discover.Found) ([]Target, []*dis
 		}
 		if g := globFor(globs, f); g != nil {
 			t := *g
-			t.Path, t.Name, t.glob, t.fromConfig = f.Path, globName(*g, f.Path), g.Path, true
+			t.Path, t.Name, t.Glob, t.FromConfig = f.Path, globName(*g, f.Path), g.Path, true
 			byKey[f.Key()] = len(out)
 			out = append(out, withFound(t, f))
 			continue
@@ -400,23 +393,23 @@ func mergeTargets(cfg *config.Config, found []*discover.Found) ([]Target, []*dis
 		t := Target{Target: config.Target{Name: foundName(f), Repo: f.Repo, Path: f.Path, Cluster: f.Cluster}}
 		t.Policy.AckLabel = config.DefaultAckLabel
 		t.Policy.DriftDefaults()
-		if !named(cfg, f.On, f.Namespace, f.Repo) {
+		if !Named(cfg, f.On, f.Namespace, f.Repo) {
 			// Whoever made the object chose the repository: driftback
 			// does not push to it unless the operator says so.
 			t.Policy.Codify = config.CodifyOff
-			t.codifyOff = "app.yml names no target on this repository, nor lets " + f.Namespace + " name it in discover.repositories"
+			t.CodifyOff = "app.yml names no target on this repository, nor lets " + f.Namespace + " name it in discover.repositories"
 		}
 		byKey[f.Key()] = len(out)
 		out = append(out, withFound(t, f))
 	}
-	driftKeys(out)
+	DriftKeys(out)
 	return out, skipped
 }
 
 // globFor is the app.yml glob target a discovered object's path matches.
 func globFor(targets []Target, f *discover.Found) *Target {
 	for i, t := range targets {
-		if !isGlob(t.Path) || !strings.EqualFold(t.Repo, f.Repo) || t.Cluster != f.Cluster {
+		if !IsGlob(t.Path) || !strings.EqualFold(t.Repo, f.Repo) || t.Cluster != f.Cluster {
 			continue
 		}
 		if ok, _ := path.Match(render.CleanPath(t.Path), f.Path); ok {
@@ -438,7 +431,7 @@ func foundName(f *discover.Found) string {
 
 // withFound adds what a reconciler does to a target.
 func withFound(t Target, f *discover.Found) Target {
-	t.found = f
+	t.Found = f
 	if t.Branch == "" {
 		t.Branch = f.Branch
 	}
@@ -471,19 +464,19 @@ func globName(g Target, match string) string {
 	return g.Name + " " + match
 }
 
-// expandGlobs replaces glob targets with one target per directory they
+// ExpandGlobs replaces glob targets with one target per directory they
 // match that holds a kustomization, in any of trees; a match already a
 // target (from app.yml or discovery) is not added twice.
-func expandGlobs(targets []Target, trees ...*render.Tree) []Target {
+func ExpandGlobs(targets []Target, trees ...*render.Tree) []Target {
 	var out []Target
 	have := map[string]bool{}
 	for _, t := range targets {
-		if !isGlob(t.Path) {
+		if !IsGlob(t.Path) {
 			have[discover.TargetKey(t.Repo, t.Path, t.Cluster)] = true
 		}
 	}
 	for _, t := range targets {
-		if !isGlob(t.Path) {
+		if !IsGlob(t.Path) {
 			out = append(out, t)
 			continue
 		}
@@ -504,7 +497,7 @@ func expandGlobs(targets []Target, trees ...*render.Tree) []Target {
 				continue
 			}
 			e := t
-			e.Path, e.Name, e.glob = dir, globName(t, dir), t.Path
+			e.Path, e.Name, e.Glob = dir, globName(t, dir), t.Path
 			have[discover.TargetKey(t.Repo, dir, t.Cluster)] = true
 			out = append(out, e)
 		}
@@ -521,8 +514,8 @@ func sortedSet(m map[string]bool) []string {
 	return out
 }
 
-// notRendered lists unrenderable sources for a report.
-func notRendered(fs []*discover.Found) []drift.NotRendered {
+// NotRendered lists unrenderable sources for a report.
+func NotRendered(fs []*discover.Found) []drift.NotRendered {
 	var out []drift.NotRendered
 	for _, f := range fs {
 		why := f.NotRendered
@@ -534,16 +527,44 @@ func notRendered(fs []*discover.Found) []drift.NotRendered {
 	return out
 }
 
-// describe says where a target comes from, for `driftback targets`.
-func (t Target) describe() string {
+// Describe says where a target comes from, for `driftback targets`.
+func (t Target) Describe() string {
 	switch {
-	case t.found != nil && t.fromConfig:
-		return fmt.Sprintf("app.yml, with %s on cluster %s", t.found.Object, t.found.On)
-	case t.found != nil:
-		return fmt.Sprintf("%s on cluster %s", t.found.Object, t.found.On)
-	case t.glob != "":
-		return "app.yml glob " + t.glob
+	case t.Found != nil && t.FromConfig:
+		return fmt.Sprintf("app.yml, with %s on cluster %s", t.Found.Object, t.Found.On)
+	case t.Found != nil:
+		return fmt.Sprintf("%s on cluster %s", t.Found.Object, t.Found.On)
+	case t.Glob != "":
+		return "app.yml glob " + t.Glob
 	default:
 		return "app.yml"
 	}
+}
+func Key(t Target) string { return strings.ToLower(t.Repo) + " " + t.Name }
+
+// Touched are the sources with a changed file under their path.
+func Touched(fs []*discover.Found, changed []string) []*discover.Found {
+	var out []*discover.Found
+	for _, f := range fs {
+		for _, c := range changed {
+			if f.Path == "." || f.Path == "" || c == f.Path || strings.HasPrefix(c, f.Path+"/") {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// WatchedOn are the targets of a cluster with drift to watch: not off, and
+// not left to a reconciler that reverts live changes itself.
+func WatchedOn(all []Target, cluster string) []Target {
+	var out []Target
+	for _, t := range all {
+		if t.Cluster != cluster || t.Policy.Codify == config.CodifyOff || (t.Found != nil && t.Found.SelfHeal) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
 }

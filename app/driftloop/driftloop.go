@@ -1,4 +1,8 @@
-package app
+// Package driftloop watches each target's cluster and turns live changes that
+// stay into a pull request that writes them into the target's sources (or an
+// issue, in report mode): per-cluster watches, quiet periods, fights between
+// two writers, what to propose, and which replica runs which cluster.
+package driftloop
 
 import (
 	"context"
@@ -8,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -15,11 +20,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/go-github/v60/github"
+	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/app/repos"
+
+	ghapp "github.com/driftback/driftback/app/github"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
@@ -32,16 +42,19 @@ import (
 // GitHub and the cluster, so a restart or another replica takes over where it
 // left off; what it keeps in memory is only when it first saw each change.
 type DriftLoop struct {
-	app      *App
+	deps     Deps
 	log      *slog.Logger
 	renderer *render.Renderer
-	// debounce is how long a burst of watch events is collected.
-	debounce time.Duration
+	// Debounce is how long a burst of watch events is collected.
+	Debounce time.Duration
 	// checks counts finished target checks, failed or not.
 	checks atomic.Int64
-	// beforeAct, when set, runs between deciding and acting on GitHub (tests
+	// BeforeAct, when set, runs between deciding and acting on GitHub (tests
 	// use it to stop a replica there).
-	beforeAct func(context.Context, prgen.Action)
+	BeforeAct func(context.Context, prgen.Action)
+	// WrapKube, when set, wraps the transport of the loop's cluster clients
+	// (tests count the requests with it).
+	WrapKube func(http.RoundTripper) http.RoundTripper
 
 	// runs makes each cluster's runs one at a time: a lost and regained
 	// Lease must not run two loops.
@@ -70,7 +83,7 @@ type targetState struct {
 	// seen maps each live change to when it was first seen with its value.
 	seen map[string]time.Time
 	// head is the default branch's commit last read, and when.
-	info   *github.Repository
+	info   *ghapp.Repository
 	head   string
 	headAt time.Time
 	// refresh asks for the head to be read again (a push, set by Nudge from
@@ -90,16 +103,48 @@ type targetState struct {
 	fields map[string]*fieldWatch
 }
 
-// NewDriftLoop prepares the drift loop of an App.
-func NewDriftLoop(a *App, log *slog.Logger) *DriftLoop {
+// Deps are what the drift loop works with, from the process around it.
+type Deps struct {
+	Config  *config.Config
+	Targets *targets.Source
+	GitHub  *ghapp.Clients
+	// Cache is where repositories are fetched.
+	Cache *repos.Cache
+	Now   func() time.Time
+	// Kube is a controller-runtime client of a cluster, for Flux's
+	// postBuild variables.
+	Kube build.Kube
+	// PublishTimeout bounds the work of publishing one drift pull request or
+	// issue; waits GitHub asks for are added to it.
+	PublishTimeout func() time.Duration
+	// Metrics records what the loop does.
+	Metrics Metrics
+}
+
+// Metrics records what the loop does.
+type Metrics interface {
+	Failure(where string)
+	Render(d time.Duration)
+	DriftFights(repo, target string, n int)
+	DriftedObjects(repo, target string, n int)
+	DriftAction(kind, action string)
+	SetHeld(cluster string, on bool)
+}
+
+// Checks counts the target checks the loop has finished, failed or not.
+func (d *DriftLoop) Checks() int64 { return d.checks.Load() }
+
+// New prepares a drift loop.
+func New(deps Deps, log *slog.Logger) *DriftLoop {
+	if deps.Metrics == nil {
+		deps.Metrics = noMetrics{}
+	}
 	return &DriftLoop{
-		app: a, log: log, debounce: 250 * time.Millisecond,
+		deps: deps, log: log, Debounce: 250 * time.Millisecond,
 		renderer: render.New(render.Options{Origins: true, Cache: render.NewCache(256 << 20)}),
 		states:   map[string]*targetState{}, wake: map[string]chan struct{}{},
 	}
 }
-
-func targetKey(t Target) string { return strings.ToLower(t.Repo) + " " + t.Name }
 
 // Run watches every cluster that has targets until ctx ends. Each cluster has
 // its own goroutine, so a slow or unreachable cluster delays only its own
@@ -129,15 +174,15 @@ func (d *DriftLoop) Clusters() []string {
 			out = append(out, c)
 		}
 	}
-	for _, t := range d.app.cfg.Targets {
+	for _, t := range d.deps.Config.Targets {
 		if t.Policy.Codify != config.CodifyOff {
 			add(t.Cluster)
 		}
 	}
 	// Discovery may name any cluster of app.yml (an Argo CD destination
 	// named after it), so with discovery every cluster has a loop.
-	if len(d.app.targets.discovering()) > 0 {
-		for name := range d.app.cfg.Clusters {
+	if len(d.deps.Targets.Discovering()) > 0 {
+		for name := range d.deps.Config.Clusters {
 			add(name)
 		}
 	}
@@ -145,37 +190,24 @@ func (d *DriftLoop) Clusters() []string {
 	return out
 }
 
-// watchedOn are the targets of a cluster with drift to watch: not off, and
-// not left to a reconciler that reverts live changes itself.
-func watchedOn(all []Target, cluster string) []Target {
-	var out []Target
-	for _, t := range all {
-		if t.Cluster != cluster || t.Policy.Codify == config.CodifyOff || (t.found != nil && t.found.SelfHeal) {
-			continue
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
 // targetsOn are the targets whose drift the loop watches on a cluster now:
 // app.yml's and the discovered ones, glob paths expanded at each
 // repository's default branch. A target whose reconciler reverts live
 // changes itself (Argo CD selfHeal) has no drift to propose.
-func (d *DriftLoop) targetsOn(ctx context.Context, cluster string) []Target {
-	all, _ := d.app.targets.targets()
-	watched := watchedOn(all, cluster)
+func (d *DriftLoop) targetsOn(ctx context.Context, cluster string) []targets.Target {
+	all, _ := d.deps.Targets.All()
+	watched := targets.WatchedOn(all, cluster)
 	// A path a discovered target already has is not a glob's again: the
 	// two would be checked with different policies, sharing one state.
 	have := map[string]bool{}
 	for _, t := range watched {
-		if !isGlob(t.Path) {
+		if !targets.IsGlob(t.Path) {
 			have[discover.TargetKey(t.Repo, t.Path, t.Cluster)] = true
 		}
 	}
-	var out []Target
+	var out []targets.Target
 	for _, t := range watched {
-		if !isGlob(t.Path) {
+		if !targets.IsGlob(t.Path) {
 			out = append(out, t)
 			continue
 		}
@@ -218,8 +250,8 @@ func (d *DriftLoop) RunCluster(ctx context.Context, cluster string) error {
 	return ctx.Err()
 }
 
-// wakeAll makes every cluster's loop look again: the targets changed.
-func (d *DriftLoop) wakeAll() {
+// WakeAll makes every cluster's loop look again: the targets changed.
+func (d *DriftLoop) WakeAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, ch := range d.wake {
@@ -235,12 +267,12 @@ func (d *DriftLoop) wakeAll() {
 func (d *DriftLoop) Nudge(repo string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	all, _ := d.app.targets.targets()
+	all, _ := d.deps.Targets.All()
 	for _, t := range all {
 		if !strings.EqualFold(t.Repo, repo) {
 			continue
 		}
-		if s := d.states[targetKey(t)]; s != nil {
+		if s := d.states[targets.Key(t)]; s != nil {
 			s.refresh.Store(true)
 		}
 		if ch := d.wake[t.Cluster]; ch != nil {
@@ -257,10 +289,10 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 	var w *drift.Watcher
 	backoff := time.Second
 	for w == nil {
-		cfg, err := restConfig(d.app.cfg.Clusters[cluster])
+		cfg, err := d.deps.Config.Clusters[cluster].RESTConfig()
 		if err == nil {
-			if d.app.wrapKube != nil {
-				cfg.Wrap(d.app.wrapKube)
+			if d.WrapKube != nil {
+				cfg.Wrap(d.WrapKube)
 			}
 			w, err = drift.NewWatcher(ctx, cfg)
 		}
@@ -273,7 +305,7 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, d.app.cfg.Server.DriftInterval)
+		backoff = min(backoff*2, d.deps.Config.Server.DriftInterval)
 	}
 	d.mu.Lock()
 	wake := d.wake[cluster]
@@ -290,7 +322,7 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 		d.mu.Unlock()
 	}()
 	for {
-		next := d.app.cfg.Server.DriftInterval
+		next := d.deps.Config.Server.DriftInterval
 		for _, t := range d.targetsOn(ctx, cluster) {
 			if ctx.Err() != nil {
 				return
@@ -302,7 +334,7 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 				d.state(t).refresh.Store(true)
 			}
 			if err != nil && ctx.Err() == nil {
-				d.app.metrics.failure("drift_check")
+				d.deps.Metrics.Failure("drift_check")
 				tlog.Error("drift check failed", "err", err)
 			}
 			if wait > 0 && wait < next {
@@ -323,18 +355,18 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(d.debounce):
+		case <-time.After(d.Debounce):
 		}
 	}
 }
 
-func (d *DriftLoop) state(t Target) *targetState {
+func (d *DriftLoop) state(t targets.Target) *targetState {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, ok := d.states[targetKey(t)]
+	s, ok := d.states[targets.Key(t)]
 	if !ok {
 		s = &targetState{seen: map[string]time.Time{}, present: map[string]bool{}}
-		d.states[targetKey(t)] = s
+		d.states[targets.Key(t)] = s
 	}
 	return s
 }
@@ -343,13 +375,9 @@ func (d *DriftLoop) state(t Target) *targetState {
 // delivered to another replica reaches the leader this way.
 const headInterval = time.Minute
 
-// errHeadMoved says the default branch moved during a check: it is checked
-// again at the new head.
-var errHeadMoved = errors.New("the default branch moved")
-
 // check looks at one target once. wait is when it wants to look again: a
 // change is waiting out its quiet period.
-func (d *DriftLoop) check(ctx context.Context, w *drift.Watcher, t Target, log *slog.Logger) (wait time.Duration, err error) {
+func (d *DriftLoop) check(ctx context.Context, w *drift.Watcher, t targets.Target, log *slog.Logger) (wait time.Duration, err error) {
 	defer func() {
 		// A defect on one target must not stop the loop for the others.
 		if r := recover(); r != nil {
@@ -359,64 +387,27 @@ func (d *DriftLoop) check(ctx context.Context, w *drift.Watcher, t Target, log *
 	}()
 	// A cluster or GitHub that stops answering must not hold the loop: watches
 	// are long requests, so the bound is on the check, not the client.
-	ctx, cancel := context.WithTimeout(ctx, d.app.cfg.Server.JobTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d.deps.Config.Server.JobTimeout)
 	defer cancel()
 	for range 3 {
 		wait, err = d.checkOnce(ctx, w, t, log)
-		if !errors.Is(err, errHeadMoved) {
+		if !errors.Is(err, ghapp.ErrHeadMoved) {
 			return wait, err
 		}
 		d.state(t).refresh.Store(true)
 	}
-	return 0, errHeadMoved
-}
-
-// readHead finds a target's installation and reads its repository and the
-// default branch's head again when due: on a push, after a failed check,
-// and every interval; watch events alone cost GitHub nothing until the
-// drift itself changes.
-func (d *DriftLoop) readHead(ctx context.Context, t Target, st *targetState, now time.Time) (*github.Client, string, error) {
-	a := d.app
-	owner, name, _ := strings.Cut(t.Repo, "/")
-	inst, err := a.clients.InstallationOf(ctx, owner, name)
-	if err != nil {
-		return nil, "", err
-	}
-	gh, err := a.clients.Client(inst)
-	if err != nil {
-		return nil, "", err
-	}
-	token, err := a.clients.Token(ctx, inst)
-	if err != nil {
-		return nil, "", err
-	}
-	if st.refresh.Swap(false) || st.info == nil || now.Sub(st.headAt) >= min(a.cfg.Server.DriftInterval, headInterval) {
-		info, _, err := gh.Repositories.Get(ctx, owner, name)
-		if err != nil {
-			return nil, "", fmt.Errorf("read the repository: %w", err)
-		}
-		defaultRef := "refs/heads/" + info.GetDefaultBranch()
-		refs, err := remoteRefs(ctx, info.GetCloneURL(), token)
-		if err != nil {
-			return nil, "", fmt.Errorf("list the repository's branches: %w", err)
-		}
-		if refs[defaultRef] == "" {
-			return nil, "", fmt.Errorf("the default branch %s does not exist", info.GetDefaultBranch())
-		}
-		st.info, st.head, st.headAt = info, refs[defaultRef], now
-	}
-	return gh, token, nil
+	return 0, ghapp.ErrHeadMoved
 }
 
 // expandGlob expands a glob target against the default branch's head.
-func (d *DriftLoop) expandGlob(ctx context.Context, t Target) ([]Target, error) {
+func (d *DriftLoop) expandGlob(ctx context.Context, t targets.Target) ([]targets.Target, error) {
 	st := d.state(t)
-	_, token, err := d.readHead(ctx, t, st, d.app.now())
+	_, token, err := d.readHead(ctx, t, st, d.deps.Now())
 	if err != nil {
 		return nil, err
 	}
-	defaultRef := "refs/heads/" + st.info.GetDefaultBranch()
-	repo, release, err := d.app.cache.Fetch(ctx, st.info.GetFullName(), st.info.GetCloneURL(), token, []string{defaultRef}, []string{st.head})
+	defaultRef := "refs/heads/" + st.info.DefaultBranch
+	repo, release, err := d.deps.Cache.Fetch(ctx, st.info.FullName, st.info.CloneURL, token, []string{defaultRef}, []string{st.head})
 	if err != nil {
 		return nil, err
 	}
@@ -425,37 +416,35 @@ func (d *DriftLoop) expandGlob(ctx context.Context, t Target) ([]Target, error) 
 	if err != nil {
 		return nil, err
 	}
-	return expandGlobs([]Target{t}, tree), nil
+	return targets.ExpandGlobs([]targets.Target{t}, tree), nil
 }
 
-func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, log *slog.Logger) (time.Duration, error) {
-	a := d.app
-	owner, name, _ := strings.Cut(t.Repo, "/")
+func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t targets.Target, log *slog.Logger) (time.Duration, error) {
 	st := d.state(t)
-	now := a.now()
+	now := d.deps.Now()
 	gh, token, err := d.readHead(ctx, t, st, now)
 	if err != nil {
 		return 0, err
 	}
 	info := st.info
-	if ok, why := writeBackable(t); !ok {
+	if ok, why := build.WriteBackable(t); !ok {
 		log.Debug("drift is not proposed for this target", "why", why)
 		return 0, nil
 	}
-	if t.Branch != "" && t.Branch != info.GetDefaultBranch() {
+	if t.Branch != "" && t.Branch != info.DefaultBranch {
 		log.Debug("the target follows another branch than the default; its drift is not proposed", "branch", t.Branch)
 		return 0, nil
 	}
-	defaultRef := "refs/heads/" + info.GetDefaultBranch()
-	repo, release, err := a.cache.Fetch(ctx, info.GetFullName(), info.GetCloneURL(), token, []string{defaultRef}, []string{st.head})
+	defaultRef := "refs/heads/" + info.DefaultBranch
+	repo, release, err := d.deps.Cache.Fetch(ctx, info.FullName, info.CloneURL, token, []string{defaultRef}, []string{st.head})
 	if err != nil {
 		return 0, err
 	}
 	var once sync.Once
 	done := func() { once.Do(release) }
 	defer done()
-	if content, err := readCommitFile(repo, st.head, config.RepoConfigPath); err == nil && content != nil {
-		refined, err := refine([]Target{t}, content)
+	if content, err := repos.CommitFile(repo, st.head, config.RepoConfigPath); err == nil && content != nil {
+		refined, err := targets.Refine([]targets.Target{t}, content)
 		if err != nil {
 			return 0, err
 		}
@@ -468,7 +457,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	if err != nil {
 		return 0, err
 	}
-	if t.found != nil && !tree.HasKustomization(t.Path) {
+	if t.Found != nil && !tree.HasKustomization(t.Path) {
 		// A plain directory (Flux generates its kustomization, Argo CD reads
 		// its manifests), or a source driftback does not render, which the
 		// targets list, /readyz and the pull requests touching it report.
@@ -476,16 +465,16 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 		return 0, nil
 	}
 	start := time.Now()
-	vars := a.fluxVariables(ctx, t, true)
-	b := buildTarget(ctx, d.renderer, tree, t, vars)
-	a.metrics.render(time.Since(start))
-	if b.absent {
+	vars := build.Variables(ctx, t, true, d.deps.Kube)
+	b := build.Target(ctx, d.renderer, tree, t, vars)
+	d.deps.Metrics.Render(time.Since(start))
+	if b.Absent {
 		return 0, fmt.Errorf("%s has no kustomization at %s", t.Path, shortSHA(st.head))
 	}
-	if len(b.problems) > 0 {
-		return 0, fmt.Errorf("%s does not render at %s: %s", t.Path, shortSHA(st.head), hideIn(strings.Join(b.problems, "; "), vars.Hidden))
+	if len(b.Problems) > 0 {
+		return 0, fmt.Errorf("%s does not render at %s: %s", t.Path, shortSHA(st.head), build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
 	}
-	desired := b.objs
+	desired := b.Objects
 	kinds, namespaces, err := watchScope(ctx, w, desired)
 	if err != nil {
 		return 0, err
@@ -498,11 +487,11 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	}
 	opts := drift.DefaultOptions()
 	opts.Ignore = t.Policy.Ignore
-	if t.found != nil && t.found.Flux != nil {
-		opts.Ignore = append(append([]drift.IgnoreRule{}, opts.Ignore...), fluxIfNotPresent(desired)...)
+	if t.Found != nil && t.Found.Flux != nil {
+		opts.Ignore = append(append([]drift.IgnoreRule{}, opts.Ignore...), build.FluxIfNotPresent(desired)...)
 	}
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
-	opts.NoPrune, opts.DefaultNamespace = reconcilerOptions(t)
+	opts.NoPrune, opts.DefaultNamespace = build.ReconcilerOptions(t)
 	target, err := drift.Compare(ctx, w, drift.Input{Path: t.Path, Head: desired}, opts)
 	if err != nil {
 		return 0, err
@@ -511,9 +500,9 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	live.changes = observedDeletions(st, desired, live.changes)
 	fighting, fights := d.followFields(ctx, w, st, t, target.Drift, now)
 	live.changes = withoutFights(live.changes, fighting)
-	a.metrics.driftFights(t.Repo, t.Name, len(fights))
+	d.deps.Metrics.DriftFights(t.Repo, t.Name, len(fights))
 	ready, wait := d.quiet(st, t, live, now)
-	a.metrics.driftedObjects(t.Repo, t.Name, len(live.changes)+len(live.unmanaged))
+	d.deps.Metrics.DriftedObjects(t.Repo, t.Name, len(live.changes)+len(live.unmanaged))
 	log.Debug("drift checked", "head", shortSHA(st.head), "drifted", len(target.Drift), "ready", len(ready.changes)+len(ready.unmanaged), "waiting", wait)
 	if wait > 0 {
 		// A change is still settling, maybe a new value of one already
@@ -525,7 +514,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 		return 0, err
 	}
 	key := st.head + "\n" + ready.key + "\n" + fightKey(fights)
-	if key == st.decided && now.Sub(st.decidedAt) < a.cfg.Server.DriftInterval {
+	if key == st.decided && now.Sub(st.decidedAt) < d.deps.Config.Server.DriftInterval {
 		return wait, nil // published, or found up to date, already
 	}
 	plan, err := prgen.Make(ctx, prgen.Input{
@@ -538,25 +527,28 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t Target, l
 	plan.Fights = fights
 	// Publishing fetches into the cache itself: let go of this read first.
 	done()
-	p := &driftPublisher{loop: d, gh: gh, owner: owner, repo: name, info: info, token: token, t: t, head: st.head, log: log}
+	p := &ghapp.DriftPublisher{
+		Installation: gh, Repo: info, Head: st.head, Token: token, Target: t, Cache: d.deps.Cache, Log: log, Now: d.deps.Now,
+		BeforeAct: d.BeforeAct, Acted: d.deps.Metrics.DriftAction,
+	}
 	// Once begun, publishing is not cut short by a lost leadership or a
 	// shutdown: a branch pushed without its pull request, or a pull request
 	// without its labels, is avoided.
-	pctx, cancel := withPublishBudget(ctx, d.app.publishTimeout())
+	pctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
 	defer cancel()
 	switch {
 	case t.Policy.Codify == config.CodifyReport:
-		err = p.publishIssue(pctx, plan)
+		err = p.PublishIssue(pctx, plan)
 	case plan.OnlyFights():
 		// Nothing to write: a drift pull request still open for a field
 		// now in a fight is closed, and the fight goes in the drift issue.
 		rest := *plan
 		rest.Fights = nil
-		if err = p.publishPull(pctx, &rest); err == nil {
-			err = p.publishIssue(pctx, plan)
+		if err = p.PublishPull(pctx, &rest); err == nil {
+			err = p.PublishIssue(pctx, plan)
 		}
 	default:
-		err = p.publishPull(pctx, plan)
+		err = p.PublishPull(pctx, plan)
 	}
 	if err != nil {
 		return 0, err
@@ -620,7 +612,7 @@ type liveChanges struct {
 	intents   map[string]string
 }
 
-func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t Target, changes []drift.Change, desired []*unstructured.Unstructured, namespaces []string, ignore []string) liveChanges {
+func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t targets.Target, changes []drift.Change, desired []*unstructured.Unstructured, namespaces []string, ignore []string) liveChanges {
 	notPerson := map[string]bool{}
 	for _, m := range append(append([]string(nil), drift.KnownAppliers...), ignore...) {
 		notPerson[m] = true
@@ -704,7 +696,7 @@ type ready struct {
 
 // quiet keeps the live changes that have stayed, each with the same value,
 // for the target's quiet period; wait is when the next one will have.
-func (d *DriftLoop) quiet(st *targetState, t Target, live liveChanges, now time.Time) (ready, time.Duration) {
+func (d *DriftLoop) quiet(st *targetState, t targets.Target, live liveChanges, now time.Time) (ready, time.Duration) {
 	seen := map[string]time.Time{}
 	var wait time.Duration
 	pass := func(k string) bool {
@@ -830,3 +822,43 @@ func observedDeletions(st *targetState, desired []*unstructured.Unstructured, ch
 	st.present = present
 	return out
 }
+
+// readHead finds a target's installation and reads its repository and the
+// default branch's head again when due: on a push, after a failed check,
+// and every interval; watch events alone cost GitHub nothing until the
+// drift itself changes.
+func (d *DriftLoop) readHead(ctx context.Context, t targets.Target, st *targetState, now time.Time) (*ghapp.Installation, string, error) {
+	gh, err := d.deps.GitHub.InstallationFor(ctx, t.Repo)
+	if err != nil {
+		return nil, "", err
+	}
+	token, err := gh.Token(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if st.refresh.Swap(false) || st.info == nil || now.Sub(st.headAt) >= min(d.deps.Config.Server.DriftInterval, headInterval) {
+		owner, name, _ := strings.Cut(t.Repo, "/")
+		info, head, err := gh.Head(ctx, owner, name)
+		if err != nil {
+			return nil, "", err
+		}
+		st.info, st.head, st.headAt = info, head, now
+	}
+	return gh, token, nil
+}
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// noMetrics records nothing.
+type noMetrics struct{}
+
+func (noMetrics) Failure(string)                     {}
+func (noMetrics) Render(time.Duration)               {}
+func (noMetrics) DriftFights(string, string, int)    {}
+func (noMetrics) DriftedObjects(string, string, int) {}
+func (noMetrics) DriftAction(string, string)         {}
+func (noMetrics) SetHeld(string, bool)               {}

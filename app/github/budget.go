@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -24,9 +24,9 @@ type publishBudget struct {
 
 type budgetKey struct{}
 
-// withPublishBudget returns a context that is not cancelled with parent (a
+// WithPublishBudget returns a context that is not cancelled with parent (a
 // publish once begun is finished) and is cancelled after d of work.
-func withPublishBudget(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+func WithPublishBudget(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	b := &publishBudget{end: time.Now().Add(d)}
 	b.timer = time.AfterFunc(d, cancel)
@@ -78,4 +78,25 @@ func holdBudget(ctx context.Context) (release func()) {
 			b.timer.Reset(time.Until(b.end))
 		}
 	}
+}
+
+// DefaultPublishTimeout bounds the work of publishing one pull request's
+// comment and checks, or one drift pull request; waits GitHub asks for
+// (Retry-After) are added to it.
+const DefaultPublishTimeout = 45 * time.Second
+
+// RetryPublish repeats an idempotent publish a few times with backoff.
+func RetryPublish(ctx context.Context, publish func() error) error {
+	var err error
+	for attempt := range 3 {
+		if err = publish(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 2 * time.Second):
+		}
+	}
+	return err
 }

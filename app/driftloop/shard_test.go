@@ -1,8 +1,9 @@
-package app
+package driftloop
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ import (
 // makes it stop, when ctx ends, without releasing its Leases, as a killed
 // process does.
 func runShards(ctx context.Context, cfg *rest.Config, le config.LeaderElection, id string, crash bool, clusters []string, run func(context.Context, string)) error {
-	sh, err := newShards(cfg, le, id, clusters, discard, nil, run)
+	sh, err := NewShards(cfg, le, id, clusters, discard, nil, run)
 	if err != nil {
 		return err
 	}
@@ -169,3 +170,5 @@ func TestLeaseSuffix(t *testing.T) {
 		t.Error("two cluster names share a Lease")
 	}
 }
+
+var discard = slog.New(slog.DiscardHandler)

@@ -1,4 +1,4 @@
-package app
+package targets
 
 import (
 	"os"
@@ -60,48 +60,48 @@ func TestDiscoveredAndConfiguredTargetsMerge(t *testing.T) {
 
 	twin := &discover.Found{Object: "Kustomization flux-system/billing-eu", Namespace: "flux-system", Name: "billing-eu", On: "prod", Repo: "acme/gitops",
 		Path: "apps/billing", Cluster: "prod"}
-	targets, skipped := mergeTargets(cfg, []*discover.Found{shop, tenant, billing, helm, chartRepo, twin})
+	targets, skipped := Merge(cfg, []*discover.Found{shop, tenant, billing, helm, chartRepo, twin})
 	byName := map[string]Target{}
 	for _, tg := range targets {
 		byName[tg.Name] = tg
 	}
 	s := byName["shop"]
-	if s.found != shop || s.Policy.Codify != config.CodifyReport || s.Tracking.ArgoCDApp != "shop" || s.Branch != "main" ||
-		len(s.Policy.Ignore) != 2 || s.Policy.QuietPeriod != time.Minute || s.describe() != "app.yml, with Application argocd/shop on cluster prod" {
-		t.Errorf("app.yml's target with its Application: %+v (%s)", s, s.describe())
+	if s.Found != shop || s.Policy.Codify != config.CodifyReport || s.Tracking.ArgoCDApp != "shop" || s.Branch != "main" ||
+		len(s.Policy.Ignore) != 2 || s.Policy.QuietPeriod != time.Minute || s.Describe() != "app.yml, with Application argocd/shop on cluster prod" {
+		t.Errorf("app.yml's target with its Application: %+v (%s)", s, s.Describe())
 	}
 	a := byName["tenants/a/production"]
-	if a.found != tenant || !a.fromConfig || a.Policy.QuietPeriod != 10*time.Minute+30*time.Second || a.Policy.AckLabel != config.DefaultAckLabel {
+	if a.Found != tenant || !a.FromConfig || a.Policy.QuietPeriod != 10*time.Minute+30*time.Second || a.Policy.AckLabel != config.DefaultAckLabel {
 		t.Errorf("a Kustomization matching an app.yml glob takes its settings, and waits out Flux's interval: %+v", a)
 	}
 	b := byName["prod/flux-system/billing"]
-	if b.found == nil || b.found.Object != billing.Object || b.fromConfig || b.Policy.Codify != config.CodifyManual || b.Policy.QuietPeriod != config.DefaultQuietPeriod || b.describe() != "Kustomization flux-system/billing on cluster prod" {
+	if b.Found == nil || b.Found.Object != billing.Object || b.FromConfig || b.Policy.Codify != config.CodifyManual || b.Policy.QuietPeriod != config.DefaultQuietPeriod || b.Describe() != "Kustomization flux-system/billing on cluster prod" {
 		t.Errorf("a discovered target of its own: %+v", b)
 	}
 	// A second object applying the same path is a target of its own, both
 	// compared and both saying so; its drift is not proposed.
 	tw := byName["prod/flux-system/billing-eu"]
 	conflict := "Kustomization flux-system/billing and Kustomization flux-system/billing-eu both apply this path to this cluster"
-	if tw.found == nil || tw.found.Object != twin.Object || tw.Path != "apps/billing" || tw.Policy.Codify != config.CodifyOff ||
-		!slices.ContainsFunc(tw.found.Notes, func(n string) bool { return strings.HasPrefix(n, conflict) }) ||
-		!slices.ContainsFunc(byName["prod/flux-system/billing"].found.Notes, func(n string) bool { return strings.HasPrefix(n, conflict) }) ||
+	if tw.Found == nil || tw.Found.Object != twin.Object || tw.Path != "apps/billing" || tw.Policy.Codify != config.CodifyOff ||
+		!slices.ContainsFunc(tw.Found.Notes, func(n string) bool { return strings.HasPrefix(n, conflict) }) ||
+		!slices.ContainsFunc(byName["prod/flux-system/billing"].Found.Notes, func(n string) bool { return strings.HasPrefix(n, conflict) }) ||
 		len(twin.Notes) != 0 || len(billing.Notes) != 0 {
-		t.Errorf("a second object applying the same path: %+v, notes %v; the first's notes %v", tw, tw.found, byName["prod/flux-system/billing"].found)
+		t.Errorf("a second object applying the same path: %+v, notes %v; the first's notes %v", tw, tw.Found, byName["prod/flux-system/billing"].Found)
 	}
 	if diff := cmp.Diff([]*discover.Found{helm, chartRepo}, skipped); diff != "" {
 		t.Errorf("unrenderable sources (-want +got)\n%s", diff)
 	}
 	var watched []string
-	for _, tg := range watchedOn(targets, "prod") {
+	for _, tg := range WatchedOn(targets, "prod") {
 		watched = append(watched, tg.Name)
 	}
 	if diff := cmp.Diff([]string{"shop", "tenants/*/production", "tenants/a/production"}, watched); diff != "" {
 		t.Errorf("the drift loop watches all but a self-healing target (-want +got)\n%s", diff)
 	}
-	if got := notRendered(touched([]*discover.Found{helm}, []string{"charts/cache/values.yaml", "README.md"})); len(got) != 1 || got[0].Source != "Application argocd/cache" {
+	if got := NotRendered(Touched([]*discover.Found{helm}, []string{"charts/cache/values.yaml", "README.md"})); len(got) != 1 || got[0].Source != "Application argocd/cache" {
 		t.Errorf("a pull request lists the unrenderable sources it touches: %+v", got)
 	}
-	if got := touched([]*discover.Found{helm}, []string{"charts/cachex/values.yaml", "README.md"}); len(got) != 0 {
+	if got := Touched([]*discover.Found{helm}, []string{"charts/cachex/values.yaml", "README.md"}); len(got) != 0 {
 		t.Errorf("a pull request lists the unrenderable sources it touches: %+v", got)
 	}
 }
@@ -124,10 +124,10 @@ func TestGlobTargetsExpandToTheOverlaysTheyMatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	// tenants/a is discovered as well: it stays one target.
-	targets, _ := mergeTargets(cfg, []*discover.Found{{Object: "Kustomization flux-system/a", Namespace: "flux-system", Name: "a", On: "prod", Repo: "acme/gitops", Path: "tenants/a/production", Cluster: "prod"}})
+	targets, _ := Merge(cfg, []*discover.Found{{Object: "Kustomization flux-system/a", Namespace: "flux-system", Name: "a", On: "prod", Repo: "acme/gitops", Path: "tenants/a/production", Cluster: "prod"}})
 	var got []string
-	for _, tg := range expandGlobs(targets, tree) {
-		got = append(got, tg.Name+" → "+tg.Path+" @"+tg.Cluster+" "+tg.describe())
+	for _, tg := range ExpandGlobs(targets, tree) {
+		got = append(got, tg.Name+" → "+tg.Path+" @"+tg.Cluster+" "+tg.Describe())
 	}
 	want := []string{
 		"shop → apps/shop @prod app.yml",
@@ -176,10 +176,10 @@ func TestDriftBranchesAreUniquePerTarget(t *testing.T) {
 		return &discover.Found{Object: "Kustomization " + ns + "/" + name, Namespace: ns, Name: name, On: "dev", Repo: "acme/gitops",
 			Path: "apps/" + ns + "/" + name, Cluster: "dev"}
 	}
-	targets, _ := mergeTargets(cfg, []*discover.Found{found("a-b", "c"), found("a", "b-c"), found("solo", "x")})
+	targets, _ := Merge(cfg, []*discover.Found{found("a-b", "c"), found("a", "b-c"), found("solo", "x")})
 	slugs := map[string]string{}
 	for _, tg := range targets {
-		slugs[tg.Name] = tg.slug()
+		slugs[tg.Name] = tg.Slug()
 	}
 	one, two := slugs["dev/a-b/c"], slugs["dev/a/b-c"]
 	if one == "" || two == "" || one == two || !strings.HasPrefix(one, "dev-a-b-c-") || !strings.HasPrefix(two, "dev-a-b-c-") {
@@ -187,15 +187,6 @@ func TestDriftBranchesAreUniquePerTarget(t *testing.T) {
 	}
 	if got := slugs["dev/solo/x"]; got != "dev-solo-x" {
 		t.Errorf("a name no other shares: %q, want its plain slug", got)
-	}
-	p := &driftPublisher{t: targets[0]}
-	for _, tg := range targets {
-		if tg.Name == "dev/a-b/c" {
-			p.t = tg
-		}
-	}
-	if p.branch() != config.DriftBranchPrefix+one || !strings.Contains(p.reportMarker(), "target="+one+" ") {
-		t.Errorf("branch %s, marker %s: want both named by %s", p.branch(), p.reportMarker(), one)
 	}
 }
 
@@ -206,27 +197,27 @@ func TestDriftBranchesAreUniquePerTarget(t *testing.T) {
 func TestADiscoveredRepositoryAppYmlDoesNotNameIsNotWrittenTo(t *testing.T) {
 	elsewhere := &discover.Found{Object: "Kustomization team-a/apps", Namespace: "team-a", Name: "apps", On: "prod", Repo: "acme/team-a",
 		Path: "apps", Cluster: "prod"}
-	targets, _ := mergeTargets(parseTestConfig(t, targetsConfig), []*discover.Found{elsewhere})
+	targets, _ := Merge(parseTestConfig(t, targetsConfig), []*discover.Found{elsewhere})
 	var got *Target
 	for i := range targets {
-		if targets[i].found != nil && targets[i].found.Object == elsewhere.Object {
+		if targets[i].Found != nil && targets[i].Found.Object == elsewhere.Object {
 			got = &targets[i]
 		}
 	}
-	if got == nil || got.Policy.Codify != config.CodifyOff || !strings.Contains(got.codifyOff, "app.yml names no target on this repository") {
+	if got == nil || got.Policy.Codify != config.CodifyOff || !strings.Contains(got.CodifyOff, "app.yml names no target on this repository") {
 		t.Fatalf("a repository app.yml does not name: %+v", got)
 	}
 	watched := map[string]bool{}
-	for _, tg := range watchedOn(targets, "prod") {
+	for _, tg := range WatchedOn(targets, "prod") {
 		watched[tg.Name] = true
 	}
 	if watched[got.Name] {
 		t.Errorf("the drift loop watches %s", got.Name)
 	}
 	named := strings.Replace(targetsConfig, "discover: {flux: true,", "discover: {repositories: {team-a: [acme/team-*]}, flux: true,", 1)
-	targets, _ = mergeTargets(parseTestConfig(t, named), []*discover.Found{elsewhere})
+	targets, _ = Merge(parseTestConfig(t, named), []*discover.Found{elsewhere})
 	for _, tg := range targets {
-		if tg.found != nil && tg.found.Object == elsewhere.Object && (tg.Policy.Codify != config.CodifyManual || tg.codifyOff != "") {
+		if tg.Found != nil && tg.Found.Object == elsewhere.Object && (tg.Policy.Codify != config.CodifyManual || tg.CodifyOff != "") {
 			t.Errorf("named in discover.repositories: %+v", tg)
 		}
 	}

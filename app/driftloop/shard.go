@@ -1,4 +1,4 @@
-package app
+package driftloop
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"github.com/driftback/driftback/app/config"
 )
 
-// shards runs each cluster's drift loop in the one replica that holds that
+// Shards runs each cluster's drift loop in the one replica that holds that
 // cluster's Lease. Every Lease is held with client-go's leader election:
 //
 //   - each replica holds a membership Lease of its own (<name>-member-<id>),
@@ -38,13 +38,13 @@ import (
 // makes a leader stop when it cannot renew within the renew deadline, before
 // its Lease can expire for anyone else: two replicas never hold a cluster at
 // once.
-type shards struct {
+type Shards struct {
 	client   kubernetes.Interface
 	le       config.LeaderElection
 	id       string
 	clusters []string
 	log      *slog.Logger
-	metrics  *Metrics
+	metrics  Metrics
 	run      func(ctx context.Context, cluster string)
 	// crash, in tests, stops a replica without releasing its Leases, as a
 	// killed process does.
@@ -60,12 +60,12 @@ type shards struct {
 // campaign is one election for a cluster's Lease, running or holding it.
 type campaign struct{ cancel context.CancelFunc }
 
-// newShards prepares a replica's share of the clusters' drift loops. Its
+// NewShards prepares a replica's share of the clusters' drift loops. Its
 // client may make, on its own, the requests the elections need: a renewal or
 // a try of each Lease and one look at them all every retry period, twice
 // over; client-go's default of 5 a second would delay renewals past the
 // point where other replicas take a Lease for gone.
-func newShards(cfg *rest.Config, le config.LeaderElection, id string, clusters []string, log *slog.Logger, m *Metrics, run func(context.Context, string)) (*shards, error) {
+func NewShards(cfg *rest.Config, le config.LeaderElection, id string, clusters []string, log *slog.Logger, m Metrics, run func(context.Context, string)) (*Shards, error) {
 	cfg = rest.CopyConfig(cfg)
 	perSecond := float32(len(clusters)+2) / float32(le.RetryPeriod.Seconds())
 	cfg.QPS = max(cfg.QPS, 2*perSecond)
@@ -74,11 +74,11 @@ func newShards(cfg *rest.Config, le config.LeaderElection, id string, clusters [
 	if err != nil {
 		return nil, err
 	}
-	return &shards{client: client, le: le, id: id, clusters: append([]string(nil), clusters...), log: log, metrics: m, run: run}, nil
+	return &Shards{client: client, le: le, id: id, clusters: append([]string(nil), clusters...), log: log, metrics: m, run: run}, nil
 }
 
 // Held returns the clusters this replica holds, sorted.
-func (s *shards) Held() []string {
+func (s *Shards) Held() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
@@ -93,7 +93,7 @@ func (s *shards) Held() []string {
 
 // Run keeps this replica's membership and its share of the clusters until
 // ctx ends.
-func (s *shards) Run(ctx context.Context) error {
+func (s *Shards) Run(ctx context.Context) error {
 	s.held, s.campaigns = map[string]bool{}, map[string]*campaign{}
 	s.clusters = append([]string(nil), s.clusters...)
 	sort.Strings(s.clusters)
@@ -136,7 +136,7 @@ func (s *shards) Run(ctx context.Context) error {
 
 // balance takes free clusters up to this replica's share and releases what
 // is beyond it.
-func (s *shards) balance(ctx context.Context, wg *sync.WaitGroup) error {
+func (s *Shards) balance(ctx context.Context, wg *sync.WaitGroup) error {
 	leases, err := s.client.CoordinationV1().Leases(s.le.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -243,7 +243,7 @@ func (s *shards) balance(ctx context.Context, wg *sync.WaitGroup) error {
 // the shares to count it and the replicas that started with it: before that,
 // it takes no cluster (a replica alone at first would take them all, only to
 // hand most back a moment later).
-func (s *shards) settled(byName map[string]*coordinationv1.Lease, now time.Time) bool {
+func (s *Shards) settled(byName map[string]*coordinationv1.Lease, now time.Time) bool {
 	l := byName[s.memberLease()]
 	if l == nil || holder(l) != s.id || l.Spec.AcquireTime == nil {
 		return false
@@ -254,7 +254,7 @@ func (s *shards) settled(byName map[string]*coordinationv1.Lease, now time.Time)
 // preference orders the clusters for this replica: by a hash of the replica
 // and the cluster (rendezvous hashing), so replicas prefer different
 // clusters and rarely race for one.
-func (s *shards) preference() []string {
+func (s *Shards) preference() []string {
 	order := append([]string(nil), s.clusters...)
 	rank := func(c string) string {
 		h := sha256.Sum256([]byte(s.id + "\x00" + c))
@@ -267,7 +267,7 @@ func (s *shards) preference() []string {
 // setHeld records that campaign cp holds cluster c, or no longer does; it
 // reports false when cp was stopped meanwhile, or when holding c would put
 // this replica over its share (nothing to hold then).
-func (s *shards) setHeld(c string, cp *campaign, on bool) bool {
+func (s *Shards) setHeld(c string, cp *campaign, on bool) bool {
 	s.mu.Lock()
 	current := s.campaigns[c] == cp
 	was := s.held[c]
@@ -287,7 +287,9 @@ func (s *shards) setHeld(c string, cp *campaign, on bool) bool {
 	if !current && on {
 		return false
 	}
-	s.metrics.setHeld(c, on)
+	if s.metrics != nil {
+		s.metrics.SetHeld(c, on)
+	}
 	if !on && was {
 		s.log.Info("not holding a cluster", "cluster", c, "identity", s.id)
 	}
@@ -296,7 +298,7 @@ func (s *shards) setHeld(c string, cp *campaign, on bool) bool {
 
 // elect campaigns for one Lease with client-go's leader election and runs fn
 // while it is held; it returns when ctx ends or the Lease is lost.
-func (s *shards) elect(ctx context.Context, name string, fn func(context.Context)) {
+func (s *Shards) elect(ctx context.Context, name string, fn func(context.Context)) {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: s.le.Namespace, Name: name},
 		Client:     s.client.CoordinationV1(),
@@ -314,9 +316,9 @@ func (s *shards) elect(ctx context.Context, name string, fn func(context.Context
 	elector.Run(ctx)
 }
 
-func (s *shards) memberLease() string { return s.le.Name + "-member-" + leaseSuffix(s.id) }
+func (s *Shards) memberLease() string { return s.le.Name + "-member-" + leaseSuffix(s.id) }
 
-func (s *shards) clusterLease(c string) string { return s.le.Name + "-" + leaseSuffix(c) }
+func (s *Shards) clusterLease(c string) string { return s.le.Name + "-" + leaseSuffix(c) }
 
 // leaseSuffix turns a name into a valid part of a Lease name: lower-case
 // letters, digits and dashes, with a hash when anything was changed or cut.
@@ -342,7 +344,7 @@ func leaseSuffix(name string) string {
 // so one that missed two is taken for gone. Such a Lease is campaigned for
 // at once (client-go still waits out its duration before taking it), and a
 // membership Lease left so no longer counts toward the shares.
-func (s *shards) alive(l *coordinationv1.Lease, now time.Time) bool {
+func (s *Shards) alive(l *coordinationv1.Lease, now time.Time) bool {
 	return fresh(l, now) && now.Sub(l.Spec.RenewTime.Time) <= 2*s.le.RetryPeriod+time.Second
 }
 

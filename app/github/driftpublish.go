@@ -1,4 +1,4 @@
-package app
+package github
 
 import (
 	"context"
@@ -7,45 +7,62 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-github/v60/github"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/repos"
+	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/report"
 )
 
-// driftPublisher executes a plan on GitHub for one target: the branch and
-// pull request, or the issue in report mode. GitHub is its only state.
-type driftPublisher struct {
-	loop        *DriftLoop
-	gh          *github.Client
-	owner, repo string
-	info        *github.Repository
-	token       string
-	t           Target
-	head        string
-	log         *slog.Logger
+// DriftPublisher executes a drift plan on GitHub for one target: the branch
+// and pull request, or the issue in report mode. GitHub is its only state.
+type DriftPublisher struct {
+	Installation *Installation
+	// Repo is the repository as read when the plan was made, and Head the
+	// default branch's commit the plan was made on.
+	Repo *Repository
+	Head string
+	// Token authenticates git fetches and pushes.
+	Token  string
+	Target targets.Target
+	// Cache is where the repository is fetched to commit the plan.
+	Cache *repos.Cache
+	Log   *slog.Logger
+	Now   func() time.Time
+	// BeforeAct, when set, runs between deciding and acting on GitHub (tests
+	// use it to stop a replica there).
+	BeforeAct func(context.Context, prgen.Action)
+	// Acted, when set, is told of each drift pull request or issue (kind)
+	// opened, updated or closed (action).
+	Acted func(kind, action string)
 }
 
-func (p *driftPublisher) branch() string { return config.DriftBranchPrefix + p.t.slug() }
+// ErrHeadMoved says the default branch moved since the plan was made: the
+// drift is read again at the new head.
+var ErrHeadMoved = errors.New("the default branch moved")
+
+func (p *DriftPublisher) branch() string { return config.DriftBranchPrefix + p.Target.Slug() }
 
 // botIdentity is who driftback's commits are by.
-func (p *driftPublisher) botIdentity(ctx context.Context) (object.Signature, error) {
-	bot, err := p.loop.app.clients.BotLogin(ctx)
+func (p *DriftPublisher) botIdentity(ctx context.Context) (object.Signature, error) {
+	bot, err := p.Installation.clients.BotLogin(ctx)
 	if err != nil {
 		return object.Signature{}, err
 	}
-	return object.Signature{Name: bot, Email: bot + "@users.noreply.github.com", When: p.loop.app.now()}, nil
+	return object.Signature{Name: bot, Email: bot + "@users.noreply.github.com", When: p.Now()}, nil
 }
 
 // pulls returns the target's drift pull requests, newest first.
-func (p *driftPublisher) pulls(ctx context.Context) ([]*github.PullRequest, error) {
+func (p *DriftPublisher) pulls(ctx context.Context) ([]*github.PullRequest, error) {
 	var out []*github.PullRequest
-	opts := &github.PullRequestListOptions{State: "all", Head: p.owner + ":" + p.branch(), ListOptions: github.ListOptions{PerPage: 100}}
+	opts := &github.PullRequestListOptions{State: "all", Head: p.Repo.Owner + ":" + p.branch(), ListOptions: github.ListOptions{PerPage: 100}}
 	for {
-		page, resp, err := p.gh.PullRequests.List(ctx, p.owner, p.repo, opts)
+		page, resp, err := p.Installation.gh.PullRequests.List(ctx, p.Repo.Owner, p.Repo.Name, opts)
 		if err != nil {
 			return nil, fmt.Errorf("list drift pull requests: %w", err)
 		}
@@ -61,7 +78,9 @@ func driftMarker(kind, fp string) string {
 	return fmt.Sprintf("<!-- driftback:drift-%s fingerprint=%s -->", kind, fp)
 }
 
-func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) error {
+// PublishPull opens, updates or closes the target's drift pull request as the
+// plan and the pull requests already there decide (prgen.Decide).
+func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) error {
 	list, err := p.pulls(ctx)
 	if err != nil {
 		return err
@@ -76,23 +95,23 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 	}
 	// The branches as they are now: the default head must be the one the plan
 	// was made on, and the branch's commits say whether a person pushed.
-	refs, err := remoteRefs(ctx, p.info.GetCloneURL(), p.token)
+	refs, err := RemoteRefs(ctx, p.Repo.CloneURL, p.Token)
 	if err != nil {
 		return fmt.Errorf("list the repository's branches: %w", err)
 	}
-	if refs["refs/heads/"+p.info.GetDefaultBranch()] != p.head {
-		return errHeadMoved
+	if refs["refs/heads/"+p.Repo.DefaultBranch] != p.Head {
+		return ErrHeadMoved
 	}
 	me, err := p.botIdentity(ctx)
 	if err != nil {
 		return err
 	}
-	fetch, want := []string{"refs/heads/" + p.info.GetDefaultBranch()}, []string{p.head}
+	fetch, want := []string{"refs/heads/" + p.Repo.DefaultBranch}, []string{p.Head}
 	tip := refs["refs/heads/"+p.branch()]
 	if open != nil && tip != "" {
 		fetch, want = append(fetch, "refs/heads/"+p.branch()), append(want, tip)
 	}
-	repo, release, err := p.loop.app.cache.Fetch(ctx, p.info.GetFullName(), p.info.GetCloneURL(), p.token, fetch, want)
+	repo, release, err := p.Cache.Fetch(ctx, p.Repo.FullName, p.Repo.CloneURL, p.Token, fetch, want)
 	if err != nil {
 		return err
 	}
@@ -106,37 +125,37 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 		personPushed = email != me.Email
 	}
 	d := prgen.Decide(plan, pulls, personPushed)
-	log := p.log.With("decision", d.Action, "reason", d.Reason)
+	log := p.Log.With("decision", d.Action, "reason", d.Reason)
 	fp := plan.Fingerprint()
-	if p.loop.beforeAct != nil && d.Action != prgen.ActionNothing {
-		p.loop.beforeAct(ctx, d.Action)
+	if p.BeforeAct != nil && d.Action != prgen.ActionNothing {
+		p.BeforeAct(ctx, d.Action)
 	}
 	switch d.Action {
 	case prgen.ActionNothing:
 		log.Debug("drift pull request up to date")
 		return nil
 	case prgen.ActionOpen, prgen.ActionUpdate:
-		commit, err := commitFiles(repo, p.head, plan.Files, report.CommitMessage(plan), me)
+		commit, err := commitFiles(repo, p.Head, plan.Files, report.CommitMessage(plan), me)
 		if err != nil {
 			return err
 		}
-		if err := pushBranch(ctx, repo, p.info.GetCloneURL(), p.token, commit, p.branch(), tip); err != nil {
+		if err := pushBranch(ctx, repo, p.Repo.CloneURL, p.Token, commit, p.branch(), tip); err != nil {
 			if errors.Is(err, errBranchMoved) {
-				return errHeadMoved // read everything again
+				return ErrHeadMoved // read everything again
 			}
 			return err
 		}
 		title, body := report.DriftTitle(plan), report.DriftPullRequest(plan)
 		if d.Action == prgen.ActionUpdate {
-			if _, _, err := p.gh.PullRequests.Edit(ctx, p.owner, p.repo, d.Number, &github.PullRequest{Title: &title, Body: &body}); err != nil {
+			if _, _, err := p.Installation.gh.PullRequests.Edit(ctx, p.Repo.Owner, p.Repo.Name, d.Number, &github.PullRequest{Title: &title, Body: &body}); err != nil {
 				return fmt.Errorf("update #%d: %w", d.Number, err)
 			}
-			p.loop.app.metrics.driftAction("pull_request", "updated")
+			p.acted("pull_request", "updated")
 			log.Info("drift pull request updated", "pr", d.Number, "commit", commit.String())
 			return nil
 		}
-		base, head := p.info.GetDefaultBranch(), p.branch()
-		pr, _, err := p.gh.PullRequests.Create(ctx, p.owner, p.repo, &github.NewPullRequest{Title: &title, Body: &body, Base: &base, Head: &head})
+		base, head := p.Repo.DefaultBranch, p.branch()
+		pr, _, err := p.Installation.gh.PullRequests.Create(ctx, p.Repo.Owner, p.Repo.Name, &github.NewPullRequest{Title: &title, Body: &body, Base: &base, Head: &head})
 		if alreadyOpen(err) {
 			// Another replica opened it between our look and now (a leader
 			// handover): GitHub keeps one open pull request per branch, and
@@ -147,12 +166,12 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 		if err != nil {
 			return fmt.Errorf("open the drift pull request: %w", err)
 		}
-		if len(p.t.Policy.DriftLabels) > 0 {
-			if _, _, err := p.gh.Issues.AddLabelsToIssue(ctx, p.owner, p.repo, pr.GetNumber(), p.t.Policy.DriftLabels); err != nil {
+		if len(p.Target.Policy.DriftLabels) > 0 {
+			if _, _, err := p.Installation.gh.Issues.AddLabelsToIssue(ctx, p.Repo.Owner, p.Repo.Name, pr.GetNumber(), p.Target.Policy.DriftLabels); err != nil {
 				log.Warn("could not label the drift pull request", "err", err)
 			}
 		}
-		p.loop.app.metrics.driftAction("pull_request", "opened")
+		p.acted("pull_request", "opened")
 		log.Info("drift pull request opened", "pr", pr.GetNumber(), "commit", commit.String())
 		return nil
 	case prgen.ActionComment:
@@ -167,13 +186,13 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 			return err
 		}
 		closed := "closed"
-		if _, _, err := p.gh.PullRequests.Edit(ctx, p.owner, p.repo, d.Number, &github.PullRequest{State: &closed}); err != nil {
+		if _, _, err := p.Installation.gh.PullRequests.Edit(ctx, p.Repo.Owner, p.Repo.Name, d.Number, &github.PullRequest{State: &closed}); err != nil {
 			return fmt.Errorf("close #%d: %w", d.Number, err)
 		}
-		if err := deleteBranch(ctx, repo, p.info.GetCloneURL(), p.token, p.branch()); err != nil {
+		if err := deleteBranch(ctx, repo, p.Repo.CloneURL, p.Token, p.branch()); err != nil {
 			log.Warn("could not delete the drift branch", "err", err)
 		}
-		p.loop.app.metrics.driftAction("pull_request", "closed")
+		p.acted("pull_request", "closed")
 		log.Info("drift pull request closed", "pr", d.Number)
 		return nil
 	}
@@ -182,14 +201,14 @@ func (p *driftPublisher) publishPull(ctx context.Context, plan *prgen.Plan) erro
 
 // commentOnce comments on an issue or pull request unless a comment of
 // driftback's already carries the marker.
-func (p *driftPublisher) commentOnce(ctx context.Context, number int, mark, body string) error {
-	bot, err := p.loop.app.clients.BotLogin(ctx)
+func (p *DriftPublisher) commentOnce(ctx context.Context, number int, mark, body string) error {
+	bot, err := p.Installation.clients.BotLogin(ctx)
 	if err != nil {
 		return err
 	}
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
-		cs, resp, err := p.gh.Issues.ListComments(ctx, p.owner, p.repo, number, opts)
+		cs, resp, err := p.Installation.gh.Issues.ListComments(ctx, p.Repo.Owner, p.Repo.Name, number, opts)
 		if err != nil {
 			return fmt.Errorf("list comments: %w", err)
 		}
@@ -203,25 +222,25 @@ func (p *driftPublisher) commentOnce(ctx context.Context, number int, mark, body
 		}
 		opts.Page = resp.NextPage
 	}
-	_, _, err = p.gh.Issues.CreateComment(ctx, p.owner, p.repo, number, &github.IssueComment{Body: github.String(body + "\n\n" + mark + "\n")})
+	_, _, err = p.Installation.gh.Issues.CreateComment(ctx, p.Repo.Owner, p.Repo.Name, number, &github.IssueComment{Body: github.String(body + "\n\n" + mark + "\n")})
 	return err
 }
 
 // reportMarker identifies a target's drift issue.
-func (p *driftPublisher) reportMarker() string {
-	return fmt.Sprintf("<!-- driftback:drift-report target=%s -->", p.t.slug())
+func (p *DriftPublisher) reportMarker() string {
+	return fmt.Sprintf("<!-- driftback:drift-report target=%s -->", p.Target.Slug())
 }
 
-// publishIssue keeps one issue per target that describes its drift.
-func (p *driftPublisher) publishIssue(ctx context.Context, plan *prgen.Plan) error {
-	bot, err := p.loop.app.clients.BotLogin(ctx)
+// PublishIssue keeps one issue per target that describes its drift.
+func (p *DriftPublisher) PublishIssue(ctx context.Context, plan *prgen.Plan) error {
+	bot, err := p.Installation.clients.BotLogin(ctx)
 	if err != nil {
 		return err
 	}
 	opts := &github.IssueListByRepoOptions{State: "all", Creator: bot, ListOptions: github.ListOptions{PerPage: 100}}
 	var issues []prgen.PullRequest
 	for {
-		page, resp, err := p.gh.Issues.ListByRepo(ctx, p.owner, p.repo, opts)
+		page, resp, err := p.Installation.gh.Issues.ListByRepo(ctx, p.Repo.Owner, p.Repo.Name, opts)
 		if err != nil {
 			return fmt.Errorf("list drift issues: %w", err)
 		}
@@ -237,34 +256,34 @@ func (p *driftPublisher) publishIssue(ctx context.Context, plan *prgen.Plan) err
 		opts.Page = resp.NextPage
 	}
 	d := prgen.Decide(plan, issues, false)
-	log := p.log.With("decision", d.Action, "reason", d.Reason)
-	title := report.DriftIssueTitle(p.t.Name)
+	log := p.Log.With("decision", d.Action, "reason", d.Reason)
+	title := report.DriftIssueTitle(p.Target.Name)
 	body := report.DriftIssue(plan) + p.reportMarker() + "\n"
 	switch d.Action {
 	case prgen.ActionNothing:
 		return nil
 	case prgen.ActionOpen:
-		is, _, err := p.gh.Issues.Create(ctx, p.owner, p.repo, &github.IssueRequest{Title: &title, Body: &body, Labels: &p.t.Policy.DriftLabels})
+		is, _, err := p.Installation.gh.Issues.Create(ctx, p.Repo.Owner, p.Repo.Name, &github.IssueRequest{Title: &title, Body: &body, Labels: &p.Target.Policy.DriftLabels})
 		if err != nil {
 			return fmt.Errorf("open the drift issue: %w", err)
 		}
-		p.loop.app.metrics.driftAction("issue", "opened")
+		p.acted("issue", "opened")
 		log.Info("drift issue opened", "issue", is.GetNumber())
 	case prgen.ActionUpdate, prgen.ActionComment:
-		if _, _, err := p.gh.Issues.Edit(ctx, p.owner, p.repo, d.Number, &github.IssueRequest{Title: &title, Body: &body}); err != nil {
+		if _, _, err := p.Installation.gh.Issues.Edit(ctx, p.Repo.Owner, p.Repo.Name, d.Number, &github.IssueRequest{Title: &title, Body: &body}); err != nil {
 			return fmt.Errorf("update drift issue #%d: %w", d.Number, err)
 		}
-		p.loop.app.metrics.driftAction("issue", "updated")
+		p.acted("issue", "updated")
 		log.Info("drift issue updated", "issue", d.Number)
 	case prgen.ActionClose:
 		if err := p.commentOnce(ctx, d.Number, driftMarker("gone", plan.Fingerprint()), "Closing: "+d.Reason+"."); err != nil {
 			return err
 		}
 		closed := "closed"
-		if _, _, err := p.gh.Issues.Edit(ctx, p.owner, p.repo, d.Number, &github.IssueRequest{State: &closed}); err != nil {
+		if _, _, err := p.Installation.gh.Issues.Edit(ctx, p.Repo.Owner, p.Repo.Name, d.Number, &github.IssueRequest{State: &closed}); err != nil {
 			return fmt.Errorf("close drift issue #%d: %w", d.Number, err)
 		}
-		p.loop.app.metrics.driftAction("issue", "closed")
+		p.acted("issue", "closed")
 		log.Info("drift issue closed", "issue", d.Number)
 	}
 	return nil
@@ -286,4 +305,10 @@ func alreadyOpen(err error) bool {
 		}
 	}
 	return false
+}
+
+func (p *DriftPublisher) acted(kind, action string) {
+	if p.Acted != nil {
+		p.Acted(kind, action)
+	}
 }

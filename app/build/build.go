@@ -1,4 +1,9 @@
-package app
+// Package build renders a target as its reconciler builds it: plain kustomize,
+// a Flux Kustomization (its generated kustomization, postBuild variables read
+// from the cluster, commonMetadata) or an Argo CD Application (its kustomize
+// options, destination namespace, hooks left out), and hides what came from
+// a Secret.
+package build
 
 import (
 	"context"
@@ -15,90 +20,91 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/argocd"
 	"github.com/driftback/driftback/render"
 )
 
-// built is a target rendered the way its reconciler builds it.
-type built struct {
-	objs     []*unstructured.Unstructured
-	problems []string
-	// absent says the tree has nothing at the target's path.
-	absent bool
-	// secretObjects are the objects, by substitutedKey, whose source uses a
+// Built is a target rendered the way its reconciler builds it.
+type Built struct {
+	Objects  []*unstructured.Unstructured
+	Problems []string
+	// Absent says the tree has nothing at the target's path.
+	Absent bool
+	// SecretObjects are the objects, by substitutedKey, whose source uses a
 	// variable that came from a Secret, with their identity as written.
-	secretObjects map[string]asWritten
-	// hooks names the Argo CD hooks left out of objs: Argo CD runs them at
+	SecretObjects map[string]AsWritten
+	// Hooks names the Argo CD hooks left out of objs: Argo CD runs them at
 	// sync and never compares or prunes them.
-	hooks []string
+	Hooks []string
 }
 
-// buildTarget renders t at tree as its reconciler builds it: plain
+// Target renders t at tree as its reconciler builds it: plain
 // kustomize, Flux's generated kustomization then its postBuild
 // substitution, commonMetadata and owner labels, or Argo CD's kustomize
 // options and destination namespace, without its hooks. Objects Flux never applies (kustomize.toolkit.fluxcd.io/ssa:
 // Ignore) are left out.
-func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target, vars fluxVars) built {
-	f := t.found
+func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t targets.Target, vars Vars) Built {
+	f := t.Found
 	var opts render.BuildOptions
 	switch {
 	case f != nil && f.Flux != nil:
 		if !tree.HasDir(t.Path) {
-			return built{absent: true}
+			return Built{Absent: true}
 		}
 		ft, err := render.FluxTree(tree, t.Path, f.Flux)
 		if err != nil {
-			return built{problems: []string{err.Error()}}
+			return Built{Problems: []string{err.Error()}}
 		}
 		tree, opts.LoadAnywhere = ft, true
 	case f != nil && f.Reconciler == discover.ReconcilerArgoCD && !tree.HasKustomization(t.Path):
 		// Argo CD reads a path without a kustomization as a directory of
 		// manifests, or as a Helm chart (not rendered: said elsewhere).
-		if !tree.HasDir(t.Path) || notRenderedAt(t, tree) != "" {
-			return built{absent: true}
+		if !tree.HasDir(t.Path) || NotRenderedAt(t, tree) != "" {
+			return Built{Absent: true}
 		}
 		dt, err := render.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f))
 		if err != nil {
-			return built{problems: []string{err.Error()}}
+			return Built{Problems: []string{err.Error()}}
 		}
 		tree, opts.WithoutArgoCDHooks = dt, true
 	case f != nil && f.Kustomize != nil:
-		at, err := render.ArgoCDTree(tree, t.Path, argoOptions(f.Kustomize))
+		at, err := render.ArgoCDTree(tree, t.Path, ArgoOptions(f.Kustomize))
 		if err != nil {
-			return built{problems: []string{err.Error()}}
+			return Built{Problems: []string{err.Error()}}
 		}
 		tree = at
 	default:
 		if !tree.HasKustomization(t.Path) {
-			return built{absent: true}
+			return Built{Absent: true}
 		}
 	}
 	res, err := r.RenderWith(ctx, tree, []string{t.Path}, opts)
 	if err != nil {
-		return built{problems: []string{err.Error()}}
+		return Built{Problems: []string{err.Error()}}
 	}
-	var b built
+	var b Built
 	o := res.Overlays[0]
 	for _, p := range o.Problems {
-		b.problems = append(b.problems, p.Error())
+		b.Problems = append(b.Problems, p.Error())
 	}
 	objs, err := o.Objects()
 	if err != nil {
-		b.problems = append(b.problems, err.Error())
+		b.Problems = append(b.Problems, err.Error())
 		return b
 	}
-	if f != nil && f.Flux != nil && len(b.problems) == 0 {
+	if f != nil && f.Flux != nil && len(b.Problems) == 0 {
 		ks := f.Flux
-		if vars.skip {
+		if vars.Skip {
 			ks = ks.DeepCopy()
 			unstructured.RemoveNestedField(ks.Object, "spec", "postBuild")
 		}
 		uses := usesVariables(objs, vars.secretNames)
 		// An identity written with a Secret's variable is shown as written.
 		refs := variableRefs(vars.secretNames)
-		written := make([]asWritten, len(objs))
+		written := make([]AsWritten, len(objs))
 		for i, o := range objs {
 			if uses[i] && refs.MatchString(o.GetName()) {
 				written[i].name = o.GetName()
@@ -108,24 +114,24 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 			}
 		}
 		if objs, err = render.FluxFinish(objs, ks, vars.FluxVariables); err != nil {
-			b.problems = append(b.problems, err.Error())
+			b.Problems = append(b.Problems, err.Error())
 			return b
 		}
 		for i, o := range objs {
 			if uses[i] {
-				if b.secretObjects == nil {
-					b.secretObjects = map[string]asWritten{}
+				if b.SecretObjects == nil {
+					b.SecretObjects = map[string]AsWritten{}
 				}
-				b.secretObjects[substitutedKey(o.GetKind(), o.GetName())] = written[i]
+				b.SecretObjects[substitutedKey(o.GetKind(), o.GetName())] = written[i]
 			}
 		}
 		objs = withoutFluxIgnored(objs)
 	}
 	if f != nil && f.Reconciler == discover.ReconcilerArgoCD {
-		b.hooks = o.Hooks
+		b.Hooks = o.Hooks
 		objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
 			if argocd.IsHook(o.GetAnnotations()) {
-				b.hooks = append(b.hooks, o.GetKind()+" "+o.GetName())
+				b.Hooks = append(b.Hooks, o.GetKind()+" "+o.GetName())
 				return true
 			}
 			return false
@@ -136,19 +142,19 @@ func buildTarget(ctx context.Context, r *render.Renderer, tree *render.Tree, t T
 		// destination's before it compares, syncs or prunes; so does every
 		// read of the target's scope.
 		if objs, err = drift.Place(ctx, nil, objs, f.DestinationNamespace); err != nil {
-			b.problems = append(b.problems, err.Error())
+			b.Problems = append(b.Problems, err.Error())
 			return b
 		}
 	}
-	b.objs = objs
+	b.Objects = objs
 	return b
 }
 
-// notRenderedAt says why driftback does not render what a target's
+// NotRenderedAt says why driftback does not render what a target's
 // reconciler builds at its path in tree, or "" when it does: Argo CD's Helm
 // charts and jsonnet.
-func notRenderedAt(t Target, tree *render.Tree) string {
-	f := t.found
+func NotRenderedAt(t targets.Target, tree *render.Tree) string {
+	f := t.Found
 	if f == nil || f.Reconciler != discover.ReconcilerArgoCD || !tree.HasDir(t.Path) {
 		return ""
 	}
@@ -174,11 +180,11 @@ func argoDirectory(f *discover.Found) render.ArgoCDDirectory {
 	return render.ArgoCDDirectory{}
 }
 
-// reconcilerOptions are what a target's reconciler changes in the
+// ReconcilerOptions are what a target's reconciler changes in the
 // comparison: with prune off it deletes nothing that leaves Git, and an Argo
 // CD Application puts objects without a namespace in its destination's.
-func reconcilerOptions(t Target) (noPrune, defaultNamespace string) {
-	f := t.found
+func ReconcilerOptions(t targets.Target) (noPrune, defaultNamespace string) {
+	f := t.Found
 	if f == nil {
 		return "", ""
 	}
@@ -193,14 +199,14 @@ func reconcilerOptions(t Target) (noPrune, defaultNamespace string) {
 var fluxBuildFields = []string{"targetNamespace", "namePrefix", "nameSuffix", "patches", "patchesStrategicMerge",
 	"patchesJson6902", "images", "components", "postBuild", "commonMetadata"}
 
-// writeBackable says whether the drift loop can write a live change back
+// WriteBackable says whether the drift loop can write a live change back
 // into the target's sources: the write-back maps rendered fields to the
 // files plain kustomize built them from, so a target its reconciler builds
 // otherwise (Flux's patches or variables, Argo CD's options) is compared but
 // its drift is not proposed, lest a value substituted from a variable (a
 // Secret's, say) be written into Git over the variable.
-func writeBackable(t Target) (bool, string) {
-	f := t.found
+func WriteBackable(t targets.Target) (bool, string) {
+	f := t.Found
 	switch {
 	case f == nil:
 		return true, ""
@@ -229,10 +235,10 @@ func withoutFluxIgnored(objs []*unstructured.Unstructured) []*unstructured.Unstr
 	return out
 }
 
-// fluxIfNotPresent are ignore rules for objects Flux only creates
+// FluxIfNotPresent are ignore rules for objects Flux only creates
 // (kustomize.toolkit.fluxcd.io/ssa: IfNotPresent): once they exist, their
 // changes are never applied.
-func fluxIfNotPresent(objs []*unstructured.Unstructured) []drift.IgnoreRule {
+func FluxIfNotPresent(objs []*unstructured.Unstructured) []drift.IgnoreRule {
 	var out []drift.IgnoreRule
 	for _, o := range objs {
 		if strings.EqualFold(o.GetAnnotations()[discover.FluxSSAAnnotation], "ifnotpresent") ||
@@ -244,7 +250,7 @@ func fluxIfNotPresent(objs []*unstructured.Unstructured) []drift.IgnoreRule {
 	return out
 }
 
-func argoOptions(k *discover.ArgoKustomize) render.ArgoCDKustomize {
+func ArgoOptions(k *discover.ArgoKustomize) render.ArgoCDKustomize {
 	o := render.ArgoCDKustomize{
 		NamePrefix: k.NamePrefix, NameSuffix: k.NameSuffix, Namespace: k.Namespace,
 		Images: k.Images, CommonLabels: k.CommonLabels, CommonAnnotations: k.CommonAnnotations,
@@ -260,51 +266,32 @@ func argoOptions(k *discover.ArgoKustomize) render.ArgoCDKustomize {
 	return o
 }
 
-// fluxVars are the postBuild variables of one target's build.
-type fluxVars struct {
+// Vars are the postBuild variables of one target's build.
+type Vars struct {
 	render.FluxVariables
-	// skip leaves substitution out: the variables could not, or may not,
+	// Skip leaves substitution out: the variables could not, or may not,
 	// be read.
-	skip bool
-	// note says why, for the comment.
-	note string
+	Skip bool
+	// Note says why, for the comment.
+	Note string
 	// secretNames are the variables that came from Secrets.
 	secretNames []string
 }
 
-// fluxVariables reads a Flux target's postBuild variables from the cluster
-// its Kustomization lives on, as kustomize-controller does. live false (a
-// fork's pull request) reads nothing from the cluster.
-func (a *App) fluxVariables(ctx context.Context, t Target, live bool) fluxVars {
-	f := t.found
-	if f == nil || f.Flux == nil {
-		return fluxVars{}
-	}
-	if !live {
-		return loadFluxVariables(ctx, f.Flux, f.LenientSubstitution, nil,
-			"postBuild variables are not substituted on this pull request: they come from ConfigMaps and Secrets in the cluster, which a fork's pull request does not read")
-	}
-	c, err := a.kubeClient(f.On)
-	if err != nil {
-		return fluxVars{skip: true, note: "postBuild variables are not substituted: " + err.Error()}
-	}
-	return loadFluxVariables(ctx, f.Flux, f.LenientSubstitution, c, "")
-}
-
-// loadFluxVariables reads the variables a Kustomization's postBuild
+// LoadFluxVariables reads the variables a Kustomization's postBuild
 // substitutes: its inline substitute, and its substituteFrom ConfigMaps and
 // Secrets through c. Without c, a Kustomization that reads any is not
 // substituted, with unread as the note why.
-func loadFluxVariables(ctx context.Context, ks *unstructured.Unstructured, lenient bool, c client.Client, unread string) fluxVars {
+func LoadFluxVariables(ctx context.Context, ks *unstructured.Unstructured, lenient bool, c client.Client, unread string) Vars {
 	if _, ok, _ := unstructured.NestedMap(ks.Object, "spec", "postBuild"); !ok {
-		return fluxVars{}
+		return Vars{}
 	}
 	from, _, _ := unstructured.NestedSlice(ks.Object, "spec", "postBuild", "substituteFrom")
 	inline, _, _ := unstructured.NestedStringMap(ks.Object, "spec", "postBuild", "substitute")
-	v := fluxVars{FluxVariables: render.FluxVariables{Values: map[string]string{}, Lenient: lenient}}
+	v := Vars{FluxVariables: render.FluxVariables{Values: map[string]string{}, Lenient: lenient}}
 	if len(from) > 0 {
 		if c == nil {
-			return fluxVars{skip: true, note: unread}
+			return Vars{Skip: true, Note: unread}
 		}
 		var err error
 		var loaded map[string]string
@@ -316,7 +303,7 @@ func loadFluxVariables(ctx context.Context, ks *unstructured.Unstructured, lenie
 		})
 		loaded, err = fluxkustomize.LoadVariables(collect, c, *ks)
 		if err != nil {
-			return fluxVars{skip: true, note: "postBuild variables are not substituted: " + hideIn(err.Error(), v.Hidden)}
+			return Vars{Skip: true, Note: "postBuild variables are not substituted: " + HideIn(err.Error(), v.Hidden)}
 		}
 		for k, val := range loaded {
 			v.Values[k] = val
@@ -359,11 +346,11 @@ func variableRefs(names []string) *regexp.Regexp {
 	return regexp.MustCompile(`\$\{?[#!]?(` + strings.Join(quoted, "|") + `)([^A-Za-z0-9_]|$)`)
 }
 
-// asWritten is the part of an object's identity that its Git source writes
+// AsWritten is the part of an object's identity that its Git source writes
 // with a Secret's variable, as written (before postBuild substitution); ""
 // for a part that uses none. It is what is shown of that part, so that no
 // piece of the value shows in a name.
-type asWritten struct{ namespace, name string }
+type AsWritten struct{ namespace, name string }
 
 // substitutedKey identifies an object for hiding: kind and name, any
 // namespace, so a defaulted namespace cannot make one slip through.
@@ -373,10 +360,10 @@ func substitutedKey(kind, name string) string { return kind + "\x00" + name }
 // variable.
 const secretHidden = "(hidden: substituted from a Secret)"
 
-// hideSubstituted hides every value of the objects whose source uses a
+// HideSubstituted hides every value of the objects whose source uses a
 // Secret's variable, and shows their identity as Git writes it: a name such
 // as a-${TOKEN:0:6} would otherwise carry a piece of the value.
-func hideSubstituted(t *drift.Target, objects map[string]asWritten) {
+func HideSubstituted(t *drift.Target, objects map[string]AsWritten) {
 	if len(objects) == 0 {
 		return
 	}
@@ -409,37 +396,8 @@ func hideSubstituted(t *drift.Target, objects map[string]asWritten) {
 	}
 }
 
-// kubeClient is a controller-runtime client of a cluster, for the
-// libraries that take one.
-func (a *App) kubeClient(cluster string) (client.Client, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if c, ok := a.kubeClients[cluster]; ok {
-		return c, nil
-	}
-	cl, ok := a.cfg.Clusters[cluster]
-	if !ok {
-		return nil, fmt.Errorf("cluster %q is not one of app.yml's clusters", cluster)
-	}
-	cfg, err := restConfig(cl)
-	if err != nil {
-		return nil, err
-	}
-	if a.wrapKube != nil {
-		cfg.Wrap(a.wrapKube)
-	}
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		return nil, err
-	}
-	if a.kubeClients == nil {
-		a.kubeClients = map[string]client.Client{}
-	}
-	a.kubeClients[cluster] = c
-	return c, nil
-}
-
-func hideIn(s string, hidden []string) string {
+// HideIn replaces every hidden value in s.
+func HideIn(s string, hidden []string) string {
 	for _, h := range hidden {
 		if h != "" {
 			s = strings.ReplaceAll(s, h, "(hidden)")
@@ -448,10 +406,10 @@ func hideIn(s string, hidden []string) string {
 	return s
 }
 
-// redact replaces every occurrence of the hidden values in the strings of
+// Redact replaces every occurrence of the hidden values in the strings of
 // v (a pointer), wherever they are: values substituted from Secrets are
 // never shown.
-func redact(v any, hidden []string) {
+func Redact(v any, hidden []string) {
 	if len(hidden) == 0 {
 		return
 	}
@@ -469,7 +427,7 @@ func redactValue(v reflect.Value, hidden []string) {
 			return
 		}
 		if e := v.Elem(); e.Kind() == reflect.String {
-			if r := hideIn(e.String(), hidden); r != e.String() && v.CanSet() {
+			if r := HideIn(e.String(), hidden); r != e.String() && v.CanSet() {
 				v.Set(reflect.ValueOf(r).Convert(e.Type()))
 			}
 			return
@@ -491,7 +449,7 @@ func redactValue(v reflect.Value, hidden []string) {
 				if e.Kind() == reflect.Interface {
 					s = e.Elem().String()
 				}
-				if r := hideIn(s, hidden); r != s {
+				if r := HideIn(s, hidden); r != s {
 					v.SetMapIndex(k, reflect.ValueOf(r).Convert(e.Type()))
 				}
 				continue
@@ -503,9 +461,62 @@ func redactValue(v reflect.Value, hidden []string) {
 		}
 	case reflect.String:
 		if v.CanSet() {
-			if r := hideIn(v.String(), hidden); r != v.String() {
+			if r := HideIn(v.String(), hidden); r != v.String() {
 				v.SetString(r)
 			}
 		}
 	}
+}
+
+// Kube returns a controller-runtime client of a cluster, for the libraries
+// that take one (Flux's variable loading).
+type Kube func(cluster string) (client.Client, error)
+
+// Variables reads a Flux target's postBuild variables from the cluster its
+// Kustomization lives on, as kustomize-controller does. live false (a fork's
+// pull request) reads nothing from the cluster.
+func Variables(ctx context.Context, t targets.Target, live bool, kube Kube) Vars {
+	f := t.Found
+	if f == nil || f.Flux == nil {
+		return Vars{}
+	}
+	if !live {
+		return LoadFluxVariables(ctx, f.Flux, f.LenientSubstitution, nil,
+			"postBuild variables are not substituted on this pull request: they come from ConfigMaps and Secrets in the cluster, which a fork's pull request does not read")
+	}
+	c, err := kube(f.On)
+	if err != nil {
+		return Vars{Skip: true, Note: "postBuild variables are not substituted: " + err.Error()}
+	}
+	return LoadFluxVariables(ctx, f.Flux, f.LenientSubstitution, c, "")
+}
+
+// HooksNote says which Argo CD hooks the head holds: run at sync, not compared.
+func HooksNote(hooks []string) string {
+	const most = 10
+	total := len(hooks)
+	hooks = slices.Sorted(slices.Values(hooks))
+	more := ""
+	if total > most {
+		more = fmt.Sprintf(" and %d more", total-most)
+		hooks = hooks[:most]
+	}
+	return fmt.Sprintf("Argo CD runs hooks at sync instead of comparing them, so they are not compared here: %s%s",
+		strings.Join(hooks, ", "), more)
+}
+
+// Notes are what the reconciler does with a target that changes what
+// merging means.
+func Notes(t targets.Target, vars Vars) []string {
+	var out []string
+	if f := t.Found; f != nil {
+		if f.Suspended != "" {
+			out = append(out, f.Suspended)
+		}
+		out = append(out, f.Notes...)
+	}
+	if vars.Note != "" {
+		out = append(out, vars.Note)
+	}
+	return out
 }

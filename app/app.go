@@ -1,0 +1,118 @@
+// Package app wires driftback's GitHub App: the HTTP server (webhook intake,
+// /healthz, /readyz, /metrics), the queue, the routes from events to jobs, the
+// pull-request handler that reads a pull request, has app/review compare it
+// and publishes the result, and the drift loop's wiring. What each step does
+// lives in the packages under app/.
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/driftback/driftback/app/driftloop"
+	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/review"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/repos"
+	"github.com/driftback/driftback/app/targets"
+	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
+)
+
+// App holds what the pull-request flow needs across jobs.
+type App struct {
+	cfg      *config.Config
+	clients  *ghapp.Clients
+	cache    *repos.Cache
+	renderer *render.Renderer
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu       sync.Mutex
+	clusters map[string]*review.Cluster
+	// kubeClients are controller-runtime clients by cluster, for libraries
+	// that take one (Flux's variable loading).
+	kubeClients map[string]client.Client
+	// targets are app.yml's and the discovered ones.
+	targets *targets.Source
+	// drift is woken when a default branch moves.
+	drift *driftloop.DriftLoop
+	// metrics, when set, records render times and drift outcomes.
+	metrics *Metrics
+	// publishing serializes publishing per pull request: a find-or-create
+	// that interleaved with another could create twice.
+	publishing map[string]*sync.Mutex
+	// PublishTimeout bounds the work of publishing; 0 means
+	// DefaultPublishTimeout. Waits GitHub asks for are added to it.
+	PublishTimeout time.Duration
+	// wrapKube, when set, wraps the transport of every cluster client of the
+	// pull-request flow; tests count the requests with it.
+	wrapKube func(http.RoundTripper) http.RoundTripper
+	// compared, when set, is given each pull request's report and checks
+	// before they are published; tests read what was decided from it.
+	compared func(pr int, rep *drift.Report, checks []review.CheckResult)
+}
+
+// publishLock returns the lock of one pull request's comment and checks.
+func (a *App) publishLock(key string) *sync.Mutex {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, ok := a.publishing[key]
+	if !ok {
+		l = &sync.Mutex{}
+		a.publishing[key] = l
+	}
+	return l
+}
+
+// NewApp wires the pull-request flow.
+func NewApp(cfg *config.Config, clients *ghapp.Clients, cache *repos.Cache, log *slog.Logger) *App {
+	return &App{
+		cfg: cfg, clients: clients, cache: cache, log: log, now: time.Now,
+		renderer:   render.New(render.DefaultOptions()),
+		clusters:   map[string]*review.Cluster{},
+		publishing: map[string]*sync.Mutex{},
+		targets:    targets.NewSource(cfg, log),
+	}
+}
+
+// prRequest is the work on one pull request at one head SHA.
+type prRequest struct {
+	installation int64
+	owner, repo  string
+	number       int
+	sha          string
+	// forceLive shows live data on a fork's pull request: a writer asked.
+	forceLive bool
+}
+
+func (r prRequest) key() string { return fmt.Sprintf("%s/%s#%d", r.owner, r.repo, r.number) }
+
+// targetsOf returns a repository's targets, from app.yml and discovery
+// (glob paths not yet expanded), and the discovered sources of the
+// repository that cannot be rendered.
+func (a *App) targetsOf(fullName string) ([]targets.Target, []*discover.Found) {
+	return a.targets.Of(fullName)
+}
+
+func (a *App) publishTimeout() time.Duration {
+	if a.PublishTimeout > 0 {
+		return a.PublishTimeout
+	}
+	return ghapp.DefaultPublishTimeout
+}
+
+// driftDeps are what the drift loop works with.
+func (a *App) driftDeps() driftloop.Deps {
+	return driftloop.Deps{
+		Config: a.cfg, Targets: a.targets, GitHub: a.clients, Cache: a.cache, Now: a.now,
+		Kube: a.kubeClient, PublishTimeout: a.publishTimeout, Metrics: a.metrics,
+	}
+}

@@ -1,0 +1,81 @@
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/driftback/driftback/app/review"
+	"github.com/driftback/driftback/drift"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// kubeClient is a controller-runtime client of a cluster, for the
+// libraries that take one.
+func (a *App) kubeClient(cluster string) (client.Client, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.kubeClients[cluster]; ok {
+		return c, nil
+	}
+	cl, ok := a.cfg.Clusters[cluster]
+	if !ok {
+		return nil, fmt.Errorf("cluster %q is not one of app.yml's clusters", cluster)
+	}
+	cfg, err := cl.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	if a.wrapKube != nil {
+		cfg.Wrap(a.wrapKube)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if a.kubeClients == nil {
+		a.kubeClients = map[string]client.Client{}
+	}
+	a.kubeClients[cluster] = c
+	return c, nil
+}
+
+// cluster connects to a named cluster once; a failure is tried again on the
+// next job.
+func (a *App) cluster(name string) review.Cluster {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.clusters[name]
+	if !ok {
+		c = &review.Cluster{}
+		cfg, err := a.cfg.Clusters[name].RESTConfig()
+		if err == nil {
+			cfg.Timeout = 30 * time.Second
+			if a.wrapKube != nil {
+				cfg.Wrap(a.wrapKube)
+			}
+			cfg.UserAgent = "driftback"
+			c.Reader, err = drift.NewClusterReader(cfg)
+			if err == nil && a.cfg.Clusters[name].Mode == drift.ModeDryRun {
+				c.DryRun, err = drift.NewServerDryRun(cfg)
+			}
+		}
+		if c.Err = err; err == nil {
+			a.clusters[name] = c
+		}
+	}
+	out := *c
+	// The drift loop's caches, where this replica runs it, answer what they
+	// hold without a request; in dry-run mode the API server is asked.
+	if w := a.drift.Watcher(name); w != nil && out.DryRun == nil && out.Err == nil {
+		out.Cache = w
+	}
+	return out
+}
+
+// reviewer reviews pull requests with the App's renderer and clusters.
+func (a *App) reviewer() *review.Reviewer {
+	return &review.Reviewer{
+		Renderer: a.renderer, Cluster: a.cluster, Kube: a.kubeClient, Log: a.log,
+		Rendered: a.metrics.Render,
+	}
+}

@@ -1,0 +1,27 @@
+package config
+
+import (
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/driftback/driftback/drift"
+)
+
+// RESTConfig connects to a cluster with its configured client limits.
+func (c Cluster) RESTConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if c.InCluster {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if c.Kubeconfig != "" {
+			rules.ExplicitPath = c.Kubeconfig
+		}
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context}).ClientConfig()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return drift.Configure(cfg, drift.ClientLimits{QPS: c.QPS, Burst: c.Burst}), nil
+}

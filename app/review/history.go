@@ -1,0 +1,46 @@
+package review
+
+import (
+	"context"
+	"log/slog"
+
+	git "github.com/go-git/go-git/v5"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/rollback"
+)
+
+// History reads the repository's past before a pull request's base, under
+// the repository's lock, to say what restoring earlier state does not
+// restore (see package rollback). earlier finds an earlier removal's count
+// (driftback's own comment on the pull request that carried it).
+func History(repo *git.Repository, base string, earlier rollback.Earlier) func(context.Context, *drift.Target, drift.LiveReader) error {
+	return func(ctx context.Context, t *drift.Target, live drift.LiveReader) error {
+		lock := render.RepoLock(repo)
+		lock.Lock()
+		defer lock.Unlock()
+		return rollback.Analyze(ctx, rollback.Input{
+			Target: t, Live: live,
+			History: rollback.NewHistory(repo, base, rollback.DefaultLimits()),
+			Earlier: earlier,
+		})
+	}
+}
+
+// Reverts are the subjects of a pull request's revert commits.
+func Reverts(repo *git.Repository, base, head string, log *slog.Logger) []string {
+	lock := render.RepoLock(repo)
+	lock.Lock()
+	defer lock.Unlock()
+	cs, err := rollback.Reverts(repo, base, head, rollback.DefaultLimits())
+	if err != nil {
+		log.Warn("cannot read the pull request's commits", "err", err)
+		return nil
+	}
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Subject)
+	}
+	return out
+}

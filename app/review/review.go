@@ -1,0 +1,556 @@
+// Package review is the pull-request flow's judgement: given a pull
+// request's trees, its targets, its clusters and its labels, it renders what
+// each affected target applies at base and head, reads what the cluster
+// holds within the target's scope, compares them, and decides each target's
+// check run. It knows nothing of GitHub or HTTP: its caller reads the pull
+// request and publishes what it returns.
+package review
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/app/targets"
+	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/report"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Reviewer reviews pull requests.
+type Reviewer struct {
+	Renderer *render.Renderer
+	// Cluster connects to a named cluster (once, the caller keeps it).
+	Cluster func(name string) Cluster
+	// Kube is the controller-runtime client of a cluster, for Flux's
+	// postBuild variables.
+	Kube build.Kube
+	Log  *slog.Logger
+	// Rendered, when set, is told how long each render took.
+	Rendered func(time.Duration)
+}
+
+// Cluster is one cluster as a review reads it.
+type Cluster struct {
+	// Reader reads the cluster; Err says why there is none.
+	Reader *drift.ClusterReader
+	Err    error
+	// DryRun is set in dry-run mode: the API server says what applying
+	// would change.
+	DryRun *drift.ServerDryRun
+	// Cache, when set, answers what it holds without a request (the drift
+	// loop's watch caches, where this replica runs it).
+	Cache drift.LiveReader
+}
+
+// Input is one pull request, as the review needs it.
+type Input struct {
+	// Targets are the repository's targets (globs expanded); Unrenderable
+	// its discovered sources driftback does not render; Problems what
+	// reading them found.
+	Targets      []targets.Target
+	Unrenderable []*discover.Found
+	Problems     []string
+	// Base and Head are the pull request's trees, Changed the paths that
+	// differ; Scope is the tip of the branch it merges into (Branch), whose
+	// render bounds what may be read from a cluster.
+	Base, Head, Scope *render.Tree
+	Changed           []string
+	Branch            string
+	// Fork says the head comes from another repository: live data is shown
+	// only where the target allows it or ForceLive (a writer approved the
+	// commit).
+	Fork, ForceLive bool
+	// Labels are the pull request's labels, acknowledgements only from writers.
+	Labels map[string]bool
+	// History analyses what restoring earlier state does not restore; nil
+	// skips it. Reverts are the pull request's revert commits.
+	History func(context.Context, *drift.Target, drift.LiveReader) error
+	Reverts []string
+}
+
+// Review compares the targets a pull request affects: the report for its
+// comment, and one check per target of in.Targets, in their order (an
+// unaffected target's says so).
+func (r *Reviewer) Review(ctx context.Context, in Input) (*drift.Report, []CheckResult) {
+	rep := &drift.Report{Targets: []drift.Target{}}
+	checks := make([]CheckResult, len(in.Targets))
+	unrenderable := in.Unrenderable
+	var work []*targetWork
+	var at []int
+	for i, t := range in.Targets {
+		if why := cmp.Or(build.NotRenderedAt(t, in.Head), build.NotRenderedAt(t, in.Base)); why != "" {
+			dup := *t.Found
+			dup.NotRendered = why
+			unrenderable = append(unrenderable, &dup)
+			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", Unaffected: true}
+			continue
+		}
+		if !Affects(t, in.Branch, in.Base, in.Head, in.Changed) {
+			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", Unaffected: true}
+			continue
+		}
+		work = append(work, r.render(ctx, t, in))
+		at = append(at, i)
+	}
+	rep.Errors, rep.NotRendered = in.Problems, targets.NotRendered(targets.Touched(unrenderable, in.Changed))
+	readers := r.snapshots(ctx, work)
+	for j, w := range work {
+		var target drift.Target
+		var check CheckResult
+		if err := recovered("comparing the target", func() {
+			target, check = r.compareTarget(ctx, w, readers[w.t.Cluster], in.Labels)
+		}); err != nil {
+			r.Log.Error("a target failed", "target", w.t.Name, "err", build.HideIn(err.Error(), w.hidden))
+			target, check = comparisonFailed(w, err)
+		}
+		rep.Targets = append(rep.Targets, target)
+		checks[at[j]] = check
+	}
+	return rep, checks
+}
+
+// render renders one affected target at base and head, and at the tip of
+// its branch for its scope when live data may be shown.
+func (r *Reviewer) render(ctx context.Context, t targets.Target, in Input) *targetWork {
+	live := !in.Fork || t.Policy.ForkLive || in.ForceLive
+	var w *targetWork
+	var vars build.Vars
+	if err := recovered("rendering the target", func() {
+		vars = build.Variables(ctx, t, live, r.Kube)
+		w = r.renderTarget(ctx, t, in.Base, in.Head, vars)
+		w.live = live
+		if w.live {
+			w.defaults = r.renderDefaults(ctx, t, in.Scope, vars)
+		}
+	}); err != nil {
+		r.Log.Error("a target failed", "target", t.Name, "err", build.HideIn(err.Error(), vars.Hidden))
+		w = &targetWork{t: t, in: drift.Input{Path: t.Path}, Problems: []string{err.Error()}, hidden: vars.Hidden}
+	}
+	w.history, w.reverts = in.History, in.Reverts
+	return w
+}
+
+func (r *Reviewer) rendered(d time.Duration) {
+	if r.Rendered != nil {
+		r.Rendered(d)
+	}
+}
+
+// Failing are the targets whose checks fail on dangers, for the comment's
+// way to accept them.
+func Failing(checks []CheckResult) []report.Failing {
+	var out []report.Failing
+	for _, c := range checks {
+		if c.Failing != nil {
+			out = append(out, *c.Failing)
+		}
+	}
+	return out
+}
+
+// TooLarge is the aggregate check of a pull request whose commit is too
+// large to compare: it fails, and says so.
+func TooLarge(cause *render.TooLargeError) CheckResult {
+	return CheckResult{Name: AggregateCheckName, Conclusion: "failure", Title: "Too large to compare", Summary: report.TooLargeSummary(cause.Error())}
+}
+
+// CheckResult is one target's check run.
+type CheckResult struct {
+	Name       string
+	Conclusion string // success, failure or neutral
+	Title      string
+	Summary    string
+	Text       string
+	// Failing is set when the check fails on dangers: the comment says how
+	// to accept them.
+	Failing *report.Failing
+	// Unaffected targets get no check run of their own: the aggregate
+	// counts them.
+	Unaffected bool
+}
+
+// AggregateCheckName is the check run that sums up a pull request for every
+// target: the one to require in branch protection. Its conclusion is the
+// worst of the affected targets' own check runs.
+const AggregateCheckName = "driftback"
+
+// Aggregate is the check that sums up a pull request's checks.
+func Aggregate(checks []CheckResult) CheckResult {
+	rank := map[string]int{"success": 0, "neutral": 1, "failure": 2}
+	agg := CheckResult{Name: AggregateCheckName, Conclusion: "success"}
+	var rows []report.CheckRow
+	unaffected, failing, neutral := 0, 0, 0
+	for _, c := range checks {
+		if c.Unaffected {
+			unaffected++
+			continue
+		}
+		rows = append(rows, report.CheckRow{Target: strings.TrimPrefix(c.Name, "driftback / "), Conclusion: c.Conclusion, Title: c.Title})
+		switch c.Conclusion {
+		case "failure":
+			failing++
+		case "neutral":
+			neutral++
+		}
+		if rank[c.Conclusion] > rank[agg.Conclusion] {
+			agg.Conclusion = c.Conclusion
+		}
+	}
+	agg.Title = report.AggregateTitle(len(rows), len(checks), failing, neutral)
+	agg.Summary = report.AggregateSummary(rows, unaffected)
+	return agg
+}
+
+// AnyDrafts says whether a target compares draft pull requests.
+func AnyDrafts(ts []targets.Target) bool {
+	for _, t := range ts {
+		if t.Policy.Drafts {
+			return true
+		}
+	}
+	return false
+}
+
+func checkName(t targets.Target) string { return "driftback / " + t.Name }
+
+// targetWork is one affected target of a pull request, rendered.
+type targetWork struct {
+	t        targets.Target
+	in       drift.Input
+	Problems []string // render problems: nothing is compared
+	// live says live cluster data may be shown (not a fork, or approved).
+	live bool
+	// ignore are ignore rules the build adds (Flux's IfNotPresent objects).
+	ignore []drift.IgnoreRule
+	// notes say what the reconciler does that changes what merging means.
+	notes []string
+	// hooks are the Argo CD hooks of the last build: run at sync, not compared.
+	Hooks []string
+	// hidden are values substituted from Secrets, never shown.
+	hidden []string
+	// history analyses what restoring earlier state does not restore;
+	// nil skips it.
+	history func(ctx context.Context, t *drift.Target, live drift.LiveReader) error
+	// reverts are the pull request's revert commits.
+	reverts []string
+	// secretObjects are the objects (by kind and name) whose Git source
+	// uses a variable from a Secret: none of their values is shown.
+	SecretObjects map[string]build.AsWritten
+	// defaults is the default branch's render of the target, which bounds
+	// its scope; scope is set when the cluster is read.
+	defaults []*unstructured.Unstructured
+	scope    *drift.Scope
+}
+
+// renderDefaults renders a target at the tip of the branch it follows, for
+// its scope. A failure leaves the scope to app.yml alone: it fails closed.
+func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *render.Tree, vars build.Vars) []*unstructured.Unstructured {
+	b := build.Target(ctx, r.Renderer, tree, t, vars)
+	if len(b.Problems) > 0 {
+		r.Log.Warn("the target's branch does not render; its scope is app.yml's alone", "target", t.Name, "err", build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
+		return nil
+	}
+	return b.Objects
+}
+
+// scopeOf is what a pull request may read from the cluster for a target:
+// what the default branch renders, widened by app.yml.
+func scopeOf(ctx context.Context, live drift.LiveReader, w *targetWork) (*drift.Scope, error) {
+	scope, err := drift.ScopeOf(ctx, live, w.defaults)
+	if err != nil {
+		return nil, err
+	}
+	if err := scope.Widen(w.t.Scope.Namespaces, w.t.Scope.ClusterKinds); err != nil {
+		return nil, err
+	}
+	return scope, nil
+}
+
+// renderTarget renders one target at base and head.
+func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, head *render.Tree, vars build.Vars) *targetWork {
+	w := &targetWork{t: t, in: drift.Input{Path: t.Path}, notes: build.Notes(t, vars), hidden: vars.Hidden}
+	objects := func(tree *render.Tree) []*unstructured.Unstructured {
+		start := time.Now()
+		b := build.Target(ctx, r.Renderer, tree, t, vars)
+		if !b.Absent {
+			r.rendered(time.Since(start))
+		}
+		w.Problems = append(w.Problems, b.Problems...)
+		w.Hooks = b.Hooks
+		for k, v := range b.SecretObjects {
+			if w.SecretObjects == nil {
+				w.SecretObjects = map[string]build.AsWritten{}
+			}
+			w.SecretObjects[k] = v
+		}
+		return b.Objects
+	}
+	// An overlay new in this pull request has an empty base: everything in it
+	// is a change of the pull request, not drift.
+	w.in.Base, w.in.HasBase = objects(base), true
+	w.in.Head = objects(head)
+	if len(w.Hooks) > 0 {
+		w.notes = append(w.notes, build.HooksNote(w.Hooks))
+	}
+	if t.Found != nil && t.Found.Flux != nil {
+		w.ignore = build.FluxIfNotPresent(w.in.Head)
+	}
+	return w
+}
+
+// Affects says whether a pull request into branch can change what a
+// target applies.
+func Affects(t targets.Target, branch string, base, head *render.Tree, changed []string) bool {
+	if t.Branch != "" && branch != "" && t.Branch != branch {
+		return false
+	}
+	if t.Found != nil && !base.HasKustomization(t.Path) && !head.HasKustomization(t.Path) {
+		// A plain directory Flux generates a kustomization for, or Argo CD
+		// reads as manifests: any change under it counts.
+		return len(targets.Touched([]*discover.Found{{Path: t.Path}}, changed)) > 0
+	}
+	// What the reconciler builds reads more than the kustomization says (a
+	// Kustomization's or an Application's components): its closure counts.
+	if b, h, ok := reconcilerTrees(t, base, head); ok {
+		base, head = b, h
+	}
+	return len(render.Affected(base, head, []string{t.Path}, changed)) > 0
+}
+
+// reconcilerTrees are the trees a target's reconciler builds, for finding
+// what a change affects; ok is false for plain kustomize or when either
+// cannot be built (the plain trees then decide).
+func reconcilerTrees(t targets.Target, base, head *render.Tree) (*render.Tree, *render.Tree, bool) {
+	f := t.Found
+	build := func(tree *render.Tree) (*render.Tree, error) {
+		switch {
+		case !tree.HasKustomization(t.Path):
+			return tree, nil
+		case f.Flux != nil:
+			return render.FluxTree(tree, t.Path, f.Flux)
+		default:
+			return render.ArgoCDTree(tree, t.Path, build.ArgoOptions(f.Kustomize))
+		}
+	}
+	if f == nil || (f.Flux == nil && f.Kustomize == nil) {
+		return nil, nil, false
+	}
+	b, err := build(base)
+	if err != nil {
+		return nil, nil, false
+	}
+	h, err := build(head)
+	if err != nil {
+		return nil, nil, false
+	}
+	return b, h, true
+}
+
+// clusterRead is what one cluster gives the targets of a pull request: a
+// snapshot of their live objects, or why there is none.
+type clusterRead struct {
+	reader drift.LiveReader
+	err    string
+}
+
+// snapshots reads, per cluster, the live objects of every target of the pull
+// request that may show live data, planned as one set of reads per cluster.
+func (r *Reviewer) snapshots(ctx context.Context, work []*targetWork) map[string]*clusterRead {
+	byCluster := map[string][]*targetWork{}
+	for _, w := range work {
+		if w.live && w.t.Cluster != "" && len(w.Problems) == 0 {
+			byCluster[w.t.Cluster] = append(byCluster[w.t.Cluster], w)
+		}
+	}
+	out := map[string]*clusterRead{}
+	for name, ws := range byCluster {
+		if err := recovered("reading the cluster", func() { out[name] = r.snapshot(ctx, name, ws) }); err != nil {
+			out[name] = &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+		}
+	}
+	return out
+}
+
+// snapshot reads one cluster's live objects for the targets of a pull
+// request on it, each within its scope.
+func (r *Reviewer) snapshot(ctx context.Context, name string, ws []*targetWork) *clusterRead {
+	conn := r.Cluster(name)
+	if conn.Err != nil {
+		return &clusterRead{err: fmt.Sprintf("cluster %s: %v", name, conn.Err)}
+	}
+	// Only what each target's scope covers is read, with every object
+	// where the reconciler puts it, as this cluster's kinds say.
+	var all []*unstructured.Unstructured
+	for _, w := range ws {
+		_, ns := build.ReconcilerOptions(w.t)
+		for _, objs := range []*[]*unstructured.Unstructured{&w.defaults, &w.in.Base, &w.in.Head} {
+			placed, err := drift.Place(ctx, conn.Reader, *objs, ns)
+			if err != nil {
+				return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+			}
+			*objs = placed
+		}
+		var err error
+		if w.scope, err = scopeOf(ctx, conn.Reader, w); err != nil {
+			return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+		}
+		in, _, err := w.scope.Split(ctx, conn.Reader, append(append([]*unstructured.Unstructured{}, w.in.Base...), w.in.Head...))
+		if err != nil {
+			return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+		}
+		all = append(all, in...)
+	}
+	// The drift loop's caches, where this replica runs it, answer what
+	// they hold without a request; the rest is read from the cluster.
+	var base drift.LiveReader = conn.Reader
+	if conn.Cache != nil {
+		base = conn.Cache
+	}
+	snap, err := drift.NewSnapshot(ctx, base, all)
+	if err != nil {
+		return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+	}
+	return &clusterRead{reader: snap}
+}
+
+// compareTarget compares one rendered target with its cluster's snapshot
+// (nil when live data may not be shown) and decides its check run.
+func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clusterRead, labels map[string]bool) (result drift.Target, check CheckResult) {
+	t, in, renderProblems := w.t, w.in, w.Problems
+	check = CheckResult{Name: checkName(t)}
+	if len(renderProblems) > 0 {
+		check.Conclusion, check.Title = "failure", "The overlay does not render"
+		check.Summary = report.RenderProblemsSummary(renderProblems)
+		target := drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: renderProblems, Notes: w.notes,
+			NotCompared: "it does not render"}
+		build.HideSubstituted(&target, w.SecretObjects)
+		build.Redact(&target, w.hidden)
+		build.Redact(&check, w.hidden)
+		return target, check
+	}
+	defer func() {
+		result.Notes = w.notes
+		// Values substituted from Secrets are never shown: not in the
+		// comment, not in the check run.
+		build.Redact(&result, w.hidden)
+		build.Redact(&check, w.hidden)
+	}()
+
+	opts := drift.DefaultOptions()
+	opts.Ignore = append(append([]drift.IgnoreRule{}, t.Policy.Ignore...), w.ignore...)
+	opts.NoPrune, opts.DefaultNamespace = build.ReconcilerOptions(t)
+	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
+	opts.Tracking = t.Tracking
+	opts.Scope = w.scope
+
+	var reader drift.LiveReader
+	liveErr := ""
+	switch {
+	case !w.live:
+		liveErr = "this pull request comes from a fork: live cluster data is shown after someone with write access reviews the head and comments /driftback diff <commit>"
+	case t.Cluster == "":
+		liveErr = "the target names no cluster"
+	case read == nil:
+		liveErr = fmt.Sprintf("cluster %s was not read", t.Cluster)
+	case read.err != "":
+		liveErr = read.err
+	default:
+		reader = read.reader
+		if opts.Scope == nil {
+			opts.Scope = &drift.Scope{} // fail closed: read nothing
+		}
+		if d := r.Cluster(t.Cluster).DryRun; d != nil {
+			opts.Mode, opts.DryRun = drift.ModeDryRun, d
+		}
+	}
+	var target *drift.Target
+	var err error
+	if reader != nil {
+		target, err = drift.Compare(ctx, reader, in, opts)
+		if err != nil {
+			liveErr = fmt.Sprintf("cluster %s could not be read: %v", t.Cluster, err)
+			target = nil
+		}
+	}
+	if target == nil {
+		if target, err = drift.Compare(ctx, nil, in, opts); err != nil {
+			return comparisonFailed(w, err)
+		}
+		target.LiveError = liveErr
+	}
+	target.Cluster, target.Name = t.Cluster, t.Name
+	target.Reverts = w.reverts
+	if reader != nil && target.LiveError == "" && w.history != nil {
+		if err := w.history(ctx, target, reader); err != nil {
+			target.Errors = append(target.Errors, "what a restore does not bring back could not be checked: "+err.Error())
+		}
+	}
+	// Before any summary is written from it: values substituted from
+	// Secrets are never shown.
+	build.HideSubstituted(target, w.SecretObjects)
+	build.Redact(target, w.hidden)
+	check.Summary, check.Text = report.CheckSummary(target), ""
+
+	dangers := target.Dangers()
+	var failing []string
+	for _, reason := range t.Policy.FailOn {
+		if dangers[reason] > 0 {
+			failing = append(failing, fmt.Sprintf("%s (%d)", reason, dangers[reason]))
+		}
+	}
+	sort.Strings(failing)
+	// Dangers are known from Git, so they fail the check whether the cluster
+	// was read or not; a comparison that is not whole is never a success.
+	switch {
+	case len(failing) > 0 && !labels[t.Policy.AckLabel]:
+		check.Conclusion = "failure"
+		check.Failing = &report.Failing{Target: t.Name, Reasons: failing, AckLabel: t.Policy.AckLabel}
+		check.Title = report.DangerousTitle(failing)
+		check.Summary = report.DangerousSummary(t.Name, failing, t.Policy.AckLabel, check.Summary)
+	case target.LiveError != "":
+		check.Conclusion, check.Title = "neutral", "Git change only: the cluster was not read"
+		check.Summary = report.GitOnlySummary(target.LiveError, check.Summary)
+	case len(target.Errors) > 0:
+		check.Conclusion, check.Title = "neutral", report.IncompleteTitle(len(target.Errors))
+	case len(target.OutOfScope) > 0:
+		check.Conclusion, check.Title = "neutral", report.OutOfScopeTitle(len(target.OutOfScope))
+	case len(failing) > 0:
+		check.Conclusion, check.Title = "success", report.AcknowledgedTitle(t.Policy.AckLabel)
+	default:
+		check.Conclusion, check.Title = "success", report.CheckTitle(target)
+	}
+	return *target, check
+}
+
+// comparisonFailed is a target that could not be compared at all: a
+// failing check and a row that says why, whatever happened to the others.
+func comparisonFailed(w *targetWork, err error) (drift.Target, CheckResult) {
+	t := w.t
+	check := CheckResult{Name: checkName(t), Conclusion: "failure", Title: "Comparison failed", Summary: report.ComparisonFailedSummary(err)}
+	target := drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: []string{err.Error()}, Notes: w.notes,
+		NotCompared: "comparing it failed"}
+	build.Redact(&target, w.hidden)
+	build.Redact(&check, w.hidden)
+	return target, check
+}
+
+// recovered runs one target's (or one cluster's) step of a job: a panic in
+// it (a bug, or input no one foresaw) becomes an error of that step, and the
+// other targets of the pull request are compared and published as usual.
+func recovered(step string, f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error while %s: %v", step, r)
+		}
+	}()
+	f()
+	return nil
+}
