@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/driftback/driftback/internal/testfs"
+
 	"github.com/driftback/driftback/app/build"
 
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
@@ -71,9 +73,7 @@ spec:
 		"apps/db/db.yaml":            "apiVersion: v1\nkind: Service\nmetadata: {name: db}\nspec: {ports: [{port: 5432}]}\n",
 	}
 	dir := t.TempDir()
-	for p, c := range files {
-		writeTestFile(t, dir, p, c)
-	}
+	testfs.Write(t, dir, files)
 	tree, err := render.DirTree(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -99,9 +99,7 @@ spec:
 
 	// kustomize-controller, on disk, with its client reading the cluster.
 	root := t.TempDir()
-	for p, c := range files {
-		writeTestFile(t, root, p, c)
-	}
+	testfs.Write(t, root, files)
 	ks := *found[0].Flux
 	if _, err := fluxkustomize.NewGenerator(root, ks).WriteFile(filepath.Join(root, "apps")); err != nil {
 		t.Fatal(err)

@@ -356,14 +356,3 @@ func parseTestConfig(t *testing.T, y string) *config.Config {
 	}
 	return cfg
 }
-
-func writeTestFile(t *testing.T, dir, p, content string) {
-	t.Helper()
-	full := filepath.Join(dir, filepath.FromSlash(p))
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}

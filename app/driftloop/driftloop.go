@@ -419,144 +419,6 @@ func (d *DriftLoop) expandGlob(ctx context.Context, t targets.Target) ([]targets
 	return targets.ExpandGlobs([]targets.Target{t}, tree), nil
 }
 
-func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t targets.Target, log *slog.Logger) (time.Duration, error) {
-	st := d.state(t)
-	now := d.deps.Now()
-	gh, token, err := d.readHead(ctx, t, st, now)
-	if err != nil {
-		return 0, err
-	}
-	info := st.info
-	if ok, why := build.WriteBackable(t); !ok {
-		log.Debug("drift is not proposed for this target", "why", why)
-		return 0, nil
-	}
-	if t.Branch != "" && t.Branch != info.DefaultBranch {
-		log.Debug("the target follows another branch than the default; its drift is not proposed", "branch", t.Branch)
-		return 0, nil
-	}
-	defaultRef := "refs/heads/" + info.DefaultBranch
-	repo, release, err := d.deps.Cache.Fetch(ctx, info.FullName, info.CloneURL, token, []string{defaultRef}, []string{st.head})
-	if err != nil {
-		return 0, err
-	}
-	var once sync.Once
-	done := func() { once.Do(release) }
-	defer done()
-	if content, err := repos.CommitFile(repo, st.head, config.RepoConfigPath); err == nil && content != nil {
-		refined, err := targets.Refine([]targets.Target{t}, content)
-		if err != nil {
-			return 0, err
-		}
-		t = refined[0]
-	}
-	if t.Policy.Codify == config.CodifyOff {
-		return 0, nil
-	}
-	tree, err := render.GitTree(repo, st.head)
-	if err != nil {
-		return 0, err
-	}
-	if t.Found != nil && !tree.HasKustomization(t.Path) {
-		// A plain directory (Flux generates its kustomization, Argo CD reads
-		// its manifests), or a source driftback does not render, which the
-		// targets list, /readyz and the pull requests touching it report.
-		log.Debug("drift is not proposed for a path without a kustomization")
-		return 0, nil
-	}
-	start := time.Now()
-	vars := build.Variables(ctx, t, true, d.deps.Kube)
-	b := build.Target(ctx, d.renderer, tree, t, vars)
-	d.deps.Metrics.Render(time.Since(start))
-	if b.Absent {
-		return 0, fmt.Errorf("%s has no kustomization at %s", t.Path, shortSHA(st.head))
-	}
-	if len(b.Problems) > 0 {
-		return 0, fmt.Errorf("%s does not render at %s: %s", t.Path, shortSHA(st.head), build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
-	}
-	desired := b.Objects
-	kinds, namespaces, err := watchScope(ctx, w, desired)
-	if err != nil {
-		return 0, err
-	}
-	if err := w.Watch(ctx, kinds, namespaces); err != nil {
-		return 0, err
-	}
-	if err := w.WatchMetadata(ctx, namespaces); err != nil {
-		return 0, err
-	}
-	opts := drift.DefaultOptions()
-	opts.Ignore = t.Policy.Ignore
-	if t.Found != nil && t.Found.Flux != nil {
-		opts.Ignore = append(append([]drift.IgnoreRule{}, opts.Ignore...), build.FluxIfNotPresent(desired)...)
-	}
-	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
-	opts.NoPrune, opts.DefaultNamespace = build.ReconcilerOptions(t)
-	target, err := drift.Compare(ctx, w, drift.Input{Path: t.Path, Head: desired}, opts)
-	if err != nil {
-		return 0, err
-	}
-	live := d.liveChanges(ctx, w, t, target.Drift, desired, namespaces, opts.IgnoreManagers)
-	live.changes = observedDeletions(st, desired, live.changes)
-	fighting, fights := d.followFields(ctx, w, st, t, target.Drift, now)
-	live.changes = withoutFights(live.changes, fighting)
-	d.deps.Metrics.DriftFights(t.Repo, t.Name, len(fights))
-	ready, wait := d.quiet(st, t, live, now)
-	d.deps.Metrics.DriftedObjects(t.Repo, t.Name, len(live.changes)+len(live.unmanaged))
-	log.Debug("drift checked", "head", shortSHA(st.head), "drifted", len(target.Drift), "ready", len(ready.changes)+len(ready.unmanaged), "waiting", wait)
-	if wait > 0 {
-		// A change is still settling, maybe a new value of one already
-		// proposed: act once everything has stayed, not on a half picture.
-		return wait, nil
-	}
-	unmanaged, err := d.unmanagedObjects(ctx, w, ready.unmanaged)
-	if err != nil {
-		return 0, err
-	}
-	key := st.head + "\n" + ready.key + "\n" + fightKey(fights)
-	if key == st.decided && now.Sub(st.decidedAt) < d.deps.Config.Server.DriftInterval {
-		return wait, nil // published, or found up to date, already
-	}
-	plan, err := prgen.Make(ctx, prgen.Input{
-		Tree: tree, Overlay: t.Path, Renderer: d.renderer, Drift: ready.changes,
-		Intents: ready.intents, Unmanaged: unmanaged, Adopt: t.Policy.AdoptUnmanaged,
-	})
-	if err != nil {
-		return 0, err
-	}
-	plan.Fights = fights
-	// Publishing fetches into the cache itself: let go of this read first.
-	done()
-	p := &ghapp.DriftPublisher{
-		Installation: gh, Repo: info, Head: st.head, Token: token, Target: t, Cache: d.deps.Cache, Log: log, Now: d.deps.Now,
-		BeforeAct: d.BeforeAct, Acted: d.deps.Metrics.DriftAction,
-	}
-	// Once begun, publishing is not cut short by a lost leadership or a
-	// shutdown: a branch pushed without its pull request, or a pull request
-	// without its labels, is avoided.
-	pctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
-	defer cancel()
-	switch {
-	case t.Policy.Codify == config.CodifyReport:
-		err = p.PublishIssue(pctx, plan)
-	case plan.OnlyFights():
-		// Nothing to write: a drift pull request still open for a field
-		// now in a fight is closed, and the fight goes in the drift issue.
-		rest := *plan
-		rest.Fights = nil
-		if err = p.PublishPull(pctx, &rest); err == nil {
-			err = p.PublishIssue(pctx, plan)
-		}
-	default:
-		err = p.PublishPull(pctx, plan)
-	}
-	if err != nil {
-		return 0, err
-	}
-	st.decided, st.decidedAt = key, now
-	return wait, nil
-}
-
 // watchScope is what a render needs watched: its kinds and namespaces.
 func watchScope(ctx context.Context, w *drift.Watcher, objs []*unstructured.Unstructured) ([]schema.GroupKind, []string, error) {
 	kinds, err := w.Kinds(ctx)
@@ -862,3 +724,207 @@ func (noMetrics) DriftFights(string, string, int)    {}
 func (noMetrics) DriftedObjects(string, string, int) {}
 func (noMetrics) DriftAction(string, string)         {}
 func (noMetrics) SetHeld(string, bool)               {}
+
+// driftCheck is one check of one target as it goes through its steps.
+type driftCheck struct {
+	t   targets.Target
+	st  *targetState
+	now time.Time
+	log *slog.Logger
+	gh  *ghapp.Installation
+	// token fetches the repository, whose tree at the default branch's
+	// head is tree; release lets go of the read.
+	token   string
+	tree    *render.Tree
+	release func()
+	// desired is what the target renders; namespaces those it covers.
+	desired    []*unstructured.Unstructured
+	namespaces []string
+}
+
+// checkOnce checks one target at the default branch's head: read the head,
+// render the target there, watch and compare, wait out the quiet period,
+// plan the change and publish it. wait is when to look again.
+func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t targets.Target, log *slog.Logger) (time.Duration, error) {
+	c := &driftCheck{t: t, st: d.state(t), now: d.deps.Now(), log: log}
+	var err error
+	if c.gh, c.token, err = d.readHead(ctx, t, c.st, c.now); err != nil {
+		return 0, err
+	}
+	if proposed, err := d.readTarget(ctx, c); err != nil || !proposed {
+		return 0, err
+	}
+	defer c.release()
+	if err := d.renderDesired(ctx, w, c); err != nil {
+		return 0, err
+	}
+	ready, fights, wait, err := d.settled(ctx, w, c)
+	if err != nil || wait > 0 {
+		// A change still settling, maybe a new value of one already
+		// proposed, is acted on once everything has stayed, not on a half
+		// picture.
+		return wait, err
+	}
+	key := c.st.head + "\n" + ready.key + "\n" + fightKey(fights)
+	if key == c.st.decided && c.now.Sub(c.st.decidedAt) < d.deps.Config.Server.DriftInterval {
+		return 0, nil // published, or found up to date, already
+	}
+	plan, err := d.plan(ctx, w, c, ready, fights)
+	if err != nil {
+		return 0, err
+	}
+	// Publishing fetches into the cache itself: let go of this read first.
+	c.release()
+	if err := d.publish(ctx, c, plan); err != nil {
+		return 0, err
+	}
+	c.st.decided, c.st.decidedAt = key, c.now
+	return 0, nil
+}
+
+// readTarget fetches the default branch's head, refines the target with the
+// repository's own file there and reads its tree; proposed is false when
+// the target's drift is not proposed (its reconciler builds it otherwise,
+// it follows another branch, codify is off, or its path is no
+// kustomization).
+func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (proposed bool, err error) {
+	info := c.st.info
+	if ok, why := build.WriteBackable(c.t); !ok {
+		c.log.Debug("drift is not proposed for this target", "why", why)
+		return false, nil
+	}
+	if c.t.Branch != "" && c.t.Branch != info.DefaultBranch {
+		c.log.Debug("the target follows another branch than the default; its drift is not proposed", "branch", c.t.Branch)
+		return false, nil
+	}
+	repo, release, err := d.deps.Cache.Fetch(ctx, info.FullName, info.CloneURL, c.token, []string{"refs/heads/" + info.DefaultBranch}, []string{c.st.head})
+	if err != nil {
+		return false, err
+	}
+	var once sync.Once
+	c.release = func() { once.Do(release) }
+	defer func() {
+		if !proposed {
+			c.release()
+		}
+	}()
+	if content, err := repos.CommitFile(repo, c.st.head, config.RepoConfigPath); err == nil && content != nil {
+		refined, err := targets.Refine([]targets.Target{c.t}, content)
+		if err != nil {
+			return false, err
+		}
+		c.t = refined[0]
+	}
+	if c.t.Policy.Codify == config.CodifyOff {
+		return false, nil
+	}
+	if c.tree, err = render.GitTree(repo, c.st.head); err != nil {
+		return false, err
+	}
+	if c.t.Found != nil && !c.tree.HasKustomization(c.t.Path) {
+		// A plain directory (Flux generates its kustomization, Argo CD reads
+		// its manifests), or a source driftback does not render, which the
+		// targets list, /readyz and the pull requests touching it report.
+		c.log.Debug("drift is not proposed for a path without a kustomization")
+		return false, nil
+	}
+	return true, nil
+}
+
+// renderDesired renders the target as its reconciler builds it and makes
+// sure its kinds and namespaces are watched.
+func (d *DriftLoop) renderDesired(ctx context.Context, w *drift.Watcher, c *driftCheck) error {
+	start := time.Now()
+	vars := build.Variables(ctx, c.t, true, d.deps.Kube)
+	b := build.Target(ctx, d.renderer, c.tree, c.t, vars)
+	d.deps.Metrics.Render(time.Since(start))
+	if b.Absent {
+		return fmt.Errorf("%s has no kustomization at %s", c.t.Path, shortSHA(c.st.head))
+	}
+	if len(b.Problems) > 0 {
+		return fmt.Errorf("%s does not render at %s: %s", c.t.Path, shortSHA(c.st.head), build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
+	}
+	c.desired = b.Objects
+	kinds, namespaces, err := watchScope(ctx, w, c.desired)
+	if err != nil {
+		return err
+	}
+	if err := w.Watch(ctx, kinds, namespaces); err != nil {
+		return err
+	}
+	c.namespaces = namespaces
+	return w.WatchMetadata(ctx, namespaces)
+}
+
+// settled compares the desired objects with the watch caches and keeps the
+// live changes made by a person that have stayed for the quiet period, and
+// the fights; wait is when the next change will have stayed.
+func (d *DriftLoop) settled(ctx context.Context, w *drift.Watcher, c *driftCheck) (ready, []prgen.Fight, time.Duration, error) {
+	t := c.t
+	opts := drift.DefaultOptions()
+	opts.Ignore = t.Policy.Ignore
+	if t.Found != nil && t.Found.Flux != nil {
+		opts.Ignore = append(append([]drift.IgnoreRule{}, opts.Ignore...), build.FluxIfNotPresent(c.desired)...)
+	}
+	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
+	opts.NoPrune, opts.DefaultNamespace = build.ReconcilerOptions(t)
+	target, err := drift.Compare(ctx, w, drift.Input{Path: t.Path, Head: c.desired}, opts)
+	if err != nil {
+		return ready{}, nil, 0, err
+	}
+	live := d.liveChanges(ctx, w, t, target.Drift, c.desired, c.namespaces, opts.IgnoreManagers)
+	live.changes = observedDeletions(c.st, c.desired, live.changes)
+	fighting, fights := d.followFields(ctx, w, c.st, t, target.Drift, c.now)
+	live.changes = withoutFights(live.changes, fighting)
+	d.deps.Metrics.DriftFights(t.Repo, t.Name, len(fights))
+	r, wait := d.quiet(c.st, t, live, c.now)
+	d.deps.Metrics.DriftedObjects(t.Repo, t.Name, len(live.changes)+len(live.unmanaged))
+	c.log.Debug("drift checked", "head", shortSHA(c.st.head), "drifted", len(target.Drift), "ready", len(r.changes)+len(r.unmanaged), "waiting", wait)
+	return r, fights, wait, nil
+}
+
+// plan is the change to the target's sources that writes the ready drift
+// back, with the fights to show.
+func (d *DriftLoop) plan(ctx context.Context, w *drift.Watcher, c *driftCheck, r ready, fights []prgen.Fight) (*prgen.Plan, error) {
+	unmanaged, err := d.unmanagedObjects(ctx, w, r.unmanaged)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := prgen.Make(ctx, prgen.Input{
+		Tree: c.tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
+		Intents: r.intents, Unmanaged: unmanaged, Adopt: c.t.Policy.AdoptUnmanaged,
+	})
+	if err != nil {
+		return nil, err
+	}
+	plan.Fights = fights
+	return plan, nil
+}
+
+// publish opens, updates or closes the target's drift pull request (or its
+// issue, in report mode) as the plan says. Once begun, publishing is not cut
+// short by a lost leadership or a shutdown: a branch pushed without its pull
+// request, or a pull request without its labels, is avoided.
+func (d *DriftLoop) publish(ctx context.Context, c *driftCheck, plan *prgen.Plan) error {
+	p := &ghapp.DriftPublisher{
+		Installation: c.gh, Repo: c.st.info, Head: c.st.head, Token: c.token, Target: c.t, Cache: d.deps.Cache, Log: c.log, Now: d.deps.Now,
+		BeforeAct: d.BeforeAct, Acted: d.deps.Metrics.DriftAction,
+	}
+	ctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
+	defer cancel()
+	switch {
+	case c.t.Policy.Codify == config.CodifyReport:
+		return p.PublishIssue(ctx, plan)
+	case plan.OnlyFights():
+		// Nothing to write: a drift pull request still open for a field
+		// now in a fight is closed, and the fight goes in the drift issue.
+		rest := *plan
+		rest.Fights = nil
+		if err := p.PublishPull(ctx, &rest); err != nil {
+			return err
+		}
+		return p.PublishIssue(ctx, plan)
+	default:
+		return p.PublishPull(ctx, plan)
+	}
+}

@@ -1,12 +1,12 @@
 package targets
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/driftback/driftback/internal/testfs"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -116,9 +116,7 @@ func TestGlobTargetsExpandToTheOverlaysTheyMatch(t *testing.T) {
 		"tenants/d/production/notes.md":           "no kustomization here\n",
 		"infra/dns/kustomization.yaml":            "resources: []\n",
 	}
-	for p, c := range files {
-		writeTestFile(t, dir, p, c)
-	}
+	testfs.Write(t, dir, files)
 	tree, err := render.DirTree(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -152,17 +150,6 @@ func TestDiscoveryConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want it to say %q", tc.y, err, tc.want)
 		}
-	}
-}
-
-func writeTestFile(t *testing.T, dir, p, content string) {
-	t.Helper()
-	full := filepath.Join(dir, filepath.FromSlash(p))
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

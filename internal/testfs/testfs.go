@@ -1,0 +1,23 @@
+// Package testfs writes the files of a test's repository tree.
+package testfs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Write writes files (slash-separated paths below dir) with their parent
+// directories; a failure fails the test.
+func Write(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
