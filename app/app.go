@@ -14,6 +14,7 @@ import (
 
 	"github.com/driftback/driftback/app/driftloop"
 	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/metrics"
 	"github.com/driftback/driftback/app/review"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,7 +46,7 @@ type App struct {
 	// drift is woken when a default branch moves.
 	drift *driftloop.DriftLoop
 	// metrics, when set, records render times and drift outcomes.
-	metrics *Metrics
+	metrics *metrics.Metrics
 	// publishing serializes publishing per pull request: a find-or-create
 	// that interleaved with another could create twice.
 	publishing map[string]*sync.Mutex

@@ -22,7 +22,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -618,7 +617,9 @@ func TestChangesThatAreNotProposed(t *testing.T) {
 	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"trace"}]}]}}}}`)
 	// The loop must have seen the edit waiting out its quiet period, or its
 	// revert proves nothing; the HPA's scale and the restart never count.
-	drifted := func() float64 { return testutil.ToFloat64(d.srv.Metrics.drifted.WithLabelValues(fullName, "prod")) }
+	drifted := func() float64 {
+		return gauge(t, d.srv.Metrics, "driftback_drifted_objects", map[string]string{"repo": fullName, "target": "prod"})
+	}
 	d.waitFor("the loop to report the edit pending", func() bool { return drifted() == 1 })
 	d.patch("Deployment", "web", "kubectl-edit", `{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"info"}]}]}}}}`)
 	reverted := time.Now()
@@ -660,7 +661,9 @@ spec:
 	d.settle(1)
 	scaled := time.Now()
 	d.scale(6, "kubectl")
-	drifted := func() float64 { return testutil.ToFloat64(d.srv.Metrics.drifted.WithLabelValues(fullName, "prod")) }
+	drifted := func() float64 {
+		return gauge(t, d.srv.Metrics, "driftback_drifted_objects", map[string]string{"repo": fullName, "target": "prod"})
+	}
 	d.waitFor("the loop to see the scale", func() bool { return drifted() == 1 })
 	d.waitFor("the quiet period to pass", func() bool { return time.Since(scaled) > 2*quiet })
 	d.settle(2)

@@ -914,7 +914,7 @@ func TestALongRateLimitCompletesTheCommentLater(t *testing.T) {
 // rate limit, from the server's own metric.
 func deferredJobs(t *testing.T, w *world) int {
 	t.Helper()
-	ms, err := w.srv.Metrics.registry.Gather()
+	ms, err := w.srv.Metrics.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestWritersThatFightAreReportedNotProposed: a pipeline with its own field
@@ -38,7 +36,7 @@ func TestWritersThatFightAreReportedNotProposed(t *testing.T) {
 			t.Errorf("the fight report does not say %q:\n%s", s, body)
 		}
 	}
-	if got := testutil.ToFloat64(d.srv.Metrics.fights.WithLabelValues(fullName, "prod")); got != 1 {
+	if got := gauge(t, d.srv.Metrics, "driftback_drift_fights", map[string]string{"repo": fullName, "target": "prod"}); got != 1 {
 		t.Errorf("driftback_drift_fights = %v, want 1", got)
 	}
 

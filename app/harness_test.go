@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/metrics"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/gittest"
 	"github.com/driftback/driftback/internal/kubetest"
@@ -355,4 +356,29 @@ func parseTestConfig(t *testing.T, y string) *config.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// gauge reads a gauge of the server's metrics, as a scrape would, by its
+// labels; 0 when it has no such series.
+func gauge(t testing.TB, m *metrics.Metrics, name string, labels map[string]string) float64 {
+	t.Helper()
+	ms, err := m.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range ms {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue series
+				}
+			}
+			return s.GetGauge().GetValue()
+		}
+	}
+	return 0
 }

@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/driftback/driftback/app/metrics"
 )
 
 // ErrQueueFull is returned when no more work can wait; the delivery gets 503.
@@ -66,7 +68,7 @@ type Queue struct {
 	timeout time.Duration
 	log     *slog.Logger
 	// metrics, when set, times each job.
-	metrics *Metrics
+	metrics *metrics.Metrics
 
 	mu      sync.Mutex
 	wake    chan struct{}
@@ -225,17 +227,17 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 	var later *RetryLater
 	switch cause := context.Cause(ctx); {
 	case err == nil:
-		q.metrics.job("done", time.Since(start))
+		q.metrics.Job("done", time.Since(start))
 		log.Info("job done", "seconds", time.Since(start).Seconds())
 	case errors.Is(cause, errSuperseded) || errors.Is(cause, errPullClosed) || errors.Is(cause, errShutdown):
-		q.metrics.job("cancelled", time.Since(start))
+		q.metrics.Job("cancelled", time.Since(start))
 		log.Info("job cancelled", "reason", cause.Error())
 	case errors.As(err, &later):
-		q.metrics.job("deferred", time.Since(start))
+		q.metrics.Job("deferred", time.Since(start))
 		log.Warn("job waits out GitHub's rate limit", "err", later.Err, "seconds", later.Wait.Seconds())
 		q.runAfter(j, later.Wait, log)
 	default:
-		q.metrics.job("failed", time.Since(start))
+		q.metrics.Job("failed", time.Since(start))
 		q.metrics.Failure("job")
 		log.Error("job failed", "err", err)
 		if j.Fail != nil {

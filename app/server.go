@@ -14,6 +14,7 @@ import (
 
 	"github.com/driftback/driftback/app/driftloop"
 	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/metrics"
 
 	"k8s.io/client-go/rest"
 
@@ -29,7 +30,7 @@ type Server struct {
 	Queue   *Queue
 	Webhook *Webhook
 	// Metrics are served on /metrics.
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Drift is the drift loop; Serve runs it.
 	Drift   *driftloop.DriftLoop
 	handler http.Handler
@@ -81,20 +82,20 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 	}
 	clients := ghapp.NewClients(cfg.GitHub.AppID, secrets.PrivateKey, cfg.GitHub.APIURL, ghapp.RetryPolicy{PerMinute: cfg.GitHub.Pace.PerMinute, PerHour: cfg.GitHub.Pace.PerHour})
 	var q *Queue
-	metrics := NewMetrics(func() float64 { return float64(q.Depth()) })
-	clients.Observe(metrics.GitHubCall)
+	m := metrics.New(func() float64 { return float64(q.Depth()) })
+	clients.Observe(m.GitHubCall)
 	a := NewApp(cfg, clients, cache, log)
 	// The queue outlives the signal that stops intake: Serve closes it with a
 	// grace period.
 	q = NewQueue(context.WithoutCancel(ctx), cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log)
-	q.metrics = metrics
-	a.metrics = metrics
-	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: driftloop.New(a.driftDeps(), log.With("loop", "drift")), Metrics: metrics, log: log}
+	q.metrics = m
+	a.metrics = m
+	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: driftloop.New(a.driftDeps(), log.With("loop", "drift")), Metrics: m, log: log}
 	s.Webhook.MaxUnverified = cfg.Server.MaxUnverifiedBytes
 	a.drift = s.Drift
 	mux := http.NewServeMux()
-	mux.Handle("/webhook", metrics.countDeliveries(s.Webhook))
-	mux.Handle("/metrics", metrics.Handler())
+	mux.Handle("/webhook", m.CountDeliveries(s.Webhook))
+	mux.Handle("/metrics", m.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.ready.Load() {

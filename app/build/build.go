@@ -250,6 +250,7 @@ func FluxIfNotPresent(objs []*unstructured.Unstructured) []drift.IgnoreRule {
 	return out
 }
 
+// ArgoOptions are an Application's kustomize options as the renderer takes them.
 func ArgoOptions(k *discover.ArgoKustomize) render.ArgoCDKustomize {
 	o := render.ArgoCDKustomize{
 		NamePrefix: k.NamePrefix, NameSuffix: k.NameSuffix, Namespace: k.Namespace,

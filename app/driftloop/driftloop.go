@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/app/metrics"
 	"github.com/driftback/driftback/app/repos"
 
 	ghapp "github.com/driftback/driftback/app/github"
@@ -117,18 +118,8 @@ type Deps struct {
 	// PublishTimeout bounds the work of publishing one drift pull request or
 	// issue; waits GitHub asks for are added to it.
 	PublishTimeout func() time.Duration
-	// Metrics records what the loop does.
-	Metrics Metrics
-}
-
-// Metrics records what the loop does.
-type Metrics interface {
-	Failure(where string)
-	Render(d time.Duration)
-	DriftFights(repo, target string, n int)
-	DriftedObjects(repo, target string, n int)
-	DriftAction(kind, action string)
-	SetHeld(cluster string, on bool)
+	// Metrics records what the loop does; nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // Checks counts the target checks the loop has finished, failed or not.
@@ -136,9 +127,6 @@ func (d *DriftLoop) Checks() int64 { return d.checks.Load() }
 
 // New prepares a drift loop.
 func New(deps Deps, log *slog.Logger) *DriftLoop {
-	if deps.Metrics == nil {
-		deps.Metrics = noMetrics{}
-	}
 	return &DriftLoop{
 		deps: deps, log: log, Debounce: 250 * time.Millisecond,
 		renderer: render.New(render.Options{Origins: true, Cache: render.NewCache(256 << 20)}),
@@ -714,16 +702,6 @@ func shortSHA(s string) string {
 	}
 	return s
 }
-
-// noMetrics records nothing.
-type noMetrics struct{}
-
-func (noMetrics) Failure(string)                     {}
-func (noMetrics) Render(time.Duration)               {}
-func (noMetrics) DriftFights(string, string, int)    {}
-func (noMetrics) DriftedObjects(string, string, int) {}
-func (noMetrics) DriftAction(string, string)         {}
-func (noMetrics) SetHeld(string, bool)               {}
 
 // driftCheck is one check of one target as it goes through its steps.
 type driftCheck struct {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/metrics"
 )
 
 // Shards runs each cluster's drift loop in the one replica that holds that
@@ -44,7 +45,7 @@ type Shards struct {
 	id       string
 	clusters []string
 	log      *slog.Logger
-	metrics  Metrics
+	metrics  *metrics.Metrics
 	run      func(ctx context.Context, cluster string)
 	// crash, in tests, stops a replica without releasing its Leases, as a
 	// killed process does.
@@ -65,7 +66,7 @@ type campaign struct{ cancel context.CancelFunc }
 // a try of each Lease and one look at them all every retry period, twice
 // over; client-go's default of 5 a second would delay renewals past the
 // point where other replicas take a Lease for gone.
-func NewShards(cfg *rest.Config, le config.LeaderElection, id string, clusters []string, log *slog.Logger, m Metrics, run func(context.Context, string)) (*Shards, error) {
+func NewShards(cfg *rest.Config, le config.LeaderElection, id string, clusters []string, log *slog.Logger, m *metrics.Metrics, run func(context.Context, string)) (*Shards, error) {
 	cfg = rest.CopyConfig(cfg)
 	perSecond := float32(len(clusters)+2) / float32(le.RetryPeriod.Seconds())
 	cfg.QPS = max(cfg.QPS, 2*perSecond)
@@ -287,9 +288,7 @@ func (s *Shards) setHeld(c string, cp *campaign, on bool) bool {
 	if !current && on {
 		return false
 	}
-	if s.metrics != nil {
-		s.metrics.SetHeld(c, on)
-	}
+	s.metrics.SetHeld(c, on)
 	if !on && was {
 		s.log.Info("not holding a cluster", "cluster", c, "identity", s.id)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
+// BranchTree is the tree at the tip of a branch.
 func BranchTree(repo *git.Repository, branch string) (*render.Tree, error) {
 	lock := render.RepoLock(repo)
 	lock.Lock()

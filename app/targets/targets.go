@@ -122,6 +122,7 @@ type Source struct {
 	onChange func()
 }
 
+// NewSource follows the targets of cfg; Run starts discovery.
 func NewSource(cfg *config.Config, log *slog.Logger) *Source {
 	return &Source{cfg: cfg, log: log, watchers: map[string]*discover.Watcher{}}
 }
@@ -136,6 +137,7 @@ func (s *Source) settings(cluster string) discover.Settings {
 	}
 }
 
+// Options are what a cluster's discovery reads.
 func (s *Source) Options(cluster string) discover.Options {
 	d := s.cfg.Clusters[cluster].Discover
 	return discover.Options{Flux: d.Flux, ArgoCD: d.ArgoCD, Namespaces: d.Where(), Settings: s.settings(cluster)}
@@ -276,6 +278,7 @@ func (s *Source) Problems() []string {
 	return out
 }
 
+// SetOnChange sets what is called after the discovered targets change.
 func (s *Source) SetOnChange(fn func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -540,6 +543,8 @@ func (t Target) Describe() string {
 		return "app.yml"
 	}
 }
+
+// Key identifies a target across checks: its repository and name.
 func Key(t Target) string { return strings.ToLower(t.Repo) + " " + t.Name }
 
 // Touched are the sources with a changed file under their path.

@@ -63,7 +63,7 @@ var githubFree = []string{"app/config", "app/repos", "app/targets", "app/build",
 // layers orders the app's packages: each imports only packages of a layer
 // below its own. The domain packages (render, drift, …) are layer 0.
 var layers = map[string]int{
-	"app/config": 1, "app/repos": 1,
+	"app/config": 1, "app/repos": 1, "app/metrics": 1,
 	"app/targets": 2,
 	"app/build":   3,
 	"app/review":  4, "app/github": 4,

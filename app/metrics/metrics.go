@@ -1,10 +1,15 @@
-package app
+// Package metrics is what driftback exposes on /metrics for Prometheus: webhook
+// deliveries, jobs, renders, GitHub calls and its rate limit, failures, and
+// the drift loop's outcomes and held clusters. Every method is safe on nil.
+package metrics
 
 import (
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -31,9 +36,9 @@ type Metrics struct {
 	heldSet       map[string]bool
 }
 
-// NewMetrics registers driftback's metrics, the Go runtime's and the
+// New registers driftback's metrics, the Go runtime's and the
 // process's; queueDepth is read at each scrape.
-func NewMetrics(queueDepth func() float64) *Metrics {
+func New(queueDepth func() float64) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -101,7 +106,8 @@ var knownEvents = map[string]bool{
 	"installation": true, "installation_repositories": true, "ping": true,
 }
 
-func (m *Metrics) delivery(event string, status int) {
+// Delivery counts a webhook delivery by its event and the status answered.
+func (m *Metrics) Delivery(event string, status int) {
 	if m == nil {
 		return
 	}
@@ -118,18 +124,21 @@ func (m *Metrics) delivery(event string, status int) {
 	m.deliveries.WithLabelValues(event, outcome).Inc()
 }
 
-func (m *Metrics) job(outcome string, d time.Duration) {
+// Job records how long a job took, by its outcome.
+func (m *Metrics) Job(outcome string, d time.Duration) {
 	if m != nil {
 		m.jobs.WithLabelValues(outcome).Observe(d.Seconds())
 	}
 }
 
+// Render records how long a render took.
 func (m *Metrics) Render(d time.Duration) {
 	if m != nil {
 		m.renders.Observe(d.Seconds())
 	}
 }
 
+// GitHubCall counts a GitHub API call and keeps the rate limit GitHub reports.
 func (m *Metrics) GitHubCall(kind, method string, resp *http.Response) {
 	if m == nil {
 		return
@@ -146,24 +155,28 @@ func (m *Metrics) GitHubCall(kind, method string, resp *http.Response) {
 	m.githubCalls.WithLabelValues(kind, method, code).Inc()
 }
 
+// Failure counts a failure by where it happened.
 func (m *Metrics) Failure(where string) {
 	if m != nil {
 		m.errors.WithLabelValues(where).Inc()
 	}
 }
 
+// DriftFights sets a target's fields in a fight at its last drift check.
 func (m *Metrics) DriftFights(repo, target string, n int) {
 	if m != nil {
 		m.fights.WithLabelValues(repo, target).Set(float64(n))
 	}
 }
 
+// DriftedObjects sets a target's objects changed live at its last drift check.
 func (m *Metrics) DriftedObjects(repo, target string, n int) {
 	if m != nil {
 		m.drifted.WithLabelValues(repo, target).Set(float64(n))
 	}
 }
 
+// DriftAction counts a drift pull request or issue opened, updated or closed.
 func (m *Metrics) DriftAction(kind, action string) {
 	if m != nil {
 		m.driftActions.WithLabelValues(kind, action).Inc()
@@ -205,14 +218,17 @@ func (r *statusRecorder) WriteHeader(s int) {
 	r.ResponseWriter.WriteHeader(s)
 }
 
-// countDeliveries wraps the webhook handler with the deliveries counter.
-func (m *Metrics) countDeliveries(next http.Handler) http.Handler {
+// CountDeliveries wraps the webhook handler with the deliveries counter.
+func (m *Metrics) CountDeliveries(next http.Handler) http.Handler {
 	if m == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		m.delivery(r.Header.Get("X-GitHub-Event"), rec.status)
+		m.Delivery(r.Header.Get("X-GitHub-Event"), rec.status)
 	})
 }
+
+// Gather returns the metrics as a scrape of /metrics reads them.
+func (m *Metrics) Gather() ([]*dto.MetricFamily, error) { return m.registry.Gather() }
