@@ -125,6 +125,8 @@ func ApproveStale(user, approved, head string) string {
 // CheckRow is one affected target in the aggregate check's summary.
 type CheckRow struct {
 	Target, Conclusion, Title string
+	// Advisory rows are of targets whose failure does not fail the sum.
+	Advisory bool
 }
 
 // AggregateTitle is the title of the check run that sums up a pull request.
@@ -146,10 +148,19 @@ func AggregateSummary(rows []CheckRow, unaffected int) string {
 	var b strings.Builder
 	if len(rows) > 0 {
 		b.WriteString("| target | result | |\n|---|---|---|\n")
+		advisory := false
 		for _, r := range rows {
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", cell(r.Target), cell(r.Conclusion), cell(r.Title))
+			conclusion := r.Conclusion
+			if r.Advisory {
+				conclusion += " (advisory)"
+				advisory = true
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", cell(r.Target), cell(conclusion), cell(r.Title))
 		}
 		b.WriteString("\n")
+		if advisory {
+			b.WriteString("An advisory target comes from a reconciler object on a repository app.yml does not name: its failure does not fail this check.\n\n")
+		}
 	}
 	if unaffected > 0 {
 		fmt.Fprintf(&b, "%s not affected: this pull request changes nothing they render.\n", plural(unaffected, "other target"))

@@ -242,7 +242,7 @@ func FuzzCheckText(f *testing.F) {
 			{"comparison failed", ComparisonFailedSummary(errors.New("x")), ComparisonFailedSummary(errors.New(s))},
 			{"dangerous", DangerousSummary("x", []string{"x"}, "x", ""), DangerousSummary(s, []string{s}, s, "")},
 			{"git only", GitOnlySummary("x", ""), GitOnlySummary(s, "")},
-			{"aggregate", AggregateSummary([]CheckRow{{"x", "x", "x"}, {"x", "x", "x"}}, 3), AggregateSummary([]CheckRow{{s, s, s}, {s, s, s}}, 3)},
+			{"aggregate", AggregateSummary([]CheckRow{{"x", "x", "x", false}, {"x", "x", "x", true}}, 3), AggregateSummary([]CheckRow{{s, s, s, false}, {s, s, s, true}}, 3)},
 			{"error comment", ErrorComment(errors.New("x"), "x", at), ErrorComment(errors.New(s), s, at)},
 			{"approve how-to", ApproveHowTo("x", "x"), ApproveHowTo(s, s)},
 			{"approve stale", ApproveStale("x", "x", "x"), ApproveStale(s, s, s)},

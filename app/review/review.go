@@ -112,6 +112,7 @@ func (r *Reviewer) Review(ctx context.Context, in Input) (*drift.Report, []Check
 			target, check = comparisonFailed(w, err)
 		}
 		rep.Targets = append(rep.Targets, target)
+		check.Advisory = w.t.Unnamed
 		checks[at[j]] = check
 	}
 	return rep, checks
@@ -175,11 +176,16 @@ type CheckResult struct {
 	// Unaffected targets get no check run of their own: the aggregate
 	// counts them.
 	Unaffected bool
+	// Advisory checks are of a target whose repository app.yml does not
+	// name (a reconciler object chose it): their failure never fails the
+	// aggregate check.
+	Advisory bool
 }
 
 // AggregateCheckName is the check run that sums up a pull request for every
 // target: the one to require in branch protection. Its conclusion is the
-// worst of the affected targets' own check runs.
+// worst of the affected targets' own check runs; an advisory target's
+// failure counts as neutral.
 const AggregateCheckName = "driftback"
 
 // Aggregate is the check that sums up a pull request's checks.
@@ -193,15 +199,21 @@ func Aggregate(checks []CheckResult) CheckResult {
 			unaffected++
 			continue
 		}
-		rows = append(rows, report.CheckRow{Target: strings.TrimPrefix(c.Name, "driftback / "), Conclusion: c.Conclusion, Title: c.Title})
-		switch c.Conclusion {
+		rows = append(rows, report.CheckRow{Target: strings.TrimPrefix(c.Name, "driftback / "), Conclusion: c.Conclusion, Title: c.Title, Advisory: c.Advisory})
+		conclusion := c.Conclusion
+		if c.Advisory && conclusion == "failure" {
+			// Whoever made the reconciler object chose the repository: its
+			// target cannot fail, or block, the repository's pull requests.
+			conclusion = "neutral"
+		}
+		switch conclusion {
 		case "failure":
 			failing++
 		case "neutral":
 			neutral++
 		}
-		if rank[c.Conclusion] > rank[agg.Conclusion] {
-			agg.Conclusion = c.Conclusion
+		if rank[conclusion] > rank[agg.Conclusion] {
+			agg.Conclusion = conclusion
 		}
 	}
 	agg.Title = report.AggregateTitle(len(rows), len(checks), failing, neutral)

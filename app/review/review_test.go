@@ -159,3 +159,25 @@ func TestAnUnrenderableTargetFailsItsCheck(t *testing.T) {
 		t.Errorf("an overlay that does not render: %+v", c)
 	}
 }
+
+// TestATargetOnAnUnnamedRepositoryIsAdvisory: a discovered target whose
+// repository app.yml does not name (a tenant's object chose it) shows its
+// failure on its own check run, but that failure never fails the required
+// aggregate check: a tenant cannot block the repository's pull requests.
+func TestATargetOnAnUnnamedRepositoryIsAdvisory(t *testing.T) {
+	in := pullRequest(t)
+	in.Targets[0].Unnamed = true
+	_, checks := reviewer(t).Review(context.Background(), in)
+	if c := checks[0]; c.Conclusion != "failure" || !c.Advisory {
+		t.Fatalf("the unnamed target's own check: %+v, want an advisory failure", c)
+	}
+	agg := Aggregate(checks)
+	if agg.Conclusion != "neutral" || !strings.Contains(agg.Summary, "failure (advisory)") || !strings.Contains(agg.Summary, "does not fail this check") {
+		t.Errorf("aggregate %+v, want neutral and the advisory failure said", agg)
+	}
+	in.Targets[0].Unnamed = false
+	_, checks = reviewer(t).Review(context.Background(), in)
+	if agg := Aggregate(checks); agg.Conclusion != "failure" {
+		t.Errorf("a named target's failure: aggregate %s", agg.Conclusion)
+	}
+}

@@ -39,6 +39,10 @@ type Target struct {
 	// CodifyOff says why drift is not proposed when the policy alone
 	// would propose it.
 	CodifyOff string
+	// Unnamed says app.yml names neither a target on the repository nor lets
+	// the object's namespace name it: whoever made the object chose the
+	// repository, so its drift is not proposed and its check is advisory.
+	Unnamed bool
 }
 
 // Named says whether app.yml names repo for an object discovered in
@@ -399,7 +403,7 @@ func Merge(cfg *config.Config, found []*discover.Found) ([]Target, []*discover.F
 		if !Named(cfg, f.On, f.Namespace, f.Repo) {
 			// Whoever made the object chose the repository: driftback
 			// does not push to it unless the operator says so.
-			t.Policy.Codify = config.CodifyOff
+			t.Policy.Codify, t.Unnamed = config.CodifyOff, true
 			t.CodifyOff = "app.yml names no target on this repository, nor lets " + f.Namespace + " name it in discover.repositories"
 		}
 		byKey[f.Key()] = len(out)

@@ -191,7 +191,7 @@ func TestADiscoveredRepositoryAppYmlDoesNotNameIsNotWrittenTo(t *testing.T) {
 			got = &targets[i]
 		}
 	}
-	if got == nil || got.Policy.Codify != config.CodifyOff || !strings.Contains(got.CodifyOff, "app.yml names no target on this repository") {
+	if got == nil || got.Policy.Codify != config.CodifyOff || !got.Unnamed || !strings.Contains(got.CodifyOff, "app.yml names no target on this repository") {
 		t.Fatalf("a repository app.yml does not name: %+v", got)
 	}
 	watched := map[string]bool{}
@@ -204,7 +204,7 @@ func TestADiscoveredRepositoryAppYmlDoesNotNameIsNotWrittenTo(t *testing.T) {
 	named := strings.Replace(targetsConfig, "discover: {flux: true,", "discover: {repositories: {team-a: [acme/team-*]}, flux: true,", 1)
 	targets, _ = Merge(parseTestConfig(t, named), []*discover.Found{elsewhere})
 	for _, tg := range targets {
-		if tg.Found != nil && tg.Found.Object == elsewhere.Object && (tg.Policy.Codify != config.CodifyManual || tg.CodifyOff != "") {
+		if tg.Found != nil && tg.Found.Object == elsewhere.Object && (tg.Policy.Codify != config.CodifyManual || tg.CodifyOff != "" || tg.Unnamed) {
 			t.Errorf("named in discover.repositories: %+v", tg)
 		}
 	}
