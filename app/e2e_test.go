@@ -986,3 +986,54 @@ func TestACommitTooLargeToCompare(t *testing.T) {
 	w.deliver("pull_request", "d-after", prPayload("opened", 32, head.String()))
 	wantAggregate(t, w.waitChecks(head.String(), 2), "success")
 }
+
+// TestAForkCannotGuessASecret: a fork's pull request shown live data (the
+// target allows it, forkLive) sets a Secret's value. Whether it guessed the
+// live value or not, the comparison reads the same: the Secret's values are
+// compared Git against Git, and its author learns nothing of the cluster's.
+func TestAForkCannotGuessASecret(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, func(cfg *config.Config) {
+		for i := range cfg.Targets {
+			cfg.Targets[i].Policy.ForkLive = true
+		}
+	})
+	w.liveProd()
+	secret := func(password string) string {
+		return "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ntype: Opaque\nstringData:\n  password: " + password + "\n"
+	}
+	w.apply(strings.Replace(secret("the-live-one"), "metadata:\n", "metadata:\n  namespace: NS\n", 1))
+	compared := w.captureComparisons()
+	base := w.commit(w.commit(plumbing.ZeroHash, baseFiles), map[string]any{
+		"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- data.yaml\n- db.yaml\n",
+		"deploy/prod/db.yaml":            secret("placeholder"),
+	})
+	secretFields := func(number int, guess string) int {
+		t.Helper()
+		head := w.commit(base, map[string]any{"deploy/prod/db.yaml": secret(guess)})
+		w.openPR(number, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
+		w.deliver("pull_request", fmt.Sprintf("d-guess-%d", number), prPayload("opened", number, head.String()))
+		w.waitChecks(head.String(), 2)
+		rep, _ := compared()
+		n := -1
+		for _, tg := range rep.Targets {
+			if tg.Name != "prod" {
+				continue
+			}
+			if tg.LiveError != "" {
+				t.Fatalf("#%d: the fork's comparison did not read the cluster: %s", number, tg.LiveError)
+			}
+			n = 0
+			for _, ch := range tg.Changes {
+				if ch.Kind == "Secret" {
+					n += len(ch.Fields)
+				}
+			}
+		}
+		return n
+	}
+	right, wrong := secretFields(21, "the-live-one"), secretFields(22, "wrong-guess")
+	if right != wrong || right <= 0 {
+		t.Errorf("the right guess changes %d of the Secret's fields, a wrong one %d: want the same, the Git change", right, wrong)
+	}
+}

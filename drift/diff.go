@@ -63,6 +63,11 @@ type Options struct {
 	// Scope limits what is read from the cluster; objects outside it are
 	// compared in Git only and listed in Target.OutOfScope. nil reads all.
 	Scope *Scope
+	// SecretsFromGit compares the values of a Secret in Git only: its live
+	// values stand for the base's (the head's, for a Secret new in Git), so
+	// someone who may not read them (a fork's author) cannot learn from the
+	// comparison whether a value they guess is the live one.
+	SecretsFromGit bool
 }
 
 // DefaultManager is the applier assumed when no live object names one.
@@ -289,6 +294,9 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 	}
 	for _, o := range liveObjs {
 		maskSecret(o)
+	}
+	if c.opts.SecretsFromGit {
+		secretsFromGit(liveObjs, base, head)
 	}
 	for _, o := range append(append([]*unstructured.Unstructured{}, base...), head...) {
 		c.opts.Tracking.keepTracking(o, liveObjs[RefOf(o).Key()])

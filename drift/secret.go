@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // secretKey keys the tokens Secret values are replaced with. It is random per
@@ -109,4 +110,29 @@ func hidden(v any) any {
 		return nil
 	}
 	return hiddenValue
+}
+
+// secretsFromGit puts in each live Secret, in place of its values, the
+// values of the Secret in base (in head, when base has none; none, when
+// neither has it): what is left to compare is what Git changes.
+func secretsFromGit(live map[string]*unstructured.Unstructured, base, head []*unstructured.Unstructured) {
+	inGit := map[string]*unstructured.Unstructured{}
+	for _, objs := range [][]*unstructured.Unstructured{head, base} { // base wins
+		for _, o := range objs {
+			if isSecret(o) {
+				inGit[RefOf(o).Key()] = o
+			}
+		}
+	}
+	for k, o := range live {
+		if o == nil || !isSecret(o) {
+			continue
+		}
+		delete(o.Object, "data")
+		if g := inGit[k]; g != nil {
+			if d, ok := g.Object["data"]; ok {
+				o.Object["data"] = runtime.DeepCopyJSONValue(d)
+			}
+		}
+	}
 }

@@ -100,3 +100,48 @@ func TestIgnoreRules(t *testing.T) {
 		t.Errorf("with kubectl-* ignored: %v", got)
 	}
 }
+
+// TestASecretCannotBeGuessedFromTheComparison: a masked value still says
+// whether two values are equal, so a pull request that sets a Secret's value
+// to a guess would learn, from "changed" or "no change", whether the guess
+// is the live value. With SecretsFromGit (a fork's pull request), the live
+// values stand for the base's: the right guess and a wrong one read alike,
+// and what Git changes still shows.
+func TestASecretCannotBeGuessedFromTheComparison(t *testing.T) {
+	c := newCluster(t)
+	ns := c.env.Namespace
+	secret := func(password string) *unstructured.Unstructured {
+		return obj(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: "+ns+"\ntype: Opaque\nstringData:\n  password: "+password+"\n")
+	}
+	c.apply(secret("the-live-one"), "kustomize-controller")
+	reader, err := drift.NewClusterReader(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := func(guess string, fromGit bool) int {
+		t.Helper()
+		opts := drift.DefaultOptions()
+		opts.SecretsFromGit = fromGit
+		in := drift.Input{Path: "db", Base: []*unstructured.Unstructured{secret("placeholder")}, Head: []*unstructured.Unstructured{secret(guess)}, HasBase: true}
+		target, err := drift.Compare(context.Background(), reader, in, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, ch := range target.Changes {
+			n += len(ch.Fields)
+		}
+		return n
+	}
+	// Without it, the guess is answered: that is what it prevents.
+	if right, wrong := changed("the-live-one", false), changed("wrong-guess", false); right == wrong {
+		t.Fatalf("compared with live values, the right guess (%d fields) and a wrong one (%d) read alike: the test proves nothing", right, wrong)
+	}
+	right, wrong := changed("the-live-one", true), changed("wrong-guess", true)
+	if right != wrong || right == 0 {
+		t.Errorf("compared in Git only: the right guess changes %d fields, a wrong one %d; want the same, and the Git change shown", right, wrong)
+	}
+	if same := changed("placeholder", true); same != 0 {
+		t.Errorf("a head that keeps the base's value shows %d changed fields", same)
+	}
+}

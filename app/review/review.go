@@ -135,7 +135,7 @@ func (r *Reviewer) render(ctx context.Context, t targets.Target, in Input) *targ
 		r.Log.Error("a target failed", "target", t.Name, "err", build.HideIn(err.Error(), vars.Hidden))
 		w = &targetWork{t: t, in: drift.Input{Path: t.Path}, Problems: []string{err.Error()}, hidden: vars.Hidden}
 	}
-	w.history, w.reverts = in.History, in.Reverts
+	w.history, w.reverts, w.fork = in.History, in.Reverts, in.Fork
 	return w
 }
 
@@ -240,6 +240,9 @@ type targetWork struct {
 	Problems []string // render problems: nothing is compared
 	// live says live cluster data may be shown (not a fork, or approved).
 	live bool
+	// fork says the head comes from another repository: its author may not
+	// read the cluster's Secrets, so they are compared in Git only.
+	fork bool
 	// ignore are ignore rules the build adds (Flux's IfNotPresent objects).
 	ignore []drift.IgnoreRule
 	// notes say what the reconciler does that changes what merging means.
@@ -462,6 +465,7 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
 	opts.Tracking = t.Tracking
 	opts.Scope = w.scope
+	opts.SecretsFromGit = w.fork
 
 	var reader drift.LiveReader
 	liveErr := ""
