@@ -550,6 +550,9 @@ func runShape(t *testing.T, c shape) {
 		t.Fatal(err)
 	}
 	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns, srcNS}
+	// The operator names the repository the reconcilers follow: their
+	// targets are written to and decide the required check.
+	w.cfg.Clusters["test"].Discover.Repositories = map[string][]string{ns: {fullName}, srcNS: {fullName}}
 	w.cfg.Clusters["test"].Discover.ArgoCDNamespace = ns
 	w.logs.secret("conformance-canary-7731")
 	for _, s := range c.never {

@@ -143,6 +143,14 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 	case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
 		group, _, _ := unstructured.NestedString(l.Object, "spec", "group")
 		kind, _, _ := unstructured.NestedString(l.Object, "spec", "names", "kind")
+		crScope, _, _ := unstructured.NestedString(l.Object, "spec", "scope")
+		if s := c.opts.Scope; s != nil && ((crScope == "Cluster" && !s.wholeKind(schema.GroupKind{Group: group, Kind: kind})) || (crScope != "Cluster" && !s.allNamespaces())) {
+			// Counting them means reading every namespace (every object of
+			// the kind): not this target's to read.
+			ch.Danger = append(ch.Danger, Danger{Reason: DangerCRDRemoval, Count: 1,
+				Message: fmt.Sprintf("removing the CRD deletes every %s with it: how many is unknown, %s", kind, OutOfScopeUnknown)})
+			return nil
+		}
 		crs, err := c.live.List(c.ctx, schema.GroupKind{Group: group, Kind: kind}, "", nil)
 		if err != nil {
 			return err
@@ -158,6 +166,11 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 		ch.Danger = append(ch.Danger, Danger{Reason: DangerCRDRemoval, Count: len(crs),
 			Message: fmt.Sprintf("removing the CRD deletes every %s with it: %s%s", kind, plural(len(crs), "custom resource"), where)})
 	case schema.GroupKind{Kind: "Namespace"}:
+		if !c.opts.Scope.coversNamespace(l.GetName()) {
+			ch.Danger = append(ch.Danger, Danger{Reason: DangerNamespaceRemoval, Count: 1,
+				Message: "removing the namespace deletes everything in it: what it holds is unknown, " + OutOfScopeUnknown})
+			return nil
+		}
 		counts, total, err := c.namespaceContents(l.GetName())
 		if err != nil {
 			return err
@@ -170,7 +183,9 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
 		msg := "removing the claim can delete its data"
 		if pvName, _, _ := unstructured.NestedString(l.Object, "spec", "volumeName"); pvName != "" {
-			pvs, err := c.live.Get(c.ctx, []Ref{{Version: "v1", Kind: "PersistentVolume", Name: pvName}})
+			// The volume the live claim is bound to belongs to the claim,
+			// which is within the scope: it is read whatever the scope.
+			pvs, err := c.unscoped.Get(c.ctx, []Ref{{Version: "v1", Kind: "PersistentVolume", Name: pvName}})
 			if err != nil {
 				return err
 			}

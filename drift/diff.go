@@ -133,7 +133,7 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster's schema: %w", err)
 	}
-	c := &comparer{ctx: ctx, live: live, opts: opts, tc: tc, pred: predictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted}
+	c := &comparer{ctx: ctx, live: newScopedReader(live, opts.Scope), unscoped: live, opts: opts, tc: tc, pred: predictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted}
 
 	if in.HasBase || in.Base != nil {
 		t.PR = c.gitDiff(base, head)
@@ -167,13 +167,15 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 }
 
 type comparer struct {
-	ctx  context.Context
-	live LiveReader
-	opts Options
-	tc   managedfields.TypeConverter
-	pred *predictor
-	crds *crdSchemas
-	t    *Target
+	ctx context.Context
+	// live reads what the scope covers; unscoped reads anything, for the
+	// reads that belong to an object within it (a claim's volume).
+	live, unscoped LiveReader
+	opts           Options
+	tc             managedfields.TypeConverter
+	pred           *predictor
+	crds           *crdSchemas
+	t              *Target
 	// encrypted are the objects SOPS encrypts in Git, by Ref key: their live
 	// values cannot be compared.
 	encrypted map[string]bool
@@ -233,6 +235,10 @@ func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, 
 
 // OutOfScopeNote explains an object the comparison did not read live.
 const OutOfScopeNote = "outside this target's scope: not compared with the cluster"
+
+// OutOfScopeUnknown says why a count or a list is not given: reading it
+// means reading outside the target's scope.
+const OutOfScopeUnknown = "outside this target's scope"
 
 // gitDiff compares two renders field by field, without the cluster.
 func (c *comparer) gitDiff(base, head []*unstructured.Unstructured) []Change {

@@ -10,17 +10,21 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Scope is what a comparison may read from the cluster: the namespaces and
-// the cluster-scoped kinds of a target. An object outside it is compared in
-// Git only, so a change cannot bring another team's (or the control plane's)
+// Scope is what a comparison may read from the cluster: the namespaces of a
+// target, and its cluster-scoped objects by name (or, as the operator widens
+// it, whole cluster-scoped kinds). An object outside it is compared in Git
+// only, so a change cannot bring another team's (or the control plane's)
 // live values into a pull request. The zero value covers nothing; a nil
 // *Scope covers everything.
 type Scope struct {
 	// Namespaces are the namespaces whose objects may be read; "*" is all.
 	Namespaces map[string]bool
-	// ClusterKinds are the cluster-scoped kinds whose objects may be read;
-	// Kind "*" is all.
+	// ClusterKinds are the cluster-scoped kinds whose objects may all be
+	// read; Kind "*" is all.
 	ClusterKinds map[schema.GroupKind]bool
+	// ClusterObjects are the cluster-scoped objects that may be read, by
+	// their Ref's key.
+	ClusterObjects map[string]Ref
 }
 
 // AnyKind and AnyNamespace widen a Scope to everything of their sort.
@@ -30,7 +34,7 @@ var (
 )
 
 // ScopeOf is the scope of a render: the namespaces of its namespaced objects
-// (objects without one land in "default") and its cluster-scoped kinds.
+// (objects without one land in "default") and its cluster-scoped objects.
 // Which kinds are namespaced comes from live (nil: the render's CRDs and the
 // built-in list).
 func ScopeOf(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (*Scope, error) {
@@ -42,11 +46,11 @@ func ScopeOf(ctx context.Context, live LiveReader, objs []*unstructured.Unstruct
 	if err != nil {
 		return nil, err
 	}
-	r := &Scope{Namespaces: map[string]bool{}, ClusterKinds: map[schema.GroupKind]bool{}}
+	r := &Scope{Namespaces: map[string]bool{}, ClusterKinds: map[schema.GroupKind]bool{}, ClusterObjects: map[string]Ref{}}
 	for _, o := range objs {
 		gk := o.GroupVersionKind().GroupKind()
 		if ns, known := namespaced[gk]; known && !ns {
-			r.ClusterKinds[gk] = true
+			r.ClusterObjects[clusterKey(gk, o.GetName())] = RefOf(o)
 			continue
 		}
 		n := o.GetNamespace()
@@ -95,14 +99,30 @@ func ParseKind(s string) (schema.GroupKind, error) {
 
 // covers says whether an object of a kind (namespaced or not) in a namespace
 // is within the scope.
-func (r *Scope) covers(gk schema.GroupKind, namespaced bool, namespace string) bool {
+func (r *Scope) covers(gk schema.GroupKind, namespaced bool, namespace, name string) bool {
 	if r == nil {
 		return true
 	}
 	if !namespaced {
-		return r.ClusterKinds[AnyKind] || r.ClusterKinds[gk]
+		_, named := r.ClusterObjects[clusterKey(gk, name)]
+		return r.wholeKind(gk) || named
 	}
 	return r.Namespaces[AnyNamespace] || r.Namespaces[namespace]
+}
+
+// wholeKind says every object of a cluster-scoped kind is within the scope.
+func (r *Scope) wholeKind(gk schema.GroupKind) bool {
+	return r == nil || r.ClusterKinds[AnyKind] || r.ClusterKinds[gk]
+}
+
+// allNamespaces says every namespace is within the scope.
+func (r *Scope) allNamespaces() bool { return r == nil || r.Namespaces[AnyNamespace] }
+
+// coversNamespace says a namespace's objects are within the scope.
+func (r *Scope) coversNamespace(ns string) bool { return r.allNamespaces() || r.Namespaces[ns] }
+
+func clusterKey(gk schema.GroupKind, name string) string {
+	return Ref{Group: gk.Group, Kind: gk.Kind, Name: name}.Key()
 }
 
 // Split divides a render into the objects within the scope and those outside,
@@ -132,7 +152,7 @@ func (r *Scope) within(o *unstructured.Unstructured, namespaced map[schema.Group
 	if n == "" {
 		n = "default"
 	}
-	return r.covers(gk, !known || ns, n)
+	return r.covers(gk, !known || ns, n, o.GetName())
 }
 
 // String lists the scope for a log line or a message.
@@ -140,14 +160,18 @@ func (r *Scope) String() string {
 	if r == nil {
 		return "everything"
 	}
-	var ns, kinds []string
+	var ns, kinds, objects []string
 	for n := range r.Namespaces {
 		ns = append(ns, n)
 	}
 	for k := range r.ClusterKinds {
 		kinds = append(kinds, k.String())
 	}
+	for o := range r.ClusterObjects {
+		objects = append(objects, o)
+	}
 	sort.Strings(ns)
 	sort.Strings(kinds)
-	return fmt.Sprintf("namespaces [%s], cluster-scoped kinds [%s]", strings.Join(ns, " "), strings.Join(kinds, " "))
+	sort.Strings(objects)
+	return fmt.Sprintf("namespaces [%s], cluster-scoped kinds [%s], cluster-scoped objects [%s]", strings.Join(ns, " "), strings.Join(kinds, " "), strings.Join(objects, " "))
 }

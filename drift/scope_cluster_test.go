@@ -97,3 +97,116 @@ func TestParseKind(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterScopedObjectsAreInScopeByName: a target that renders one
+// ClusterRole may read that ClusterRole, not every ClusterRole: a pull request
+// that adds another (say a break-glass role someone made by hand) compares it
+// in Git only. Counts that would mean reading outside the scope (what a
+// namespace the target does not deploy to holds, how many custom resources
+// a CRD has in other namespaces) say they are unknown, and no request for
+// them reaches the cluster.
+func TestClusterScopedObjectsAreInScopeByName(t *testing.T) {
+	c := newCluster(t)
+	ns := c.env.Namespace
+	role := func(name string) *unstructured.Unstructured {
+		return obj(t, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: "+name+"-"+ns+"\nrules:\n- apiGroups: ['']\n  resources: [pods]\n  verbs: [get]\n")
+	}
+	mine, breakGlass := role("reader"), role("break-glass")
+	other := ns + "-other"
+	namespace := obj(t, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+other+"\n")
+	held := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: "+other+"\ndata: {a: b}\n")
+	c.apply(mine, "kustomize-controller")
+	c.apply(breakGlass, "kubectl-edit")
+	c.apply(namespace, "kustomize-controller")
+	c.apply(held, "someone-else")
+	t.Cleanup(func() { c.delete(mine); c.delete(breakGlass); c.delete(held); c.delete(namespace) })
+
+	var log requestLog
+	reader, err := drift.NewClusterReader(log.wrap(c.env.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := []*unstructured.Unstructured{mine, namespace}
+	scope, err := drift.ScopeOf(context.Background(), reader, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := drift.DefaultOptions()
+	opts.Scope = scope
+	// The head adds the break-glass role and drops the namespace.
+	head := []*unstructured.Unstructured{mine, breakGlass}
+	target, err := drift.Compare(context.Background(), reader, drift.Input{Path: "p", Base: base, Head: head, HasBase: true}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(target.OutOfScope) != 1 || target.OutOfScope[0].Name != breakGlass.GetName() || target.OutOfScope[0].Action != drift.ActionCreate {
+		t.Errorf("out of scope: %s, want the break-glass role alone", jsonOf(t, target.OutOfScope))
+	}
+	out := jsonOf(t, target)
+	if strings.Contains(out, "kubectl-edit") || strings.Contains(out, "someone-else") || strings.Contains(out, "ConfigMap") {
+		t.Errorf("the report shows what lies outside the scope:\n%s", out)
+	}
+	var removal *drift.Change
+	for i, ch := range target.Changes {
+		if ch.Kind == "Namespace" {
+			removal = &target.Changes[i]
+		}
+	}
+	if removal == nil || len(removal.Danger) != 1 || !strings.Contains(removal.Danger[0].Message, "unknown, outside this target's scope") {
+		t.Errorf("the namespace's removal: %s, want its contents unknown", jsonOf(t, removal))
+	}
+	if n := log.count("/clusterroles/"+breakGlass.GetName()) + log.count("/namespaces/"+other+"/") + log.count("/api/v1/configmaps"); n != 0 {
+		t.Errorf("%d requests outside the scope: %v", n, log.paths)
+	}
+}
+
+// TestReadsOutsideTheScopeAreRefused: what a comparison reads beyond the
+// objects it plans (the objects a reconciler tracks, for prune) is read
+// within the scope only: an object carrying the target's tracking label in
+// a namespace the target does not deploy to (set there by hand, or by a
+// tenant) is neither read nor listed as a prune.
+func TestReadsOutsideTheScopeAreRefused(t *testing.T) {
+	c := newCluster(t)
+	ns := c.env.Namespace
+	other := ns + "-elsewhere"
+	labels := "  labels: {kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: flux-system}\n"
+	mine := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mine\n  namespace: "+ns+"\n"+labels+"data: {a: b}\n")
+	gone := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gone\n  namespace: "+ns+"\n"+labels+"data: {a: b}\n")
+	namespace := obj(t, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+other+"\n")
+	stray := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stray\n  namespace: "+other+"\n"+labels+"data: {token: elsewhere-value}\n")
+	for _, o := range []*unstructured.Unstructured{mine, gone, namespace, stray} {
+		c.apply(o, "kustomize-controller")
+	}
+	t.Cleanup(func() { c.delete(stray); c.delete(namespace) })
+	var log requestLog
+	reader, err := drift.NewClusterReader(log.wrap(c.env.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := []*unstructured.Unstructured{mine, gone}
+	scope, err := drift.ScopeOf(context.Background(), reader, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := drift.DefaultOptions()
+	opts.Scope, opts.Tracking = scope, drift.Tracking{FluxName: "apps", FluxNamespace: "flux-system"}
+	target, err := drift.Compare(context.Background(), reader, drift.Input{Path: "p", Base: base, Head: []*unstructured.Unstructured{mine}, HasBase: true}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deleted []string
+	for _, ch := range target.Changes {
+		if ch.Action == drift.ActionDelete {
+			deleted = append(deleted, ch.Namespace+"/"+ch.Name)
+		}
+	}
+	if len(deleted) != 1 || deleted[0] != ns+"/gone" {
+		t.Errorf("prunes %v, want %s/gone alone", deleted, ns)
+	}
+	if strings.Contains(jsonOf(t, target), "stray") {
+		t.Errorf("the report names an object outside the scope:\n%s", jsonOf(t, target))
+	}
+	if n := log.count("/namespaces/"+other+"/") + log.count("/api/v1/configmaps"); n != 0 {
+		t.Errorf("%d requests outside the scope: %v", n, log.paths)
+	}
+}
