@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -405,9 +406,11 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	head := w.commit(base, withReplicas(3))
 	w.openPR(7, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
 	w.deliver("pull_request", "d-fork", prPayload("opened", 7, head.String()))
-	runs := w.waitChecks(head.String(), 2)
-	if c := findRun(t, runs, "driftback / prod"); c.Conclusion != "neutral" {
-		t.Errorf("fork check: %+v", c)
+	// A fork's pull request gets the required check alone: each push of
+	// its author costs the installation one check-run write, not k+1.
+	runs := w.waitChecks(head.String(), 1)
+	if len(runs) != 1 {
+		t.Errorf("fork check runs: %+v, want the aggregate alone", runs)
 	}
 	wantAggregate(t, runs, "neutral")
 	body := w.gh.Comments(fullName, 7)[0].Body
@@ -455,7 +458,7 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 		return strings.Contains(w.gh.Comments(fullName, 7)[0].Body, "What a sync does after merging")
 	})
 	waitUntil(t, "the check to pass with live data", func() bool {
-		return findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod").Conclusion == "success"
+		return findRun(t, w.gh.CheckRuns(fullName, head.String()), review.AggregateCheckName).Conclusion == "success"
 	})
 	if clusterReads.Load() == 0 {
 		t.Error("live data shown without a request to the cluster: the count is not counting")
@@ -474,7 +477,7 @@ func TestPullRequestFromADeletedFork(t *testing.T) {
 	head := w.commit(base, withReplicas(3))
 	w.openPR(8, base, head, func(p *githubfake.Pull) { p.HeadRepoGone = true })
 	w.deliver("pull_request", "d-gone", prPayload("opened", 8, head.String()))
-	w.waitChecks(head.String(), 2)
+	w.waitChecks(head.String(), 1)
 	if body := w.gh.Comments(fullName, 8)[0].Body; !strings.Contains(body, "comes from a fork") {
 		t.Errorf("a pull request from a deleted fork is not treated as a fork:\n%s", body)
 	}
@@ -785,12 +788,11 @@ func TestDangersFailWithoutTheCluster(t *testing.T) {
 	head := w.commit(base, map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n", "deploy/prod/data.yaml": nil})
 	w.openPR(12, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
 	w.deliver("pull_request", "d-fork-danger", prPayload("opened", 12, head.String()))
-	runs := w.waitChecks(head.String(), 2)
-	prod := findRun(t, runs, "driftback / prod")
-	if prod.Conclusion != "failure" || !strings.Contains(prod.Title, "pvc-removal (1)") {
-		t.Errorf("a fork's pull request removing a claim: %s %q, want failure on pvc-removal", prod.Conclusion, prod.Title)
+	runs := w.waitChecks(head.String(), 1)
+	agg := findRun(t, runs, review.AggregateCheckName)
+	if agg.Conclusion != "failure" || !strings.Contains(agg.Summary, "pvc-removal (1)") {
+		t.Errorf("a fork's pull request removing a claim: %s %q, want failure on pvc-removal", agg.Conclusion, agg.Summary)
 	}
-	wantAggregate(t, runs, "failure")
 	if body := w.gh.Comments(fullName, 12)[0].Body; !strings.Contains(body, "**pvc-removal**") || !strings.Contains(body, "unknown without the cluster") {
 		t.Errorf("the fork's comment does not show the danger known from Git:\n%s", body)
 	}
@@ -816,7 +818,15 @@ func TestDangersFailWithoutTheCluster(t *testing.T) {
 	waitUntil(t, "the check of an unreadable cluster to say so", func() bool {
 		return strings.Contains(w.gh.Comments(fullName, 12)[0].Body, "could not be read")
 	})
-	prod = findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod")
+	waitUntil(t, "the target's own check run, now the pull request is the repository's", func() bool {
+		for _, r := range w.gh.CheckRuns(fullName, head.String()) {
+			if r.Name == "driftback / prod" {
+				return true
+			}
+		}
+		return false
+	})
+	prod := findRun(t, w.gh.CheckRuns(fullName, head.String()), "driftback / prod")
 	if prod.Conclusion != "failure" || !strings.Contains(prod.Title, "pvc-removal (1)") {
 		t.Errorf("an unreadable cluster: %s %q, want failure on pvc-removal", prod.Conclusion, prod.Title)
 	}
@@ -1013,7 +1023,7 @@ func TestAForkCannotGuessASecret(t *testing.T) {
 		head := w.commit(base, map[string]any{"deploy/prod/db.yaml": secret(guess)})
 		w.openPR(number, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
 		w.deliver("pull_request", fmt.Sprintf("d-guess-%d", number), prPayload("opened", number, head.String()))
-		w.waitChecks(head.String(), 2)
+		w.waitChecks(head.String(), 1)
 		rep, _ := compared()
 		n := -1
 		for _, tg := range rep.Targets {
@@ -1035,5 +1045,34 @@ func TestAForkCannotGuessASecret(t *testing.T) {
 	right, wrong := secretFields(21, "the-live-one"), secretFields(22, "wrong-guess")
 	if right != wrong || right <= 0 {
 		t.Errorf("the right guess changes %d of the Secret's fields, a wrong one %d: want the same, the Git change", right, wrong)
+	}
+}
+
+// TestASupersededReportIsNotPublished: a commit pushed while the previous
+// one is being compared cancels that report before it writes anything: no
+// comment or check run is spent on a commit that is no longer the head.
+func TestASupersededReportIsNotPublished(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	w.liveProd()
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	first := w.commit(base, withReplicas(3))
+	second := w.commit(base, withReplicas(4))
+	w.openPR(30, base, first, nil)
+	var once sync.Once
+	w.srv.App.compared = func(int, *drift.Report, []review.CheckResult) {
+		once.Do(func() { // the first commit is compared: the author pushes again
+			w.openPR(30, base, second, nil)
+			w.deliver("pull_request", "d-second", prPayload("synchronize", 30, second.String()))
+		})
+	}
+	w.deliver("pull_request", "d-first", prPayload("opened", 30, first.String()))
+	w.waitChecks(second.String(), 3)
+	w.waitIdle()
+	if runs := w.gh.CheckRuns(fullName, first.String()); len(runs) != 0 {
+		t.Errorf("the superseded commit got %d check runs", len(runs))
+	}
+	if c := w.gh.Comments(fullName, 30); len(c) != 1 || !strings.Contains(c[0].Body, second.String()[:12]) {
+		t.Errorf("comments %d, want one reporting the newer commit", len(c))
 	}
 }

@@ -36,6 +36,13 @@ type pullRequest struct {
 	log          *slog.Logger
 }
 
+// fork says the pull request comes from another repository. Fail closed: a
+// head repository that is missing (a deleted fork) or different from the
+// base is a fork.
+func (p *pullRequest) fork() bool {
+	return !strings.EqualFold(p.pr.HeadRepo, p.req.owner+"/"+p.req.repo)
+}
+
 // processPR compares what a pull request changes with its clusters and
 // publishes the comment and check runs: read it, fetch it, find its
 // targets, compare them, publish.
@@ -153,9 +160,7 @@ func (a *App) reviewInput(ctx context.Context, p *pullRequest) (review.Input, er
 	return review.Input{
 		Targets: ts, Unrenderable: p.unrenderable, Problems: p.problems,
 		Base: base, Head: head, Scope: scope, Changed: changed, Branch: p.pr.BaseRef,
-		// Fail closed: a head repository that is missing (a deleted fork)
-		// or different from the base is a fork.
-		Fork:      !strings.EqualFold(p.pr.HeadRepo, p.req.owner+"/"+p.req.repo),
+		Fork:      p.fork(),
 		ForceLive: p.req.forceLive,
 		Labels:    labels,
 		History:   review.History(p.git, p.pr.BaseSHA, p.gh.Earlier(p.req.owner, p.req.repo)),
@@ -185,7 +190,13 @@ func (a *App) publishPullRequest(ctx context.Context, p *pullRequest, rep *drift
 	lock := a.publishLock(req.key())
 	lock.Lock()
 	defer lock.Unlock()
-	published := publishedChecks(checks)
+	if errors.Is(context.Cause(ctx), errSuperseded) {
+		// A newer commit's report is coming: this one would be written
+		// only to be overwritten, and spend the installation's writes.
+		p.log.Info("superseded before publishing; the newer commit reports")
+		return nil
+	}
+	published := publishedChecks(checks, p.fork())
 	if len(rep.Targets) == 0 && len(rep.Errors) == 0 && len(rep.NotRendered) == 0 {
 		said, err := p.gh.Commented(ctx, req.owner, req.repo, req.number)
 		if err != nil {
@@ -220,9 +231,14 @@ func (a *App) publishPullRequest(ctx context.Context, p *pullRequest, rep *drift
 
 // publishedChecks are the check runs a pull request gets: the aggregate,
 // then one per affected target; an unaffected target's run is counted in
-// the aggregate, not written (k+1 writes for k affected targets).
-func publishedChecks(checks []review.CheckResult) []ghapp.Check {
+// the aggregate, not written (k+1 writes for k affected targets). A fork's
+// pull request gets the aggregate only: its author pushes as often as they
+// like, and every push must not cost the installation k+1 writes.
+func publishedChecks(checks []review.CheckResult, fork bool) []ghapp.Check {
 	out := []ghapp.Check{published(review.Aggregate(checks))}
+	if fork {
+		return out
+	}
 	for _, c := range checks {
 		if !c.Unaffected {
 			out = append(out, published(c))
