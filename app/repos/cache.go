@@ -52,6 +52,7 @@ func New(dir string, maxBytes int64) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	installBudgets()
 	return &Cache{dir: dir, max: maxBytes, repos: map[string]*cachedRepo{}}, nil
 }
 
@@ -90,7 +91,20 @@ func (c *Cache) Fetch(ctx context.Context, fullName, cloneURL, token string, ref
 			c.mu.Unlock()
 			return nil, nil, err
 		}
-		if err := fetch(ctx, cr.repo, cloneURL, token, refs); err != nil {
+		// What one fetch downloads is bounded by the whole cache: a clone
+		// larger than that could not be kept anyway.
+		bctx, budget := withFetchBudget(ctx, c.max)
+		err := fetch(bctx, cr.repo, cloneURL, token, refs)
+		if err != nil && budget.spent() {
+			// What it wrote goes with the clone, once no job reads it.
+			c.mu.Lock()
+			cr.oversize = true
+			c.mu.Unlock()
+			fail(nil)
+			c.evict()
+			return nil, nil, fmt.Errorf("fetch %s: %w: over server.cacheMaxBytes (%d MiB); raise it to check this repository", fullName, ErrFetchTooLarge, c.max>>20)
+		}
+		if err != nil {
 			return fail(fmt.Errorf("fetch %s: %w", fullName, err))
 		}
 		if missing := missingOf(cr.repo, want); len(missing) > 0 {

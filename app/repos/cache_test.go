@@ -3,6 +3,7 @@ package repos
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -148,5 +149,34 @@ func TestClosedPullRequestsLeaveTheCache(t *testing.T) {
 	}
 	if after := cache.repos[fullName].size; after > before-(1<<20) {
 		t.Errorf("the clone went from %d to %d bytes; the pull request's 2 MiB did not leave the disk", before, after)
+	}
+}
+
+// TestAFetchLargerThanTheCacheStops: a push of more than the cache may hold
+// stops the fetch as it downloads, before it fills the volume, with an error
+// naming the setting; what it wrote leaves the disk.
+func TestAFetchLargerThanTheCacheStops(t *testing.T) {
+	w := newServer(t)
+	blob := make([]byte, 4<<20) // random: it does not compress
+	if _, err := rand.Read(blob); err != nil {
+		t.Fatal(err)
+	}
+	big := w.commit(plumbing.ZeroHash, map[string]string{"deploy/prod/kustomization.yaml": "resources: []\n", "blob.bin": string(blob)})
+	w.push(map[string]plumbing.Hash{"refs/heads/main": big})
+	dir := t.TempDir()
+	const limit = 1 << 20
+	cache, err := New(dir, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = cache.Fetch(context.Background(), "acme/big", w.url, testToken, []string{"refs/heads/main"}, []string{big.String()})
+	if !errors.Is(err, ErrFetchTooLarge) || !strings.Contains(err.Error(), "server.cacheMaxBytes") {
+		t.Fatalf("err = %v, want the fetch stopped, naming server.cacheMaxBytes", err)
+	}
+	if n := dirSize(dir); n > limit {
+		t.Errorf("%d bytes left on disk, over the cache's %d", n, limit)
+	}
+	if n := len(cache.repos); n != 0 {
+		t.Errorf("%d clones kept after a fetch over the cache", n)
 	}
 }
