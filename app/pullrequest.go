@@ -129,11 +129,11 @@ func (a *App) pullTargets(ctx context.Context, p *pullRequest) {
 // its targets with globs expanded, who it comes from and the labels a
 // writer applied.
 func (a *App) reviewInput(ctx context.Context, p *pullRequest) (review.Input, error) {
-	base, err := render.GitTree(p.git, p.pr.BaseSHA)
+	base, err := render.GitTreeContext(ctx, p.git, p.pr.BaseSHA)
 	if err != nil {
 		return review.Input{}, err
 	}
-	head, err := render.GitTree(p.git, p.pr.HeadSHA)
+	head, err := render.GitTreeContext(ctx, p.git, p.pr.HeadSHA)
 	if err != nil {
 		return review.Input{}, err
 	}
@@ -148,7 +148,7 @@ func (a *App) reviewInput(ctx context.Context, p *pullRequest) (review.Input, er
 	if branch == "" {
 		branch = p.repo.DefaultBranch
 	}
-	scope, err := repos.BranchTree(p.git, branch)
+	scope, err := repos.BranchTree(ctx, p.git, branch)
 	if err != nil {
 		return review.Input{}, err
 	}

@@ -30,7 +30,7 @@ func (a *App) refreshDefaultBranch(ctx context.Context, installation int64, owne
 		return err
 	}
 	defer release()
-	tree, err := render.GitTree(r, sha)
+	tree, err := render.GitTreeContext(ctx, r, sha)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"crypto/sha1" //nolint:gosec // git blob ids are SHA-1 by definition
 	"encoding/hex"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	git "github.com/go-git/go-git/v5"
@@ -132,11 +134,15 @@ const MaxTreeEntries = 250_000
 // TooLargeError is a commit whose tree holds more than MaxTreeEntries
 // entries: it is not compared.
 type TooLargeError struct {
-	Commit  string
-	Entries int
+	Commit string
+	// Entries or Depth is the bound the tree passed.
+	Entries, Depth int
 }
 
 func (e *TooLargeError) Error() string {
+	if e.Depth > 0 {
+		return fmt.Sprintf("commit %s is too large to compare: its tree nests paths deeper than %d directories", shortHash(e.Commit), e.Depth)
+	}
 	return fmt.Sprintf("commit %s is too large to compare: its tree holds more than %d files and directories", shortHash(e.Commit), e.Entries)
 }
 
@@ -151,6 +157,16 @@ func shortHash(h string) string {
 // resolves) from the repository's object store, without a checkout. A tree
 // over MaxTreeEntries is a *TooLargeError.
 func GitTree(repo *git.Repository, rev string) (*Tree, error) {
+	return GitTreeContext(context.Background(), repo, rev)
+}
+
+// MaxTreeDepth bounds how deep a commit's paths may nest.
+const MaxTreeDepth = 64
+
+// GitTreeContext is GitTree, stopped when ctx ends: the repository's lock is
+// held no longer than the job that asked. A path nested deeper than
+// MaxTreeDepth is a *TooLargeError too.
+func GitTreeContext(ctx context.Context, repo *git.Repository, rev string) (*Tree, error) {
 	lock := RepoLock(repo)
 	lock.Lock()
 	defer lock.Unlock()
@@ -182,6 +198,12 @@ func GitTree(repo *git.Repository, rev string) (*Tree, error) {
 		// of paths: stop at the bound, before the memory and time go.
 		if entries++; entries > MaxTreeEntries {
 			return nil, &TooLargeError{Commit: h.String(), Entries: MaxTreeEntries}
+		}
+		if strings.Count(name, "/") >= MaxTreeDepth {
+			return nil, &TooLargeError{Commit: h.String(), Depth: MaxTreeDepth}
+		}
+		if entries%1024 == 0 && ctx.Err() != nil {
+			return nil, fmt.Errorf("commit %s: walk tree: %w", h, ctx.Err())
 		}
 		switch entry.Mode {
 		case filemode.Regular, filemode.Executable, filemode.Deprecated:

@@ -400,7 +400,7 @@ func (d *DriftLoop) expandGlob(ctx context.Context, t targets.Target) ([]targets
 		return nil, err
 	}
 	defer release()
-	tree, err := render.GitTree(repo, st.head)
+	tree, err := render.GitTreeContext(ctx, repo, st.head)
 	if err != nil {
 		return nil, err
 	}
@@ -796,7 +796,7 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (proposed boo
 	if c.t.Policy.Codify == config.CodifyOff {
 		return false, nil
 	}
-	if c.tree, err = render.GitTree(repo, c.st.head); err != nil {
+	if c.tree, err = render.GitTreeContext(ctx, repo, c.st.head); err != nil {
 		return false, err
 	}
 	if c.t.Found != nil && !c.tree.HasKustomization(c.t.Path) {

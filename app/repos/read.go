@@ -1,6 +1,7 @@
 package repos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -11,7 +12,7 @@ import (
 )
 
 // BranchTree is the tree at the tip of a branch.
-func BranchTree(repo *git.Repository, branch string) (*render.Tree, error) {
+func BranchTree(ctx context.Context, repo *git.Repository, branch string) (*render.Tree, error) {
 	lock := render.RepoLock(repo)
 	lock.Lock()
 	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
@@ -19,7 +20,7 @@ func BranchTree(repo *git.Repository, branch string) (*render.Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the branch %s: %w", branch, err)
 	}
-	return render.GitTree(repo, ref.Hash().String())
+	return render.GitTreeContext(ctx, repo, ref.Hash().String())
 }
 
 // BranchFile reads a file at the tip of a branch; nil
