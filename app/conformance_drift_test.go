@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
@@ -29,11 +31,18 @@ func TestDriftOfADiscoveredFluxTarget(t *testing.T) {
 	// policy (a short quiet period; the Kustomization's interval still
 	// bounds it from below, plus 30 s).
 	d.cfg.Targets = []config.Target{{Repo: fullName, Path: "deploy/*", Cluster: "test", Policy: d.cfg.Targets[0].Policy}}
+	// Argo CD in a namespace of its own, with its default project, as its
+	// install makes it.
+	argoNS := d.env.Namespace + "-argocd"
+	if _, err := d.env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	cl := d.cfg.Clusters["test"]
-	cl.Discover = &config.Discover{Flux: true, ArgoCD: true, Namespaces: []string{d.env.Namespace}, ArgoCDNamespace: d.env.Namespace}
+	cl.Discover = &config.Discover{Flux: true, ArgoCD: true, Namespaces: []string{d.env.Namespace, argoNS}, ArgoCDNamespace: argoNS}
 	d.cfg.Clusters["test"] = cl
 	d.start()
 	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)
+	kubetest.ArgoCDDefaultProject(t, d.env, argoNS)
 	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
 	d.apply(`apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
@@ -47,7 +56,7 @@ spec: {interval: 1s, path: ./deploy/prod, prune: true, sourceRef: {kind: GitRepo
 	d.push(map[string]plumbing.Hash{"refs/heads/main": chart})
 	d.apply(`apiVersion: argoproj.io/v1alpha1
 kind: Application
-metadata: {name: cache, namespace: NS}
+metadata: {name: cache, namespace: ` + argoNS + `}
 spec:
   project: default
   source: {repoURL: 'https://` + host + `/acme/gitops', path: charts/cache}

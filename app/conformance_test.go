@@ -554,11 +554,12 @@ func runShape(t *testing.T, c shape) {
 	// targets are written to and decide the required check.
 	w.cfg.Clusters["test"].Discover.Repositories = map[string][]string{ns: {fullName}, srcNS: {fullName}}
 	w.cfg.Clusters["test"].Discover.ArgoCDNamespace = ns
+	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
+	kubetest.ArgoCDDefaultProject(t, w.env, ns)
 	w.logs.secret("conformance-canary-7731")
 	for _, s := range c.never {
 		w.logs.secret(s) // no log line may hold them either
 	}
-	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
 	host, _, _ := strings.Cut(string(discover.HostOf(w.gh.URL())), ":")
 	subst := func(y string) string { return strings.NewReplacer("SRCNS", srcNS, "NS", ns, "HOST", host).Replace(y) }
 	applyStream := func(manager, stream string) {

@@ -67,6 +67,7 @@ func TestDiscoveredTargetsEndToEnd(t *testing.T) {
 	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
 	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns}
 	w.cfg.Clusters["test"].Discover.ArgoCDNamespace = ns
+	kubetest.ArgoCDDefaultProject(t, w.env, ns)
 	host := string(discover.HostOf(w.gh.URL()))
 	hostname, _, _ := strings.Cut(host, ":")
 	w.apply(`apiVersion: v1

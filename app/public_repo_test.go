@@ -140,6 +140,9 @@ func TestPublicRepository(t *testing.T) {
 			if err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatal(err)
 			}
+			if o.GetKind() == "Application" && o.GetNamespace() == "argocd" {
+				kubetest.ArgoCDDefaultProject(t, w.env, "argocd") // as Argo CD's install makes it
+			}
 			kubetest.Apply(t, w.env.Config, "kubectl", o)
 			applied++
 		}

@@ -85,6 +85,10 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 	if repo, ok := RepoOf(url, s.Host); ok {
 		f.Repo, f.Path = repo, render.CleanPath(srcStr("path"))
 	}
+	if why := projectRefuses(app, url, s, argoNS); why != "" && !s.AnyProject {
+		f.NotRendered = why
+		return f
+	}
 	switch {
 	case srcStr("chart") != "":
 		f.NotRendered = "it installs the Helm chart " + srcStr("chart")

@@ -44,6 +44,12 @@ type Settings struct {
 	// argocd-cmd-params-cm: globs, or regular expressions between slashes).
 	// An Application anywhere else is one Argo CD ignores.
 	ArgoCDAppNamespaces []string
+	// Projects are Argo CD's AppProjects by name, read from its namespace;
+	// nil when they could not be read, and then no Application counts.
+	Projects map[string]*unstructured.Unstructured
+	// AnyProject leaves the AppProject unchecked: the person running
+	// driftback named the Application (diff --argocd-app).
+	AnyProject bool
 	// FluxLenientSubstitution says kustomize-controller substitutes an
 	// unset variable with nothing rather than failing.
 	FluxLenientSubstitution bool

@@ -191,7 +191,7 @@ spec:
     jqPathExpressions: ['.spec.ports[] | select(.name == "http") | .nodePort', '.spec | with_entries(.)']
     managedFieldsManagers: [istio]
 `)
-	f := FromArgoCD(app, Settings{On: "prod", Host: "github.com"})
+	f := FromArgoCD(app, Settings{On: "prod", Host: "github.com", Projects: anyProject(t)})
 	want := &Found{Reconciler: ReconcilerArgoCD, Object: "Application argocd/shop", Namespace: "argocd", Name: "shop", On: "prod",
 		Repo: "acme/gitops", Path: "apps/shop/overlays/production", Cluster: "prod", Prune: true, SelfHeal: true, DestinationNamespace: "shop",
 		Tracking: drift.Tracking{ArgoCDApp: "shop"},
@@ -263,7 +263,8 @@ spec:
 			}
 			y := strings.NewReplacer("SOURCE", tc.source, "DEST", tc.dest, "NS", ns).Replace(base)
 			f := FromArgoCD(obj(t, y), Settings{On: "prod", Host: "github.com",
-				Destinations: map[string]string{"https://10.0.0.1:6443": "edge"}, ArgoCDAppNamespaces: []string{"team-*", "/^ops-[0-9]+$/"}})
+				Destinations: map[string]string{"https://10.0.0.1:6443": "edge"}, ArgoCDAppNamespaces: []string{"team-*", "/^ops-[0-9]+$/"},
+				Projects: anyProject(t)})
 			got := Found{Repo: f.Repo, Path: f.Path, Branch: f.Branch, Cluster: f.Cluster, NotRendered: f.NotRendered, Notes: f.Notes}
 			if f.Suspended != "" {
 				got.Suspended = "x"
@@ -277,6 +278,64 @@ spec:
 			}
 			if f.Tracking.ArgoCDApp != wantApp {
 				t.Errorf("tracked as %q, want %q (Argo CD's instance name)", f.Tracking.ArgoCDApp, wantApp)
+			}
+		})
+	}
+}
+
+// anyProject is Argo CD's default project as it installs it: every source,
+// destination and namespace.
+func anyProject(t *testing.T) map[string]*unstructured.Unstructured {
+	return map[string]*unstructured.Unstructured{"default": obj(t, `apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: default, namespace: argocd}
+spec:
+  sourceRepos: ['*']
+  sourceNamespaces: ['*']
+  destinations: [{server: '*', namespace: '*'}, {name: '*', namespace: '*'}]
+`)}
+}
+
+// TestAppProjectsDecideWhatCounts: an Application counts only where its
+// AppProject lets Argo CD sync it: the project exists, lets Applications of
+// its namespace use it, and permits its source and its destination (deny
+// patterns included). AppProjects that could not be read let none count.
+func TestAppProjectsDecideWhatCounts(t *testing.T) {
+	app := func(ns, project, repo, destNS string) *unstructured.Unstructured {
+		return obj(t, "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: shop, namespace: "+ns+"}\nspec:\n  project: "+project+
+			"\n  destination: {server: 'https://kubernetes.default.svc', namespace: "+destNS+"}\n  source: {repoURL: '"+repo+"', path: apps/shop}\n")
+	}
+	project := func(spec string) map[string]*unstructured.Unstructured {
+		return map[string]*unstructured.Unstructured{"team": obj(t, "apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata: {name: team, namespace: argocd}\nspec:\n"+spec)}
+	}
+	const repo = "https://github.com/acme/gitops.git"
+	teamOnly := project("  sourceRepos: ['https://github.com/acme/*']\n  destinations: [{server: 'https://kubernetes.default.svc', namespace: 'team-*'}]\n")
+	for _, tc := range []struct {
+		name     string
+		app      *unstructured.Unstructured
+		projects map[string]*unstructured.Unstructured
+		refused  string // "" when it counts
+	}{
+		{"a project that does not exist", app("argocd", "team", repo, "team-a"), anyProject(t), "its AppProject team does not exist in argocd"},
+		{"the default project", app("argocd", "", repo, "shop"), anyProject(t), ""},
+		{"a permitted source and destination", app("argocd", "team", repo, "team-a"), teamOnly, ""},
+		{"a destination the project leaves out", app("argocd", "team", repo, "kube-system"), teamOnly, "does not permit its destination https://kubernetes.default.svc, namespace \"kube-system\""},
+		{"a source the project leaves out", app("argocd", "team", "https://github.com/other/gitops", "team-a"), teamOnly, "does not permit its source https://github.com/other/gitops"},
+		{"a denied namespace", app("argocd", "team", repo, "kube-system"),
+			project("  sourceRepos: ['*']\n  destinations: [{server: '*', namespace: '*'}, {server: '*', namespace: '!kube-system'}]\n"), "does not permit its destination"},
+		{"an Application in another namespace the project does not take", app("team-a", "team", repo, "team-a"), teamOnly,
+			"does not let Applications in namespace team-a use it (spec.sourceNamespaces)"},
+		{"an Application in another namespace the project takes", app("team-a", "team", repo, "team-a"),
+			project("  sourceNamespaces: ['team-*']\n  sourceRepos: ['*']\n  destinations: [{server: '*', namespace: 'team-*'}]\n"), ""},
+		{"AppProjects that could not be read", app("argocd", "", repo, "shop"), nil, "could not be read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := FromArgoCD(tc.app, Settings{On: "prod", Host: "github.com", ArgoCDAppNamespaces: []string{"team-*"}, Projects: tc.projects})
+			switch {
+			case tc.refused == "" && f.NotRendered != "":
+				t.Errorf("refused: %s", f.NotRendered)
+			case tc.refused != "" && !strings.Contains(f.NotRendered, tc.refused):
+				t.Errorf("not rendered %q, want it to say %q", f.NotRendered, tc.refused)
 			}
 		})
 	}

@@ -116,9 +116,25 @@ func (w *Watcher) kinds() []schema.GroupVersionResource {
 		out = append(out, FluxKustomizations, FluxGitRepositories)
 	}
 	if w.opts.ArgoCD {
-		out = append(out, ArgoCDApplications)
+		out = append(out, ArgoCDApplications, ArgoCDAppProjects)
 	}
 	return out
+}
+
+// namespacesOf are the namespaces a kind is read in: AppProjects in Argo
+// CD's own, the reconcilers' objects where app.yml says they count.
+func (w *Watcher) namespacesOf(gvr schema.GroupVersionResource) []string {
+	if gvr == ArgoCDAppProjects {
+		return []string{argoNamespace(w.opts.Settings)}
+	}
+	return w.namespaces()
+}
+
+func argoNamespace(s Settings) string {
+	if s.ArgoCDNamespace == "" {
+		return "argocd"
+	}
+	return s.ArgoCDNamespace
 }
 
 func (w *Watcher) namespaces() []string {
@@ -182,7 +198,7 @@ func (w *Watcher) start(ctx context.Context, notify func()) {
 			continue
 		}
 		var infs []cache.SharedIndexInformer
-		for _, ns := range w.namespaces() {
+		for _, ns := range w.namespacesOf(gvr) {
 			f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.dyn, 0, ns, nil)
 			inf := f.ForResource(gvr).Informer()
 			g := gvr
@@ -336,7 +352,12 @@ func (w *Watcher) rebuild() {
 		}
 		synced = synced && (ok || w.errs[gvr] != "")
 	}
-	found := Derive(objects(FluxKustomizations), objects(FluxGitRepositories), objects(ArgoCDApplications), w.settings)
+	// AppProjects count once read whole; until then no Application does.
+	var projects []*unstructured.Unstructured
+	if infs := w.informers[ArgoCDAppProjects]; len(infs) > 0 && infs[0].HasSynced() && w.errs[ArgoCDAppProjects] == "" {
+		projects = append([]*unstructured.Unstructured{}, objects(ArgoCDAppProjects)...)
+	}
+	found := Derive(objects(FluxKustomizations), objects(FluxGitRepositories), objects(ArgoCDApplications), projects, w.settings)
 	if !sameFound(found, w.found) || synced != w.synced {
 		w.found, w.synced = found, synced
 		select {
@@ -346,8 +367,15 @@ func (w *Watcher) rebuild() {
 	}
 }
 
-// Derive computes what reconciler objects imply.
-func Derive(kustomizations, gitRepositories, applications []*unstructured.Unstructured, s Settings) []*Found {
+// Derive computes what reconciler objects imply. projects are Argo CD's
+// AppProjects; nil when they were not read, and then no Application counts.
+func Derive(kustomizations, gitRepositories, applications, projects []*unstructured.Unstructured, s Settings) []*Found {
+	if projects != nil {
+		s.Projects = map[string]*unstructured.Unstructured{}
+		for _, p := range projects {
+			s.Projects[p.GetName()] = p
+		}
+	}
 	sources := map[string]*unstructured.Unstructured{}
 	for _, r := range gitRepositories {
 		sources[r.GetNamespace()+"/"+r.GetName()] = r
@@ -404,11 +432,14 @@ func List(ctx context.Context, cfg *rest.Config, opts Options) ([]*Found, []stri
 			problems = append(problems, fmt.Sprintf("%s is not served by this cluster (is %s installed?)", gvr.GroupResource(), reconcilerOf(gvr)))
 			return nil
 		}
-		var out []*unstructured.Unstructured
-		for _, ns := range w.namespaces() {
+		out := []*unstructured.Unstructured{}
+		for _, ns := range w.namespacesOf(gvr) {
 			l, err := w.dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %s", gvr.GroupResource(), watchError(err)))
+				if gvr == ArgoCDAppProjects {
+					return nil // not read: no Application counts
+				}
 				continue
 			}
 			for i := range l.Items {
@@ -417,16 +448,16 @@ func List(ctx context.Context, cfg *rest.Config, opts Options) ([]*Found, []stri
 		}
 		return out
 	}
-	var ks, repos, apps []*unstructured.Unstructured
+	var ks, repos, apps, projects []*unstructured.Unstructured
 	if opts.Flux {
 		ks, repos = list(FluxKustomizations), list(FluxGitRepositories)
 	}
 	if opts.ArgoCD {
-		apps = list(ArgoCDApplications)
+		apps, projects = list(ArgoCDApplications), list(ArgoCDAppProjects)
 		w.readArgoSettings(ctx)
 	}
 	if ctx.Err() != nil {
 		return nil, problems, errors.Join(ctx.Err())
 	}
-	return Derive(ks, repos, apps, w.settings), problems, nil
+	return Derive(ks, repos, apps, projects, w.settings), problems, nil
 }

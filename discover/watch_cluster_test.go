@@ -99,6 +99,7 @@ func applyAll(t *testing.T, env *kubetest.Env, y string) {
 func TestWatcherFollowsFluxAndArgoCD(t *testing.T) {
 	env := kubetest.New(t)
 	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	kubetest.ArgoCDDefaultProject(t, env, env.Namespace)
 	applyAll(t, env, reconcilerObjects+`---
 apiVersion: v1
 kind: ConfigMap
@@ -227,4 +228,59 @@ func index(fs []*discover.Found) map[string]*discover.Found {
 		out[f.Object] = f
 	}
 	return out
+}
+
+// TestAnApplicationCountsOnlyAsItsAppProjectAllows: the watcher reads Argo
+// CD's AppProjects and follows them: an Application whose project does not
+// exist, or does not permit its destination, is listed as not rendered with
+// why, and counts once a project permits it.
+func TestAnApplicationCountsOnlyAsItsAppProjectAllows(t *testing.T) {
+	env := kubetest.New(t)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	applyAll(t, env, `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: team-app, namespace: NS}
+spec:
+  project: team
+  destination: {server: 'https://kubernetes.default.svc', namespace: kube-system}
+  source: {repoURL: 'https://github.com/acme/gitops', path: apps/team}
+`)
+	w, err := discover.NewWatcher(env.Config, discover.Options{ArgoCD: true, Namespaces: []string{env.Namespace},
+		Settings: discover.Settings{On: "prod", Host: "github.com", ArgoCDNamespace: env.Namespace}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	name := "Application " + env.Namespace + "/team-app"
+	wait := func(what string, ok func(*discover.Found) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if f := index(w.Found())[name]; w.Synced() && f != nil && ok(f) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v", what, index(w.Found())[name])
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	wait("a project that does not exist", func(f *discover.Found) bool {
+		return strings.Contains(f.NotRendered, "its AppProject team does not exist")
+	})
+	project := `apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: team, namespace: NS}
+spec:
+  sourceRepos: ['https://github.com/acme/*']
+  destinations: [{server: 'https://kubernetes.default.svc', namespace: 'team-*'}]
+`
+	applyAll(t, env, project)
+	wait("a project that leaves out its destination", func(f *discover.Found) bool {
+		return strings.Contains(f.NotRendered, "does not permit its destination")
+	})
+	applyAll(t, env, strings.Replace(project, "namespace: 'team-*'", "namespace: '*'", 1))
+	wait("a project that permits it", func(f *discover.Found) bool { return f.NotRendered == "" && f.Repo == "acme/gitops" })
 }

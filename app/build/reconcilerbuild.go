@@ -58,7 +58,7 @@ func NewArgoCDBuild(app *unstructured.Unstructured, argoNamespace string) (*Reco
 			return nil, err
 		}
 	}
-	f := discover.FromArgoCD(app, discover.Settings{ArgoCDNamespace: argoNamespace, Host: localHost})
+	f := discover.FromArgoCD(app, discover.Settings{ArgoCDNamespace: argoNamespace, Host: localHost, AnyProject: true})
 	if f.NotRendered != "" {
 		return nil, fmt.Errorf("Application %s/%s is not rendered: %s", app.GetNamespace(), app.GetName(), f.NotRendered)
 	}

@@ -19,6 +19,7 @@ import (
 func TestTargetsCommand(t *testing.T) {
 	env := kubetest.New(t)
 	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	kubetest.ArgoCDDefaultProject(t, env, env.Namespace)
 	for _, y := range []string{
 		"apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: fleet, namespace: NS}\nspec: {interval: 1m, url: 'https://github.com/acme/gitops', ref: {branch: main}}\n",
 		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: NS}\nspec: {interval: 10m, path: ./apps/prod, prune: true, suspend: true, sourceRef: {kind: GitRepository, name: fleet}}\n",
@@ -93,6 +94,7 @@ targets:
 func TestTargetsReadThePathAtTheBranch(t *testing.T) {
 	env := kubetest.New(t)
 	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	kubetest.ArgoCDDefaultProject(t, env, env.Namespace)
 	work, cache := t.TempDir(), t.TempDir()
 	for name, content := range map[string]string{
 		"clusters/prod/apps.yaml":           "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: apps}\n",

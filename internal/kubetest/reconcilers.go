@@ -96,6 +96,31 @@ spec:
 // listable.
 func InstallCRDs(t testing.TB, e *Env, manifests ...string) {
 	t.Helper()
+	installCRDs(t, e, manifests...)
+}
+
+// ArgoCDDefaultProject creates Argo CD's default AppProject in ns, as its
+// install does: every source, destination and namespace.
+func ArgoCDDefaultProject(t testing.TB, e *Env, ns string) {
+	t.Helper()
+	p := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(`apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: default}
+spec:
+  sourceRepos: ['*']
+  sourceNamespaces: ['*']
+  destinations: [{server: '*', namespace: '*'}, {name: '*', namespace: '*'}]
+  clusterResourceWhitelist: [{group: '*', kind: '*'}]
+`), &p.Object); err != nil {
+		t.Fatal(err)
+	}
+	p.SetNamespace(ns)
+	Apply(t, e.Setup, "kubetest", p)
+}
+
+func installCRDs(t testing.TB, e *Env, manifests ...string) {
+	t.Helper()
 	dc, err := discovery.NewDiscoveryClientForConfig(e.Setup)
 	if err != nil {
 		t.Fatal(err)
