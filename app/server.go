@@ -91,7 +91,7 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 	q.metrics = m
 	a.metrics = m
 	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: driftloop.New(a.driftDeps(), log.With("loop", "drift")), Metrics: m, log: log}
-	s.Webhook.MaxUnverified = cfg.Server.MaxUnverifiedBytes
+	s.Webhook.MaxUnverified, s.Webhook.ReadTimeout = cfg.Server.MaxUnverifiedBytes, cfg.Server.ReadTimeout
 	a.drift = s.Drift
 	mux := http.NewServeMux()
 	mux.Handle("/webhook", m.CountDeliveries(s.Webhook))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	ghapp "github.com/driftback/driftback/app/github"
 
@@ -34,8 +35,10 @@ type Webhook struct {
 	log    *slog.Logger
 	// MaxUnverified bounds the bytes of bodies read before their signature is
 	// checked, over all requests at once; 0 means DefaultMaxUnverified. Past
-	// it a request is refused with 503 and Retry-After, unread.
+	// it a request is refused with 503 and Retry-After.
 	MaxUnverified int64
+	// ReadTimeout bounds reading one body; 0 means 20s.
+	ReadTimeout time.Duration
 
 	mu             sync.Mutex
 	small, large   int64 // bytes reserved now by bodies up to and over smallBody
@@ -70,20 +73,19 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
 		return
 	}
-	// The body is held before anyone knows who sent it: it is paid for from a
-	// bounded budget first. A body of unknown length may be the largest.
-	size := r.ContentLength
-	if size < 0 {
-		size = MaxWebhookBody
-	}
-	if !h.reserve(size) {
+	// The body is held before anyone knows who sent it: each byte is paid
+	// for from a bounded budget as it arrives, so a connection that sends
+	// nothing holds nothing, and one that stops sending is cut off.
+	in := &meteredBody{r: http.MaxBytesReader(w, r.Body, MaxWebhookBody), h: h, rc: http.NewResponseController(w),
+		large: r.ContentLength < 0 || r.ContentLength > smallBody, end: time.Now().Add(h.readTimeout())}
+	defer in.release()
+	body, err := io.ReadAll(in)
+	var tooBig *http.MaxBytesError
+	if errors.Is(err, errBusy) {
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 		return
 	}
-	defer h.release(size)
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
-	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
 		return
@@ -137,9 +139,57 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
+// errBusy says the budget of unverified bodies is spent.
+var errBusy = errors.New("the budget of unverified bodies is spent")
+
+// IdleRead is how long a request's body may send nothing before it is cut
+// off: what it holds is given back.
+const IdleRead = 2 * time.Second
+
+// meteredBody pays for a body from the Webhook's budget as it arrives, and
+// cuts off a sender that stops: each read must bring bytes within IdleRead,
+// and the whole body within the read timeout.
+type meteredBody struct {
+	r     io.Reader
+	h     *Webhook
+	rc    *http.ResponseController
+	large bool
+	held  int64
+	end   time.Time
+}
+
+func (m *meteredBody) Read(p []byte) (int, error) {
+	// Not every ResponseWriter can set deadlines (a test's recorder); the
+	// server's read timeout still bounds the body then.
+	deadline := time.Now().Add(IdleRead)
+	if m.end.Before(deadline) {
+		deadline = m.end
+	}
+	_ = m.rc.SetReadDeadline(deadline)
+	n, err := m.r.Read(p)
+	if n > 0 {
+		if !m.h.reserve(int64(n), m.large) {
+			return n, errBusy
+		}
+		m.held += int64(n)
+	}
+	return n, err
+}
+
+func (m *meteredBody) release() { m.h.release(m.held, m.large) }
+
+func (h *Webhook) readTimeout() time.Duration {
+	if h.ReadTimeout > 0 {
+		return h.ReadTimeout
+	}
+	return 20 * time.Second
+}
+
 // reserve takes size bytes from the budget of unverified bodies, or reports
-// that they are not there.
-func (h *Webhook) reserve(size int64) bool {
+// that they are not there. Bodies over smallBody (or of unknown length)
+// share half of it, so a flood of large ones cannot starve GitHub's small
+// deliveries.
+func (h *Webhook) reserve(size int64, large bool) bool {
 	limit := h.MaxUnverified
 	if limit <= 0 {
 		limit = config.DefaultMaxUnverified
@@ -147,9 +197,9 @@ func (h *Webhook) reserve(size int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case size > smallBody && h.large+size > limit/2:
+	case large && h.large+size > limit/2:
 		return false
-	case size > smallBody:
+	case large:
 		h.large += size
 	case h.small+size > limit-limit/2:
 		return false
@@ -160,10 +210,10 @@ func (h *Webhook) reserve(size int64) bool {
 	return true
 }
 
-func (h *Webhook) release(size int64) {
+func (h *Webhook) release(size int64, large bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if size > smallBody {
+	if large {
 		h.large -= size
 	} else {
 		h.small -= size
