@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -86,7 +88,7 @@ func (r *scopedReader) List(ctx context.Context, gk schema.GroupKind, namespace 
 		return r.live.List(ctx, gk, "", sel)
 	case namespaced:
 		var out []*unstructured.Unstructured
-		for _, ns := range sortedKeys(r.scope.Namespaces) {
+		for _, ns := range slices.Sorted(maps.Keys(r.scope.Namespaces)) {
 			objs, err := r.live.List(ctx, gk, ns, sel)
 			if err != nil {
 				return nil, err
@@ -119,13 +121,4 @@ func (r *scopedReader) List(ctx context.Context, gk schema.GroupKind, namespace 
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
 	return out, nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
