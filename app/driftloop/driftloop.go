@@ -754,6 +754,12 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t targets.T
 	// Publishing fetches into the cache itself: let go of this read first.
 	c.release()
 	if err := d.publish(ctx, c, plan); err != nil {
+		if wait, later := ghapp.RateLimitWait(err); later {
+			// GitHub's limit, or the installation's pace: look again once
+			// it allows, and publish the whole plan then.
+			c.log.Info("drift publish waits for GitHub's limit", "wait", wait)
+			return wait, nil
+		}
 		return 0, err
 	}
 	c.st.decided, c.st.decidedAt = key, c.now

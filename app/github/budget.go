@@ -85,11 +85,16 @@ func holdBudget(ctx context.Context) (release func()) {
 // (Retry-After) are added to it.
 const DefaultPublishTimeout = 45 * time.Second
 
-// RetryPublish repeats an idempotent publish a few times with backoff.
+// RetryPublish repeats an idempotent publish a few times with backoff. A
+// wait GitHub or the pace asks for is not retried here: the caller runs the
+// whole publish again when it is over (RateLimitWait).
 func RetryPublish(ctx context.Context, publish func() error) error {
 	var err error
 	for attempt := range 3 {
 		if err = publish(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		if _, later := RateLimitWait(err); later {
 			return err
 		}
 		select {

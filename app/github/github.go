@@ -178,8 +178,21 @@ func (p *pacer) turnAt(t time.Time) time.Time {
 	return t
 }
 
+// MaxPaceHold is the longest a call waits for its turn in the pace while
+// holding its worker: a longer wait is a *PaceError, and the job gives its
+// worker back to run again when the turn comes.
+const MaxPaceHold = 10 * time.Second
+
+// PaceError says a write's turn in the installation's pace is Wait away.
+type PaceError struct{ Wait time.Duration }
+
+func (e *PaceError) Error() string {
+	return fmt.Sprintf("the installation's pace of writes allows the next in %s", e.Wait.Round(time.Second))
+}
+
 // wait takes a turn in both windows. The wait is GitHub's limit, not
 // driftback's work: it is added to a publish's time bound before it starts.
+// A turn further away than MaxPaceHold is not taken: a *PaceError says when.
 func (p *pacer) wait(ctx context.Context) error {
 	for _, l := range []*rate.Limiter{p.minute, p.hour} {
 		if l == nil {
@@ -189,6 +202,10 @@ func (p *pacer) wait(ctx context.Context) error {
 		d := r.Delay()
 		if d == 0 {
 			continue
+		}
+		if d > MaxPaceHold {
+			r.Cancel()
+			return &PaceError{Wait: d}
 		}
 		extendBudget(ctx, d)
 		timer := time.NewTimer(d)
@@ -377,8 +394,13 @@ func (t *retryTransport) verdict(req *http.Request, resp *http.Response, err err
 }
 
 // RateLimitWait says how long GitHub asked to wait, when err is its rate
-// limit: until the primary limit's reset, or a secondary limit's Retry-After.
+// limit: until the primary limit's reset, or a secondary limit's Retry-After;
+// or how far away the next turn in the installation's pace is.
 func RateLimitWait(err error) (time.Duration, bool) {
+	var pace *PaceError
+	if errors.As(err, &pace) {
+		return pace.Wait, true
+	}
 	var primary *github.RateLimitError
 	if errors.As(err, &primary) {
 		return max(time.Until(primary.Rate.Reset.Time), 0) + time.Second, true

@@ -87,3 +87,37 @@ func TestPaceThroughTheClient(t *testing.T) {
 		t.Errorf("%d comments written, want 39", n)
 	}
 }
+
+// TestALongPaceWaitGivesTheWorkerBack: a write whose turn in the pace is
+// further away than MaxPaceHold is not waited for: the call fails at once
+// with when the turn comes, which the job reads as "run again then" (as a
+// rate limit), so the worker serves other pull requests meanwhile.
+func TestALongPaceWaitGivesTheWorkerBack(t *testing.T) {
+	gh, err := githubfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gh.Close()
+	gh.AddRepo(&githubfake.Repo{Owner: "o", Name: "r", Installation: 5})
+	// 4 a minute: one at once, then one every 20 s.
+	c, err := NewClients(gh.AppID, gh.KeyPEM(), gh.URL(), RetryPolicy{PerMinute: 4, PerHour: -1}).Client(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := c.Issues.CreateComment(ctx, "o", "r", 1, &github.IssueComment{Body: github.String("first")}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, _, err = c.Issues.CreateComment(ctx, "o", "r", 1, &github.IssueComment{Body: github.String("second")})
+	wait, later := RateLimitWait(err)
+	if !later || wait <= MaxPaceHold || wait > 20*time.Second {
+		t.Fatalf("the second write: err %v (wait %s, later %v), want a pace error of about 20 s", err, wait, later)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the call held its caller %s", d)
+	}
+	if n := len(gh.Comments("o/r", 1)); n != 1 {
+		t.Errorf("%d comments written, want the first alone", n)
+	}
+}
