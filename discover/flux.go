@@ -75,6 +75,7 @@ func FromFlux(ks *unstructured.Unstructured, sources map[string]*unstructured.Un
 	p, _, _ := unstructured.NestedString(ks.Object, "spec", "path")
 	f.Path = render.CleanPath(p)
 	f.Prune, _, _ = unstructured.NestedBool(ks.Object, "spec", "prune")
+	f.ServiceAccount = spec("serviceAccountName")
 	f.Interval = parseDuration(spec("interval"))
 	if suspend, _, _ := unstructured.NestedBool(ks.Object, "spec", "suspend"); suspend {
 		f.Suspended = "the Kustomization is suspended (spec.suspend): merging changes nothing on this cluster until reconciliation resumes"

@@ -51,6 +51,10 @@ type Found struct {
 	Cluster string `json:"cluster,omitempty"`
 	// Prune says the reconciler deletes what leaves Git.
 	Prune bool `json:"prune"`
+	// ServiceAccount is the account a Flux Kustomization applies as
+	// (spec.serviceAccountName, in its namespace): what it may not patch is
+	// never applied.
+	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// Tracking finds the live objects the reconciler owns.
 	Tracking drift.Tracking `json:"tracking"`
 	// Suspended says why merging changes nothing until someone acts

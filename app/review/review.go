@@ -277,11 +277,17 @@ func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *r
 }
 
 // scopeOf is what a pull request may read from the cluster for a target:
-// what the default branch renders, widened by app.yml.
+// what the default branch renders (of it, what the Kustomization's service
+// account may apply), widened by app.yml.
 func scopeOf(ctx context.Context, live drift.LiveReader, w *targetWork) (*drift.Scope, error) {
 	scope, err := drift.ScopeOf(ctx, live, w.defaults)
 	if err != nil {
 		return nil, err
+	}
+	if f := w.t.Found; f != nil && f.ServiceAccount != "" {
+		if scope, err = applicableBy(ctx, live, scope, f.Namespace, f.ServiceAccount, w.defaults); err != nil {
+			return nil, err
+		}
 	}
 	if err := scope.Widen(w.t.Scope.Namespaces, w.t.Scope.ClusterKinds); err != nil {
 		return nil, err
