@@ -116,6 +116,7 @@ func BenchmarkDeliveryToComment(b *testing.B) {
 	for b.Loop() {
 		samples = append(samples, run())
 	}
+	b.Logf("delivery to comment, in order: %v", samples)
 	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
 	pct := func(p float64) float64 {
 		return samples[min(len(samples)-1, int(p*float64(len(samples))))].Seconds()

@@ -213,8 +213,12 @@ func (a *App) publishPullRequest(ctx context.Context, p *pullRequest, rep *drift
 	// attempt is simply repeated: what it created is found, not duplicated.
 	// Once begun it is not cancelled (by shutdown or a newer commit, which
 	// waits for the lock): a comment set is never left half written.
+	job := ctx
 	ctx, cancel := ghapp.WithPublishBudget(ctx, a.publishTimeout())
 	defer cancel()
+	// The per-target check runs of a commit a newer one superseded are not
+	// written: the newer commit's are coming.
+	ctx = ghapp.UnlessStopped(ctx, func() bool { return errors.Is(context.Cause(job), errSuperseded) })
 	err := ghapp.RetryPublish(ctx, func() error {
 		if err := p.gh.PublishComment(ctx, req.owner, req.repo, req.number, parts); err != nil {
 			return err

@@ -151,10 +151,17 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 }
 
 // pacer spaces one installation's content-creating requests so that no
-// minute and no hour holds more than its limit: a token bucket whose burst
-// and refill over the window add up to the limit (a quarter of the minute's
-// limit at once, a tenth of the hour's).
-type pacer struct{ minute, hour *rate.Limiter }
+// minute and no hour holds more than its limit. It has two lanes, each a pair
+// of token buckets whose burst and refill over the window add up to the
+// lane's share of the limit (for the normal lane a quarter of the minute's at
+// once, a tenth of the hour's; for the urgent lane half of each): what a
+// reviewer reads first (a pull request's comment and its required check)
+// has a quarter of the limits to itself, so it never waits behind the
+// per-target check runs of other pull requests.
+type pacer struct{ normal, urgent lane }
+
+// lane is one share of the pace: its minute's and its hour's buckets.
+type lane struct{ minute, hour *rate.Limiter }
 
 func newPacer(p RetryPolicy) *pacer {
 	bucket := func(limit int, window time.Duration, burstShare float64) *rate.Limiter {
@@ -162,21 +169,53 @@ func newPacer(p RetryPolicy) *pacer {
 			return nil
 		}
 		burst := max(1, int(float64(limit)*burstShare))
-		return rate.NewLimiter(rate.Limit(float64(limit-burst)/window.Seconds()), burst)
+		return rate.NewLimiter(rate.Limit(float64(max(0, limit-burst))/window.Seconds()), burst)
 	}
-	return &pacer{minute: bucket(p.PerMinute, time.Minute, 0.25), hour: bucket(p.PerHour, time.Hour, 0.1)}
+	share := func(limit int) (urgent, normal int) {
+		if limit < 0 {
+			return -1, -1
+		}
+		urgent = max(1, limit/4)
+		return urgent, max(1, limit-urgent)
+	}
+	um, nm := share(p.PerMinute)
+	uh, nh := share(p.PerHour)
+	return &pacer{
+		normal: lane{minute: bucket(nm, time.Minute, 0.25), hour: bucket(nh, time.Hour, 0.1)},
+		// Half of the urgent lane's limits at once: a reviewer's comment
+		// should not wait for the hour's refill; any hour still holds no
+		// more than the lane's share.
+		urgent: lane{minute: bucket(um, time.Minute, 0.5), hour: bucket(uh, time.Hour, 0.5)},
+	}
 }
 
-// turnAt is when a request asked for at t may go, with both windows' turns
-// taken (the minute's, then the hour's, from when the minute allows it).
-func (p *pacer) turnAt(t time.Time) time.Time {
-	for _, l := range []*rate.Limiter{p.minute, p.hour} {
-		if l != nil {
-			t = t.Add(l.ReserveN(t, 1).DelayFrom(t))
+func (p *pacer) lane(urgent bool) lane {
+	if urgent {
+		return p.urgent
+	}
+	return p.normal
+}
+
+// turnAt is when a request of a lane asked for at t may go, with both
+// windows' turns taken (the minute's, then the hour's, from when the minute
+// allows it).
+func (p *pacer) turnAt(t time.Time, urgent bool) time.Time {
+	l := p.lane(urgent)
+	for _, b := range []*rate.Limiter{l.minute, l.hour} {
+		if b != nil {
+			t = t.Add(b.ReserveN(t, 1).DelayFrom(t))
 		}
 	}
 	return t
 }
+
+type urgentKey struct{}
+
+// Urgent marks the writes under ctx as what a reviewer reads first: they
+// take the pace's urgent lane.
+func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
+
+func isUrgent(ctx context.Context) bool { v, _ := ctx.Value(urgentKey{}).(bool); return v }
 
 // MaxPaceHold is the longest a call waits for its turn in the pace while
 // holding its worker: a longer wait is a *PaceError, and the job gives its
@@ -194,7 +233,8 @@ func (e *PaceError) Error() string {
 // driftback's work: it is added to a publish's time bound before it starts.
 // A turn further away than MaxPaceHold is not taken: a *PaceError says when.
 func (p *pacer) wait(ctx context.Context) error {
-	for _, l := range []*rate.Limiter{p.minute, p.hour} {
+	lane := p.lane(isUrgent(ctx))
+	for _, l := range []*rate.Limiter{lane.minute, lane.hour} {
 		if l == nil {
 			continue
 		}
@@ -294,6 +334,13 @@ type retryTransport struct {
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		t.once.Do(func() { t.write = make(chan struct{}, 1) })
+		// The turn in the pace is taken before the write slot, so a call
+		// waiting for its turn does not hold up one whose turn has come.
+		if t.pace != nil {
+			if err := t.pace.wait(req.Context()); err != nil {
+				return nil, err
+			}
+		}
 		// Waiting for the write slot is waiting out another call's rate
 		// limit, or its work: a publish's bound does not run meanwhile.
 		release := holdBudget(req.Context())
@@ -304,11 +351,6 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		case <-req.Context().Done():
 			release()
 			return nil, req.Context().Err()
-		}
-		if t.pace != nil {
-			if err := t.pace.wait(req.Context()); err != nil {
-				return nil, err
-			}
 		}
 	}
 	var lastErr error

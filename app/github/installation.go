@@ -213,22 +213,44 @@ func (i *Installation) PublishComment(ctx context.Context, owner, name string, n
 	if err != nil {
 		return err
 	}
-	return publishComment(ctx, i.gh, bot, owner, name, number, parts)
+	return publishComment(Urgent(ctx), i.gh, bot, owner, name, number, parts)
 }
 
 // PublishChecks writes check runs on a commit, after one listing of the runs
-// already on it: one write per check, however many the commit has.
+// already on it: one write per check, however many the commit has. The
+// first is the one branch protection requires: it takes the pace's urgent
+// lane.
 func (i *Installation) PublishChecks(ctx context.Context, owner, name, sha string, checks []Check) error {
 	existing, err := listCheckRuns(ctx, i.gh, i.clients.appID, owner, name, sha)
 	if err != nil {
 		return err
 	}
-	for _, c := range checks {
-		if err := publishCheck(ctx, i.gh, owner, name, sha, existing[c.Name], c); err != nil {
+	for n, c := range checks {
+		cctx := ctx
+		if n == 0 {
+			cctx = Urgent(ctx)
+		} else if stopped(ctx) {
+			return nil // the rest are no longer worth the installation's writes
+		}
+		if err := publishCheck(cctx, i.gh, owner, name, sha, existing[c.Name], c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+type stopKey struct{}
+
+// UnlessStopped marks what is optional in the writes under ctx (a pull
+// request's per-target check runs, after its required one) as not worth
+// making once stop says so: a newer commit superseded them.
+func UnlessStopped(ctx context.Context, stop func() bool) context.Context {
+	return context.WithValue(ctx, stopKey{}, stop)
+}
+
+func stopped(ctx context.Context) bool {
+	stop, ok := ctx.Value(stopKey{}).(func() bool)
+	return ok && stop()
 }
 
 // Earlier finds what driftback counted when a commit removed an object: the

@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -12,16 +13,23 @@ import (
 )
 
 // TestPacerKeepsUnderGitHubsLimits schedules a burst of 300 content-creating
-// requests at the default pace and requires that no minute holds more than
-// 80 and no hour more than 500 (GitHub's published secondary limits), and
-// that the burst is not held back more than those limits ask.
+// requests and 100 urgent ones (comments and required checks) at the default
+// pace, and requires that no minute holds more than 80 and no hour more than
+// 500 of them together (GitHub's published secondary limits); that the
+// burst is not held back more than the limits ask; and that an urgent
+// request never waits behind the others.
 func TestPacerKeepsUnderGitHubsLimits(t *testing.T) {
 	p := newPacer(RetryPolicy{}.withDefaults())
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	var at []time.Time
-	for range 300 {
-		at = append(at, p.turnAt(start))
+	var at, normal []time.Time
+	for i := range 400 {
+		turn := p.turnAt(start, i%4 == 3)
+		at = append(at, turn)
+		if i%4 != 3 {
+			normal = append(normal, turn)
+		}
 	}
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 	most := func(window time.Duration) int {
 		best := 0
 		for i := range at {
@@ -39,19 +47,27 @@ func TestPacerKeepsUnderGitHubsLimits(t *testing.T) {
 	if n := most(time.Hour); n > 500 {
 		t.Errorf("%d requests in one hour, want at most 500", n)
 	}
-	// The hour's bucket (50 at once, then 450 an hour: one every 8 s) sets
-	// the pace of a burst this size: the last goes after about 250 × 8 s.
-	if last := at[len(at)-1].Sub(start); last < 1900*time.Second || last > 2100*time.Second {
-		t.Errorf("the 300th request goes after %s, want about 2000 s", last)
+	// The normal lane's hour (37 at once, then 338 an hour: one every
+	// 10.7 s) sets the pace of 300: the last goes after about 263 × 10.7 s.
+	if last := normal[len(normal)-1].Sub(start); last < 2650*time.Second || last > 2950*time.Second {
+		t.Errorf("the 300th request goes after %s, want about 2800 s", last)
 	}
-	if first := at[19].Sub(start); first != 0 {
-		t.Errorf("the first 20 requests wait %s, want none", first)
+	if first := normal[14].Sub(start); first != 0 {
+		t.Errorf("the first 15 requests wait %s, want none", first)
+	}
+	// However many others wait, an urgent request goes at its lane's pace.
+	fresh := newPacer(RetryPolicy{}.withDefaults())
+	for range 300 {
+		fresh.turnAt(start, false)
+	}
+	if turn := fresh.turnAt(start, true); !turn.Equal(start) {
+		t.Errorf("an urgent request behind 300 others waits %s, want none", turn.Sub(start))
 	}
 }
 
 // TestPaceThroughTheClient: an installation's client spaces its writes to
-// the configured pace (120 a minute: 30 at once, then 1.5 a second), while
-// reads go unpaced.
+// the configured pace (120 a minute, of which the normal lane's 90: 22 at
+// once, then 68 a minute), while reads go unpaced.
 func TestPaceThroughTheClient(t *testing.T) {
 	gh, err := githubfake.New()
 	if err != nil {
@@ -79,9 +95,9 @@ func TestPaceThroughTheClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// 30 at once, then 9 more at 1.5 a second.
-	if d := time.Since(start); d < 5500*time.Millisecond || d > 12*time.Second {
-		t.Errorf("39 writes took %s, want about 6 s at 120 a minute", d)
+	// 22 at once, then 17 more at 68 a minute.
+	if d := time.Since(start); d < 14*time.Second || d > 20*time.Second {
+		t.Errorf("39 writes took %s, want about 15 s at 90 a minute", d)
 	}
 	if n := len(gh.Comments("o/r", 1)); n != 39 {
 		t.Errorf("%d comments written, want 39", n)
@@ -99,7 +115,8 @@ func TestALongPaceWaitGivesTheWorkerBack(t *testing.T) {
 	}
 	defer gh.Close()
 	gh.AddRepo(&githubfake.Repo{Owner: "o", Name: "r", Installation: 5})
-	// 4 a minute: one at once, then one every 20 s.
+	// 4 a minute, of which the normal lane's 3: one at once, then one
+	// every 30 s.
 	c, err := NewClients(gh.AppID, gh.KeyPEM(), gh.URL(), RetryPolicy{PerMinute: 4, PerHour: -1}).Client(5)
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +128,8 @@ func TestALongPaceWaitGivesTheWorkerBack(t *testing.T) {
 	start := time.Now()
 	_, _, err = c.Issues.CreateComment(ctx, "o", "r", 1, &github.IssueComment{Body: github.String("second")})
 	wait, later := RateLimitWait(err)
-	if !later || wait <= MaxPaceHold || wait > 20*time.Second {
-		t.Fatalf("the second write: err %v (wait %s, later %v), want a pace error of about 20 s", err, wait, later)
+	if !later || wait <= MaxPaceHold || wait > 30*time.Second {
+		t.Fatalf("the second write: err %v (wait %s, later %v), want a pace error of about 30 s", err, wait, later)
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("the call held its caller %s", d)
