@@ -57,7 +57,11 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		}
 		switch ev.Action {
 		case "opened", "synchronize", "reopened", "ready_for_review":
-			return []*Job{a.prJob(req, delivery, log)}, nil, true
+			j := a.prJob(req, delivery, log)
+			// A fork's pushes wait for the repository's own pull requests
+			// (fail closed: a head repository that is gone is a fork's).
+			j.Yield = !strings.EqualFold(ev.HeadRepo, ev.Repo.FullName)
+			return []*Job{j}, nil, true
 		case "labeled", "unlabeled":
 			// Any label may be a target's acknowledge label: .github/driftback.yml
 			// can rename it, so the check is decided on the refined policy.

@@ -37,6 +37,10 @@ type Job struct {
 	Fail func(ctx context.Context, err error)
 	// Log carries the delivery, repository, pull request and SHA.
 	Log *slog.Logger
+	// Yield lets every other job waiting go first: a fork's pull request,
+	// whose author pushes as often as they like, does not hold up the
+	// repository's own.
+	Yield bool
 }
 
 // RetryLater is a job's error when GitHub asked it to wait longer than a
@@ -166,10 +170,20 @@ func (q *Queue) next() (*Job, context.Context, context.CancelFunc) {
 		}
 	}
 	q.order = live
+	pick := -1
 	for i, k := range q.order {
 		if _, busy := q.running[k]; busy {
 			continue
 		}
+		if pick < 0 || (q.pending[q.order[pick]].Yield && !q.pending[k].Yield) {
+			pick = i
+		}
+		if !q.pending[k].Yield {
+			break
+		}
+	}
+	if i := pick; i >= 0 {
+		k := q.order[i]
 		j := q.pending[k]
 		q.order = append(q.order[:i:i], q.order[i+1:]...)
 		delete(q.pending, k)

@@ -6,10 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/driftback/driftback/app/config"
+	ghapp "github.com/driftback/driftback/app/github"
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -260,5 +264,55 @@ func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
 	}
 	if n := failed.Load(); n != 0 {
 		t.Errorf("%d failures reported for jobs that only waited", n)
+	}
+}
+
+// TestAForksJobsYieldToTheRepositorysOwn: with the only worker busy, a
+// fork's pull requests queued first still run after the repository's own.
+func TestAForksJobsYieldToTheRepositorysOwn(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	block := make(chan struct{})
+	q := NewQueue(ctx, 1, 16, time.Minute, discard)
+	_ = q.Enqueue(&Job{Key: "o/r#1", SHA: "x", Run: func(context.Context) error { <-block; return nil }})
+	waitUntil(t, "the first job to start", func() bool { return q.Depth() == 0 })
+	var mu sync.Mutex
+	var ran []string
+	job := func(key string, yield bool) *Job {
+		return &Job{Key: key, SHA: "x", Yield: yield, Run: func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			ran = append(ran, key)
+			return nil
+		}}
+	}
+	for _, j := range []*Job{job("o/r#fork-1", true), job("o/r#fork-2", true), job("o/r#2", false), job("o/r#3", false)} {
+		if err := q.Enqueue(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(block)
+	waitUntil(t, "every job to run", func() bool { mu.Lock(); defer mu.Unlock(); return len(ran) == 4 })
+	if got := strings.Join(ran, " "); got != "o/r#2 o/r#3 o/r#fork-1 o/r#fork-2" {
+		t.Errorf("ran %s, want the repository's own first, each kind in its order", got)
+	}
+}
+
+// TestAForksPushIsRoutedToYield: the route of a pull request's push marks
+// a fork's job (or one whose head repository is gone) to yield, and the
+// repository's own not.
+func TestAForksPushIsRoutedToYield(t *testing.T) {
+	cfg, err := config.ParseConfig([]byte("targets:\n- {repo: o/r, path: deploy}\n"), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewApp(cfg, nil, nil, discard)
+	for head, yield := range map[string]bool{"o/r": false, "O/R": false, "stranger/r": true, "": true} {
+		ev := &ghapp.PullRequestEvent{Action: "synchronize", Installation: 1, Number: 7, HeadSHA: "abc", HeadRepo: head,
+			Repo: ghapp.Repository{Owner: "o", Name: "r", FullName: "o/r"}}
+		jobs, _, ok := a.Route("pull_request", "d", ev, discard)
+		if !ok || len(jobs) != 1 || jobs[0].Yield != yield {
+			t.Errorf("head repository %q: jobs %+v, want one with Yield %v", head, jobs, yield)
+		}
 	}
 }

@@ -37,6 +37,9 @@ type PullRequestEvent struct {
 	Repo         Repository
 	Number       int
 	HeadSHA      string
+	// HeadRepo is where the head commit comes from ("owner/name"; "" when
+	// the fork is gone).
+	HeadRepo string
 }
 
 // CommentEvent is a comment on an issue or a pull request.
@@ -96,6 +99,7 @@ func ParseEvent(event string, body []byte) (any, error) {
 		return &PullRequestEvent{
 			Action: ev.GetAction(), Installation: ev.GetInstallation().GetID(), Repo: repositoryOf(ev.GetRepo()),
 			Number: ev.GetNumber(), HeadSHA: ev.GetPullRequest().GetHead().GetSHA(),
+			HeadRepo: ev.GetPullRequest().GetHead().GetRepo().GetFullName(),
 		}, nil
 	case *github.IssueCommentEvent:
 		return &CommentEvent{
