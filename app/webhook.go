@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ type Webhook struct {
 
 	mu             sync.Mutex
 	small, large   int64 // bytes reserved now by bodies up to and over smallBody
+	bySource       map[string]int64
 	peakUnverified int64 // the most reserved at once, for tests and metrics
 }
 
@@ -76,7 +78,11 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The body is held before anyone knows who sent it: each byte is paid
 	// for from a bounded budget as it arrives, so a connection that sends
 	// nothing holds nothing, and one that stops sending is cut off.
-	in := &meteredBody{r: http.MaxBytesReader(w, r.Body, MaxWebhookBody), h: h, rc: http.NewResponseController(w),
+	source, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		source = r.RemoteAddr
+	}
+	in := &meteredBody{r: http.MaxBytesReader(w, r.Body, MaxWebhookBody), h: h, rc: http.NewResponseController(w), source: source,
 		large: r.ContentLength < 0 || r.ContentLength > smallBody, end: time.Now().Add(h.readTimeout())}
 	defer in.release()
 	body, err := io.ReadAll(in)
@@ -150,12 +156,13 @@ const IdleRead = 2 * time.Second
 // cuts off a sender that stops: each read must bring bytes within IdleRead,
 // and the whole body within the read timeout.
 type meteredBody struct {
-	r     io.Reader
-	h     *Webhook
-	rc    *http.ResponseController
-	large bool
-	held  int64
-	end   time.Time
+	r      io.Reader
+	h      *Webhook
+	rc     *http.ResponseController
+	source string
+	large  bool
+	held   int64
+	end    time.Time
 }
 
 func (m *meteredBody) Read(p []byte) (int, error) {
@@ -168,7 +175,7 @@ func (m *meteredBody) Read(p []byte) (int, error) {
 	_ = m.rc.SetReadDeadline(deadline)
 	n, err := m.r.Read(p)
 	if n > 0 {
-		if !m.h.reserve(int64(n), m.large) {
+		if !m.h.reserve(m.source, int64(n), m.large) {
 			return n, errBusy
 		}
 		m.held += int64(n)
@@ -176,7 +183,7 @@ func (m *meteredBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (m *meteredBody) release() { m.h.release(m.held, m.large) }
+func (m *meteredBody) release() { m.h.release(m.source, m.held, m.large) }
 
 func (h *Webhook) readTimeout() time.Duration {
 	if h.ReadTimeout > 0 {
@@ -188,14 +195,20 @@ func (h *Webhook) readTimeout() time.Duration {
 // reserve takes size bytes from the budget of unverified bodies, or reports
 // that they are not there. Bodies over smallBody (or of unknown length)
 // share half of it, so a flood of large ones cannot starve GitHub's small
-// deliveries.
-func (h *Webhook) reserve(size int64, large bool) bool {
+// deliveries; and one source address holds at most half of it (or one
+// largest body), so one sender cannot hold both halves. Behind an ingress
+// every request has one source: the bound is then half the budget for all,
+// which GitHub's deliveries fit in.
+func (h *Webhook) reserve(source string, size int64, large bool) bool {
 	limit := h.MaxUnverified
 	if limit <= 0 {
 		limit = config.DefaultMaxUnverified
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.bySource[source]+size > max(limit/2, MaxWebhookBody) {
+		return false
+	}
 	switch {
 	case large && h.large+size > limit/2:
 		return false
@@ -206,13 +219,20 @@ func (h *Webhook) reserve(size int64, large bool) bool {
 	default:
 		h.small += size
 	}
+	if h.bySource == nil {
+		h.bySource = map[string]int64{}
+	}
+	h.bySource[source] += size
 	h.peakUnverified = max(h.peakUnverified, h.small+h.large)
 	return true
 }
 
-func (h *Webhook) release(size int64, large bool) {
+func (h *Webhook) release(source string, size int64, large bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.bySource[source] -= size; h.bySource[source] <= 0 {
+		delete(h.bySource, source)
+	}
 	if large {
 		h.large -= size
 	} else {

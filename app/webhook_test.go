@@ -294,3 +294,71 @@ func TestUnsignedBodiesCostBoundedMemory(t *testing.T) {
 		t.Errorf("%d and %d bytes still reserved after every request ended", h.small, h.large)
 	}
 }
+
+// TestOneSourceCannotHoldTheWholeBudget: a sender that fills the large
+// bodies' half of the budget from one address cannot go on to fill the
+// small bodies' half too: a delivery from another address still fits.
+func TestOneSourceCannotHoldTheWholeBudget(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	router := &recordingRouter{}
+	h := NewWebhook([]byte(testSecret), NewQueue(ctx, 1, 16, time.Minute, discard), router, discard)
+	h.MaxUnverified = 64 << 20
+	hold := func(id string, size int64) chan int {
+		pr, pw := io.Pipe()
+		go func() {
+			if _, err := pw.Write(bytes.Repeat([]byte("x"), int(size))); err == nil {
+				<-ctx.Done()
+			}
+			pw.CloseWithError(io.ErrUnexpectedEOF)
+		}()
+		req := httptest.NewRequest(http.MethodPost, "/webhook", pr)
+		req.RemoteAddr, req.ContentLength = "203.0.113.9:4000", size+1
+		req.Header.Set("X-GitHub-Event", "pull_request")
+		req.Header.Set("X-GitHub-Delivery", id)
+		req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+		code := make(chan int, 1)
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			code <- rec.Code
+		}()
+		return code
+	}
+	held := func() (small, large int64) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.small, h.large
+	}
+	for i := range 8 { // 32 MiB of large bodies: their half, full
+		hold(fmt.Sprintf("large-%d", i), 4<<20)
+	}
+	waitUntil(t, "the large bodies to be held", func() bool { _, l := held(); return l == 32<<20 })
+	refused := 0
+	for i := range 40 { // then small ones, from the same address
+		select {
+		case c := <-hold(fmt.Sprintf("small-%d", i), 512<<10):
+			if c == http.StatusServiceUnavailable {
+				refused++
+			}
+		case <-time.After(200 * time.Millisecond): // held
+		}
+	}
+	if small, _ := held(); small != 0 || refused != 40 {
+		t.Errorf("one address holds %d bytes of the small bodies' half (%d of 40 refused), want none", small, refused)
+	}
+	body, err := json.Marshal(prEvent("e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+	req.RemoteAddr = "140.82.115.1:443" // GitHub's
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", "from-github")
+	req.Header.Set("X-Hub-Signature-256", signed(body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusAccepted {
+		t.Errorf("a delivery from another address: %d, want 202", rec.Code)
+	}
+}
