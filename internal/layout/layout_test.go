@@ -19,10 +19,13 @@ import (
 const module = "github.com/driftback/driftback"
 
 type pkg struct {
-	ImportPath string
-	Dir        string
-	GoFiles    []string
-	Imports    []string
+	ImportPath  string
+	Dir         string
+	GoFiles     []string
+	TestGoFiles []string
+	// XTestGoFiles are the tests of the package_test package.
+	XTestGoFiles []string
+	Imports      []string
 }
 
 // packages lists the module's packages as the go command sees them.
@@ -121,6 +124,26 @@ func TestImportRules(t *testing.T) {
 		}
 		if lines > limit {
 			t.Errorf("%s has %d lines of code, over its bound of %d: split it by concern", name, lines, limit)
+		}
+	}
+}
+
+// TestPackagesStopTheirApiserver: a package whose tests start the shared
+// apiserver (kubetest.New) stops it when they end (kubetest.Main in its
+// TestMain); otherwise every run leaves a kube-apiserver and an etcd behind.
+func TestPackagesStopTheirApiserver(t *testing.T) {
+	for _, p := range packages(t) {
+		starts, stops := false, false
+		for _, f := range append(append([]string{}, p.TestGoFiles...), p.XTestGoFiles...) {
+			b, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			starts = starts || bytes.Contains(b, []byte("kubetest.New("))
+			stops = stops || bytes.Contains(b, []byte("kubetest.Main("))
+		}
+		if starts && !stops {
+			t.Errorf("%s: its tests start the apiserver (kubetest.New) but no TestMain stops it (kubetest.Main)", rel(p.ImportPath))
 		}
 	}
 }
