@@ -6,6 +6,7 @@ import (
 
 	"github.com/driftback/driftback/app/review"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -54,9 +55,9 @@ func (a *App) cluster(name string) review.Cluster {
 				cfg.Wrap(a.wrapKube)
 			}
 			cfg.UserAgent = "driftback"
-			c.Reader, err = drift.NewClusterReader(cfg)
+			c.Reader, err = livestate.NewClusterReader(cfg)
 			if err == nil && a.cfg.Clusters[name].Mode == drift.ModeDryRun {
-				c.DryRun, err = drift.NewServerDryRun(cfg)
+				c.DryRun, err = livestate.NewServerDryRun(cfg)
 			}
 		}
 		if c.Err = err; err == nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/testfs"
 
 	"github.com/driftback/driftback/app/build"
@@ -22,7 +23,6 @@ import (
 
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
-	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/render"
 )
@@ -127,7 +127,7 @@ spec:
 	ssautil.SetCommonMetadata(want, map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": ns}, nil)
 	// kustomize-controller sends these as JSON: the apiserver reads kyaml's
 	// Go ints as the JSON numbers driftback compares.
-	if want, err = drift.Typed(want); err != nil {
+	if want, err = object.Typed(want); err != nil {
 		t.Fatal(err)
 	}
 	index := func(objs []*unstructured.Unstructured) map[string]map[string]any {

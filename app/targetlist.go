@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/render/reconciler"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
@@ -184,7 +185,7 @@ func sourceAt(t targets.Target, trees func(repo, branch string) (*render.Tree, s
 	case f != nil && f.Reconciler == discover.ReconcilerArgoCD:
 		if why := build.NotRenderedAt(t, tree); why != "" {
 			kind := "jsonnet"
-			if tree.ArgoCDSourceType(t.Path) == "Helm" {
+			if reconciler.ArgoCDSourceType(tree, t.Path) == "Helm" {
 				kind = "a Helm chart"
 			}
 			return kind + at, why, "not rendered"

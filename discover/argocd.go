@@ -11,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/reconciler"
 )
 
 // ArgoCDApplications is the Argo CD kind discovery reads.
@@ -120,7 +122,7 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 		f.Kustomize = argoKustomize(k)
 	}
 	if d, ok := src["directory"].(map[string]any); ok {
-		f.Directory = &render.ArgoCDDirectory{}
+		f.Directory = &reconciler.ArgoCDDirectory{}
 		f.Directory.Recurse, _ = d["recurse"].(bool)
 		f.Directory.Include, _ = d["include"].(string)
 		f.Directory.Exclude, _ = d["exclude"].(string)
@@ -230,9 +232,9 @@ func argoKustomize(k map[string]any) *ArgoKustomize {
 // ignoreDifferences turns spec.ignoreDifferences into ignore rules. A jq
 // expression that is a plain path becomes a JSON pointer; any other is noted
 // as not applied rather than guessed at.
-func ignoreDifferences(app *unstructured.Unstructured, notes []string) ([]drift.IgnoreRule, []string) {
+func ignoreDifferences(app *unstructured.Unstructured, notes []string) ([]object.IgnoreRule, []string) {
 	items, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
-	var rules []drift.IgnoreRule
+	var rules []object.IgnoreRule
 	for _, it := range items {
 		m, ok := it.(map[string]any)
 		if !ok {
@@ -249,7 +251,7 @@ func ignoreDifferences(app *unstructured.Unstructured, notes []string) ([]drift.
 			}
 			return out
 		}
-		r := drift.IgnoreRule{Group: str("group"), Kind: str("kind"), Namespace: str("namespace"), Name: str("name")}
+		r := object.IgnoreRule{Group: str("group"), Kind: str("kind"), Namespace: str("namespace"), Name: str("name")}
 		r.JSONPointers = strs("jsonPointers")
 		r.Managers = strs("managedFieldsManagers")
 		for _, q := range strs("jqPathExpressions") {

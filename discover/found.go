@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/reconciler"
 )
 
 // Reconciler is the controller a Found object belongs to.
@@ -67,7 +69,7 @@ type Found struct {
 	// them (Argo CD selfHeal).
 	SelfHeal bool `json:"selfHeal,omitempty"`
 	// Ignore are the reconciler's own ignore rules (Argo CD ignoreDifferences).
-	Ignore []drift.IgnoreRule `json:"ignore,omitempty"`
+	Ignore []object.IgnoreRule `json:"ignore,omitempty"`
 	// Notes say what was read but cannot be honoured (an ignore rule in a
 	// form driftback does not evaluate, a remote cluster).
 	Notes []string `json:"notes,omitempty"`
@@ -90,7 +92,7 @@ type Found struct {
 	// (spec.source.directory); nil when it has none or for Flux. Argo CD
 	// reads a path without a kustomization or a chart as a directory
 	// either way.
-	Directory *render.ArgoCDDirectory `json:"directory,omitempty"`
+	Directory *reconciler.ArgoCDDirectory `json:"directory,omitempty"`
 }
 
 // Key identifies the target a Found object implies: repository, path and

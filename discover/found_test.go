@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 )
 
 func obj(t *testing.T, y string) *unstructured.Unstructured {
@@ -195,7 +196,7 @@ spec:
 	want := &Found{Reconciler: ReconcilerArgoCD, Object: "Application argocd/shop", Namespace: "argocd", Name: "shop", On: "prod",
 		Repo: "acme/gitops", Path: "apps/shop/overlays/production", Cluster: "prod", Prune: true, SelfHeal: true, DestinationNamespace: "shop",
 		Tracking: drift.Tracking{ArgoCDApp: "shop"},
-		Ignore: []drift.IgnoreRule{
+		Ignore: []object.IgnoreRule{
 			{Group: "apps", Kind: "Deployment", JSONPointers: []string{"/spec/replicas"}},
 			{Kind: "Service", JSONPointers: []string{"/spec/ports/name=http/nodePort"}, Managers: []string{"istio"}},
 		},

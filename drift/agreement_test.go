@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -277,11 +278,11 @@ func TestReadOnlyAgreesWithDryRun(t *testing.T) {
 				sc.desired(desired)
 			}
 
-			reader, err := drift.NewClusterReader(c.env.Config)
+			reader, err := livestate.NewClusterReader(c.env.Config)
 			if err != nil {
 				t.Fatal(err)
 			}
-			dry, err := drift.NewServerDryRun(c.env.Config)
+			dry, err := livestate.NewServerDryRun(c.env.Config)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/driftback/driftback/drift/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,22 +21,12 @@ func (a autoscaler) String() string {
 	return fmt.Sprintf("%s/%s (min %d, max %d replicas)", a.kind, a.name, a.min, a.max)
 }
 
-var (
-	hpaKind          = schema.GroupKind{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}
-	scaledObjectKind = schema.GroupKind{Group: "keda.sh", Kind: "ScaledObject"}
-)
-
-// AutoscalerKinds are the kinds that own a workload's replicas: a reader
-// that holds them in the workloads' namespaces answers who autoscales
-// without a request.
-var AutoscalerKinds = []schema.GroupKind{hpaKind, scaledObjectKind}
-
 // scaleTarget reads an HPA or a ScaledObject: the key (as Ref.Key) of the
 // workload it scales, and its bounds. ok is false for any other object.
 func scaleTarget(o *unstructured.Unstructured) (key string, a autoscaler, ok bool) {
 	gk := o.GroupVersionKind().GroupKind()
 	ref, found, _ := unstructured.NestedMap(o.Object, "spec", "scaleTargetRef")
-	if !found || (gk != hpaKind && gk != scaledObjectKind) {
+	if !found || (gk != object.HPAKind && gk != object.ScaledObjectKind) {
 		return "", autoscaler{}, false
 	}
 	str := func(k, def string) string {
@@ -57,7 +48,7 @@ func scaleTarget(o *unstructured.Unstructured) (key string, a autoscaler, ok boo
 	}
 	a = autoscaler{kind: o.GetKind(), name: o.GetName()}
 	kind, apiVersion := str("kind", ""), str("apiVersion", "")
-	if gk == hpaKind {
+	if gk == object.HPAKind {
 		a.min, a.max = num("minReplicas", 1), num("maxReplicas", 0)
 	} else { // KEDA's defaults
 		kind, apiVersion = str("kind", "Deployment"), str("apiVersion", "apps/v1")
@@ -113,8 +104,8 @@ func (c *comparer) autoscalers(renders ...[]*unstructured.Unstructured) map[stri
 			}
 		}
 	}
-	coverer, _ := c.live.(Coverer)
-	for _, gk := range AutoscalerKinds {
+	coverer, _ := c.live.(object.Coverer)
+	for _, gk := range object.AutoscalerKinds {
 		if !served[gk] {
 			continue
 		}
@@ -123,7 +114,7 @@ func (c *comparer) autoscalers(renders ...[]*unstructured.Unstructured) map[stri
 			covered = covered && coverer.Covers(gk, ns)
 		}
 		// Many namespaces, no scope and no caches: one list for all.
-		if !covered && c.opts.Scope == nil && len(sorted) >= ClusterWideFrom {
+		if !covered && c.opts.Scope == nil && len(sorted) >= object.ClusterWideFrom {
 			objs, err := c.live.List(c.ctx, gk, "", nil)
 			if err == nil {
 				found(objs)
@@ -190,7 +181,7 @@ func (c *comparer) autoscaled(base, head []*unstructured.Unstructured) {
 		}
 	}
 	for _, o := range head {
-		key := RefOf(o).Key()
+		key := object.RefOf(o).Key()
 		a, ok := scalers[key]
 		if !ok {
 			continue
@@ -208,9 +199,9 @@ func (c *comparer) autoscaled(base, head []*unstructured.Unstructured) {
 
 // scalerKey is the Ref.Key of an autoscaler in namespace ns.
 func scalerKey(ns string, a autoscaler) string {
-	group := hpaKind.Group
-	if a.kind == scaledObjectKind.Kind {
-		group = scaledObjectKind.Group
+	group := object.HPAKind.Group
+	if a.kind == object.ScaledObjectKind.Kind {
+		group = object.ScaledObjectKind.Group
 	}
 	return group + "/" + a.kind + "/" + ns + "/" + a.name
 }

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 )
 
 const liveHPA = `apiVersion: autoscaling/v2
@@ -79,7 +81,7 @@ func TestAutoscalersOwnReplicas(t *testing.T) {
 	c.apply(worker, "kustomize-controller")
 	c.apply(so, "kustomize-controller")
 
-	reader, err := drift.NewClusterReader(c.env.Config)
+	reader, err := livestate.NewClusterReader(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func TestAutoscalersOwnReplicas(t *testing.T) {
 	if len(target.Errors) > 0 {
 		t.Fatalf("errors: %v", target.Errors)
 	}
-	var replicas *drift.Field
+	var replicas *object.Field
 	for _, ch := range target.Drift {
 		for i, f := range ch.Fields {
 			if ch.Name == "web" && f.Path == ".spec.replicas" {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -66,19 +68,19 @@ func BenchmarkDiff(b *testing.B) {
 	}
 	warm := []struct {
 		name   string
-		reader func(b *testing.B, cfg *rest.Config) drift.LiveReader
+		reader func(b *testing.B, cfg *rest.Config) object.LiveReader
 	}{
-		{"read-only-warm-reader", func(b *testing.B, cfg *rest.Config) drift.LiveReader {
-			r, err := drift.NewClusterReader(cfg)
+		{"read-only-warm-reader", func(b *testing.B, cfg *rest.Config) object.LiveReader {
+			r, err := livestate.NewClusterReader(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
 			return r
 		}},
-		{"read-only-watch-caches", func(b *testing.B, cfg *rest.Config) drift.LiveReader {
+		{"read-only-watch-caches", func(b *testing.B, cfg *rest.Config) object.LiveReader {
 			ctx, cancel := context.WithCancel(context.Background())
 			b.Cleanup(cancel)
-			w, err := drift.NewWatcher(ctx, cfg)
+			w, err := livestate.NewWatcher(ctx, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -116,14 +118,14 @@ func BenchmarkDiff(b *testing.B) {
 			var requests atomic.Int64
 			cfg := counted(&requests)
 			for b.Loop() {
-				reader, err := drift.NewClusterReader(cfg)
+				reader, err := livestate.NewClusterReader(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
 				opts := drift.DefaultOptions()
 				opts.Mode = mode
 				if mode == drift.ModeDryRun {
-					if opts.DryRun, err = drift.NewServerDryRun(cfg); err != nil {
+					if opts.DryRun, err = livestate.NewServerDryRun(cfg); err != nil {
 						b.Fatal(err)
 					}
 				}

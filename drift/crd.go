@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/crddefaults"
 )
 
@@ -88,8 +89,8 @@ func (c *comparer) liveCRD(gk schema.GroupKind) (*unstructured.Unstructured, err
 		if k.GroupKind() != gk || k.Resource == "" {
 			continue
 		}
-		ref := Ref{Group: crdGroupKind.Group, Version: "v1", Kind: crdGroupKind.Kind, Name: k.Resource + "." + gk.Group}
-		got, err := c.live.Get(c.ctx, []Ref{ref})
+		ref := object.Ref{Group: crdGroupKind.Group, Version: "v1", Kind: crdGroupKind.Kind, Name: k.Resource + "." + gk.Group}
+		got, err := c.live.Get(c.ctx, []object.Ref{ref})
 		if err != nil {
 			return nil, fmt.Errorf("read CustomResourceDefinition %s: %w", ref.Name, err)
 		}

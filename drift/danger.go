@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/driftback/driftback/drift/object"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -122,7 +123,7 @@ func immutableDangers(ch *Change) {
 	var hit []string
 	for _, f := range ch.Fields {
 		for _, p := range paths {
-			if hasPrefix(f.path, p) || hasPrefix(p, f.path) {
+			if object.HasPrefix(f.FieldPath(), p) || object.HasPrefix(p, f.FieldPath()) {
 				hit = append(hit, f.Path)
 				break
 			}
@@ -185,11 +186,11 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 		if pvName, _, _ := unstructured.NestedString(l.Object, "spec", "volumeName"); pvName != "" {
 			// The volume the live claim is bound to belongs to the claim,
 			// which is within the scope: it is read whatever the scope.
-			pvs, err := c.unscoped.Get(c.ctx, []Ref{{Version: "v1", Kind: "PersistentVolume", Name: pvName}})
+			pvs, err := c.unscoped.Get(c.ctx, []object.Ref{{Version: "v1", Kind: "PersistentVolume", Name: pvName}})
 			if err != nil {
 				return err
 			}
-			if pv, ok := pvs[Ref{Kind: "PersistentVolume", Name: pvName}.Key()]; ok {
+			if pv, ok := pvs[object.Ref{Kind: "PersistentVolume", Name: pvName}.Key()]; ok {
 				msg = "removing the claim releases " + describePV(pv)
 			} else {
 				msg = fmt.Sprintf("removing the claim releases volume %s", pvName)

@@ -12,12 +12,14 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 )
 
 // compareOn runs a comparison of base and head against the test cluster.
 func compareOn(t *testing.T, c *cluster, base, head []*unstructured.Unstructured, opts drift.Options) *drift.Target {
 	t.Helper()
-	reader, err := drift.NewClusterReader(c.env.Config)
+	reader, err := livestate.NewClusterReader(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,13 +211,13 @@ func TestPruneOfTrackedObjects(t *testing.T) {
 // namespace are read with one list, not one GET each.
 func TestReaderListsOncePerKindAndNamespace(t *testing.T) {
 	c := newCluster(t)
-	var refs []drift.Ref
+	var refs []object.Ref
 	for i := range 20 {
 		o := obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c%02d\n  namespace: %s\n", i, c.env.Namespace))
 		c.apply(o, "kustomize-controller")
-		refs = append(refs, drift.RefOf(o))
+		refs = append(refs, object.RefOf(o))
 	}
-	refs = append(refs, drift.Ref{Version: "v1", Kind: "ConfigMap", Namespace: c.env.Namespace, Name: "absent"})
+	refs = append(refs, object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: c.env.Namespace, Name: "absent"})
 	cfg := rest.CopyConfig(c.env.Config)
 	var gets, lists atomic.Int64
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
@@ -230,7 +232,7 @@ func TestReaderListsOncePerKindAndNamespace(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	}
-	reader, err := drift.NewClusterReader(cfg)
+	reader, err := livestate.NewClusterReader(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/driftback/driftback/drift/object"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,7 +48,7 @@ type Options struct {
 	// IgnoreManagers: fields whose live value these managers own never count.
 	IgnoreManagers []string
 	// Ignore rules select objects and fields to leave out.
-	Ignore []IgnoreRule
+	Ignore []object.IgnoreRule
 	// NoPrune, when set, says why the reconciler deletes nothing that
 	// leaves Git ("prune: false on Application argocd/shop"): prunes are
 	// then kept, with this as the reason.
@@ -75,7 +76,7 @@ const DefaultManager = "kustomize-controller"
 
 // DefaultOptions ignore the fields of well-known controllers.
 func DefaultOptions() Options {
-	return Options{IgnoreManagers: append([]string(nil), DefaultIgnoreManagers...)}
+	return Options{IgnoreManagers: append([]string(nil), object.DefaultIgnoreManagers...)}
 }
 
 // DryRunner applies an object with server-side apply and dry-run, returning
@@ -102,19 +103,19 @@ type Input struct {
 // what a sync of the head would do to the live cluster, and what has already
 // drifted. A nil live compares Git only. Problems with single objects are
 // recorded in the report; the error is for a failure to compare at all.
-func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Target, error) {
+func Compare(ctx context.Context, live object.LiveReader, in Input, opts Options) (*Target, error) {
 	var err error
-	if in.Base, err = Typed(in.Base); err != nil {
+	if in.Base, err = object.Typed(in.Base); err != nil {
 		return nil, fmt.Errorf("the base's render: %w", err)
 	}
-	if in.Head, err = Typed(in.Head); err != nil {
+	if in.Head, err = object.Typed(in.Head); err != nil {
 		return nil, fmt.Errorf("the head's render: %w", err)
 	}
 	t := &Target{Path: in.Path, Changes: []Change{}, Drift: []Change{}, PR: []Change{}, Errors: []string{}}
 	encrypted := map[string]bool{}
 	for _, o := range append(append([]*unstructured.Unstructured{}, in.Base...), in.Head...) {
-		if SOPSEncrypted(o) {
-			encrypted[RefOf(o).Key()] = true
+		if object.SOPSEncrypted(o) {
+			encrypted[object.RefOf(o).Key()] = true
 		}
 	}
 	base, head := maskAll(in.Base), maskAll(in.Head)
@@ -122,7 +123,7 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 		base = nil
 	}
 
-	scopes, err := namespacedKinds(ctx, live, append(append([]*unstructured.Unstructured{}, base...), head...))
+	scopes, err := object.NamespacedKinds(ctx, live, append(append([]*unstructured.Unstructured{}, base...), head...))
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +134,7 @@ func Compare(ctx context.Context, live LiveReader, in Input, opts Options) (*Tar
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster's schema: %w", err)
 	}
-	c := &comparer{ctx: ctx, live: newScopedReader(live, opts.Scope), unscoped: live, opts: opts, tc: tc, pred: predictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted}
+	c := &comparer{ctx: ctx, live: newScopedReader(live, opts.Scope), unscoped: live, opts: opts, tc: tc, pred: object.PredictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted}
 
 	if in.HasBase || in.Base != nil {
 		t.PR = c.gitDiff(base, head)
@@ -170,10 +171,10 @@ type comparer struct {
 	ctx context.Context
 	// live reads what the scope covers; unscoped reads anything, for the
 	// reads that belong to an object within it (a claim's volume).
-	live, unscoped LiveReader
+	live, unscoped object.LiveReader
 	opts           Options
 	tc             managedfields.TypeConverter
-	pred           *predictor
+	pred           *object.Predictor
 	crds           *crdSchemas
 	t              *Target
 	// encrypted are the objects SOPS encrypts in Git, by Ref key: their live
@@ -193,7 +194,7 @@ func (c *comparer) addError(msg string) {
 // outOfScope keeps, of the renders, the objects within the scope, and lists
 // the others with what the pull request does to them in Git.
 func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, inHead []*unstructured.Unstructured, err error) {
-	namespaced, err := namespacedKinds(c.ctx, c.live, append(append([]*unstructured.Unstructured{}, base...), head...))
+	namespaced, err := object.NamespacedKinds(c.ctx, c.live, append(append([]*unstructured.Unstructured{}, base...), head...))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -209,7 +210,7 @@ func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, 
 				out = append(out, o)
 				continue
 			}
-			ref := RefOf(o)
+			ref := object.RefOf(o)
 			if seen[ref.Key()] {
 				continue
 			}
@@ -245,22 +246,22 @@ func (c *comparer) gitDiff(base, head []*unstructured.Unstructured) []Change {
 	out := []Change{}
 	b := index(base)
 	for _, h := range head {
-		ref := RefOf(h)
+		ref := object.RefOf(h)
 		old, ok := b[ref.Key()]
 		if !ok {
 			out = append(out, newChange(ref, ActionCreate))
 			continue
 		}
-		var fields []Field
+		var fields []object.Field
 		var err error
 		if old.GetAPIVersion() == h.GetAPIVersion() {
-			fields, err = fieldDiff(c.tc, old, h, nil)
+			fields, err = object.FieldDiff(c.tc, old, h, nil)
 		} else {
 			// The same object written at another version of its group
 			// (apps/v1beta2 to apps/v1): the schemas differ, so the
 			// fields are compared as they are written.
-			fields, err = fieldDiff(deducedTypes, old, h, nil)
-			fields = append([]Field{{Path: ".apiVersion", Live: old.GetAPIVersion(), Desired: h.GetAPIVersion()}}, fields...)
+			fields, err = object.FieldDiff(object.DeducedTypes, old, h, nil)
+			fields = append([]object.Field{{Path: ".apiVersion", Live: old.GetAPIVersion(), Desired: h.GetAPIVersion()}}, fields...)
 		}
 		ch := newChange(ref, ActionUpdate)
 		if err != nil {
@@ -275,8 +276,8 @@ func (c *comparer) gitDiff(base, head []*unstructured.Unstructured) []Change {
 	}
 	h := index(head)
 	for _, o := range base {
-		if _, ok := h[RefOf(o).Key()]; !ok {
-			out = append(out, newChange(RefOf(o), ActionDelete))
+		if _, ok := h[object.RefOf(o).Key()]; !ok {
+			out = append(out, newChange(object.RefOf(o), ActionDelete))
 		}
 	}
 	sortChanges(out)
@@ -285,15 +286,15 @@ func (c *comparer) gitDiff(base, head []*unstructured.Unstructured) []Change {
 
 // liveDiff fills the live impact (head vs live), prunes and drift (base vs live).
 func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
-	refs := map[string]Ref{}
+	refs := map[string]object.Ref{}
 	for _, o := range append(append([]*unstructured.Unstructured{}, base...), head...) {
-		refs[RefOf(o).Key()] = RefOf(o)
+		refs[object.RefOf(o).Key()] = object.RefOf(o)
 	}
-	list := make([]Ref, 0, len(refs))
+	list := make([]object.Ref, 0, len(refs))
 	for _, r := range refs {
 		list = append(list, r)
 	}
-	sortRefs(list)
+	object.SortRefs(list)
 	liveObjs, err := c.live.Get(c.ctx, list)
 	if err != nil {
 		return fmt.Errorf("read live objects: %w", err)
@@ -305,7 +306,7 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 		secretsFromGit(liveObjs, base, head)
 	}
 	for _, o := range append(append([]*unstructured.Unstructured{}, base...), head...) {
-		c.opts.Tracking.keepTracking(o, liveObjs[RefOf(o).Key()])
+		c.opts.Tracking.keepTracking(o, liveObjs[object.RefOf(o).Key()])
 	}
 
 	// Drift first: the live impact marks the drift it overwrites.
@@ -313,13 +314,13 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 	if base == nil {
 		driftBase = head
 	}
-	drifted := map[string]map[string]Field{}
+	drifted := map[string]map[string]object.Field{}
 	// An object the pull request leaves as it is predicts the same apply at
 	// base and head: the drift's prediction is reused for the impact.
 	predicted := map[string]predictedChange{}
 	driftChanges := c.predictAll(driftBase, liveObjs, nil)
 	for i, d := range driftBase {
-		ref := RefOf(d)
+		ref := object.RefOf(d)
 		if _, ok := liveObjs[ref.Key()]; !ok {
 			ch := newChange(ref, ActionCreate)
 			ch.Note = "missing from the cluster"
@@ -330,7 +331,7 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 		predicted[ref.Key()] = predictedChange{desired: d, change: ch}
 		c.t.Drift = append(c.t.Drift, ch)
 		if len(ch.Fields) > 0 {
-			drifted[ref.Key()] = map[string]Field{}
+			drifted[ref.Key()] = map[string]object.Field{}
 			for _, f := range ch.Fields {
 				drifted[ref.Key()][f.Path] = f
 			}
@@ -339,17 +340,17 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 
 	inHead := map[string]bool{}
 	reuse := func(h *unstructured.Unstructured) (Change, bool) {
-		p, ok := predicted[RefOf(h).Key()]
+		p, ok := predicted[object.RefOf(h).Key()]
 		if !ok || !reflect.DeepEqual(p.desired.Object, h.Object) {
 			return Change{}, false
 		}
 		ch := p.change
-		ch.Fields = append([]Field(nil), p.change.Fields...)
+		ch.Fields = append([]object.Field(nil), p.change.Fields...)
 		return ch, true
 	}
 	headChanges := c.predictAll(head, liveObjs, reuse)
 	for i, h := range head {
-		ref := RefOf(h)
+		ref := object.RefOf(h)
 		inHead[ref.Key()] = true
 		if _, ok := liveObjs[ref.Key()]; !ok {
 			c.t.Changes = append(c.t.Changes, newChange(ref, ActionCreate))
@@ -396,7 +397,7 @@ func (c *comparer) predictAll(desired []*unstructured.Unstructured, live map[str
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < len(desired); i = int(next.Add(1)) - 1 {
 				d := desired[i]
-				l, ok := live[RefOf(d).Key()]
+				l, ok := live[object.RefOf(d).Key()]
 				if !ok {
 					continue
 				}
@@ -406,7 +407,7 @@ func (c *comparer) predictAll(desired []*unstructured.Unstructured, live map[str
 						continue
 					}
 				}
-				out[i] = c.predictChange(RefOf(d), l, d)
+				out[i] = c.predictChange(object.RefOf(d), l, d)
 			}
 		}()
 	}
@@ -421,10 +422,10 @@ type predictedChange struct {
 }
 
 // predictChange says what applying desired onto live changes.
-func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructured) Change {
+func (c *comparer) predictChange(ref object.Ref, live, desired *unstructured.Unstructured) Change {
 	ch := newChange(ref, ActionUpdate)
 	if c.encrypted[ref.Key()] {
-		ch.Action, ch.Note = ActionUnchanged, sopsNote
+		ch.Action, ch.Note = ActionUnchanged, object.SOPSNote
 		return ch
 	}
 	manager := c.applierOf(live)
@@ -448,11 +449,11 @@ func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructur
 		}
 	default:
 		var crd *structuralschema.Structural
-		if !builtinScheme.Recognizes(desired.GroupVersionKind()) {
+		if !object.BuiltinScheme.Recognizes(desired.GroupVersionKind()) {
 			crd, err = c.crdSchema(desired.GroupVersionKind())
 		}
 		if err == nil {
-			after, err = c.pred.apply(live, desired, manager, crd)
+			after, err = c.pred.Apply(live, desired, manager, crd)
 		}
 	}
 	if err != nil {
@@ -460,11 +461,11 @@ func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructur
 		c.addError(ref.String() + ": predict apply: " + err.Error())
 		return ch
 	}
-	only, err := fieldSet(c.tc, desired)
+	only, err := object.FieldSet(c.tc, desired)
 	if err != nil {
 		only = nil // compare every field rather than none
 	}
-	fields, err := fieldDiff(c.tc, live, after, only)
+	fields, err := object.FieldDiff(c.tc, live, after, only)
 	if err != nil {
 		ch.Note = "could not compare: " + err.Error()
 		c.addError(ref.String() + ": compare: " + err.Error())
@@ -473,8 +474,8 @@ func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructur
 	if c.opts.Mode == ModeDryRun && !isSecret(desired) {
 		fields = withoutServerDefaults(fields, only)
 	}
-	attribute(fields, owners(live))
-	ch.Fields = filterIgnored(ref, fields, c.opts.Ignore, c.opts.IgnoreManagers)
+	object.AttributeFields(fields, live)
+	ch.Fields = object.FilterIgnored(ref, fields, c.opts.Ignore, c.opts.IgnoreManagers)
 	if len(ch.Fields) == 0 {
 		ch.Action = ActionUnchanged
 	}
@@ -483,13 +484,13 @@ func (c *comparer) predictChange(ref Ref, live, desired *unstructured.Unstructur
 
 // withoutServerDefaults keeps, of a dry-run result, only fields the desired
 // object sets and removals: defaults the server fills in are not changes.
-func withoutServerDefaults(fields []Field, only *fieldpath.Set) []Field {
+func withoutServerDefaults(fields []object.Field, only *fieldpath.Set) []object.Field {
 	if only == nil {
 		return fields
 	}
 	out := fields[:0]
 	for _, f := range fields {
-		if f.Desired == nil || only.Has(f.path) || ownsUnder(only, f.path) {
+		if f.Desired == nil || only.Has(f.FieldPath()) || object.OwnsUnder(only, f.FieldPath()) {
 			out = append(out, f)
 		}
 	}
@@ -502,7 +503,7 @@ func (c *comparer) applierOf(live *unstructured.Unstructured) string {
 		return c.opts.Manager
 	}
 	for _, e := range live.GetManagedFields() {
-		if e.Operation == "Apply" && managerMatches(KnownAppliers, e.Manager) {
+		if e.Operation == "Apply" && object.ManagerMatches(KnownAppliers, e.Manager) {
 			return e.Manager
 		}
 	}
@@ -512,7 +513,7 @@ func (c *comparer) applierOf(live *unstructured.Unstructured) string {
 func index(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	out := make(map[string]*unstructured.Unstructured, len(objs))
 	for _, o := range objs {
-		out[RefOf(o).Key()] = o
+		out[object.RefOf(o).Key()] = o
 	}
 	return out
 }
@@ -549,59 +550,10 @@ func sortChanges(cs []Change) {
 	})
 }
 
-// namespacedKinds says which kinds are namespaced: from the cluster when there is one,
-// from CRDs in the renders, and from the built-in list.
-func namespacedKinds(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (map[schema.GroupKind]bool, error) {
-	namespaced := map[schema.GroupKind]bool{}
-	for gk := range clusterScoped {
-		namespaced[gk] = false
-	}
-	for _, gk := range builtinNamespaced() {
-		namespaced[gk] = true
-	}
-	for gk, cluster := range crdScopes(objs) {
-		namespaced[gk] = !cluster
-	}
-	if live != nil {
-		kinds, err := live.Kinds(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("discover kinds: %w", err)
-		}
-		for _, k := range kinds {
-			namespaced[k.GroupKind()] = k.Namespaced
-		}
-	}
-	return namespaced, nil
-}
-
-// deducedTypes reads any object by what it holds, without a schema.
-var deducedTypes = managedfields.NewDeducedTypeConverter()
-
-// builtinNamespaced are the built-in kinds that are not cluster-scoped.
-var builtinNamespaced = sync.OnceValue(func() []schema.GroupKind {
-	var out []schema.GroupKind
-	for gvk := range builtinScheme.AllKnownTypes() {
-		if _, cluster := clusterScoped[gvk.GroupKind()]; !cluster {
-			out = append(out, gvk.GroupKind())
-		}
-	}
-	return out
-})
-
-// defaultNamespaces places objects as Place does, in place: objs are the
-// comparison's own copies.
-func defaultNamespaces(objs []*unstructured.Unstructured, namespaced map[schema.GroupKind]bool, def string, unknownNamespaced bool) {
-	for _, o := range objs {
-		if ns := placedNamespace(o, namespaced, def, unknownNamespaced); ns != o.GetNamespace() {
-			o.SetNamespace(ns)
-		}
-	}
-}
-
-func typeConverter(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (managedfields.TypeConverter, error) {
-	src, ok := live.(SchemaSource)
+func typeConverter(ctx context.Context, live object.LiveReader, objs []*unstructured.Unstructured) (managedfields.TypeConverter, error) {
+	src, ok := live.(object.SchemaSource)
 	if !ok {
-		return builtinTypeConverter(), nil
+		return object.BuiltinTypeConverter(), nil
 	}
 	seen := map[schema.GroupVersionKind]bool{}
 	var gvks []schema.GroupVersionKind
@@ -612,4 +564,14 @@ func typeConverter(ctx context.Context, live LiveReader, objs []*unstructured.Un
 		}
 	}
 	return src.TypeConverter(ctx, gvks)
+}
+
+// defaultNamespaces places objects as Place does, in place: objs are the
+// comparison's own copies.
+func defaultNamespaces(objs []*unstructured.Unstructured, namespaced map[schema.GroupKind]bool, def string, unknownNamespaced bool) {
+	for _, o := range objs {
+		if ns := object.PlacedNamespace(o, namespaced, def, unknownNamespaced); ns != o.GetNamespace() {
+			o.SetNamespace(ns)
+		}
+	}
 }

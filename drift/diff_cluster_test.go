@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 )
 
 const webDeployment = `apiVersion: apps/v1
@@ -50,7 +52,7 @@ func TestLiveImpactOfAScale(t *testing.T) {
 	c.apply(desired, "kustomize-controller")
 	c.scale(desired, "kubectl", 5)
 
-	reader, err := drift.NewClusterReader(c.env.Config)
+	reader, err := livestate.NewClusterReader(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func TestLiveImpactOfAScale(t *testing.T) {
 		t.Fatalf("change: %+v", ch)
 	}
 	f := ch.Fields[0]
-	if f.Path != ".spec.replicas" || f.Live != int64(5) || f.Desired != int64(3) || f.Manager != "kubectl" || f.Subresource != "scale" || f.Kind != drift.FieldDrift {
+	if f.Path != ".spec.replicas" || f.Live != int64(5) || f.Desired != int64(3) || f.Manager != "kubectl" || f.Subresource != "scale" || f.Kind != object.FieldDrift {
 		t.Errorf("field: %+v", f)
 	}
 	if len(target.Drift) != 1 || len(target.Drift[0].Fields) != 1 || target.Drift[0].Fields[0].Path != ".spec.replicas" {

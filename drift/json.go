@@ -1,6 +1,10 @@
 package drift
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/driftback/driftback/drift/object"
+)
 
 // JSON renders the report with its documented, stable schema: every list is
 // present, empty rather than null.
@@ -24,7 +28,7 @@ func nonNil(cs []Change) []Change {
 	out := make([]Change, len(cs))
 	for i, c := range cs {
 		if c.Fields == nil {
-			c.Fields = []Field{}
+			c.Fields = []object.Field{}
 		}
 		if c.Danger == nil {
 			c.Danger = []Danger{}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/argocd"
 )
 
@@ -95,7 +96,7 @@ func keptBy(o *unstructured.Unstructured) string {
 func (c *comparer) prunes(base []*unstructured.Unstructured, inHead map[string]bool, liveObjs map[string]*unstructured.Unstructured) ([]Change, error) {
 	candidates := map[string]*unstructured.Unstructured{}
 	for _, b := range base {
-		k := RefOf(b).Key()
+		k := object.RefOf(b).Key()
 		if inHead[k] {
 			continue
 		}
@@ -108,7 +109,7 @@ func (c *comparer) prunes(base []*unstructured.Unstructured, inHead map[string]b
 		return nil, err
 	}
 	for _, l := range tracked {
-		k := RefOf(l).Key()
+		k := object.RefOf(l).Key()
 		if inHead[k] || len(l.GetOwnerReferences()) > 0 {
 			continue
 		}
@@ -121,7 +122,7 @@ func (c *comparer) prunes(base []*unstructured.Unstructured, inHead map[string]b
 	}
 	var out []Change
 	for _, l := range candidates {
-		ch := newChange(RefOf(l), ActionDelete)
+		ch := newChange(object.RefOf(l), ActionDelete)
 		if by := keptBy(l); by != "" {
 			ch.Action, ch.KeptBy = ActionKeep, by
 		} else if c.opts.NoPrune != "" {
@@ -149,7 +150,7 @@ func (c *comparer) trackedObjects(base []*unstructured.Unstructured) ([]*unstruc
 	var out []*unstructured.Unstructured
 	add := func(objs []*unstructured.Unstructured) {
 		for _, o := range objs {
-			if k := RefOf(o).Key(); !seen[k] {
+			if k := object.RefOf(o).Key(); !seen[k] {
 				seen[k] = true
 				out = append(out, o)
 			}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
 )
 
 // TestReconcilerOptionsChangeTheLiveImpact: a reconciler that does not
@@ -21,7 +22,7 @@ func TestReconcilerOptionsChangeTheLiveImpact(t *testing.T) {
 	// The render names no namespace: Argo CD's destination gives it.
 	settings := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: normal}\n")
 	oldNoNS := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old}\ndata: {a: b}\n")
-	reader, err := drift.NewClusterReader(c.env.Config)
+	reader, err := livestate.NewClusterReader(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

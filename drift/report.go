@@ -1,5 +1,7 @@
 package drift
 
+import "github.com/driftback/driftback/drift/object"
+
 // Action is what a sync does to an object.
 type Action string
 
@@ -62,8 +64,8 @@ type Change struct {
 	Name       string `json:"name"`
 	Action     Action `json:"action"`
 	// Fields lists the fields that change; empty for creates and deletes.
-	Fields []Field  `json:"fields,omitempty"`
-	Danger []Danger `json:"danger,omitempty"`
+	Fields []object.Field `json:"fields,omitempty"`
+	Danger []Danger       `json:"danger,omitempty"`
 	// OverwritesDrift is true when one of the fields reverts a live change.
 	OverwritesDrift bool `json:"overwritesDrift,omitempty"`
 	// KeptBy names the annotation that keeps a pruned object in place.
@@ -78,9 +80,9 @@ type Change struct {
 }
 
 // Ref returns the object's identity.
-func (c *Change) Ref() Ref {
+func (c *Change) Ref() object.Ref {
 	gv := splitAPIVersion(c.APIVersion)
-	return Ref{Group: gv[0], Version: gv[1], Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
+	return object.Ref{Group: gv[0], Version: gv[1], Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
 }
 
 func splitAPIVersion(av string) [2]string {
@@ -92,7 +94,7 @@ func splitAPIVersion(av string) [2]string {
 	return [2]string{"", av}
 }
 
-func newChange(r Ref, a Action) Change {
+func newChange(r object.Ref, a Action) Change {
 	return Change{APIVersion: r.APIVersion(), Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Action: a,
 		Secret: r.Group == "" && r.Kind == "Secret"}
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/driftback/driftback/drift/object"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -24,7 +25,7 @@ type Scope struct {
 	ClusterKinds map[schema.GroupKind]bool
 	// ClusterObjects are the cluster-scoped objects that may be read, by
 	// their Ref's key.
-	ClusterObjects map[string]Ref
+	ClusterObjects map[string]object.Ref
 }
 
 // AnyKind and AnyNamespace widen a Scope to everything of their sort.
@@ -37,20 +38,20 @@ var (
 // (objects without one land in "default") and its cluster-scoped objects.
 // Which kinds are namespaced comes from live (nil: the render's CRDs and the
 // built-in list).
-func ScopeOf(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (*Scope, error) {
-	objs, err := Typed(objs)
+func ScopeOf(ctx context.Context, live object.LiveReader, objs []*unstructured.Unstructured) (*Scope, error) {
+	objs, err := object.Typed(objs)
 	if err != nil {
 		return nil, err
 	}
-	namespaced, err := namespacedKinds(ctx, live, objs)
+	namespaced, err := object.NamespacedKinds(ctx, live, objs)
 	if err != nil {
 		return nil, err
 	}
-	r := &Scope{Namespaces: map[string]bool{}, ClusterKinds: map[schema.GroupKind]bool{}, ClusterObjects: map[string]Ref{}}
+	r := &Scope{Namespaces: map[string]bool{}, ClusterKinds: map[schema.GroupKind]bool{}, ClusterObjects: map[string]object.Ref{}}
 	for _, o := range objs {
 		gk := o.GroupVersionKind().GroupKind()
 		if ns, known := namespaced[gk]; known && !ns {
-			r.ClusterObjects[clusterKey(gk, o.GetName())] = RefOf(o)
+			r.ClusterObjects[clusterKey(gk, o.GetName())] = object.RefOf(o)
 			continue
 		}
 		n := o.GetNamespace()
@@ -122,16 +123,16 @@ func (r *Scope) allNamespaces() bool { return r == nil || r.Namespaces[AnyNamesp
 func (r *Scope) coversNamespace(ns string) bool { return r.allNamespaces() || r.Namespaces[ns] }
 
 func clusterKey(gk schema.GroupKind, name string) string {
-	return Ref{Group: gk.Group, Kind: gk.Kind, Name: name}.Key()
+	return object.Ref{Group: gk.Group, Kind: gk.Kind, Name: name}.Key()
 }
 
 // Split divides a render into the objects within the scope and those outside,
 // with namespaces defaulted as the apiserver would.
-func (r *Scope) Split(ctx context.Context, live LiveReader, objs []*unstructured.Unstructured) (in, out []*unstructured.Unstructured, err error) {
+func (r *Scope) Split(ctx context.Context, live object.LiveReader, objs []*unstructured.Unstructured) (in, out []*unstructured.Unstructured, err error) {
 	if r == nil {
 		return objs, nil, nil
 	}
-	namespaced, err := namespacedKinds(ctx, live, objs)
+	namespaced, err := object.NamespacedKinds(ctx, live, objs)
 	if err != nil {
 		return nil, nil, err
 	}

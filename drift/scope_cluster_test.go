@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
 )
 
 // TestScopeKeepsObjectsOutsideFromTheCluster: objects a render holds outside
@@ -26,7 +27,7 @@ func TestScopeKeepsObjectsOutsideFromTheCluster(t *testing.T) {
 	t.Cleanup(func() { c.delete(theirs); c.delete(role) })
 
 	var log requestLog
-	reader, err := drift.NewClusterReader(log.wrap(c.env.Config))
+	reader, err := livestate.NewClusterReader(log.wrap(c.env.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestClusterScopedObjectsAreInScopeByName(t *testing.T) {
 	t.Cleanup(func() { c.delete(mine); c.delete(breakGlass); c.delete(held); c.delete(namespace) })
 
 	var log requestLog
-	reader, err := drift.NewClusterReader(log.wrap(c.env.Config))
+	reader, err := livestate.NewClusterReader(log.wrap(c.env.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestReadsOutsideTheScopeAreRefused(t *testing.T) {
 	}
 	t.Cleanup(func() { c.delete(stray); c.delete(namespace) })
 	var log requestLog
-	reader, err := drift.NewClusterReader(log.wrap(c.env.Config))
+	reader, err := livestate.NewClusterReader(log.wrap(c.env.Config))
 	if err != nil {
 		t.Fatal(err)
 	}

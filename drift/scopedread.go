@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/driftback/driftback/drift/object"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,7 +28,7 @@ var crdKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResou
 // cluster; a list across namespaces reads the scope's namespaces, and a list
 // of a cluster-scoped kind the scope's objects of that kind.
 type scopedReader struct {
-	live  LiveReader
+	live  object.LiveReader
 	scope *Scope
 
 	once       sync.Once
@@ -35,18 +36,18 @@ type scopedReader struct {
 	kindsErr   error
 }
 
-func newScopedReader(live LiveReader, scope *Scope) LiveReader {
+func newScopedReader(live object.LiveReader, scope *Scope) object.LiveReader {
 	if scope == nil || live == nil {
 		return live
 	}
 	return &scopedReader{live: live, scope: scope}
 }
 
-func (r *scopedReader) Kinds(ctx context.Context) ([]Kind, error) { return r.live.Kinds(ctx) }
+func (r *scopedReader) Kinds(ctx context.Context) ([]object.Kind, error) { return r.live.Kinds(ctx) }
 
 // isNamespaced says whether a kind is namespaced, as the cluster says.
 func (r *scopedReader) isNamespaced(ctx context.Context, gk schema.GroupKind) (bool, error) {
-	r.once.Do(func() { r.namespaced, r.kindsErr = namespacedKinds(ctx, r.live, nil) })
+	r.once.Do(func() { r.namespaced, r.kindsErr = object.NamespacedKinds(ctx, r.live, nil) })
 	if r.kindsErr != nil {
 		return false, r.kindsErr
 	}
@@ -54,7 +55,7 @@ func (r *scopedReader) isNamespaced(ctx context.Context, gk schema.GroupKind) (b
 	return !known || ns, nil
 }
 
-func (r *scopedReader) Get(ctx context.Context, refs []Ref) (map[string]*unstructured.Unstructured, error) {
+func (r *scopedReader) Get(ctx context.Context, refs []object.Ref) (map[string]*unstructured.Unstructured, error) {
 	for _, ref := range refs {
 		if ref.GroupKind() == crdKind {
 			continue
@@ -100,7 +101,7 @@ func (r *scopedReader) List(ctx context.Context, gk schema.GroupKind, namespace 
 		return r.live.List(ctx, gk, "", sel)
 	}
 	// A cluster-scoped kind the scope holds some objects of: those, by name.
-	var refs []Ref
+	var refs []object.Ref
 	for _, ref := range r.scope.ClusterObjects {
 		if ref.GroupKind() == gk {
 			refs = append(refs, ref)

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 
+	"github.com/driftback/driftback/drift/object"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -80,8 +81,8 @@ func maskAll(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	out := make([]*unstructured.Unstructured, len(objs))
 	for i, o := range objs {
 		c := o.DeepCopy()
-		if SOPSEncrypted(c) {
-			maskSOPS(c)
+		if object.SOPSEncrypted(c) {
+			object.MaskSOPS(c)
 		}
 		maskSecret(c)
 		out[i] = c
@@ -96,7 +97,7 @@ func hideSecretFields(c *Change) {
 	}
 	for i := range c.Fields {
 		f := &c.Fields[i]
-		if len(f.path) > 0 && f.path[0].FieldName != nil && (*f.path[0].FieldName == "data" || *f.path[0].FieldName == "stringData") {
+		if p := f.FieldPath(); len(p) > 0 && p[0].FieldName != nil && (*p[0].FieldName == "data" || *p[0].FieldName == "stringData") {
 			f.Live, f.Desired, f.Base, f.Hidden = hidden(f.Live), hidden(f.Desired), hidden(f.Base), true
 		}
 	}
@@ -120,7 +121,7 @@ func secretsFromGit(live map[string]*unstructured.Unstructured, base, head []*un
 	for _, objs := range [][]*unstructured.Unstructured{head, base} { // base wins
 		for _, o := range objs {
 			if isSecret(o) {
-				inGit[RefOf(o).Key()] = o
+				inGit[object.RefOf(o).Key()] = o
 			}
 		}
 	}

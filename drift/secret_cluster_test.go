@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/report"
 )
 
@@ -32,11 +34,11 @@ func TestSecretValuesNeverShow(t *testing.T) {
 	live.SetAnnotations(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"stringData":{"token":"` + canary + `-live"}}`})
 	c.apply(live, "kustomize-controller")
 
-	reader, err := drift.NewClusterReader(c.env.Config)
+	reader, err := livestate.NewClusterReader(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dry, err := drift.NewServerDryRun(c.env.Config)
+	dry, err := livestate.NewServerDryRun(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,12 +92,12 @@ func TestIgnoreRules(t *testing.T) {
 		t.Errorf("without ignores: %v, want replicas, image and label", got)
 	}
 	opts := drift.DefaultOptions()
-	opts.Ignore = []drift.IgnoreRule{{Kind: "Deployment", Name: "w*", JSONPointers: []string{"/spec/template/spec/containers/*/image"}}}
+	opts.Ignore = []object.IgnoreRule{{Kind: "Deployment", Name: "w*", JSONPointers: []string{"/spec/template/spec/containers/*/image"}}}
 	got := paths(opts)
 	if len(got) != 1 || got[0] != "Deployment .metadata.labels.app" {
 		t.Errorf("with the HPA and the image ignored: %v", got)
 	}
-	opts.Ignore = []drift.IgnoreRule{{Managers: []string{"kubectl-*"}}}
+	opts.Ignore = []object.IgnoreRule{{Managers: []string{"kubectl-*"}}}
 	if got := paths(opts); len(got) != 0 {
 		t.Errorf("with kubectl-* ignored: %v", got)
 	}
@@ -114,7 +116,7 @@ func TestASecretCannotBeGuessedFromTheComparison(t *testing.T) {
 		return obj(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: "+ns+"\ntype: Opaque\nstringData:\n  password: "+password+"\n")
 	}
 	c.apply(secret("the-live-one"), "kustomize-controller")
-	reader, err := drift.NewClusterReader(c.env.Config)
+	reader, err := livestate.NewClusterReader(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -97,11 +99,11 @@ func TestSnapshotListsEachKindOnce(t *testing.T) {
 	ctx := context.Background()
 
 	var log requestLog
-	reader, err := drift.NewClusterReader(log.wrap(c.env.Config))
+	reader, err := livestate.NewClusterReader(log.wrap(c.env.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := drift.NewSnapshot(ctx, reader, objs)
+	snap, err := livestate.NewSnapshot(ctx, reader, objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func TestSnapshotListsEachKindOnce(t *testing.T) {
 		t.Errorf("stats %+v, want %d cluster-wide lists only", st, 2+autoscalers)
 	}
 
-	direct, err := drift.NewClusterReader(c.env.Config)
+	direct, err := livestate.NewClusterReader(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,11 +191,11 @@ subjects:
 	kubetest.Apply(t, c.env.Setup, "test", rbac...)
 
 	var log requestLog
-	reader, err := drift.NewClusterReader(log.wrap(kubetest.Impersonate(c.env.Config, c.env.Namespace, "reader")))
+	reader, err := livestate.NewClusterReader(log.wrap(kubetest.Impersonate(c.env.Config, c.env.Namespace, "reader")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := drift.NewSnapshot(ctx, reader, objs)
+	snap, err := livestate.NewSnapshot(ctx, reader, objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,20 +241,20 @@ spec:
 		c.apply(o, "kustomize-controller")
 		objs = append(objs, o)
 	}
-	reader, err := drift.NewClusterReader(c.env.Config)
+	reader, err := livestate.NewClusterReader(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := drift.NewSnapshot(context.Background(), reader, objs)
+	snap, err := livestate.NewSnapshot(context.Background(), reader, objs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := snap.Get(context.Background(), []drift.Ref{drift.RefOf(objs[0]), drift.RefOf(objs[1])})
+	got, err := snap.Get(context.Background(), []object.Ref{object.RefOf(objs[0]), object.RefOf(objs[1])})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		l := got[drift.RefOf(o).Key()]
+		l := got[object.RefOf(o).Key()]
 		if l == nil || l.GetAPIVersion() != "autoscaling/v1" {
 			t.Errorf("%s read as %v, want autoscaling/v1", o.GetName(), l)
 		}
@@ -287,11 +289,11 @@ subjects:
 		}
 	}
 	kubetest.Apply(t, c.env.Setup, "test", rbac...)
-	reader, err := drift.NewClusterReader(kubetest.Impersonate(c.env.Config, c.env.Namespace, "named"))
+	reader, err := livestate.NewClusterReader(kubetest.Impersonate(c.env.Config, c.env.Namespace, "named"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := drift.NewSnapshot(context.Background(), reader, cms)
+	snap, err := livestate.NewSnapshot(context.Background(), reader, cms)
 	if err != nil {
 		t.Fatalf("a snapshot of objects that may be got but not listed: %v", err)
 	}
@@ -304,10 +306,10 @@ subjects:
 	}
 }
 
-func refsOf(objs []*unstructured.Unstructured) []drift.Ref {
-	out := make([]drift.Ref, len(objs))
+func refsOf(objs []*unstructured.Unstructured) []object.Ref {
+	out := make([]object.Ref, len(objs))
 	for i, o := range objs {
-		out[i] = drift.RefOf(o)
+		out[i] = object.RefOf(o)
 	}
 	return out
 }

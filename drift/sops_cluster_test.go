@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 )
 
 // sopsSecret is a Secret as SOPS writes it into Git: values encrypted, a
@@ -54,11 +56,11 @@ func TestSOPSObjectsAreComparedEncrypted(t *testing.T) {
 
 	base := []*unstructured.Unstructured{at(sopsSecret, "b2xk", "MAC1"), at(sopsConfigMap, "ZW5kMQ==", "MAC1")}
 	head := []*unstructured.Unstructured{at(sopsSecret, "bmV3", "MAC2"), at(sopsConfigMap, "ZW5kMQ==", "MAC2")}
-	reader, err := drift.NewClusterReader(c.env.Config)
+	reader, err := livestate.NewClusterReader(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, live := range []drift.LiveReader{nil, reader} {
+	for _, live := range []object.LiveReader{nil, reader} {
 		target, err := drift.Compare(context.Background(), live, drift.Input{Path: "app", Base: base, Head: head, HasBase: true}, drift.DefaultOptions())
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/driftback/driftback/drift/object"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -15,10 +16,10 @@ import (
 // person's live change into Git), and created and deleted objects carry
 // their rendered manifest.
 func (c *comparer) tell(base, head []*unstructured.Unstructured, liveObjs map[string]*unstructured.Unstructured) {
-	byPath := func(changes []Change) map[string]map[string]Field {
-		out := map[string]map[string]Field{}
+	byPath := func(changes []Change) map[string]map[string]object.Field {
+		out := map[string]map[string]object.Field{}
 		for _, ch := range changes {
-			m := map[string]Field{}
+			m := map[string]object.Field{}
 			for _, f := range ch.Fields {
 				m[f.Path] = f
 			}
@@ -48,8 +49,8 @@ func (c *comparer) tell(base, head []*unstructured.Unstructured, liveObjs map[st
 			continue
 		}
 		applier := c.applierOf(l)
-		person := func(f Field) bool {
-			return f.Manager != "" && f.Manager != applier && !managerMatches(c.opts.IgnoreManagers, f.Manager)
+		person := func(f object.Field) bool {
+			return f.Manager != "" && f.Manager != applier && !object.ManagerMatches(c.opts.IgnoreManagers, f.Manager)
 		}
 		newInGit := prActions[key] == ActionCreate
 		seen := map[string]bool{}
@@ -57,8 +58,8 @@ func (c *comparer) tell(base, head []*unstructured.Unstructured, liveObjs map[st
 		for j := range ch.Fields {
 			f := &ch.Fields[j]
 			seen[f.Path] = true
-			if b := baseIdx[key]; b != nil && f.path != nil {
-				f.Base = valueAt(b.Object, f.path)
+			if b := baseIdx[key]; b != nil && f.FieldPath() != nil {
+				f.Base = object.ValueAt(b.Object, f.FieldPath())
 				if f.Hidden {
 					f.Base = hidden(f.Base)
 				}
@@ -67,11 +68,11 @@ func (c *comparer) tell(base, head []*unstructured.Unstructured, liveObjs map[st
 			_, drifted := driftFields[key][f.Path]
 			switch {
 			case (inPR || newInGit) && (drifted || newInGit) && person(*f):
-				f.Kind, f.OverwritesDrift, ch.OverwritesDrift = FieldOverwrites, true, true
+				f.Kind, f.OverwritesDrift, ch.OverwritesDrift = object.FieldOverwrites, true, true
 			case inPR || newInGit:
-				f.Kind, f.OverwritesDrift = FieldPR, false
+				f.Kind, f.OverwritesDrift = object.FieldPR, false
 			default:
-				f.Kind, f.OverwritesDrift = FieldDrift, false
+				f.Kind, f.OverwritesDrift = object.FieldDrift, false
 			}
 		}
 		for path, pf := range prFields[key] {
@@ -79,8 +80,8 @@ func (c *comparer) tell(base, head []*unstructured.Unstructured, liveObjs map[st
 			if seen[path] || !drifted || !person(df) {
 				continue
 			}
-			ch.Fields = append(ch.Fields, Field{Path: path, Live: df.Live, Desired: pf.Desired, Base: pf.Live, Kind: FieldCodifies,
-				Manager: df.Manager, Operation: df.Operation, Subresource: df.Subresource, Time: df.Time, Hidden: pf.Hidden, path: pf.path})
+			ch.Fields = append(ch.Fields, object.Field{Path: path, Live: df.Live, Desired: pf.Desired, Base: pf.Live, Kind: object.FieldCodifies,
+				Manager: df.Manager, Operation: df.Operation, Subresource: df.Subresource, Time: df.Time, Hidden: pf.Hidden}.WithFieldPath(pf.FieldPath()))
 		}
 		sort.SliceStable(ch.Fields, func(a, b int) bool { return ch.Fields[a].Path < ch.Fields[b].Path })
 	}
@@ -94,7 +95,7 @@ func (c *comparer) tellGit(base, head []*unstructured.Unstructured) {
 		ch := &c.t.PR[i]
 		for j := range ch.Fields {
 			// Live is the base's value here: Git before the pull request.
-			ch.Fields[j].Kind, ch.Fields[j].Base = FieldPR, ch.Fields[j].Live
+			ch.Fields[j].Kind, ch.Fields[j].Base = object.FieldPR, ch.Fields[j].Live
 		}
 		switch ch.Action {
 		case ActionCreate:

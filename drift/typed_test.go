@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 )
 
 // goTyped is a Deployment as kyaml's Map() gives one after Flux's postBuild
@@ -61,7 +63,7 @@ func assertJSONTyped(t *testing.T, at string, v any) {
 // the producer's object is left as it was.
 func TestTypedGivesJSONTypesOnly(t *testing.T) {
 	in := goTyped("shop", 3)
-	out, err := drift.Typed([]*unstructured.Unstructured{in})
+	out, err := object.Typed([]*unstructured.Unstructured{in})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func TestTypedGivesJSONTypesOnly(t *testing.T) {
 		t.Error("the producer's object was changed")
 	}
 	typed := out[0]
-	again, err := drift.Typed([]*unstructured.Unstructured{typed})
+	again, err := object.Typed([]*unstructured.Unstructured{typed})
 	if err != nil || again[0] != typed {
 		t.Errorf("an object of JSON types only is passed through as it is: %v", err)
 	}
@@ -104,7 +106,7 @@ func TestTypedNamesWhatItCannotConvert(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			o := goTyped("shop", 1)
 			o.Object["spec"].(map[string]any)["extra"] = c.value
-			_, err := drift.Typed([]*unstructured.Unstructured{o})
+			_, err := object.Typed([]*unstructured.Unstructured{o})
 			if err == nil || !strings.Contains(err.Error(), "Deployment/web in shop") || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one naming Deployment/web in shop and %q", err, c.want)
 			}
@@ -123,12 +125,12 @@ func TestCompareTakesObjectsOfGoTypes(t *testing.T) {
 	c := newCluster(t)
 	live := obj(t, inNS(webDeployment, c.env.Namespace))
 	c.apply(live, "kustomize-controller")
-	reader, err := drift.NewClusterReader(c.env.Config)
+	reader, err := livestate.NewClusterReader(c.env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	base, head := goTyped(c.env.Namespace, 3), goTyped(c.env.Namespace, 4)
-	snap, err := drift.NewSnapshot(context.Background(), reader, []*unstructured.Unstructured{base, head})
+	snap, err := livestate.NewSnapshot(context.Background(), reader, []*unstructured.Unstructured{base, head})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render"
 )
 
@@ -311,7 +312,7 @@ func groupOf(apiVersion string) string {
 
 // codify tries each strategy for one field and keeps the first whose render
 // verifies.
-func (p *planner) codify(ch drift.Change, f drift.Field) (*Codified, string) {
+func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 	i, obj := p.find(ch)
 	if obj == nil {
 		return nil, "the object is not in the overlay's render"
@@ -423,7 +424,7 @@ func (p *planner) verify(edits map[string][]byte, index int, fp fieldpath.Path, 
 	for i := range after {
 		if !sameJSON(expected[i], after[i].Object) {
 			if i == index {
-				return false, fmt.Sprintf("%s renders as %v, not the live %v", fp, drift.ValueAt(after[i].Object, fp), want)
+				return false, fmt.Sprintf("%s renders as %v, not the live %v", fp, object.ValueAt(after[i].Object, fp), want)
 			}
 			return false, fmt.Sprintf("the edit also changes %s/%s", after[i].GetKind(), after[i].GetName())
 		}

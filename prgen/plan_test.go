@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
@@ -111,7 +112,7 @@ func TestPlanCodifiesManualChanges(t *testing.T) {
 		_ = unstructured.SetNestedField(u.Object, "UFJHRU4tQ0FOQVJZLWxpdmU=", "data", "token")
 	})
 
-	reader, err := drift.NewClusterReader(env.Config)
+	reader, err := livestate.NewClusterReader(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
@@ -246,7 +247,7 @@ func TestWriteBackLandsWhereTheValueIsSet(t *testing.T) {
 	})
 	edit(deploys, "api", "kubectl-edit", container("env", []any{map[string]any{"name": "LEVEL", "value": "debug"}}))
 
-	reader, err := drift.NewClusterReader(env.Config)
+	reader, err := livestate.NewClusterReader(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

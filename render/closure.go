@@ -43,7 +43,7 @@ func closureOf(t *Tree, overlay string) *closure {
 			return
 		}
 		visited[dir] = true
-		kf := findKustomization(t, dir)
+		kf := KustomizationFile(t, dir)
 		if kf == "" {
 			missing[dir] = true
 			switch why := t.Skipped(dir); {
@@ -107,7 +107,7 @@ func (c *closure) touches(p string) bool {
 	}
 	// A kustomization file appearing in a directory the build enters changes it.
 	for _, d := range c.dirs {
-		if path.Dir(p) == d && isKustomizationName(path.Base(p)) {
+		if path.Dir(p) == d && IsKustomizationName(path.Base(p)) {
 			return true
 		}
 		// A closure that could not be read whole (a kustomization that does
@@ -120,7 +120,9 @@ func (c *closure) touches(p string) bool {
 	return false
 }
 
-func isKustomizationName(n string) bool {
+// IsKustomizationName reports whether a file name is one kustomize reads as
+// a directory's kustomization.
+func IsKustomizationName(n string) bool {
 	for _, k := range kustomizationNames {
 		if n == k {
 			return true

@@ -12,12 +12,12 @@ import (
 // kustomizationNames are the file names kustomize accepts, in its order.
 var kustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
 
-// maxKustomizationBytes bounds a kustomization file the parent process parses
+// MaxKustomizationBytes bounds a kustomization file the parent process parses
 // itself; anything larger is hostile or a mistake.
-const maxKustomizationBytes = 1 << 20
+const MaxKustomizationBytes = 1 << 20
 
-// findKustomization returns the kustomization file in dir, or "".
-func findKustomization(t *Tree, dir string) string {
+// KustomizationFile returns the kustomization file in dir, or "".
+func KustomizationFile(t *Tree, dir string) string {
 	for _, n := range kustomizationNames {
 		p := path.Join(dir, n)
 		if t.Has(p) {
@@ -69,9 +69,9 @@ func parseKustomization(t *Tree, file string) (*kustomization, error) {
 	if err != nil {
 		return nil, err
 	}
-	if size > maxKustomizationBytes {
+	if size > MaxKustomizationBytes {
 		k.problems = append(k.problems, &Problem{File: file, Reason: ReasonLimit,
-			Message: fmt.Sprintf("kustomization file is %d bytes, over the limit of %d", size, maxKustomizationBytes)})
+			Message: fmt.Sprintf("kustomization file is %d bytes, over the limit of %d", size, MaxKustomizationBytes)})
 		return k, nil
 	}
 	b, err := t.ReadFile(file)

@@ -16,13 +16,13 @@ import (
 func Discover(t *Tree) []string {
 	var dirs []string
 	for _, f := range t.Files() {
-		if isKustomizationName(path.Base(f)) && findKustomization(t, path.Dir(f)) == f {
+		if IsKustomizationName(path.Base(f)) && KustomizationFile(t, path.Dir(f)) == f {
 			dirs = append(dirs, path.Dir(f))
 		}
 	}
 	referenced := map[string]bool{}
 	for _, d := range dirs {
-		k, err := t.kustomization(findKustomization(t, d))
+		k, err := t.kustomization(KustomizationFile(t, d))
 		if err != nil {
 			continue // unreadable: it cannot reference anything
 		}
@@ -148,7 +148,7 @@ func Bases(t *Tree, overlays []string, changed []string) map[string][]string {
 	}
 	out := map[string][]string{}
 	for _, f := range t.Files() {
-		if !isKustomizationName(path.Base(f)) || findKustomization(t, path.Dir(f)) != f {
+		if !IsKustomizationName(path.Base(f)) || KustomizationFile(t, path.Dir(f)) != f {
 			continue
 		}
 		d := path.Dir(f)

@@ -184,7 +184,7 @@ loop:
 			blame = exitProblem(waitErr, stderr.String(), lim)
 		}
 		blame.Overlay = jobs[done].overlay.Path
-		blame.File = findKustomization(t, jobs[done].overlay.Path)
+		blame.File = KustomizationFile(t, jobs[done].overlay.Path)
 		jobs[done].overlay.Problems = []*Problem{blame}
 		done++
 	}
@@ -233,7 +233,7 @@ func blameFile(t *Tree, c *closure, p *Problem) string {
 	if best != "" {
 		return best
 	}
-	return findKustomization(t, c.overlay)
+	return KustomizationFile(t, c.overlay)
 }
 
 var pluginKind = regexp.MustCompile(`plugin '([^']+)'`)

@@ -297,7 +297,7 @@ func symlinkReason(target string) string {
 
 // HasKustomization reports whether dir holds a kustomization file.
 func (t *Tree) HasKustomization(dir string) bool {
-	return findKustomization(t, dir) != ""
+	return KustomizationFile(t, dir) != ""
 }
 
 // With returns a copy of the tree in which the given files have the given

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 )
 
 // MaxCommentSize is GitHub's limit on the body of a comment.
@@ -124,8 +125,8 @@ func targetTitle(t drift.Target) string {
 }
 
 // fieldCounts counts a target's told fields by kind.
-func fieldCounts(t drift.Target) map[drift.FieldKind]int {
-	out := map[drift.FieldKind]int{}
+func fieldCounts(t drift.Target) map[object.FieldKind]int {
+	out := map[object.FieldKind]int{}
 	for _, c := range t.Told() {
 		for _, f := range c.Fields {
 			out[f.Kind]++
@@ -153,7 +154,7 @@ func summaryTable(r *drift.Report) string {
 		fields := fieldCounts(t)
 		fmt.Fprintf(&b, "| %s%s | %d | %d | %d | %d | %s | %s | %d |\n", strings.ReplaceAll(targetTitle(t), "|", `\|`), liveMark(t),
 			counts[drift.ActionCreate], counts[drift.ActionUpdate], counts[drift.ActionDelete]+counts[drift.ActionKeep], counts[drift.ActionUnchanged],
-			bold(dangers), bold(fields[drift.FieldOverwrites]), fields[drift.FieldDrift])
+			bold(dangers), bold(fields[object.FieldOverwrites]), fields[object.FieldDrift])
 	}
 	if len(r.Targets) == 0 {
 		b.WriteString("| _no overlay is affected by this change_ | | | | | | | |\n")
@@ -247,7 +248,7 @@ func revertSection(t drift.Target) string {
 
 // who says which manager set a live value, how and when: "kubectl scale,
 // 2026-11-29 16:08 UTC".
-func who(f drift.Field) string {
+func who(f object.Field) string {
 	if f.Manager == "" {
 		return ""
 	}
@@ -319,11 +320,11 @@ var actionIcon = map[drift.Action]string{
 }
 
 // kindLabel names each kind of field change for a reader.
-var kindLabel = map[drift.FieldKind]string{
-	drift.FieldPR:         "changed by this PR",
-	drift.FieldOverwrites: "↩️ overwrites a live change",
-	drift.FieldCodifies:   "📝 codifies a live change",
-	drift.FieldDrift:      "≠ drift this PR leaves",
+var kindLabel = map[object.FieldKind]string{
+	object.FieldPR:         "changed by this PR",
+	object.FieldOverwrites: "↩️ overwrites a live change",
+	object.FieldCodifies:   "📝 codifies a live change",
+	object.FieldDrift:      "≠ drift this PR leaves",
 }
 
 // changeBlock renders one object once: what happens to it, its dangers, and
@@ -331,12 +332,12 @@ var kindLabel = map[drift.FieldKind]string{
 func changeBlock(c drift.Change) string {
 	var b strings.Builder
 	summary := fmt.Sprintf("%s %s", actionIcon[c.Action], htmlCode(refString(c)))
-	kinds := map[drift.FieldKind]int{}
+	kinds := map[object.FieldKind]int{}
 	for _, f := range c.Fields {
 		kinds[f.Kind]++
 	}
 	var parts []string
-	for _, k := range []drift.FieldKind{drift.FieldPR, drift.FieldOverwrites, drift.FieldCodifies, drift.FieldDrift} {
+	for _, k := range []object.FieldKind{object.FieldPR, object.FieldOverwrites, object.FieldCodifies, object.FieldDrift} {
 		if kinds[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", kinds[k], strings.TrimLeft(kindLabel[k], "↩️📝≠ ")))
 		}
@@ -387,7 +388,7 @@ func changeBlock(c drift.Change) string {
 
 // fieldLine tells one field: Git → live for drift, Git before → after for
 // the pull request's own change, with who set the live value and when.
-func fieldLine(f drift.Field) string {
+func fieldLine(f object.Field) string {
 	line := storyLine(f)
 	if f.Autoscaler != "" {
 		line += "; the replicas belong to " + text(f.Autoscaler)
@@ -395,20 +396,20 @@ func fieldLine(f drift.Field) string {
 	return line
 }
 
-func storyLine(f drift.Field) string {
+func storyLine(f object.Field) string {
 	v := func(x any) string { return code(valueText(f, x)) }
 	by := ""
 	if w := who(f); w != "" {
 		by = " (" + text(w) + ")"
 	}
 	switch f.Kind {
-	case drift.FieldOverwrites:
+	case object.FieldOverwrites:
 		return fmt.Sprintf("- %s %s: Git %s → %s; live %s%s is replaced", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired), v(f.Live), by)
-	case drift.FieldCodifies:
+	case object.FieldCodifies:
 		return fmt.Sprintf("- %s %s: Git %s → %s, the live value%s", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired), by)
-	case drift.FieldDrift:
+	case object.FieldDrift:
 		return fmt.Sprintf("- %s %s: Git %s, live %s%s; any sync reverts it", kindLabel[f.Kind], code(f.Path), v(f.Desired), v(f.Live), by)
-	case drift.FieldPR:
+	case object.FieldPR:
 		line := fmt.Sprintf("- %s %s: Git %s → %s", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired))
 		if !reflect.DeepEqual(f.Live, f.Base) {
 			// Git did not hold the live value (an object new in Git that
@@ -428,7 +429,7 @@ func refString(c drift.Change) string {
 }
 
 // valueText shows a value compactly: scalars as they are, structures as JSON.
-func valueText(f drift.Field, v any) string {
+func valueText(f object.Field, v any) string {
 	if f.Hidden && v != nil {
 		return "(value hidden)"
 	}

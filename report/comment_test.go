@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/prgen"
 )
 
@@ -15,7 +16,7 @@ func bigReport(n int) *drift.Report {
 	for i := range n {
 		ch := drift.Change{APIVersion: "v1", Kind: "ConfigMap", Namespace: "prod", Name: fmt.Sprintf("config-%04d", i), Action: drift.ActionUpdate}
 		for j := range 3 {
-			ch.Fields = append(ch.Fields, drift.Field{Path: fmt.Sprintf(".data.key%d", j), Live: strings.Repeat("a", 200), Desired: strings.Repeat("b", 200)})
+			ch.Fields = append(ch.Fields, object.Field{Path: fmt.Sprintf(".data.key%d", j), Live: strings.Repeat("a", 200), Desired: strings.Repeat("b", 200)})
 		}
 		t.Changes = append(t.Changes, ch)
 	}
@@ -60,7 +61,7 @@ func TestMarkdownSplitsAtSectionBoundaries(t *testing.T) {
 func TestMarkdownCutsAnObjectTooLargeForAComment(t *testing.T) {
 	r := bigReport(1)
 	r.Targets[0].Changes[0].Fields[0].Desired = strings.Repeat("x", 80_000)
-	r.Targets[0].Changes[0].Fields = append(r.Targets[0].Changes[0].Fields, drift.Field{Path: ".data.more", Desired: strings.Repeat("y\n", 30_000)})
+	r.Targets[0].Changes[0].Fields = append(r.Targets[0].Changes[0].Fields, object.Field{Path: ".data.more", Desired: strings.Repeat("y\n", 30_000)})
 	parts := Comment(r, CommentOptions{})
 	for i, p := range parts {
 		if len(p) > MaxCommentSize-1024 {

@@ -15,6 +15,7 @@ import (
 	xhtml "golang.org/x/net/html"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/prgen"
 )
 
@@ -101,23 +102,23 @@ func sameShape(t *testing.T, what, harmless, hostile string) {
 // managers, messages and errors.
 func hostileReport(s string) *drift.Report {
 	at := time.Date(2026, 11, 29, 16, 8, 0, 0, time.UTC)
-	f := drift.Field{Path: s, Live: s, Desired: s, Base: s, Manager: s, Subresource: s, Time: &at, OverwritesDrift: true, Kind: drift.FieldOverwrites}
-	m := drift.Field{Path: s, Live: map[string]any{s: []any{s}}, Desired: nil, Manager: s, Kind: drift.FieldDrift}
-	p := drift.Field{Path: s, Live: s, Desired: s, Base: s, Kind: drift.FieldPR}
-	cod := drift.Field{Path: s, Live: s, Desired: s, Base: map[string]any{s: s}, Manager: s, Time: &at, Kind: drift.FieldCodifies}
+	f := object.Field{Path: s, Live: s, Desired: s, Base: s, Manager: s, Subresource: s, Time: &at, OverwritesDrift: true, Kind: object.FieldOverwrites}
+	m := object.Field{Path: s, Live: map[string]any{s: []any{s}}, Desired: nil, Manager: s, Kind: object.FieldDrift}
+	p := object.Field{Path: s, Live: s, Desired: s, Base: s, Kind: object.FieldPR}
+	cod := object.Field{Path: s, Live: s, Desired: s, Base: map[string]any{s: s}, Manager: s, Time: &at, Kind: object.FieldCodifies}
 	t := drift.Target{
 		Name: s, Path: s, Cluster: s, Errors: []string{s},
 		Changes: []drift.Change{
 			{APIVersion: s, Kind: s, Namespace: s, Name: s, Action: drift.ActionCreate, Manifest: s,
 				Danger: []drift.Danger{{Reason: drift.DangerRBACEscalation, Count: 1, Message: s}, {Reason: drift.DangerCRDRemoval, Count: 3, Message: s}, {Reason: drift.DangerRestoreNotRollback, Count: 1, Message: s}}},
-			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionUpdate, Fields: []drift.Field{f, m, p, cod},
+			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionUpdate, Fields: []object.Field{f, m, p, cod},
 				OverwritesDrift: true, Note: s},
 			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionDelete, Manifest: s + "\n" + s},
 			{APIVersion: "v1", Kind: "Secret", Namespace: s, Name: s, Action: drift.ActionUpdate, Secret: true,
-				Fields: []drift.Field{{Path: ".data." + s, Live: "hidden", Desired: "hidden", Hidden: true}}},
+				Fields: []object.Field{{Path: ".data." + s, Live: "hidden", Desired: "hidden", Hidden: true}}},
 			{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionKeep, KeptBy: s},
 		},
-		Drift:      []drift.Change{{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionUpdate, Fields: []drift.Field{f}}},
+		Drift:      []drift.Change{{APIVersion: "v1", Kind: s, Namespace: s, Name: s, Action: drift.ActionUpdate, Fields: []object.Field{f}}},
 		OutOfScope: []drift.Change{{APIVersion: s, Kind: s, Namespace: s, Name: s, Action: drift.Action(s), Note: s}},
 		Notes:      []string{s},
 	}
@@ -258,9 +259,9 @@ func FuzzCheckText(f *testing.F) {
 func TestSplitCommentsKeepFencesClosed(t *testing.T) {
 	for _, s := range []string{"```", "````\n```\n`", "~~~", "x"} {
 		r := hostileReport(s)
-		var fields []drift.Field
+		var fields []object.Field
 		for i := range 400 {
-			fields = append(fields, drift.Field{Path: strings.Repeat("k", i%7) + s, Live: strings.Repeat(s+"\n", 20), Desired: strings.Repeat("v", 300)})
+			fields = append(fields, object.Field{Path: strings.Repeat("k", i%7) + s, Live: strings.Repeat(s+"\n", 20), Desired: strings.Repeat("v", 300)})
 		}
 		r.Targets[0].Changes[1].Fields = fields
 		parts := Comment(r, CommentOptions{})

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 )
 
 // Earlier says what driftback reported when a commit was made: how many
@@ -25,7 +26,7 @@ type Input struct {
 	Target *drift.Target
 	// Live reads the cluster: volumes for a recreated claim, Jobs in the
 	// namespace of a workload rolled back.
-	Live drift.LiveReader
+	Live object.LiveReader
 	// History is the repository's past before the pull request's base.
 	History *History
 	// Earlier, when set, recovers the counts of an earlier removal.

@@ -23,8 +23,10 @@ import (
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/argocd"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/reconciler"
 )
 
 // Built is a target rendered the way its reconciler builds it.
@@ -54,7 +56,7 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 		if !tree.HasDir(t.Path) {
 			return Built{Absent: true}
 		}
-		ft, err := render.FluxTree(tree, t.Path, f.Flux)
+		ft, err := reconciler.FluxTree(tree, t.Path, f.Flux)
 		if err != nil {
 			return Built{Problems: []string{err.Error()}}
 		}
@@ -65,13 +67,13 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 		if !tree.HasDir(t.Path) || NotRenderedAt(t, tree) != "" {
 			return Built{Absent: true}
 		}
-		dt, err := render.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f))
+		dt, err := reconciler.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f))
 		if err != nil {
 			return Built{Problems: []string{err.Error()}}
 		}
 		tree, opts.WithoutArgoCDHooks = dt, true
 	case f != nil && f.Kustomize != nil:
-		at, err := render.ArgoCDTree(tree, t.Path, ArgoOptions(f.Kustomize))
+		at, err := reconciler.ArgoCDTree(tree, t.Path, ArgoOptions(f.Kustomize))
 		if err != nil {
 			return Built{Problems: []string{err.Error()}}
 		}
@@ -113,7 +115,7 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 				written[i].namespace = o.GetNamespace()
 			}
 		}
-		if objs, err = render.FluxFinish(objs, ks, vars.FluxVariables); err != nil {
+		if objs, err = reconciler.FluxFinish(objs, ks, vars.FluxVariables); err != nil {
 			b.Problems = append(b.Problems, err.Error())
 			return b
 		}
@@ -141,7 +143,7 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 		// Argo CD places namespaced objects that name no namespace in its
 		// destination's before it compares, syncs or prunes; so does every
 		// read of the target's scope.
-		if objs, err = drift.Place(ctx, nil, objs, f.DestinationNamespace); err != nil {
+		if objs, err = object.Place(ctx, nil, objs, f.DestinationNamespace); err != nil {
 			b.Problems = append(b.Problems, err.Error())
 			return b
 		}
@@ -158,14 +160,14 @@ func NotRenderedAt(t targets.Target, tree *render.Tree) string {
 	if f == nil || f.Reconciler != discover.ReconcilerArgoCD || !tree.HasDir(t.Path) {
 		return ""
 	}
-	switch tree.ArgoCDSourceType(t.Path) {
+	switch reconciler.ArgoCDSourceType(tree, t.Path) {
 	case "Kustomize":
 		return ""
 	case "Helm":
 		return "Argo CD renders it as a Helm chart (Chart.yaml)"
 	}
-	var js *render.JsonnetError
-	if _, err := render.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f)); errors.As(err, &js) {
+	var js *reconciler.JsonnetError
+	if _, err := reconciler.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f)); errors.As(err, &js) {
 		return js.Error()
 	}
 	return ""
@@ -173,11 +175,11 @@ func NotRenderedAt(t targets.Target, tree *render.Tree) string {
 
 // argoDirectory are an Application's directory options; Argo CD's
 // defaults when it sets none.
-func argoDirectory(f *discover.Found) render.ArgoCDDirectory {
+func argoDirectory(f *discover.Found) reconciler.ArgoCDDirectory {
 	if f.Directory != nil {
 		return *f.Directory
 	}
-	return render.ArgoCDDirectory{}
+	return reconciler.ArgoCDDirectory{}
 }
 
 // ReconcilerOptions are what a target's reconciler changes in the
@@ -238,21 +240,21 @@ func withoutFluxIgnored(objs []*unstructured.Unstructured) []*unstructured.Unstr
 // FluxIfNotPresent are ignore rules for objects Flux only creates
 // (kustomize.toolkit.fluxcd.io/ssa: IfNotPresent): once they exist, their
 // changes are never applied.
-func FluxIfNotPresent(objs []*unstructured.Unstructured) []drift.IgnoreRule {
-	var out []drift.IgnoreRule
+func FluxIfNotPresent(objs []*unstructured.Unstructured) []object.IgnoreRule {
+	var out []object.IgnoreRule
 	for _, o := range objs {
 		if strings.EqualFold(o.GetAnnotations()[discover.FluxSSAAnnotation], "ifnotpresent") ||
 			strings.EqualFold(o.GetLabels()[discover.FluxSSAAnnotation], "ifnotpresent") {
 			gvk := o.GroupVersionKind()
-			out = append(out, drift.IgnoreRule{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+			out = append(out, object.IgnoreRule{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()})
 		}
 	}
 	return out
 }
 
 // ArgoOptions are an Application's kustomize options as the renderer takes them.
-func ArgoOptions(k *discover.ArgoKustomize) render.ArgoCDKustomize {
-	o := render.ArgoCDKustomize{
+func ArgoOptions(k *discover.ArgoKustomize) reconciler.ArgoCDKustomize {
+	o := reconciler.ArgoCDKustomize{
 		NamePrefix: k.NamePrefix, NameSuffix: k.NameSuffix, Namespace: k.Namespace,
 		Images: k.Images, CommonLabels: k.CommonLabels, CommonAnnotations: k.CommonAnnotations,
 		ForceCommonLabels: k.ForceCommonLabels, ForceCommonAnnotations: k.ForceCommonAnnotations,
@@ -269,7 +271,7 @@ func ArgoOptions(k *discover.ArgoKustomize) render.ArgoCDKustomize {
 
 // Vars are the postBuild variables of one target's build.
 type Vars struct {
-	render.FluxVariables
+	reconciler.FluxVariables
 	// Skip leaves substitution out: the variables could not, or may not,
 	// be read.
 	Skip bool
@@ -289,7 +291,7 @@ func LoadFluxVariables(ctx context.Context, ks *unstructured.Unstructured, lenie
 	}
 	from, _, _ := unstructured.NestedSlice(ks.Object, "spec", "postBuild", "substituteFrom")
 	inline, _, _ := unstructured.NestedStringMap(ks.Object, "spec", "postBuild", "substitute")
-	v := Vars{FluxVariables: render.FluxVariables{Values: map[string]string{}, Lenient: lenient}}
+	v := Vars{FluxVariables: reconciler.FluxVariables{Values: map[string]string{}, Lenient: lenient}}
 	if len(from) > 0 {
 		if c == nil {
 			return Vars{Skip: true, Note: unread}

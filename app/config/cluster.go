@@ -1,10 +1,9 @@
 package config
 
 import (
+	"github.com/driftback/driftback/drift/livestate"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/driftback/driftback/drift"
 )
 
 // RESTConfig connects to a cluster with its configured client limits.
@@ -23,5 +22,5 @@ func (c Cluster) RESTConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return drift.Configure(cfg, drift.ClientLimits{QPS: c.QPS, Burst: c.Burst}), nil
+	return livestate.Configure(cfg, livestate.ClientLimits{QPS: c.QPS, Burst: c.Burst}), nil
 }

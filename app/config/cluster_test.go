@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
 )
 
 // TestClusterClientLimitsReachTheClient proves a cluster's client limits reach the client
@@ -21,7 +21,7 @@ func TestClusterClientLimitsReachTheClient(t *testing.T) {
 		qps     float32
 		burst   int
 	}{
-		{Cluster{Kubeconfig: kc}, drift.DefaultQPS, drift.DefaultBurst},
+		{Cluster{Kubeconfig: kc}, livestate.DefaultQPS, livestate.DefaultBurst},
 		{Cluster{Kubeconfig: kc, QPS: 20.5, Burst: 40}, 20.5, 40},
 	} {
 		rc, err := c.cluster.RESTConfig()

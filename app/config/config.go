@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 )
 
 // Config is app.yml: the GitHub App manifest and driftback's settings.
@@ -133,10 +134,10 @@ type Cluster struct {
 	// Mode is read-only (default) or dry-run, which needs patch: write access.
 	Mode drift.Mode `yaml:"mode"`
 	// QPS is the client's sustained request rate to this cluster; 0 means
-	// drift.DefaultQPS (50), a negative value no client-side limit.
+	// livestate.DefaultQPS (50), a negative value no client-side limit.
 	QPS float32 `yaml:"qps"`
 	// Burst is how many requests may go at once above QPS; 0 means
-	// drift.DefaultBurst (300).
+	// livestate.DefaultBurst (300).
 	Burst int `yaml:"burst"`
 	// Discover derives targets from the reconcilers running in this
 	// cluster: Flux Kustomizations and Argo CD Applications.
@@ -191,7 +192,7 @@ type Policy struct {
 	// writer's "/driftback diff <commit>" (default false: render diff only).
 	ForkLive bool `yaml:"forkLive"`
 	// Ignore leaves fields out of the diff.
-	Ignore []drift.IgnoreRule `yaml:"ignore"`
+	Ignore []object.IgnoreRule `yaml:"ignore"`
 	// IgnoreManagers adds to the default list of ignored field managers:
 	// controllers whose writes are never a person's drift.
 	IgnoreManagers []string `yaml:"ignoreManagers"`

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 )
 
 // RepoConfigPath is where a repository refines the policy of its targets. It
@@ -35,7 +36,7 @@ type repoPolicy struct {
 	FailOn         []drift.DangerReason `yaml:"failOn"`
 	AckLabel       string               `yaml:"ackLabel"`
 	Drafts         *bool                `yaml:"drafts"`
-	Ignore         []drift.IgnoreRule   `yaml:"ignore"`
+	Ignore         []object.IgnoreRule  `yaml:"ignore"`
 	IgnoreManagers []string             `yaml:"ignoreManagers"`
 	Codify         CodifyMode           `yaml:"codify"`
 	QuietPeriod    time.Duration        `yaml:"quietPeriod"`
@@ -102,7 +103,7 @@ func Refine(targets []Target, content []byte) ([]Target, error) {
 		if rt.Policy.Drafts != nil {
 			p.Drafts = *rt.Policy.Drafts
 		}
-		p.Ignore = append(append([]drift.IgnoreRule(nil), p.Ignore...), rt.Policy.Ignore...)
+		p.Ignore = append(append([]object.IgnoreRule(nil), p.Ignore...), rt.Policy.Ignore...)
 		p.IgnoreManagers = append(append([]string(nil), p.IgnoreManagers...), rt.Policy.IgnoreManagers...)
 	}
 	return out, nil

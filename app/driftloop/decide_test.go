@@ -9,11 +9,12 @@ import (
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 )
 
 func scaled(replicas int64) drift.Change {
 	return drift.Change{Action: drift.ActionUpdate, APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "web",
-		Fields: []drift.Field{{Path: ".spec.replicas", Live: replicas, Desired: int64(3)}}}
+		Fields: []object.Field{{Path: ".spec.replicas", Live: replicas, Desired: int64(3)}}}
 }
 
 // TestAChangeIsProposedOnceItStays: what the loop proposes, decided without

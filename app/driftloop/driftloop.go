@@ -23,6 +23,8 @@ import (
 	"github.com/driftback/driftback/app/build"
 	"github.com/driftback/driftback/app/metrics"
 	"github.com/driftback/driftback/app/repos"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 
 	ghapp "github.com/driftback/driftback/app/github"
 
@@ -65,12 +67,12 @@ type DriftLoop struct {
 	wake   map[string]chan struct{} // by cluster
 	// watchers are the running loops' caches, by cluster; the pull-request
 	// flow reads from them what they cover.
-	watchers map[string]*drift.Watcher
+	watchers map[string]*livestate.Watcher
 }
 
 // Watcher returns the watch caches of a cluster whose loop runs in this
 // replica, or nil.
-func (d *DriftLoop) Watcher(cluster string) *drift.Watcher {
+func (d *DriftLoop) Watcher(cluster string) *livestate.Watcher {
 	if d == nil {
 		return nil
 	}
@@ -274,7 +276,7 @@ func (d *DriftLoop) Nudge(repo string) {
 
 func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 	log := d.log.With("cluster", cluster)
-	var w *drift.Watcher
+	var w *livestate.Watcher
 	backoff := time.Second
 	for w == nil {
 		cfg, err := d.deps.Config.Clusters[cluster].RESTConfig()
@@ -282,7 +284,7 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 			if d.WrapKube != nil {
 				cfg.Wrap(d.WrapKube)
 			}
-			w, err = drift.NewWatcher(ctx, cfg)
+			w, err = livestate.NewWatcher(ctx, cfg)
 		}
 		if err == nil {
 			break
@@ -298,7 +300,7 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 	d.mu.Lock()
 	wake := d.wake[cluster]
 	if d.watchers == nil {
-		d.watchers = map[string]*drift.Watcher{}
+		d.watchers = map[string]*livestate.Watcher{}
 	}
 	d.watchers[cluster] = w
 	d.mu.Unlock()
@@ -365,7 +367,7 @@ const headInterval = time.Minute
 
 // check looks at one target once. wait is when it wants to look again: a
 // change is waiting out its quiet period.
-func (d *DriftLoop) check(ctx context.Context, w *drift.Watcher, t targets.Target, log *slog.Logger) (wait time.Duration, err error) {
+func (d *DriftLoop) check(ctx context.Context, w *livestate.Watcher, t targets.Target, log *slog.Logger) (wait time.Duration, err error) {
 	defer func() {
 		// A defect on one target must not stop the loop for the others.
 		if r := recover(); r != nil {
@@ -408,7 +410,7 @@ func (d *DriftLoop) expandGlob(ctx context.Context, t targets.Target) ([]targets
 }
 
 // watchScope is what a render needs watched: its kinds and namespaces.
-func watchScope(ctx context.Context, w *drift.Watcher, objs []*unstructured.Unstructured) ([]schema.GroupKind, []string, error) {
+func watchScope(ctx context.Context, w *livestate.Watcher, objs []*unstructured.Unstructured) ([]schema.GroupKind, []string, error) {
 	kinds, err := w.Kinds(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -424,7 +426,7 @@ func watchScope(ctx context.Context, w *drift.Watcher, objs []*unstructured.Unst
 		gks[gk] = true
 		// Who autoscales a workload is read from the caches too.
 		if _, ok, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas"); ok {
-			for _, a := range drift.AutoscalerKinds {
+			for _, a := range object.AutoscalerKinds {
 				if _, served := namespaced[a]; served {
 					gks[a] = true
 				}
@@ -458,18 +460,18 @@ func watchScope(ctx context.Context, w *drift.Watcher, objs []*unstructured.Unst
 // namespaces that Git does not declare.
 type liveChanges struct {
 	changes   []drift.Change
-	unmanaged []drift.Present
+	unmanaged []livestate.Present
 	intents   map[string]string
 }
 
-func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t targets.Target, changes []drift.Change, desired []*unstructured.Unstructured, namespaces []string, ignore []string) liveChanges {
+func (d *DriftLoop) liveChanges(ctx context.Context, w *livestate.Watcher, t targets.Target, changes []drift.Change, desired []*unstructured.Unstructured, namespaces []string, ignore []string) liveChanges {
 	notPerson := map[string]bool{}
 	for _, m := range append(append([]string(nil), drift.KnownAppliers...), ignore...) {
 		notPerson[m] = true
 	}
 	out := liveChanges{intents: map[string]string{}}
-	intentOf := func(ref drift.Ref) (string, bool) {
-		objs, err := w.Get(ctx, []drift.Ref{ref})
+	intentOf := func(ref object.Ref) (string, bool) {
+		objs, err := w.Get(ctx, []object.Ref{ref})
 		if err != nil || objs[ref.Key()] == nil {
 			return "", false
 		}
@@ -488,7 +490,7 @@ func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t targets
 		if t.Policy.Codify == config.CodifyAnnotated && !hasIntent {
 			continue
 		}
-		var fields []drift.Field
+		var fields []object.Field
 		for _, f := range ch.Fields {
 			if f.Manager != "" && !notPerson[f.Manager] {
 				fields = append(fields, f)
@@ -539,7 +541,7 @@ func (d *DriftLoop) liveChanges(ctx context.Context, w *drift.Watcher, t targets
 // ready is what has stayed for the quiet period, with a key that names it.
 type ready struct {
 	changes   []drift.Change
-	unmanaged []drift.Present
+	unmanaged []livestate.Present
 	intents   map[string]string
 	key       string
 }
@@ -576,7 +578,7 @@ func (d *DriftLoop) quiet(st *targetState, t targets.Target, live liveChanges, n
 			}
 			continue
 		}
-		var fields []drift.Field
+		var fields []object.Field
 		for _, f := range ch.Fields {
 			k := "field " + ref + " " + f.Path + " " + canonicalValue(f.Live)
 			if pass(k) {
@@ -619,11 +621,11 @@ func canonicalValue(v any) string {
 }
 
 // unmanagedObjects reads the whole objects a person created, for adoption.
-func (d *DriftLoop) unmanagedObjects(ctx context.Context, w *drift.Watcher, ps []drift.Present) ([]*unstructured.Unstructured, error) {
+func (d *DriftLoop) unmanagedObjects(ctx context.Context, w *livestate.Watcher, ps []livestate.Present) ([]*unstructured.Unstructured, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
-	refs := make([]drift.Ref, len(ps))
+	refs := make([]object.Ref, len(ps))
 	for i, p := range ps {
 		refs[i] = p.Ref()
 	}
@@ -653,7 +655,7 @@ func observedDeletions(st *targetState, desired []*unstructured.Unstructured, ch
 	present := map[string]bool{}
 	for _, o := range desired {
 		gvk := o.GroupVersionKind()
-		k := drift.Ref{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}.Key()
+		k := object.Ref{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}.Key()
 		if !missing[k] {
 			present[k] = true
 		}
@@ -723,7 +725,7 @@ type driftCheck struct {
 // checkOnce checks one target at the default branch's head: read the head,
 // render the target there, watch and compare, wait out the quiet period,
 // plan the change and publish it. wait is when to look again.
-func (d *DriftLoop) checkOnce(ctx context.Context, w *drift.Watcher, t targets.Target, log *slog.Logger) (time.Duration, error) {
+func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targets.Target, log *slog.Logger) (time.Duration, error) {
 	c := &driftCheck{t: t, st: d.state(t), now: d.deps.Now(), log: log}
 	var err error
 	if c.gh, c.token, err = d.readHead(ctx, t, c.st, c.now); err != nil {
@@ -817,7 +819,7 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (proposed boo
 
 // renderDesired renders the target as its reconciler builds it and makes
 // sure its kinds and namespaces are watched.
-func (d *DriftLoop) renderDesired(ctx context.Context, w *drift.Watcher, c *driftCheck) error {
+func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *driftCheck) error {
 	start := time.Now()
 	vars := build.Variables(ctx, c.t, true, d.deps.Kube)
 	b := build.Target(ctx, d.renderer, c.tree, c.t, vars)
@@ -843,12 +845,12 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *drift.Watcher, c *drif
 // settled compares the desired objects with the watch caches and keeps the
 // live changes made by a person that have stayed for the quiet period, and
 // the fights; wait is when the next change will have stayed.
-func (d *DriftLoop) settled(ctx context.Context, w *drift.Watcher, c *driftCheck) (ready, []prgen.Fight, time.Duration, error) {
+func (d *DriftLoop) settled(ctx context.Context, w *livestate.Watcher, c *driftCheck) (ready, []prgen.Fight, time.Duration, error) {
 	t := c.t
 	opts := drift.DefaultOptions()
 	opts.Ignore = t.Policy.Ignore
 	if t.Found != nil && t.Found.Flux != nil {
-		opts.Ignore = append(append([]drift.IgnoreRule{}, opts.Ignore...), build.FluxIfNotPresent(c.desired)...)
+		opts.Ignore = append(append([]object.IgnoreRule{}, opts.Ignore...), build.FluxIfNotPresent(c.desired)...)
 	}
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
 	opts.NoPrune, opts.DefaultNamespace = build.ReconcilerOptions(t)
@@ -869,7 +871,7 @@ func (d *DriftLoop) settled(ctx context.Context, w *drift.Watcher, c *driftCheck
 
 // plan is the change to the target's sources that writes the ready drift
 // back, with the fights to show.
-func (d *DriftLoop) plan(ctx context.Context, w *drift.Watcher, c *driftCheck, r ready, fights []prgen.Fight) (*prgen.Plan, error) {
+func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftCheck, r ready, fights []prgen.Fight) (*prgen.Plan, error) {
 	unmanaged, err := d.unmanagedObjects(ctx, w, r.unmanaged)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,8 @@ import (
 
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/prgen"
 )
 
@@ -17,8 +19,8 @@ import (
 // through since: a person's change that stays has one; two writers that
 // fight leave it going back and forth.
 type fieldWatch struct {
-	ref   drift.Ref
-	field drift.Field
+	ref   object.Ref
+	field object.Field
 	hands []hand
 }
 
@@ -32,7 +34,7 @@ type hand struct {
 // comparison attributes them, and those seen in drift before as the live
 // objects say (the reconciler took them back, or someone else did). It
 // returns the fields in a fight, by change key, and their reports.
-func (d *DriftLoop) followFields(ctx context.Context, w *drift.Watcher, st *targetState, t targets.Target, changes []drift.Change, now time.Time) (map[string]bool, []prgen.Fight) {
+func (d *DriftLoop) followFields(ctx context.Context, w *livestate.Watcher, st *targetState, t targets.Target, changes []drift.Change, now time.Time) (map[string]bool, []prgen.Fight) {
 	if st.fields == nil {
 		st.fields = map[string]*fieldWatch{}
 	}
@@ -56,7 +58,7 @@ func (d *DriftLoop) followFields(ctx context.Context, w *drift.Watcher, st *targ
 			fw.observe(f.Manager, f.Live, now, window)
 		}
 	}
-	var refs []drift.Ref
+	var refs []object.Ref
 	for k, fw := range st.fields {
 		if !current[k] {
 			refs = append(refs, fw.ref)
@@ -72,7 +74,7 @@ func (d *DriftLoop) followFields(ctx context.Context, w *drift.Watcher, st *targ
 			continue
 		}
 		if o := live[fw.ref.Key()]; o != nil {
-			held := drift.Attribute(o, fw.field)
+			held := object.Attribute(o, fw.field)
 			fw.observe(held.Manager, held.Live, now, window)
 		}
 		// Settled: nothing changed hands within the window.
@@ -171,7 +173,7 @@ func withoutFights(changes []drift.Change, fighting map[string]bool) []drift.Cha
 	}
 	var out []drift.Change
 	for _, ch := range changes {
-		var fields []drift.Field
+		var fields []object.Field
 		for _, f := range ch.Fields {
 			if !fighting[ch.Ref().Key()+" "+f.Path] {
 				fields = append(fields, f)

@@ -7,6 +7,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/rollback"
 )
@@ -15,8 +16,8 @@ import (
 // the repository's lock, to say what restoring earlier state does not
 // restore (see package rollback). earlier finds an earlier removal's count
 // (driftback's own comment on the pull request that carried it).
-func History(repo *git.Repository, base string, earlier rollback.Earlier) func(context.Context, *drift.Target, drift.LiveReader) error {
-	return func(ctx context.Context, t *drift.Target, live drift.LiveReader) error {
+func History(repo *git.Repository, base string, earlier rollback.Earlier) func(context.Context, *drift.Target, object.LiveReader) error {
+	return func(ctx context.Context, t *drift.Target, live object.LiveReader) error {
 		lock := render.RepoLock(repo)
 		lock.Lock()
 		defer lock.Unlock()

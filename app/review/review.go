@@ -19,7 +19,10 @@ import (
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/reconciler"
 	"github.com/driftback/driftback/report"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -40,14 +43,14 @@ type Reviewer struct {
 // Cluster is one cluster as a review reads it.
 type Cluster struct {
 	// Reader reads the cluster; Err says why there is none.
-	Reader *drift.ClusterReader
+	Reader *livestate.ClusterReader
 	Err    error
 	// DryRun is set in dry-run mode: the API server says what applying
 	// would change.
-	DryRun *drift.ServerDryRun
+	DryRun *livestate.ServerDryRun
 	// Cache, when set, answers what it holds without a request (the drift
 	// loop's watch caches, where this replica runs it).
-	Cache drift.LiveReader
+	Cache object.LiveReader
 }
 
 // Input is one pull request, as the review needs it.
@@ -72,7 +75,7 @@ type Input struct {
 	Labels map[string]bool
 	// History analyses what restoring earlier state does not restore; nil
 	// skips it. Reverts are the pull request's revert commits.
-	History func(context.Context, *drift.Target, drift.LiveReader) error
+	History func(context.Context, *drift.Target, object.LiveReader) error
 	Reverts []string
 }
 
@@ -244,7 +247,7 @@ type targetWork struct {
 	// read the cluster's Secrets, so they are compared in Git only.
 	fork bool
 	// ignore are ignore rules the build adds (Flux's IfNotPresent objects).
-	ignore []drift.IgnoreRule
+	ignore []object.IgnoreRule
 	// notes say what the reconciler does that changes what merging means.
 	notes []string
 	// hooks are the Argo CD hooks of the last build: run at sync, not compared.
@@ -253,7 +256,7 @@ type targetWork struct {
 	hidden []string
 	// history analyses what restoring earlier state does not restore;
 	// nil skips it.
-	history func(ctx context.Context, t *drift.Target, live drift.LiveReader) error
+	history func(ctx context.Context, t *drift.Target, live object.LiveReader) error
 	// reverts are the pull request's revert commits.
 	reverts []string
 	// secretObjects are the objects (by kind and name) whose Git source
@@ -279,7 +282,7 @@ func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *r
 // scopeOf is what a pull request may read from the cluster for a target:
 // what the default branch renders (of it, what the Kustomization's service
 // account may apply), widened by app.yml.
-func scopeOf(ctx context.Context, live drift.LiveReader, w *targetWork) (*drift.Scope, error) {
+func scopeOf(ctx context.Context, live object.LiveReader, w *targetWork) (*drift.Scope, error) {
 	scope, err := drift.ScopeOf(ctx, live, w.defaults)
 	if err != nil {
 		return nil, err
@@ -356,9 +359,9 @@ func reconcilerTrees(t targets.Target, base, head *render.Tree) (*render.Tree, *
 		case !tree.HasKustomization(t.Path):
 			return tree, nil
 		case f.Flux != nil:
-			return render.FluxTree(tree, t.Path, f.Flux)
+			return reconciler.FluxTree(tree, t.Path, f.Flux)
 		default:
-			return render.ArgoCDTree(tree, t.Path, build.ArgoOptions(f.Kustomize))
+			return reconciler.ArgoCDTree(tree, t.Path, build.ArgoOptions(f.Kustomize))
 		}
 	}
 	if f == nil || (f.Flux == nil && f.Kustomize == nil) {
@@ -378,7 +381,7 @@ func reconcilerTrees(t targets.Target, base, head *render.Tree) (*render.Tree, *
 // clusterRead is what one cluster gives the targets of a pull request: a
 // snapshot of their live objects, or why there is none.
 type clusterRead struct {
-	reader drift.LiveReader
+	reader object.LiveReader
 	err    string
 }
 
@@ -413,7 +416,7 @@ func (r *Reviewer) snapshot(ctx context.Context, name string, ws []*targetWork) 
 	for _, w := range ws {
 		_, ns := build.ReconcilerOptions(w.t)
 		for _, objs := range []*[]*unstructured.Unstructured{&w.defaults, &w.in.Base, &w.in.Head} {
-			placed, err := drift.Place(ctx, conn.Reader, *objs, ns)
+			placed, err := object.Place(ctx, conn.Reader, *objs, ns)
 			if err != nil {
 				return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
 			}
@@ -431,11 +434,11 @@ func (r *Reviewer) snapshot(ctx context.Context, name string, ws []*targetWork) 
 	}
 	// The drift loop's caches, where this replica runs it, answer what
 	// they hold without a request; the rest is read from the cluster.
-	var base drift.LiveReader = conn.Reader
+	var base object.LiveReader = conn.Reader
 	if conn.Cache != nil {
 		base = conn.Cache
 	}
-	snap, err := drift.NewSnapshot(ctx, base, all)
+	snap, err := livestate.NewSnapshot(ctx, base, all)
 	if err != nil {
 		return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
 	}
@@ -466,14 +469,14 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	}()
 
 	opts := drift.DefaultOptions()
-	opts.Ignore = append(append([]drift.IgnoreRule{}, t.Policy.Ignore...), w.ignore...)
+	opts.Ignore = append(append([]object.IgnoreRule{}, t.Policy.Ignore...), w.ignore...)
 	opts.NoPrune, opts.DefaultNamespace = build.ReconcilerOptions(t)
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
 	opts.Tracking = t.Tracking
 	opts.Scope = w.scope
 	opts.SecretsFromGit = w.fork
 
-	var reader drift.LiveReader
+	var reader object.LiveReader
 	liveErr := ""
 	switch {
 	case !w.live:

@@ -14,6 +14,7 @@ import (
 	rbacauthorizer "k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 )
 
 // applicableBy narrows a scope to what a service account may apply: Flux's
@@ -24,12 +25,12 @@ import (
 // target's to read. The cluster's RBAC is read and evaluated as the
 // apiserver does, without asking the apiserver to decide (which would need
 // a write).
-func applicableBy(ctx context.Context, live drift.LiveReader, scope *drift.Scope, namespace, name string, objs []*unstructured.Unstructured) (*drift.Scope, error) {
+func applicableBy(ctx context.Context, live object.LiveReader, scope *drift.Scope, namespace, name string, objs []*unstructured.Unstructured) (*drift.Scope, error) {
 	kinds, err := live.Kinds(ctx)
 	if err != nil {
 		return nil, err
 	}
-	resources := map[schema.GroupKind]drift.Kind{}
+	resources := map[schema.GroupKind]object.Kind{}
 	for _, k := range kinds {
 		resources[k.GroupKind()] = k
 	}
@@ -54,12 +55,12 @@ func applicableBy(ctx context.Context, live drift.LiveReader, scope *drift.Scope
 		})
 		return err == nil && d == authorizer.DecisionAllow
 	}
-	out := &drift.Scope{Namespaces: map[string]bool{}, ClusterKinds: scope.ClusterKinds, ClusterObjects: map[string]drift.Ref{}}
+	out := &drift.Scope{Namespaces: map[string]bool{}, ClusterKinds: scope.ClusterKinds, ClusterObjects: map[string]object.Ref{}}
 	denied := map[string]bool{}
 	for _, o := range objs {
 		gk := o.GroupVersionKind().GroupKind()
 		if k, ok := resources[gk]; ok && !k.Namespaced {
-			if ref := drift.RefOf(o); may(o, "") {
+			if ref := object.RefOf(o); may(o, "") {
 				if r, in := scope.ClusterObjects[ref.Key()]; in {
 					out.ClusterObjects[ref.Key()] = r
 				}
@@ -91,7 +92,7 @@ type rbacRules struct {
 	clusterRoleBindings []*rbacv1.ClusterRoleBinding
 }
 
-func readRBAC(ctx context.Context, live drift.LiveReader, scope *drift.Scope) (*rbacRules, error) {
+func readRBAC(ctx context.Context, live object.LiveReader, scope *drift.Scope) (*rbacRules, error) {
 	r := &rbacRules{roles: map[string]*rbacv1.Role{}, roleBindings: map[string][]*rbacv1.RoleBinding{}, clusterRoles: map[string]*rbacv1.ClusterRole{}}
 	list := func(kind, ns string, each func(*unstructured.Unstructured) error) error {
 		objs, err := live.List(ctx, schema.GroupKind{Group: rbacv1.GroupName, Kind: kind}, ns, nil)

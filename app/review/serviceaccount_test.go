@@ -12,11 +12,11 @@ import (
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
-	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
-func object(t *testing.T, y string) *unstructured.Unstructured {
+func parse(t *testing.T, y string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
@@ -40,7 +40,7 @@ func TestAServiceAccountBoundsTheScope(t *testing.T) {
 	}
 	apply := func(y string) {
 		t.Helper()
-		kubetest.Apply(t, env.Setup, "kubectl", object(t, y))
+		kubetest.Apply(t, env.Setup, "kubectl", parse(t, y))
 	}
 	apply("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: tenant, namespace: " + ns + "}\n")
 	apply("apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: tenant, namespace: " + ns + "}\nrules: [{apiGroups: [''], resources: [configmaps], verbs: [get, list, patch, create]}]\n")
@@ -54,18 +54,18 @@ func TestAServiceAccountBoundsTheScope(t *testing.T) {
 	}
 	apply("apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: tenant, namespace: " + ns + "}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: tenant}\nsubjects: [{kind: ServiceAccount, name: tenant, namespace: " + ns + "}]\n")
 
-	ks := object(t, "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: tenant, namespace: "+ns+"}\nspec: {interval: 5m, path: ./tenant, prune: true, serviceAccountName: tenant, sourceRef: {kind: GitRepository, name: fleet}}\n")
+	ks := parse(t, "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: tenant, namespace: "+ns+"}\nspec: {interval: 5m, path: ./tenant, prune: true, serviceAccountName: tenant, sourceRef: {kind: GitRepository, name: fleet}}\n")
 	found := discover.FromFlux(ks, nil, discover.Settings{On: "test", Host: "github.com"})
 	if found.ServiceAccount != "tenant" {
 		t.Fatalf("the Kustomization's service account: %q", found.ServiceAccount)
 	}
 	role := "break-glass-" + ns
 	objs := []*unstructured.Unstructured{
-		object(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine, namespace: "+ns+"}\n"),
-		object(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: theirs, namespace: "+other+"}\n"),
-		object(t, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: "+role+"}\n"),
+		parse(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine, namespace: "+ns+"}\n"),
+		parse(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: theirs, namespace: "+other+"}\n"),
+		parse(t, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: "+role+"}\n"),
 	}
-	reader, err := drift.NewClusterReader(env.Config)
+	reader, err := livestate.NewClusterReader(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestAServiceAccountBoundsTheScope(t *testing.T) {
 
 	// A Kustomization without a service account applies as the controller:
 	// its scope is what it renders.
-	w.t.Found = discover.FromFlux(object(t, "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: all, namespace: "+ns+"}\nspec: {interval: 5m, path: ./all, prune: true, sourceRef: {kind: GitRepository, name: fleet}}\n"), nil, discover.Settings{On: "test"})
+	w.t.Found = discover.FromFlux(parse(t, "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: all, namespace: "+ns+"}\nspec: {interval: 5m, path: ./all, prune: true, sourceRef: {kind: GitRepository, name: fleet}}\n"), nil, discover.Settings{On: "test"})
 	if scope, err = scopeOf(ctx, reader, w); err != nil {
 		t.Fatal(err)
 	}

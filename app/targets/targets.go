@@ -19,6 +19,7 @@ import (
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render"
 )
 
@@ -445,7 +446,7 @@ func withFound(t Target, f *discover.Found) Target {
 	if t.Tracking == (drift.Tracking{}) {
 		t.Tracking = f.Tracking
 	}
-	t.Policy.Ignore = append(append([]drift.IgnoreRule{}, t.Policy.Ignore...), f.Ignore...)
+	t.Policy.Ignore = append(append([]object.IgnoreRule{}, t.Policy.Ignore...), f.Ignore...)
 	// Flux reapplies Git every interval: a live change that lasts less than
 	// that is reverted by the reconciler, not a change to propose.
 	if f.Interval > 0 && t.Policy.QuietPeriod < f.Interval+30*time.Second {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/testfs"
 
 	"github.com/google/go-cmp/cmp"
@@ -50,7 +51,7 @@ func parseTestConfig(t *testing.T, y string) *config.Config {
 func TestDiscoveredAndConfiguredTargetsMerge(t *testing.T) {
 	cfg := parseTestConfig(t, targetsConfig)
 	shop := &discover.Found{Object: "Application argocd/shop", Namespace: "argocd", Name: "shop", On: "prod", Repo: "Acme/GitOps", Path: "apps/shop", Cluster: "prod",
-		Tracking: drift.Tracking{ArgoCDApp: "shop"}, Ignore: []drift.IgnoreRule{{Kind: "Deployment", JSONPointers: []string{"/spec/replicas"}}}, Branch: "main"}
+		Tracking: drift.Tracking{ArgoCDApp: "shop"}, Ignore: []object.IgnoreRule{{Kind: "Deployment", JSONPointers: []string{"/spec/replicas"}}}, Branch: "main"}
 	tenant := &discover.Found{Object: "Kustomization flux-system/tenant-a", Namespace: "flux-system", Name: "tenant-a", On: "prod", Repo: "acme/gitops",
 		Path: "tenants/a/production", Cluster: "prod", Interval: 10 * time.Minute, Tracking: drift.Tracking{FluxName: "tenant-a", FluxNamespace: "flux-system"}}
 	billing := &discover.Found{Object: "Kustomization flux-system/billing", Namespace: "flux-system", Name: "billing", On: "prod", Repo: "acme/gitops",

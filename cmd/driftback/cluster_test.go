@@ -13,6 +13,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -64,13 +65,13 @@ spec:
 			if len(rep.Targets) != 1 || rep.Targets[0].Path != "app" {
 				t.Fatalf("targets: %+v", rep.Targets)
 			}
-			got := map[string]drift.Field{}
+			got := map[string]object.Field{}
 			for _, ch := range rep.Targets[0].Changes {
 				for _, f := range ch.Fields {
 					got[f.Path] = f
 				}
 			}
-			if f := got[".spec.replicas"]; f.Manager != "kubectl" || f.Subresource != "scale" || f.Kind != drift.FieldDrift {
+			if f := got[".spec.replicas"]; f.Manager != "kubectl" || f.Subresource != "scale" || f.Kind != object.FieldDrift {
 				t.Errorf(".spec.replicas: %+v", f)
 			}
 			if f := got[`.spec.template.spec.containers[name="web"].image`]; f.Desired != "nginx:1.28" || f.Live != "nginx:1.27" {

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 
 	git "github.com/go-git/go-git/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -147,11 +149,11 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		throughOthers(stderr, headTree, overlays, changed)
 	}
 
-	var reader drift.LiveReader
+	var reader object.LiveReader
 	liveErr := ""
 	switch {
 	case *live != "":
-		r, err := drift.ReadDir(*live)
+		r, err := livestate.ReadDir(*live)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -161,13 +163,13 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail("%v", err)
 		}
-		r, err := drift.NewClusterReader(cfg)
+		r, err := livestate.NewClusterReader(cfg)
 		if err != nil {
 			return fail("%v", err)
 		}
 		reader = r
 		if opts.Mode == drift.ModeDryRun {
-			if opts.DryRun, err = drift.NewServerDryRun(cfg); err != nil {
+			if opts.DryRun, err = livestate.NewServerDryRun(cfg); err != nil {
 				return fail("%v", err)
 			}
 		}
@@ -175,7 +177,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		liveErr = "no cluster given (--kubeconfig or --live)"
 	}
 
-	var history func(context.Context, *drift.Target, drift.LiveReader)
+	var history func(context.Context, *drift.Target, object.LiveReader)
 	if gitRepo != nil {
 		// What a revert does not restore, from the repository's history
 		// and the live cluster, as serve says it.
@@ -206,13 +208,13 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 }
 
 // kubeConfig loads a kubeconfig file and context, with the client limits.
-func kubeConfig(file, context string, limits drift.ClientLimits) (*rest.Config, error) {
+func kubeConfig(file, context string, limits livestate.ClientLimits) (*rest.Config, error) {
 	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: file}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", file, err)
 	}
-	cfg = drift.Configure(cfg, limits)
+	cfg = livestate.Configure(cfg, limits)
 	if wrapKubeTransport != nil {
 		cfg.Wrap(wrapKubeTransport)
 	}
@@ -224,14 +226,14 @@ func kubeConfig(file, context string, limits drift.ClientLimits) (*rest.Config, 
 var wrapKubeTransport func(http.RoundTripper) http.RoundTripper
 
 // clientLimitFlags adds the flags that set the cluster client's rate limits.
-func clientLimitFlags(fs *flag.FlagSet) *drift.ClientLimits {
-	l := &drift.ClientLimits{}
-	fs.Func("kube-qps", fmt.Sprintf("client-side requests a second to the cluster (default %d; negative: no client-side limit)", drift.DefaultQPS), func(s string) error {
+func clientLimitFlags(fs *flag.FlagSet) *livestate.ClientLimits {
+	l := &livestate.ClientLimits{}
+	fs.Func("kube-qps", fmt.Sprintf("client-side requests a second to the cluster (default %d; negative: no client-side limit)", livestate.DefaultQPS), func(s string) error {
 		f, err := strconv.ParseFloat(s, 32)
 		l.QPS = float32(f)
 		return err
 	})
-	fs.IntVar(&l.Burst, "kube-burst", drift.DefaultBurst, "requests that may go at once above --kube-qps")
+	fs.IntVar(&l.Burst, "kube-burst", livestate.DefaultBurst, "requests that may go at once above --kube-qps")
 	return l
 }
 
@@ -269,7 +271,7 @@ func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, *git.Reposi
 // rollback-across-job), from the history before base, and names the revert
 // commits between base and head. The counts driftback gave on earlier pull
 // requests are GitHub's to tell: here they are unknown.
-func restores(repo *git.Repository, base, head string) func(context.Context, *drift.Target, drift.LiveReader) {
+func restores(repo *git.Repository, base, head string) func(context.Context, *drift.Target, object.LiveReader) {
 	lim := rollback.DefaultLimits()
 	var reverts []string
 	if cs, err := rollback.Reverts(repo, base, head, lim); err == nil {
@@ -277,7 +279,7 @@ func restores(repo *git.Repository, base, head string) func(context.Context, *dr
 			reverts = append(reverts, c.Subject)
 		}
 	}
-	return func(ctx context.Context, t *drift.Target, live drift.LiveReader) {
+	return func(ctx context.Context, t *drift.Target, live object.LiveReader) {
 		t.Reverts = reverts
 		if t.NotCompared != "" || t.LiveError != "" || live == nil {
 			return
@@ -291,8 +293,8 @@ func restores(repo *git.Repository, base, head string) func(context.Context, *dr
 
 // diffOverlays renders each overlay at base and head and compares them with
 // the live state. Render problems become errors of their overlay's target.
-func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, recon *build.ReconcilerBuild, reader drift.LiveReader, liveErr string, opts drift.Options,
-	history func(context.Context, *drift.Target, drift.LiveReader), step func(string, ...any)) (*drift.Report, error) {
+func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, recon *build.ReconcilerBuild, reader object.LiveReader, liveErr string, opts drift.Options,
+	history func(context.Context, *drift.Target, object.LiveReader), step func(string, ...any)) (*drift.Report, error) {
 	start := time.Now()
 	r := render.New(render.DefaultOptions())
 	var plain []string
@@ -360,7 +362,7 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 	// lists as the credentials allow, rather than per overlay.
 	if reader != nil {
 		start := time.Now()
-		snap, err := drift.NewSnapshot(ctx, reader, all)
+		snap, err := livestate.NewSnapshot(ctx, reader, all)
 		if err != nil {
 			reader, liveErr = nil, fmt.Sprintf("the cluster could not be read: %v", err)
 		} else {
@@ -455,7 +457,7 @@ func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisec
 
 // compareOverlay compares one rendered overlay with the live state; when
 // the cluster fails, it still shows what the change does in Git.
-func compareOverlay(ctx context.Context, path string, in drift.Input, problems []string, reader drift.LiveReader, liveErr string, opts drift.Options) (*drift.Target, error) {
+func compareOverlay(ctx context.Context, path string, in drift.Input, problems []string, reader object.LiveReader, liveErr string, opts drift.Options) (*drift.Target, error) {
 	if len(problems) > 0 {
 		return &drift.Target{Path: path, Changes: []drift.Change{}, Drift: []drift.Change{}, PR: []drift.Change{}, Errors: problems,
 			NotCompared: "it does not render"}, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of driftback's own reports")
@@ -256,7 +257,7 @@ func TestDemoJSONKeepsItsPromises(t *testing.T) {
 	}
 	dangers := map[drift.DangerReason]int{}
 	secretFields := 0
-	var reverted, codified []drift.Field
+	var reverted, codified []object.Field
 	for _, tg := range rep.Targets {
 		for _, list := range [][]drift.Change{tg.Changes, tg.Drift, tg.PR} {
 			for _, ch := range list {
@@ -282,9 +283,9 @@ func TestDemoJSONKeepsItsPromises(t *testing.T) {
 			}
 			for _, f := range ch.Fields {
 				switch f.Kind {
-				case drift.FieldDrift:
+				case object.FieldDrift:
 					reverted = append(reverted, f)
-				case drift.FieldCodifies:
+				case object.FieldCodifies:
 					codified = append(codified, f)
 				case "":
 					t.Errorf("%s %s: a field of the live impact without a kind", ch.Ref(), f.Path)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
@@ -59,9 +61,9 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	var reader drift.LiveReader
+	var reader object.LiveReader
 	if *live != "" {
-		if reader, err = drift.ReadDir(*live); err != nil {
+		if reader, err = livestate.ReadDir(*live); err != nil {
 			return fail("%v", err)
 		}
 	} else {
@@ -69,7 +71,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail("%v", err)
 		}
-		if reader, err = drift.NewClusterReader(cfg); err != nil {
+		if reader, err = livestate.NewClusterReader(cfg); err != nil {
 			return fail("%v", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/drift/livestate"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,7 +17,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
 )
 
@@ -30,7 +30,7 @@ var (
 
 // argoBuild reads an Argo CD Application from the cluster, to build as it
 // does.
-func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext string, limits drift.ClientLimits) (*build.ReconcilerBuild, error) {
+func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext string, limits livestate.ClientLimits) (*build.ReconcilerBuild, error) {
 	cfg, err := kubeConfig(kubeconfig, kubeContext, limits)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func getObject(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 // repository (as the head has it, else the base), with its inline variables
 // only; or from the cluster, with the ConfigMaps and Secrets its
 // substituteFrom names, read as kustomize-controller reads them.
-func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, limits drift.ClientLimits, base, head *render.Tree) (*build.ReconcilerBuild, error) {
+func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, limits livestate.ClientLimits, base, head *render.Tree) (*build.ReconcilerBuild, error) {
 	var ns, name string
 	if ref != "" {
 		var ok bool

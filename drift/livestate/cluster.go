@@ -1,0 +1,361 @@
+package livestate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/driftback/driftback/drift/object"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/openapi"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+)
+
+// ClusterReader reads a live cluster through client-go with get and list
+// only. Objects of one kind in one namespace are read with one list.
+type ClusterReader struct {
+	dyn    dynamic.Interface
+	disc   discovery.CachedDiscoveryInterface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+
+	mu      sync.Mutex
+	kinds   []object.Kind
+	kindsAt time.Time
+	schemas map[string]cachedSchema // group-version path → its schemas
+	// converters are built from sets of schemas, by their sorted paths.
+	converters map[string]managedfields.TypeConverter
+	// paths are the OpenAPI v3 documents the cluster serves, and when read.
+	paths   map[string]openapi.GroupVersion
+	pathsAt time.Time
+}
+
+type cachedSchema struct {
+	schemas map[string]*spec.Schema
+	at      time.Time
+}
+
+// maxConverters bounds the converters kept; each holds a schema and its
+// field managers.
+const maxConverters = 32
+
+// discoveryTTL bounds how long kinds and schemas are reused: a CRD installed or
+// changed since shows up within it.
+const discoveryTTL = time.Minute
+
+// NewClusterReader returns a reader for the cluster cfg reaches. A cfg
+// without client rate limits gets driftback's (see Configure).
+func NewClusterReader(cfg *rest.Config) (*ClusterReader, error) {
+	cfg = Configure(cfg, ClientLimits{})
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cached := memory.NewMemCacheClient(dc)
+	return &ClusterReader{
+		dyn:        dyn,
+		disc:       cached,
+		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
+		schemas:    map[string]cachedSchema{},
+		converters: map[string]managedfields.TypeConverter{},
+	}, nil
+}
+
+// mapping finds the resource of a kind; ok is false when the cluster does not
+// serve it (a CRD not installed yet).
+func (r *ClusterReader) mapping(gk schema.GroupKind, version string) (*meta.RESTMapping, bool, error) {
+	var versions []string
+	if version != "" {
+		versions = []string{version}
+	}
+	m, err := r.mapper.RESTMapping(gk, versions...)
+	if meta.IsNoMatchError(err) {
+		r.mapper.Reset() // the kind may have appeared since discovery was read
+		m, err = r.mapper.RESTMapping(gk, versions...)
+	}
+	if meta.IsNoMatchError(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return m, true, nil
+}
+
+func (r *ClusterReader) resource(m *meta.RESTMapping, namespace string) dynamic.ResourceInterface {
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return r.dyn.Resource(m.Resource).Namespace(namespace)
+	}
+	return r.dyn.Resource(m.Resource)
+}
+
+// Get implements LiveReader: one GET for a lone object, one LIST for several
+// objects of a kind in a namespace.
+func (r *ClusterReader) Get(ctx context.Context, refs []object.Ref) (map[string]*unstructured.Unstructured, error) {
+	type bucket struct {
+		gk      schema.GroupKind
+		version string
+		ns      string
+		names   map[string]object.Ref
+	}
+	buckets := map[string]*bucket{}
+	var order []string
+	for _, ref := range refs {
+		k := ref.GroupKind().String() + "/" + ref.Namespace
+		b, ok := buckets[k]
+		if !ok {
+			b = &bucket{gk: ref.GroupKind(), version: ref.Version, ns: ref.Namespace, names: map[string]object.Ref{}}
+			buckets[k] = b
+			order = append(order, k)
+		}
+		b.names[ref.Name] = ref
+	}
+	sort.Strings(order)
+	out := map[string]*unstructured.Unstructured{}
+	for _, k := range order {
+		b := buckets[k]
+		m, ok, err := r.mapping(b.gk, b.version)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", b.gk, err)
+		}
+		if !ok {
+			continue // the kind does not exist yet, so neither do its objects
+		}
+		res := r.resource(m, b.ns)
+		var objs []*unstructured.Unstructured
+		if len(b.names) > 1 {
+			objs, err = listAll(ctx, res, "")
+			// Credentials that may get named objects but list none
+			// (resourceNames) read them one by one.
+			if err != nil && !apierrors.IsForbidden(err) {
+				return nil, fmt.Errorf("list %s in %q: %w", b.gk, b.ns, err)
+			}
+		}
+		if len(b.names) == 1 || err != nil {
+			for name, ref := range b.names {
+				o, err := res.Get(ctx, name, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", ref, err)
+				}
+				out[ref.Key()] = o
+			}
+			continue
+		}
+		for _, o := range objs {
+			if ref, ok := b.names[o.GetName()]; ok {
+				out[ref.Key()] = o
+			}
+		}
+	}
+	return out, nil
+}
+
+func listAll(ctx context.Context, res dynamic.ResourceInterface, selector string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: 500}
+	for {
+		l, err := res.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+		if l.GetContinue() == "" {
+			return out, nil
+		}
+		opts.Continue = l.GetContinue()
+	}
+}
+
+// List implements LiveReader.
+func (r *ClusterReader) List(ctx context.Context, gk schema.GroupKind, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	m, ok, err := r.mapping(gk, "")
+	if err != nil || !ok {
+		return nil, err
+	}
+	s := ""
+	if sel != nil {
+		s = sel.String()
+	}
+	return listAll(ctx, r.resource(m, namespace), s)
+}
+
+// Kinds implements LiveReader: every kind that can be listed, at its
+// preferred version.
+func (r *ClusterReader) Kinds(context.Context) ([]object.Kind, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kinds != nil && time.Since(r.kindsAt) < discoveryTTL {
+		return r.kinds, nil
+	}
+	r.disc.Invalidate()
+	lists, err := r.disc.ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		return nil, err
+	}
+	// A partial failure (one aggregated API down) still lists the rest.
+	status := map[string]bool{}
+	var kinds []object.Kind
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, res := range l.APIResources {
+			if strings.HasSuffix(res.Name, "/status") {
+				status[gv.Group+"/"+strings.TrimSuffix(res.Name, "/status")] = true
+			}
+		}
+		for _, res := range l.APIResources {
+			if strings.Contains(res.Name, "/") || !hasVerb(res.Verbs, "list") {
+				continue
+			}
+			kinds = append(kinds, object.Kind{
+				GroupVersionKind: gv.WithKind(res.Kind),
+				Namespaced:       res.Namespaced,
+				Status:           status[gv.Group+"/"+res.Name],
+				Watch:            hasVerb(res.Verbs, "watch"),
+				Resource:         res.Name,
+			})
+		}
+	}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i].String() < kinds[j].String() })
+	// A partial failure (an aggregated API down) is not kept for long.
+	r.kinds, r.kindsAt = kinds, time.Now()
+	if err != nil {
+		r.kindsAt = time.Now().Add(-discoveryTTL + 5*time.Second)
+	}
+	return kinds, nil
+}
+
+func hasVerb(verbs metav1.Verbs, v string) bool {
+	for _, x := range verbs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// openAPIPaths returns the cluster's OpenAPI v3 documents by path, read
+// again after discoveryTTL, or at once when one of want is missing (a CRD
+// may have appeared since).
+func (r *ClusterReader) openAPIPaths(want map[string]bool) (map[string]openapi.GroupVersion, error) {
+	r.mu.Lock()
+	paths, at := r.paths, r.pathsAt
+	r.mu.Unlock()
+	fresh := paths != nil && time.Since(at) < discoveryTTL
+	for p := range want {
+		if _, ok := paths[p]; !ok {
+			fresh = false
+		}
+	}
+	if fresh {
+		return paths, nil
+	}
+	paths, err := r.disc.OpenAPIV3().Paths()
+	if err != nil {
+		return nil, fmt.Errorf("openapi v3 paths: %w", err)
+	}
+	r.mu.Lock()
+	r.paths, r.pathsAt = paths, time.Now()
+	r.mu.Unlock()
+	return paths, nil
+}
+
+// TypeConverter implements SchemaSource from the cluster's OpenAPI v3
+// documents, fetching only the group-versions of the given kinds (and keeping
+// them); kinds the cluster publishes no schema for merge as deduced types.
+func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
+	want := map[string]bool{}
+	for _, gvk := range gvks {
+		if gvk.Group == "" {
+			want["api/"+gvk.Version] = true
+		} else {
+			want["apis/"+gvk.Group+"/"+gvk.Version] = true
+		}
+	}
+	paths, err := r.openAPIPaths(want)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var key []string
+	for p := range want {
+		key = append(key, p)
+	}
+	sort.Strings(key)
+	all := map[string]*spec.Schema{}
+	for _, p := range key {
+		cached, ok := r.schemas[p]
+		schemas := cached.schemas
+		if !ok || time.Since(cached.at) > discoveryTTL {
+			gv, found := paths[p]
+			if !found {
+				continue // not served (yet): deduced types
+			}
+			b, err := gv.Schema("application/json")
+			if err != nil {
+				return nil, fmt.Errorf("openapi v3 %s: %w", p, err)
+			}
+			var doc spec3.OpenAPI
+			if err := json.Unmarshal(b, &doc); err != nil {
+				return nil, fmt.Errorf("openapi v3 %s: %w", p, err)
+			}
+			schemas = nil
+			if doc.Components != nil {
+				schemas = doc.Components.Schemas
+			}
+			r.schemas[p] = cachedSchema{schemas: schemas, at: time.Now()}
+		}
+		for k, v := range schemas {
+			all[k] = v
+		}
+	}
+	// The converter of a set of documents is built once and shared, with
+	// the field managers built on it, until one of them is read again: the
+	// key names each document with when it was read.
+	versions := make([]string, len(key))
+	for i, p := range key {
+		versions[i] = p + "@" + strconv.FormatInt(r.schemas[p].at.UnixNano(), 36)
+	}
+	k := strings.Join(versions, " ")
+	if c, ok := r.converters[k]; ok {
+		return c, nil
+	}
+	tc, err := managedfields.NewTypeConverter(all, false)
+	if err != nil {
+		return nil, fmt.Errorf("build the apply schema: %w", err)
+	}
+	c := object.NewFallbackConverter(tc)
+	if len(r.converters) >= maxConverters {
+		clear(r.converters) // documents read again leave old keys behind
+	}
+	r.converters[k] = c
+	return c, nil
+}

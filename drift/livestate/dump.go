@@ -1,0 +1,198 @@
+package livestate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/driftback/driftback/drift/object"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// DirReader reads a folder of object dumps (`kubectl get -o yaml` or `-o json`,
+// Lists included, managedFields kept) as if it were the cluster: for demos, CI
+// pipelines without cluster access, and tests.
+type DirReader struct {
+	objects map[string]*unstructured.Unstructured // by Ref.Key
+	order   []string
+}
+
+// maxDumpFile bounds one dump file.
+const maxDumpFile = 256 << 20
+
+// ReadDir loads every .yaml, .yml and .json file under dir.
+func ReadDir(dir string) (*DirReader, error) {
+	r := &DirReader{objects: map[string]*unstructured.Unstructured{}}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !isManifest(p) {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() > maxDumpFile {
+			return fmt.Errorf("%s: %d bytes, over the limit of %d", p, info.Size(), maxDumpFile)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		objs, err := decodeObjects(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		for _, o := range objs {
+			r.add(o)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read live objects: %w", err)
+	}
+	sort.Strings(r.order)
+	return r, nil
+}
+
+// NewObjectReader serves a fixed set of objects as the cluster.
+func NewObjectReader(objs []*unstructured.Unstructured) *DirReader {
+	r := &DirReader{objects: map[string]*unstructured.Unstructured{}}
+	for _, o := range objs {
+		r.add(o.DeepCopy())
+	}
+	sort.Strings(r.order)
+	return r
+}
+
+func (r *DirReader) add(o *unstructured.Unstructured) {
+	k := object.RefOf(o).Key()
+	if _, ok := r.objects[k]; !ok {
+		r.order = append(r.order, k)
+	}
+	r.objects[k] = o
+}
+
+func (r *DirReader) all() []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(r.objects))
+	for _, k := range r.order {
+		out = append(out, r.objects[k])
+	}
+	return out
+}
+
+func isManifest(p string) bool {
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// decodeObjects reads a YAML or JSON stream, expanding Lists.
+func decodeObjects(b []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []*unstructured.Unstructured
+	for i := 1; ; i++ {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if m == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.IsList() {
+			l, err := u.ToList()
+			if err != nil {
+				return nil, fmt.Errorf("document %d: %w", i, err)
+			}
+			for j := range l.Items {
+				out = append(out, &l.Items[j])
+			}
+			continue
+		}
+		if u.GetKind() == "" || u.GetName() == "" {
+			return nil, fmt.Errorf("document %d: not a Kubernetes object (no kind or name)", i)
+		}
+		out = append(out, u)
+	}
+}
+
+// Get implements LiveReader.
+func (r *DirReader) Get(_ context.Context, refs []object.Ref) (map[string]*unstructured.Unstructured, error) {
+	out := map[string]*unstructured.Unstructured{}
+	for _, ref := range refs {
+		if o, ok := r.objects[ref.Key()]; ok {
+			out[ref.Key()] = o.DeepCopy()
+		}
+	}
+	return out, nil
+}
+
+// List implements LiveReader.
+func (r *DirReader) List(_ context.Context, gk schema.GroupKind, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, k := range r.order {
+		o := r.objects[k]
+		if o.GroupVersionKind().GroupKind() != gk {
+			continue
+		}
+		if namespace != "" && o.GetNamespace() != namespace {
+			continue
+		}
+		if sel != nil && !sel.Matches(labels.Set(o.GetLabels())) {
+			continue
+		}
+		out = append(out, o.DeepCopy())
+	}
+	return out, nil
+}
+
+// Kinds implements LiveReader: the kinds present in the dump.
+func (r *DirReader) Kinds(context.Context) ([]object.Kind, error) {
+	seen := map[schema.GroupKind]object.Kind{}
+	scopes := object.CRDScopes(r.all())
+	for _, k := range r.order {
+		o := r.objects[k]
+		gvk := o.GroupVersionKind()
+		if _, ok := seen[gvk.GroupKind()]; ok {
+			continue
+		}
+		namespaced := o.GetNamespace() != ""
+		if cluster, ok := scopes[gvk.GroupKind()]; ok {
+			namespaced = !cluster
+		}
+		seen[gvk.GroupKind()] = object.Kind{GroupVersionKind: gvk, Namespaced: namespaced}
+	}
+	out := make([]object.Kind, 0, len(seen))
+	for _, k := range seen {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out, nil
+}
+
+// TypeConverter implements SchemaSource with the schemas built into client-go
+// for built-in kinds; custom resources are merged by deduced types (maps merge
+// by key, lists are replaced whole), which is what apply does for a CRD
+// without a structural schema.
+func (r *DirReader) TypeConverter(context.Context, []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
+	return object.BuiltinTypeConverter(), nil
+}
