@@ -21,6 +21,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/kubetest"
+	"github.com/driftback/driftback/report"
 )
 
 // The conformance suite: one case per shape that public Flux and Argo CD
@@ -642,7 +643,7 @@ func runShape(t *testing.T, c shape) {
 		t.Errorf("an internal error reached the pull request:\n%s", body)
 	}
 	if len(c.never) > 0 {
-		js, _ := drift.JSON(rep)
+		js, _ := report.JSON(rep)
 		everything := body + "\n" + string(js)
 		for _, r := range w.gh.CheckRuns(fullName, head.String()) {
 			everything += "\n" + r.Title + "\n" + r.Summary + "\n" + r.Text

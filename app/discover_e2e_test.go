@@ -238,7 +238,7 @@ metadata:
   name: data
   namespace: NS
   labels: {kustomize.toolkit.fluxcd.io/name: zz-apps, kustomize.toolkit.fluxcd.io/namespace: NS}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}`)
+spec: {accessModes: [ReadWriteOnce], volumeName: data-volume, resources: {requests: {storage: 1Gi}}}`) // bound: it holds data
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go w.srv.App.targets.Run(ctx)

@@ -30,12 +30,13 @@ import (
 )
 
 var baseFiles = map[string]any{
-	"README.md":                         "# gitops\n",
-	"deploy/base/kustomization.yaml":    "resources:\n- web.yaml\n- config.yaml\n",
-	"deploy/base/web.yaml":              "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n",
-	"deploy/base/config.yaml":           "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: normal\n",
-	"deploy/prod/kustomization.yaml":    "namespace: NS\nresources:\n- ../base\n- data.yaml\n",
-	"deploy/prod/data.yaml":             "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests: {storage: 1Gi}\n",
+	"README.md":                      "# gitops\n",
+	"deploy/base/kustomization.yaml": "resources:\n- web.yaml\n- config.yaml\n",
+	"deploy/base/web.yaml":           "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n",
+	"deploy/base/config.yaml":        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: normal\n",
+	"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- data.yaml\n",
+	// Bound to its volume: the claim holds data.
+	"deploy/prod/data.yaml":             "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\nspec:\n  accessModes: [ReadWriteOnce]\n  volumeName: data-volume\n  resources:\n    requests: {storage: 1Gi}\n",
 	"deploy/staging/kustomization.yaml": "namespace: NS\nnameSuffix: -staging\nresources:\n- ../base\n",
 }
 

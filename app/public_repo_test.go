@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/report"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -199,7 +200,7 @@ func TestPublicRepository(t *testing.T) {
 			t.Logf("check %s: %s %q", c.Name, c.Conclusion, c.Title)
 		}
 	}
-	out, _ := drift.JSON(rep)
+	out, _ := report.JSON(rep)
 	if file := os.Getenv("DRIFTBACK_PUBLIC_OUT"); file != "" {
 		if err := os.WriteFile(filepath.Clean(file), out, 0o644); err != nil {
 			t.Fatal(err)

@@ -207,7 +207,7 @@ func (a *App) publishPullRequest(ctx context.Context, p *pullRequest, rep *drift
 			return p.gh.PublishChecks(ctx, req.owner, req.repo, p.pr.HeadSHA, published)
 		}
 	}
-	parts := report.Comment(rep, report.CommentOptions{Failing: review.Failing(checks)})
+	parts := report.Comment(rep, report.CommentOptions{Failing: review.Failing(checks), Checked: true})
 	parts[len(parts)-1] += "\n" + report.Footer(p.pr.HeadSHA, a.now())
 	// Publishing is find-or-create by marker and by check name, so a failed
 	// attempt is simply repeated: what it created is found, not duplicated.

@@ -119,8 +119,27 @@ func TestAutoscalersOwnReplicas(t *testing.T) {
 	if len(got) != 2 || !strings.Contains(got["Deployment/web"], "HorizontalPodAutoscaler/web") || !strings.Contains(got["Deployment/worker"], "ScaledObject/worker (min 0, max 20 replicas)") {
 		t.Errorf("warnings with the cluster: %v", got)
 	}
-	if n := target.Dangers()[drift.DangerAutoscaledReplicas]; n != 2 {
-		t.Errorf("%d autoscaled-replicas dangers counted, want 2", n)
+	// The base pins replicas as much as the head: the condition is not this
+	// change's doing, and counts nowhere.
+	if n := target.Dangers()[drift.DangerAutoscaledReplicas]; n != 0 {
+		t.Errorf("%d autoscaled-replicas dangers counted where the base pins replicas too, want 0", n)
+	}
+	for _, ch := range target.Changes {
+		for _, d := range ch.Danger {
+			if d.Reason == drift.DangerAutoscaledReplicas && !d.Before {
+				t.Errorf("%s/%s: the base pins replicas too, yet the danger is not marked as true before", ch.Kind, ch.Name)
+			}
+		}
+	}
+	// A change that starts pinning them is this change's danger.
+	unpinned := web.DeepCopy()
+	unstructured.RemoveNestedField(unpinned.Object, "spec", "replicas")
+	pins, err := drift.Compare(context.Background(), reader, drift.Input{Path: "app", Base: []*unstructured.Unstructured{unpinned, worker, so}, Head: head, HasBase: true}, drift.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pins.Dangers()[drift.DangerAutoscaledReplicas]; n != 1 {
+		t.Errorf("%d autoscaled-replicas dangers counted for a change that pins web's replicas, want 1", n)
 	}
 
 	// Without the cluster, a pull request that adds the ScaledObject is

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/scope"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -118,16 +120,26 @@ func mergeGitDangers(changes, pr []Change) {
 	}
 }
 
-func immutableDangers(ch *Change) {
+// immutableFields are the fields of a change the apiserver refuses to
+// change in place.
+func immutableFields(ch *Change) []object.Field {
 	paths := immutable[ch.Ref().GroupKind()]
-	var hit []string
+	var hit []object.Field
 	for _, f := range ch.Fields {
 		for _, p := range paths {
 			if object.HasPrefix(f.FieldPath(), p) || object.HasPrefix(p, f.FieldPath()) {
-				hit = append(hit, f.Path)
+				hit = append(hit, f)
 				break
 			}
 		}
+	}
+	return hit
+}
+
+func immutableDangers(ch *Change) {
+	var hit []string
+	for _, f := range immutableFields(ch) {
+		hit = append(hit, f.Path)
 	}
 	if len(hit) > 0 {
 		ch.Danger = append(ch.Danger, Danger{Reason: DangerImmutableField, Count: len(hit),
@@ -145,11 +157,11 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 		group, _, _ := unstructured.NestedString(l.Object, "spec", "group")
 		kind, _, _ := unstructured.NestedString(l.Object, "spec", "names", "kind")
 		crScope, _, _ := unstructured.NestedString(l.Object, "spec", "scope")
-		if s := c.opts.Scope; s != nil && ((crScope == "Cluster" && !s.wholeKind(schema.GroupKind{Group: group, Kind: kind})) || (crScope != "Cluster" && !s.allNamespaces())) {
+		if s := c.opts.Scope; s != nil && ((crScope == "Cluster" && !s.WholeKind(schema.GroupKind{Group: group, Kind: kind})) || (crScope != "Cluster" && !s.AllNamespaces())) {
 			// Counting them means reading every namespace (every object of
 			// the kind): not this target's to read.
 			ch.Danger = append(ch.Danger, Danger{Reason: DangerCRDRemoval, Count: 1,
-				Message: fmt.Sprintf("removing the CRD deletes every %s with it: how many is unknown, %s", kind, OutOfScopeUnknown)})
+				Message: fmt.Sprintf("removing the CRD deletes every %s with it: how many is unknown, %s", kind, scope.Unknown)})
 			return nil
 		}
 		crs, err := c.live.List(c.ctx, schema.GroupKind{Group: group, Kind: kind}, "", nil)
@@ -157,46 +169,41 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 			return err
 		}
 		nss := map[string]bool{}
+		var lost []Lost
 		for _, cr := range crs {
 			nss[cr.GetNamespace()] = true
+			lost = append(lost, c.lost(cr, ""))
 		}
 		where := ""
 		if len(crs) > 0 && !(len(nss) == 1 && nss[""]) {
 			where = " in " + plural(len(nss), "namespace")
 		}
-		ch.Danger = append(ch.Danger, Danger{Reason: DangerCRDRemoval, Count: len(crs),
+		ch.Danger = append(ch.Danger, Danger{Reason: DangerCRDRemoval, Count: len(crs), Lost: capLost(lost),
 			Message: fmt.Sprintf("removing the CRD deletes every %s with it: %s%s", kind, plural(len(crs), "custom resource"), where)})
 	case schema.GroupKind{Kind: "Namespace"}:
-		if !c.opts.Scope.coversNamespace(l.GetName()) {
+		if !c.opts.Scope.CoversNamespace(l.GetName()) {
 			ch.Danger = append(ch.Danger, Danger{Reason: DangerNamespaceRemoval, Count: 1,
-				Message: "removing the namespace deletes everything in it: what it holds is unknown, " + OutOfScopeUnknown})
+				Message: "removing the namespace deletes everything in it: what it holds is unknown, " + scope.Unknown})
 			return nil
 		}
-		counts, total, err := c.namespaceContents(l.GetName())
+		counts, lost, err := c.namespaceContents(l.GetName())
 		if err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("removing the namespace deletes everything in it: %s", plural(total, "object"))
+		msg := fmt.Sprintf("removing the namespace deletes everything in it: %s", plural(len(lost), "object"))
 		if len(counts) > 0 {
 			msg += " (" + strings.Join(counts, ", ") + ")"
 		}
-		ch.Danger = append(ch.Danger, Danger{Reason: DangerNamespaceRemoval, Count: total, Message: msg})
+		ch.Danger = append(ch.Danger, Danger{Reason: DangerNamespaceRemoval, Count: len(lost), Lost: capLost(lost), Message: msg})
 	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
-		msg := "removing the claim can delete its data"
-		if pvName, _, _ := unstructured.NestedString(l.Object, "spec", "volumeName"); pvName != "" {
-			// The volume the live claim is bound to belongs to the claim,
-			// which is within the scope: it is read whatever the scope.
-			pvs, err := c.unscoped.Get(c.ctx, []object.Ref{{Version: "v1", Kind: "PersistentVolume", Name: pvName}})
-			if err != nil {
-				return err
-			}
-			if pv, ok := pvs[object.Ref{Kind: "PersistentVolume", Name: pvName}.Key()]; ok {
-				msg = "removing the claim releases " + describePV(pv)
-			} else {
-				msg = fmt.Sprintf("removing the claim releases volume %s", pvName)
-			}
+		held, err := c.claimHolds(l)
+		if err != nil {
+			return err
 		}
-		ch.Danger = append(ch.Danger, Danger{Reason: DangerPVCRemoval, Count: 1, Message: msg})
+		if held == "" {
+			return nil // an unbound claim holds no data
+		}
+		ch.Danger = append(ch.Danger, Danger{Reason: DangerPVCRemoval, Count: 1, Message: "the claim is " + held})
 	case schema.GroupKind{Kind: "PersistentVolume"}:
 		ch.Danger = append(ch.Danger, Danger{Reason: DangerPVRemoval, Count: 1, Message: "removing " + describePV(l)})
 	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
@@ -207,52 +214,148 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 
 // describePV says what deleting a persistent volume costs.
 func describePV(pv *unstructured.Unstructured) string {
+	return "volume " + volumeFate(pv)
+}
+
+// volumeFate names a volume, its size and reclaim policy, and what becomes
+// of its data once its claim or it is deleted: "pv-cache (5Gi, Delete): its
+// data is deleted".
+func volumeFate(pv *unstructured.Unstructured) string {
 	capacity, _, _ := unstructured.NestedString(pv.Object, "spec", "capacity", "storage")
 	policy, _, _ := unstructured.NestedString(pv.Object, "spec", "persistentVolumeReclaimPolicy")
 	if policy == "" {
 		policy = "Delete"
 	}
-	s := fmt.Sprintf("volume %s", pv.GetName())
+	s := pv.GetName() + " ("
 	if capacity != "" {
-		s += " (" + capacity + ")"
+		s += capacity + ", "
 	}
+	s += policy + ")"
 	switch policy {
 	case "Delete":
-		s += " with reclaim policy Delete: its data is deleted"
+		s += ": its data is deleted"
 	case "Retain":
-		s += " with reclaim policy Retain: the data stays on the volume but nothing mounts it"
-	default:
-		s += " with reclaim policy " + policy
+		s += ": the data stays on the volume, which nothing mounts"
 	}
 	return s
 }
 
-// namespaceContents counts the objects of every namespaced kind in ns.
-func (c *comparer) namespaceContents(ns string) ([]string, int, error) {
+// claimHolds says what a live claim holds: "bound to pv-cache (5Gi,
+// Delete): its data is deleted", or "" for a claim bound to no volume (not
+// yet bound, or its volume lost), which holds no data.
+func (c *comparer) claimHolds(pvc *unstructured.Unstructured) (string, error) {
+	pvName, _, _ := unstructured.NestedString(pvc.Object, "spec", "volumeName")
+	phase, _, _ := unstructured.NestedString(pvc.Object, "status", "phase")
+	if pvName == "" || phase == "Lost" {
+		return "", nil
+	}
+	// The volume the live claim is bound to belongs to the claim, which is
+	// within the scope: it is read whatever the scope.
+	pvs, err := c.unscoped.Get(c.ctx, []object.Ref{{Version: "v1", Kind: "PersistentVolume", Name: pvName}})
+	if err != nil {
+		return "", err
+	}
+	if pv, ok := pvs[object.Ref{Kind: "PersistentVolume", Name: pvName}.Key()]; ok {
+		return "bound to " + volumeFate(pv), nil
+	}
+	return "bound to volume " + pvName + ", which could not be read: its data may be deleted", nil
+}
+
+// lost names an object a removal deletes, with detail when it is more.
+func (c *comparer) lost(o *unstructured.Unstructured, detail string) Lost {
+	return Lost{Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), CreatedBy: createdBy(o),
+		InGit: c.inGit[object.RefOf(o).Key()], Detail: detail}
+}
+
+// createdBy is the manager of an object's oldest managed-fields entry.
+func createdBy(o *unstructured.Unstructured) string {
+	var first *metav1.ManagedFieldsEntry
+	entries := o.GetManagedFields()
+	for i := range entries {
+		e := &entries[i]
+		if first == nil || (e.Time != nil && (first.Time == nil || e.Time.Before(first.Time))) {
+			first = e
+		}
+	}
+	if first == nil {
+		return ""
+	}
+	return first.Manager
+}
+
+// capLost sorts what a removal deletes, objects not in Git and claims
+// holding data first, and keeps MaxLost of them.
+func capLost(l []Lost) []Lost {
+	rank := func(x Lost) int {
+		switch {
+		case !x.InGit && x.Detail != "":
+			return 0
+		case !x.InGit:
+			return 1
+		case x.Detail != "":
+			return 2
+		}
+		return 3
+	}
+	sort.SliceStable(l, func(i, j int) bool {
+		a, b := l[i], l[j]
+		if rank(a) != rank(b) {
+			return rank(a) < rank(b)
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.Name < b.Name
+	})
+	if len(l) > MaxLost {
+		l = l[:MaxLost]
+	}
+	return l
+}
+
+// namespaceContents lists the objects of every namespaced kind in ns, and
+// counts them by kind: claims first, with how many hold data.
+func (c *comparer) namespaceContents(ns string) ([]string, []Lost, error) {
 	kinds, err := c.live.Kinds(c.ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	type count struct {
-		kind string
-		n    int
+		kind     string
+		n, bound int
 	}
 	var counts []count
-	total := 0
+	var lost []Lost
 	for _, k := range kinds {
 		if !k.Namespaced || ignoredInNamespaceCount[k.GroupKind()] {
 			continue
 		}
 		objs, err := c.live.List(c.ctx, k.GroupKind(), ns, nil)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
-		if len(objs) > 0 {
-			counts = append(counts, count{k.Kind, len(objs)})
-			total += len(objs)
+		if len(objs) == 0 {
+			continue
 		}
+		n := count{kind: k.Kind, n: len(objs)}
+		for _, o := range objs {
+			detail := ""
+			if k.GroupKind() == (schema.GroupKind{Kind: "PersistentVolumeClaim"}) {
+				if detail, err = c.claimHolds(o); err != nil {
+					return nil, nil, err
+				}
+				if detail != "" {
+					n.bound++
+				}
+			}
+			lost = append(lost, c.lost(o, detail))
+		}
+		counts = append(counts, n)
 	}
-	// PVCs first: they hold data.
+	// Claims first: they hold data.
 	sort.Slice(counts, func(i, j int) bool {
 		pi, pj := counts[i].kind == "PersistentVolumeClaim", counts[j].kind == "PersistentVolumeClaim"
 		if pi != pj {
@@ -265,13 +368,20 @@ func (c *comparer) namespaceContents(ns string) ([]string, int, error) {
 	})
 	var out []string
 	for _, c := range counts {
-		s := fmt.Sprintf("%d %s", c.n, c.kind)
+		s := kindCount(c.n, c.kind)
 		if c.kind == "PersistentVolumeClaim" {
-			s += " holding data"
+			switch {
+			case c.bound == c.n:
+				s += " holding data"
+			case c.bound > 0:
+				s += fmt.Sprintf(", %d holding data", c.bound)
+			default:
+				s += ", bound to no volume"
+			}
 		}
 		out = append(out, s)
 	}
-	return out, total, nil
+	return out, lost, nil
 }
 
 // ignoredInNamespaceCount are kinds the server creates in every namespace or
@@ -324,4 +434,45 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// kindCount counts objects of a kind in English: "1 ConfigMap", "2
+// NetworkPolicies", "3 Ingresses".
+func kindCount(n int, kind string) string {
+	if n == 1 {
+		return "1 " + kind
+	}
+	switch {
+	case strings.HasSuffix(kind, "s"), strings.HasSuffix(kind, "x"), strings.HasSuffix(kind, "ch"), strings.HasSuffix(kind, "sh"):
+		return fmt.Sprintf("%d %ses", n, kind)
+	case strings.HasSuffix(kind, "y") && !strings.ContainsAny(kind[len(kind)-2:len(kind)-1], "aeiou"):
+		return fmt.Sprintf("%d %sies", n, kind[:len(kind)-1])
+	}
+	return fmt.Sprintf("%d %ss", n, kind)
+}
+
+// markBefore marks the dangers a change shares with the base: Git set
+// replicas on the autoscaled workload before too; every immutable field the
+// sync would change differs live only, not in the pull request.
+func markBefore(changes []Change, base map[string]*unstructured.Unstructured) {
+	for i := range changes {
+		ch := &changes[i]
+		for j := range ch.Danger {
+			d := &ch.Danger[j]
+			switch d.Reason {
+			case DangerAutoscaledReplicas:
+				if b := base[ch.Ref().Key()]; b != nil {
+					_, set, _ := unstructured.NestedFieldNoCopy(b.Object, "spec", "replicas")
+					d.Before = set
+				}
+			case DangerImmutableField:
+				d.Before = true
+				for _, f := range immutableFields(ch) {
+					if f.Kind != object.FieldDrift {
+						d.Before = false
+					}
+				}
+			}
+		}
+	}
 }

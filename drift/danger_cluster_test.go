@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
@@ -44,7 +46,7 @@ func findChange(t *testing.T, changes []drift.Change, kind, name string) drift.C
 	return drift.Change{}
 }
 
-func oneDanger(t *testing.T, ch drift.Change, reason drift.DangerReason, count int, says ...string) {
+func oneDanger(t *testing.T, ch drift.Change, reason drift.DangerReason, count int, says ...string) drift.Danger {
 	t.Helper()
 	if len(ch.Danger) != 1 {
 		t.Fatalf("%s/%s: dangers %+v, want one %s", ch.Kind, ch.Name, ch.Danger, reason)
@@ -58,6 +60,7 @@ func oneDanger(t *testing.T, ch drift.Change, reason drift.DangerReason, count i
 			t.Errorf("%s/%s: danger message %q does not say %q", ch.Kind, ch.Name, d.Message, s)
 		}
 	}
+	return d
 }
 
 // TestCRDRemovalCountsCustomResources proves removing a CRD from Git is a
@@ -78,7 +81,16 @@ func TestCRDRemovalCountsCustomResources(t *testing.T) {
 	if ch.Action != drift.ActionDelete {
 		t.Fatalf("action %s", ch.Action)
 	}
-	oneDanger(t, ch, drift.DangerCRDRemoval, 3, "every Widget", "3 custom resources in 2 namespaces")
+	d := oneDanger(t, ch, drift.DangerCRDRemoval, 3, "every Widget", "3 custom resources in 2 namespaces")
+	// Each custom resource is named, with who made it: none is in Git.
+	if len(d.Lost) != 3 {
+		t.Fatalf("the CRD's removal names %d custom resources, want 3: %+v", len(d.Lost), d.Lost)
+	}
+	for _, l := range d.Lost {
+		if l.Kind != "Widget" || l.InGit || l.CreatedBy != "someone" || l.Name == "" {
+			t.Errorf("a lost custom resource: %+v, want a Widget made by someone, not in Git", l)
+		}
+	}
 }
 
 // TestNamespaceRemovalCountsItsObjects proves removing a Namespace counts what
@@ -88,12 +100,33 @@ func TestNamespaceRemovalCountsItsObjects(t *testing.T) {
 	ns := obj(t, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+c.env.Namespace+"\n")
 	c.apply(ns, "kustomize-controller")
 	for i := range 3 {
-		c.apply(obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c%d\n  namespace: %s\n", i, c.env.Namespace)), "kubectl")
+		c.apply(obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c%d\n  namespace: %s\ndata: {k: v}\n", i, c.env.Namespace)), "kubectl")
 	}
-	c.apply(obj(t, "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n  namespace: "+c.env.Namespace+"\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests: {storage: 1Gi}\n"), "kubectl")
-	target := compareOn(t, c, []*unstructured.Unstructured{ns}, nil, drift.DefaultOptions())
-	oneDanger(t, findChange(t, target.Changes, "Namespace", c.env.Namespace), drift.DangerNamespaceRemoval, 4,
-		"4 objects", "1 PersistentVolumeClaim holding data, 3 ConfigMap")
+	pvName := "pv-" + c.env.Namespace
+	c.apply(obj(t, "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: "+pvName+"\nspec:\n  capacity: {storage: 2Gi}\n  accessModes: [ReadWriteOnce]\n  persistentVolumeReclaimPolicy: Delete\n  hostPath: {path: /data}\n"), "kubectl")
+	c.apply(obj(t, "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n  namespace: "+c.env.Namespace+"\nspec:\n  accessModes: [ReadWriteOnce]\n  volumeName: "+pvName+"\n  resources:\n    requests: {storage: 1Gi}\n"), "kubectl")
+	c.apply(obj(t, "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: pending\n  namespace: "+c.env.Namespace+"\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests: {storage: 1Gi}\n"), "kubectl")
+	// c0 is in Git as well; the others were made on the cluster.
+	inGit := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c0\n  namespace: "+c.env.Namespace+"\ndata: {k: v}\n")
+	target := compareOn(t, c, []*unstructured.Unstructured{ns, inGit}, nil, drift.DefaultOptions())
+	d := oneDanger(t, findChange(t, target.Changes, "Namespace", c.env.Namespace), drift.DangerNamespaceRemoval, 5,
+		"5 objects", "2 PersistentVolumeClaims, 1 holding data, 3 ConfigMaps")
+	// The objects are named: the claim holding data first, then what is in
+	// no Git, then the rest; each with who made it.
+	var got []string
+	for _, l := range d.Lost {
+		got = append(got, fmt.Sprintf("%s/%s git=%v by=%s %s", l.Kind, l.Name, l.InGit, l.CreatedBy, l.Detail))
+	}
+	want := []string{
+		"PersistentVolumeClaim/data git=false by=kubectl bound to " + pvName + " (2Gi, Delete): its data is deleted",
+		"ConfigMap/c1 git=false by=kubectl ",
+		"ConfigMap/c2 git=false by=kubectl ",
+		"PersistentVolumeClaim/pending git=false by=kubectl ",
+		"ConfigMap/c0 git=true by=kubectl ",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the objects the namespace takes with it (-want +got):\n%s", diff)
+	}
 }
 
 // TestVolumeRemovals proves a claim's removal names its bound volume with
@@ -130,9 +163,17 @@ spec:
 		c.apply(obj(t, fmt.Sprintf("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: pgdata-db-%d\n  namespace: %s\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests: {storage: 1Gi}\n", i, c.env.Namespace)), "statefulset-controller")
 	}
 	target := compareOn(t, c, []*unstructured.Unstructured{pv, pvc, sts}, nil, drift.DefaultOptions())
-	oneDanger(t, findChange(t, target.Changes, "PersistentVolumeClaim", "data"), drift.DangerPVCRemoval, 1, pvName+" (8Gi) with reclaim policy Delete")
-	oneDanger(t, findChange(t, target.Changes, "PersistentVolume", pvName), drift.DangerPVRemoval, 1, "(8Gi)", "Delete")
+	oneDanger(t, findChange(t, target.Changes, "PersistentVolumeClaim", "data"), drift.DangerPVCRemoval, 1, "bound to "+pvName+" (8Gi, Delete): its data is deleted")
+	oneDanger(t, findChange(t, target.Changes, "PersistentVolume", pvName), drift.DangerPVRemoval, 1, "(8Gi, Delete): its data is deleted")
 	oneDanger(t, findChange(t, target.Changes, "StatefulSet", "db"), drift.DangerStatefulSetPVC, 2, "pgdata-db-0, pgdata-db-1")
+
+	// A claim bound to no volume holds no data: removing it is no danger.
+	pending := obj(t, "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: pending\n  namespace: "+c.env.Namespace+"\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests: {storage: 1Gi}\n")
+	c.apply(pending, "kustomize-controller")
+	unbound := compareOn(t, c, []*unstructured.Unstructured{pending}, nil, drift.DefaultOptions())
+	if ch := findChange(t, unbound.Changes, "PersistentVolumeClaim", "pending"); ch.Action != drift.ActionDelete || len(ch.Danger) != 0 {
+		t.Errorf("an unbound claim's removal: %s with dangers %+v, want a delete without danger", ch.Action, ch.Danger)
+	}
 }
 
 // TestImmutableAndRBACDangers proves a changed Deployment selector and a
@@ -165,6 +206,22 @@ func TestImmutableAndRBACDangers(t *testing.T) {
 	oneDanger(t, findChange(t, target.Changes, "ClusterRoleBinding", ns+"-admins"), drift.DangerRBACEscalation, 1, "cluster-admin to Group oncall")
 	if ch := findChange(t, target.Changes, "Role", "old-admin"); len(ch.Danger) != 0 {
 		t.Errorf("a role that already had its wildcards live is flagged: %+v", ch.Danger)
+	}
+	if d := findChange(t, target.Changes, "Deployment", "web").Danger[0]; d.Before {
+		t.Error("the pull request changes the selector, yet the failing sync is marked as true before it")
+	}
+
+	// Git already holds the new selector and clusterIP at the base: the sync
+	// fails whether or not this change merges. Not its doing.
+	again := compareOn(t, c, []*unstructured.Unstructured{headDep, headSvc}, []*unstructured.Unstructured{headDep, headSvc}, drift.DefaultOptions())
+	for _, name := range []string{"Deployment", "Service"} {
+		d := oneDanger(t, findChange(t, again.Changes, name, "web"), drift.DangerImmutableField, 1)
+		if !d.Before {
+			t.Errorf("%s/web: the immutable field differs live only, yet the danger is not marked as true before", name)
+		}
+	}
+	if n := again.Dangers()[drift.DangerImmutableField]; n != 0 {
+		t.Errorf("%d immutable-field dangers counted for a change that does not touch them, want 0", n)
 	}
 }
 

@@ -103,7 +103,7 @@ rules:
 	if !crd.Danger[0].CountUnknown {
 		t.Error("the CRD's blast radius is not marked unknown")
 	}
-	oneDanger(t, findChange(t, target.PR, "PersistentVolume", "pv-data"), drift.DangerPVRemoval, 1, "pv-data (5Gi)", "Retain")
+	oneDanger(t, findChange(t, target.PR, "PersistentVolume", "pv-data"), drift.DangerPVRemoval, 1, "pv-data (5Gi, Retain)", "nothing mounts")
 	oneDanger(t, findChange(t, target.PR, "StatefulSet", "db"), drift.DangerStatefulSetPVC, 0, "whenDeleted: Delete")
 	oneDanger(t, findChange(t, target.PR, "Deployment", "web"), drift.DangerImmutableField, 1, ".spec.selector")
 	oneDanger(t, findChange(t, target.PR, "Role", "deployer"), drift.DangerRBACEscalation, 1, "verbs [*]", "wildcard")

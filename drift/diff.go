@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/scope"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -63,7 +64,7 @@ type Options struct {
 	DryRun DryRunner
 	// Scope limits what is read from the cluster; objects outside it are
 	// compared in Git only and listed in Target.OutOfScope. nil reads all.
-	Scope *Scope
+	Scope *scope.Scope
 	// SecretsFromGit compares the values of a Secret in Git only: its live
 	// values stand for the base's (the head's, for a Secret new in Git), so
 	// someone who may not read them (a fork's author) cannot learn from the
@@ -134,7 +135,10 @@ func Compare(ctx context.Context, live object.LiveReader, in Input, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster's schema: %w", err)
 	}
-	c := &comparer{ctx: ctx, live: newScopedReader(live, opts.Scope), unscoped: live, opts: opts, tc: tc, pred: object.PredictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted}
+	c := &comparer{ctx: ctx, live: scope.NewReader(live, opts.Scope), unscoped: live, opts: opts, tc: tc, pred: object.PredictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted, inGit: map[string]bool{}}
+	for _, o := range append(append([]*unstructured.Unstructured{}, base...), head...) {
+		c.inGit[object.RefOf(o).Key()] = true
+	}
 
 	if in.HasBase || in.Base != nil {
 		t.PR = c.gitDiff(base, head)
@@ -147,6 +151,7 @@ func Compare(ctx context.Context, live object.LiveReader, in Input, opts Options
 	if live == nil {
 		t.LiveError = "the cluster was not read"
 		c.autoscaled(base, head)
+		markBefore(t.PR, index(base))
 		return t, nil
 	}
 	if opts.Scope != nil {
@@ -158,6 +163,8 @@ func Compare(ctx context.Context, live object.LiveReader, in Input, opts Options
 		return nil, err
 	}
 	c.autoscaled(base, head)
+	markBefore(t.Changes, index(base))
+	markBefore(t.PR, index(base))
 	for i := range t.Changes {
 		hideSecretFields(&t.Changes[i])
 	}
@@ -180,6 +187,8 @@ type comparer struct {
 	// encrypted are the objects SOPS encrypts in Git, by Ref key: their live
 	// values cannot be compared.
 	encrypted map[string]bool
+	// inGit are the objects of the base and head renders, by Ref key.
+	inGit map[string]bool
 
 	errMu sync.Mutex // predictions run at once and report errors here
 }
@@ -206,7 +215,7 @@ func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, 
 	keep := func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 		out := []*unstructured.Unstructured{}
 		for _, o := range objs {
-			if c.opts.Scope.within(o, namespaced) {
+			if c.opts.Scope.Within(o, namespaced) {
 				out = append(out, o)
 				continue
 			}
@@ -236,10 +245,6 @@ func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, 
 
 // OutOfScopeNote explains an object the comparison did not read live.
 const OutOfScopeNote = "outside this target's scope: not compared with the cluster"
-
-// OutOfScopeUnknown says why a count or a list is not given: reading it
-// means reading outside the target's scope.
-const OutOfScopeUnknown = "outside this target's scope"
 
 // gitDiff compares two renders field by field, without the cluster.
 func (c *comparer) gitDiff(base, head []*unstructured.Unstructured) []Change {

@@ -54,6 +54,60 @@ type Danger struct {
 	// radius needs the cluster, which was not read: Count is then what Git
 	// alone shows.
 	CountUnknown bool `json:"countUnknown,omitempty"`
+	// Lost names the objects behind Count that a removal deletes with it (at
+	// most MaxLost of them; Count says how many there are).
+	Lost []Lost `json:"lost,omitempty"`
+	// Before is true for a condition the base holds as much as the head (Git
+	// set replicas on the autoscaled workload before this pull request too;
+	// the immutable field differs live, not in the pull request): it is not
+	// the pull request's doing, and fails no check.
+	Before bool `json:"before,omitempty"`
+}
+
+// MaxLost bounds the objects a danger names; its Count says how many it
+// loses in all.
+const MaxLost = 20
+
+// Lost is an object a removal deletes with it.
+type Lost struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// CreatedBy is the field manager that wrote the object first, as its
+	// managed fields say ("kubectl-client-side-apply", "helm").
+	CreatedBy string `json:"createdBy,omitempty"`
+	// InGit is true when Git renders the object at the base or the head:
+	// the report shows it too. One not in Git was made on the cluster and
+	// is found nowhere else.
+	InGit bool `json:"inGit"`
+	// Detail says what losing it costs, where that is more than the object
+	// ("bound to pv-cache (5Gi, Delete): its data is deleted").
+	Detail string `json:"detail,omitempty"`
+}
+
+// Severity orders dangers for a reader: data lost first, then a sync that
+// fails, then privilege, then advisories.
+type Severity int
+
+// Severities, most severe first.
+const (
+	SeverityDataLoss Severity = iota
+	SeveritySyncFails
+	SeverityPrivilege
+	SeverityAdvisory
+)
+
+// Severity is how bad a danger of this reason is.
+func (r DangerReason) Severity() Severity {
+	switch r {
+	case DangerCRDRemoval, DangerNamespaceRemoval, DangerPVCRemoval, DangerPVRemoval, DangerStatefulSetPVC:
+		return SeverityDataLoss
+	case DangerImmutableField:
+		return SeveritySyncFails
+	case DangerRBACEscalation:
+		return SeverityPrivilege
+	}
+	return SeverityAdvisory
 }
 
 // Change is what happens to one object.
@@ -168,13 +222,16 @@ func (r *Report) HasChanges() bool {
 	return false
 }
 
-// Dangers returns every danger, by reason: those of the live impact when
-// the cluster was read, those of the Git change when it was not.
+// Dangers returns the dangers of this change, by reason: those of the live
+// impact when the cluster was read, those of the Git change when it was
+// not. A condition as true before the change (Danger.Before) is not its.
 func (t *Target) Dangers() map[DangerReason]int {
 	out := map[DangerReason]int{}
 	for _, c := range t.Told() {
 		for _, d := range c.Danger {
-			out[d.Reason]++
+			if !d.Before {
+				out[d.Reason]++
+			}
 		}
 	}
 	return out

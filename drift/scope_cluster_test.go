@@ -10,6 +10,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/scope"
 )
 
 // TestScopeKeepsObjectsOutsideFromTheCluster: objects a render holds outside
@@ -40,7 +41,7 @@ func TestScopeKeepsObjectsOutsideFromTheCluster(t *testing.T) {
 	}
 	base := []*unstructured.Unstructured{mine}
 	head := []*unstructured.Unstructured{edit(mine, "mode", "fast"), edit(theirs, "token", "harmless"), role}
-	scope, err := drift.ScopeOf(context.Background(), reader, base)
+	scope, err := scope.Of(context.Background(), reader, base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,14 +87,14 @@ func TestScopeKeepsObjectsOutsideFromTheCluster(t *testing.T) {
 func TestParseKind(t *testing.T) {
 	for in, want := range map[string]schema.GroupKind{
 		"Namespace": {Kind: "Namespace"}, "ClusterRole.rbac.authorization.k8s.io": {Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"},
-		"*": drift.AnyKind, " StorageClass.storage.k8s.io ": {Group: "storage.k8s.io", Kind: "StorageClass"},
+		"*": scope.AnyKind, " StorageClass.storage.k8s.io ": {Group: "storage.k8s.io", Kind: "StorageClass"},
 	} {
-		if got, err := drift.ParseKind(in); err != nil || got != want {
+		if got, err := scope.ParseKind(in); err != nil || got != want {
 			t.Errorf("ParseKind(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "rbac.authorization.k8s.io/ClusterRole", "Cluster Role"} {
-		if _, err := drift.ParseKind(bad); err == nil {
+		if _, err := scope.ParseKind(bad); err == nil {
 			t.Errorf("ParseKind(%q) is no error", bad)
 		}
 	}
@@ -128,7 +129,7 @@ func TestClusterScopedObjectsAreInScopeByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := []*unstructured.Unstructured{mine, namespace}
-	scope, err := drift.ScopeOf(context.Background(), reader, base)
+	scope, err := scope.Of(context.Background(), reader, base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestReadsOutsideTheScopeAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := []*unstructured.Unstructured{mine, gone}
-	scope, err := drift.ScopeOf(context.Background(), reader, base)
+	scope, err := scope.Of(context.Background(), reader, base)
 	if err != nil {
 		t.Fatal(err)
 	}

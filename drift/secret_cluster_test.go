@@ -51,7 +51,7 @@ func TestSecretValuesNeverShow(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep := &drift.Report{Targets: []drift.Target{*target}}
-		js, err := drift.JSON(rep)
+		js, err := report.JSON(rep)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestSecretValuesNeverShow(t *testing.T) {
 				}
 			}
 		}
-		if !strings.Contains(outputs["markdown"], "Secret keys changed: `extra`, `token` (values hidden)") {
+		if !strings.Contains(outputs["markdown"], "Secret keys changed: `extra` (added), `token` (values hidden)") {
 			t.Errorf("%s: the changed keys are not named:\n%s", mode, outputs["markdown"])
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/scope"
 )
 
 // goTyped is a Deployment as kyaml's Map() gives one after Flux's postBuild
@@ -134,7 +135,7 @@ func TestCompareTakesObjectsOfGoTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope, err := drift.ScopeOf(context.Background(), snap, []*unstructured.Unstructured{base})
+	scope, err := scope.Of(context.Background(), snap, []*unstructured.Unstructured{base})
 	if err != nil {
 		t.Fatal(err)
 	}

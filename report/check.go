@@ -21,9 +21,14 @@ func CheckTitle(t *drift.Target) string {
 }
 
 // CheckSummary is a check run's summary: the target's part of the comment,
-// cut where the comment would split.
-func CheckSummary(t *drift.Target) string {
-	parts := Comment(&drift.Report{Targets: []drift.Target{*t}}, CommentOptions{Limit: MaxCheckText - 512})
+// verdict first, cut where the comment would split. failing is set when the
+// check fails on dangers.
+func CheckSummary(t *drift.Target, failing *Failing) string {
+	opts := CommentOptions{Limit: MaxCheckText - 512, Checked: true}
+	if failing != nil {
+		opts.Failing = []Failing{*failing}
+	}
+	parts := Comment(&drift.Report{Targets: []drift.Target{*t}}, opts)
 	if len(parts) > 1 {
 		return parts[0] + "\n\n_(continued in the pull-request comment)_"
 	}
@@ -48,13 +53,6 @@ func ComparisonFailedSummary(err error) string {
 // lists them as "reason (count)".
 func DangerousTitle(failing []string) string {
 	return plain("Dangerous: " + strings.Join(failing, ", "))
-}
-
-// DangerousSummary explains a check that fails on dangers and how to accept
-// them, before the target's summary.
-func DangerousSummary(target string, failing []string, ackLabel, summary string) string {
-	return fmt.Sprintf("This pull request does what the policy of %s fails on: %s. Review the comment, then add the label %s to accept it.\n\n%s",
-		code(target), text(strings.Join(failing, ", ")), code(ackLabel), summary)
 }
 
 // AcknowledgedTitle is the title of a check whose dangers a label accepted.

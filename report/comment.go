@@ -10,9 +10,13 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
@@ -26,16 +30,22 @@ type CommentOptions struct {
 	// Limit is the size of one part; 0 means MaxCommentSize less room for a
 	// marker and footer that the caller adds (1,024 characters).
 	Limit int
-	// Failing lists the targets whose check fails on dangers: the comment
-	// ends with what to do next.
+	// Failing lists the targets whose check fails on dangers: the verdict
+	// says so, the dangers that fail are marked, and the comment ends with
+	// what to do next.
 	Failing []Failing
+	// Checked is true when check runs judge the pull request: a verdict
+	// without failing targets then says that no danger fails a check.
+	Checked bool
 }
 
 // Failing is a target whose check fails on dangers its policy names.
 type Failing struct {
-	// Target names the target; Reasons are "reason (count)".
+	// Target names the target; Reasons are "reason (count)", On the
+	// reasons themselves.
 	Target   string
 	Reasons  []string
+	On       []drift.DangerReason
 	AckLabel string
 }
 
@@ -49,7 +59,7 @@ func Comment(r *drift.Report, opts CommentOptions) []string {
 	if limit <= 0 {
 		limit = MaxCommentSize - 1024
 	}
-	blocks := markdownBlocks(r)
+	blocks := markdownBlocks(r, opts)
 	if n := nextSteps(opts.Failing); n != "" {
 		blocks = append(blocks, n)
 	}
@@ -57,12 +67,14 @@ func Comment(r *drift.Report, opts CommentOptions) []string {
 }
 
 // markdownBlocks renders the report as self-contained blocks, in order.
-func markdownBlocks(r *drift.Report) []string {
+func markdownBlocks(r *drift.Report, opts CommentOptions) []string {
 	var blocks []string
 	var b strings.Builder
 	b.WriteString("## driftback: what merging this pull request does to the cluster\n\n")
+	b.WriteString(Verdict(r, opts) + "\n\n")
 	b.WriteString(summaryTable(r))
 	blocks = append(blocks, b.String())
+	dangers := listDangers(r, opts.Failing)
 
 	if len(r.Errors) > 0 {
 		var e strings.Builder
@@ -88,11 +100,11 @@ func markdownBlocks(r *drift.Report) []string {
 		}
 		blocks = append(blocks, e.String())
 	}
-	if d := dangerSection(r); d != "" {
+	if d := dangerSection(dangers); d != "" {
 		blocks = append(blocks, d)
 	}
-	for _, t := range r.Targets {
-		blocks = append(blocks, targetBlocks(t)...)
+	for i, t := range r.Targets {
+		blocks = append(blocks, targetBlocks(i, t, dangers)...)
 	}
 	return blocks
 }
@@ -137,11 +149,11 @@ func fieldCounts(t drift.Target) map[object.FieldKind]int {
 
 func summaryTable(r *drift.Report) string {
 	var b strings.Builder
-	b.WriteString("| target | create | update | delete | unchanged | ⚠️ dangers | ↩️ overwrites live changes | ≠ drift left |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| target | create | update | delete | unchanged | ⚠️ dangers | ↩️ live changes a sync reverts |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range r.Targets {
 		if t.NotCompared != "" {
-			fmt.Fprintf(&b, "| %s ❌ not compared: %s | – | – | – | – | – | – | – |\n", strings.ReplaceAll(targetTitle(t), "|", `\|`),
+			fmt.Fprintf(&b, "| %s ❌ not compared: %s | – | – | – | – | – | – |\n", strings.ReplaceAll(targetTitle(t), "|", `\|`),
 				strings.ReplaceAll(text(t.NotCompared), "|", `\|`))
 			continue
 		}
@@ -149,15 +161,19 @@ func summaryTable(r *drift.Report) string {
 		dangers := 0
 		for _, c := range t.Told() {
 			counts[c.Action]++
-			dangers += len(c.Danger)
+			for _, d := range c.Danger {
+				if !d.Before {
+					dangers++
+				}
+			}
 		}
 		fields := fieldCounts(t)
-		fmt.Fprintf(&b, "| %s%s | %d | %d | %d | %d | %s | %s | %d |\n", strings.ReplaceAll(targetTitle(t), "|", `\|`), liveMark(t),
+		fmt.Fprintf(&b, "| %s%s | %d | %d | %d | %d | %s | %s |\n", strings.ReplaceAll(targetTitle(t), "|", `\|`), liveMark(t),
 			counts[drift.ActionCreate], counts[drift.ActionUpdate], counts[drift.ActionDelete]+counts[drift.ActionKeep], counts[drift.ActionUnchanged],
-			bold(dangers), bold(fields[object.FieldOverwrites]), fields[object.FieldDrift])
+			bold(dangers), bold(fields[object.FieldOverwrites]+fields[object.FieldDrift]))
 	}
 	if len(r.Targets) == 0 {
-		b.WriteString("| _no overlay is affected by this change_ | | | | | | | |\n")
+		b.WriteString("| _no overlay is affected by this change_ | | | | | | |\n")
 	}
 	return b.String()
 }
@@ -179,24 +195,185 @@ func bold(n int) string {
 	return fmt.Sprintf("**%d**", n)
 }
 
-func dangerSection(r *drift.Report) string {
-	var lines, marks []string
-	total := 0
-	for _, t := range r.Targets {
+// listedDanger is one danger of the report, where it is, and its number in
+// the comment's list (0 for one true before the pull request).
+type listedDanger struct {
+	target  int
+	t       drift.Target
+	change  drift.Change
+	danger  drift.Danger
+	number  int
+	failing bool
+}
+
+// dangerKey finds a listed danger from its object's block.
+func dangerKey(target int, c drift.Change, reason drift.DangerReason) string {
+	return fmt.Sprintf("%d|%s|%s", target, c.Ref().Key(), reason)
+}
+
+// dangerList is the report's dangers in the order a reader takes them: the
+// pull request's own, most severe first, numbered; then those as true
+// before it.
+type dangerList struct {
+	own, before []listedDanger
+	at          map[string]listedDanger
+}
+
+func listDangers(r *drift.Report, failing []Failing) dangerList {
+	fails := map[string]bool{}
+	for _, f := range failing {
+		for _, reason := range f.On {
+			fails[f.Target+"|"+string(reason)] = true
+		}
+	}
+	var l dangerList
+	for i, t := range r.Targets {
 		for _, c := range t.Told() {
 			for _, d := range c.Danger {
-				total++
-				lines = append(lines, fmt.Sprintf("- **%s** %s in %s (%s): %s", text(string(d.Reason)), code(refString(c)), targetTitle(t), text(string(c.Action)), text(d.Message)))
-				if m := LostMarker(d, c); m != "" {
-					marks = append(marks, m)
+				ld := listedDanger{target: i, t: t, change: c, danger: d, failing: !d.Before && fails[t.Name+"|"+string(d.Reason)]}
+				if d.Before {
+					l.before = append(l.before, ld)
+				} else {
+					l.own = append(l.own, ld)
 				}
 			}
 		}
 	}
-	if total == 0 {
-		return ""
+	sort.SliceStable(l.own, func(i, j int) bool {
+		return l.own[i].danger.Reason.Severity() < l.own[j].danger.Reason.Severity()
+	})
+	l.at = map[string]listedDanger{}
+	for i := range l.own {
+		l.own[i].number = i + 1
+		l.at[dangerKey(l.own[i].target, l.own[i].change, l.own[i].danger.Reason)] = l.own[i]
 	}
-	return fmt.Sprintf("### ⚠️ Dangers (%d)\n\n%s\n%s", total, strings.Join(lines, "\n"), strings.Join(append(marks, ""), "\n"))
+	for _, d := range l.before {
+		l.at[dangerKey(d.target, d.change, d.danger.Reason)] = d
+	}
+	return l
+}
+
+// severityName says, for a reader, what a danger costs.
+var severityName = map[drift.Severity]string{
+	drift.SeverityDataLoss:  "data lost",
+	drift.SeveritySyncFails: "the sync fails",
+	drift.SeverityPrivilege: "privilege",
+	drift.SeverityAdvisory:  "advisory",
+}
+
+// Verdict is the first line of the comment, of a check's summary and of the
+// command line's report: whether checks fail and on what, how to accept
+// that, or that nothing here is dangerous.
+func Verdict(r *drift.Report, opts CommentOptions) string {
+	dangers := listDangers(r, opts.Failing)
+	incomplete := ""
+	for _, t := range r.Targets {
+		if t.NotCompared != "" || len(t.Errors) > 0 {
+			incomplete = " Not everything was compared: see ❌ below."
+			break
+		}
+	}
+	if len(r.Errors) > 0 {
+		incomplete = " Not everything was compared: see ❌ below."
+	}
+	if len(opts.Failing) > 0 {
+		var on, labels []string
+		for _, f := range opts.Failing {
+			on = append(on, text(strings.Join(f.Reasons, ", "))+" in "+code(f.Target))
+			if !slices.Contains(labels, f.AckLabel) {
+				labels = append(labels, f.AckLabel)
+			}
+		}
+		var ls []string
+		for _, l := range labels {
+			ls = append(ls, code(l))
+		}
+		return fmt.Sprintf("❌ **The check fails** on %s. Review the dangers below; if they are wanted, someone with write access to the repository adds the label %s to accept them.%s",
+			strings.Join(on, "; "), strings.Join(ls, " or "), incomplete)
+	}
+	if len(dangers.own) == 0 {
+		return "✅ **Nothing here is dangerous**: no data is lost, no sync fails, no privilege is granted." + incomplete
+	}
+	bySeverity := map[drift.Severity]int{}
+	for _, d := range dangers.own {
+		bySeverity[d.danger.Reason.Severity()]++
+	}
+	var parts []string
+	for s := drift.SeverityDataLoss; s <= drift.SeverityAdvisory; s++ {
+		if n := bySeverity[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", severityName[s], n))
+		}
+	}
+	v := fmt.Sprintf("⚠️ **%s to review** (%s)", plural(len(dangers.own), "danger"), strings.Join(parts, ", "))
+	if opts.Checked {
+		v += "; none fails a check."
+	} else {
+		v += "."
+	}
+	return v + incomplete
+}
+
+func dangerSection(l dangerList) string {
+	var b strings.Builder
+	var marks []string
+	if len(l.own) > 0 {
+		fmt.Fprintf(&b, "### ⚠️ Dangers this pull request brings (%d)\n\n", len(l.own))
+		for _, d := range l.own {
+			c := d.change
+			fails := ""
+			if d.failing {
+				fails = " ❌ **fails the check**"
+			}
+			fmt.Fprintf(&b, "%d. %s · **%s** %s in %s (%s)%s: %s\n", d.number, severityName[d.danger.Reason.Severity()], text(string(d.danger.Reason)),
+				code(refString(c)), targetTitle(d.t), text(string(c.Action)), fails, text(d.danger.Message))
+			for _, lost := range d.danger.Lost {
+				b.WriteString("   - " + lostLine(lost) + "\n")
+			}
+			if more := d.danger.Count - len(d.danger.Lost); len(d.danger.Lost) > 0 && more > 0 {
+				fmt.Fprintf(&b, "   - and %d more\n", more)
+			}
+			if m := LostMarker(d.danger, c); m != "" {
+				marks = append(marks, m)
+			}
+		}
+		b.WriteString("\n")
+		if len(marks) > 0 {
+			b.WriteString(strings.Join(marks, "\n") + "\n")
+		}
+	}
+	if len(l.before) > 0 {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "<details><summary>Already true before this pull request (%d): not counted above</summary>\n\n", len(l.before))
+		for _, d := range l.before {
+			fmt.Fprintf(&b, "- **%s** %s in %s: %s\n", text(string(d.danger.Reason)), code(refString(d.change)), targetTitle(d.t), text(d.danger.Message))
+		}
+		b.WriteString("\n</details>\n")
+	}
+	return b.String()
+}
+
+// lostLine names an object a removal deletes: whether Git has it, who made
+// it, what losing it costs.
+func lostLine(l drift.Lost) string {
+	ref := l.Kind + "/" + l.Name
+	if l.Namespace != "" {
+		ref = l.Kind + "/" + l.Namespace + "/" + l.Name
+	}
+	var says []string
+	if l.InGit {
+		says = append(says, "in Git")
+	} else {
+		says = append(says, "not in Git")
+	}
+	if l.CreatedBy != "" {
+		says = append(says, "made by "+l.CreatedBy)
+	}
+	if l.Detail != "" {
+		says = append(says, l.Detail)
+	}
+	return code(ref) + ": " + text(strings.Join(says, "; "))
 }
 
 // LostMarker records, invisibly in the comment, how many objects a removal
@@ -262,7 +439,7 @@ func who(f object.Field) string {
 	return s
 }
 
-func targetBlocks(t drift.Target) []string {
+func targetBlocks(index int, t drift.Target, dangers dangerList) []string {
 	var blocks []string
 	var head strings.Builder
 	fmt.Fprintf(&head, "### %s\n\n", targetTitle(t))
@@ -287,20 +464,31 @@ func targetBlocks(t drift.Target) []string {
 	if t.LiveError != "" {
 		title = "What the pull request changes"
 	}
-	var shown []drift.Change
+	// What changes on the cluster, then what stays as it is live while Git
+	// changes (Git takes the live value, or only the cluster differs).
+	var changing, unchanged []drift.Change
 	for _, c := range t.Told() {
-		if c.Action != drift.ActionUnchanged || len(c.Fields) > 0 || len(c.Danger) > 0 {
-			shown = append(shown, c)
+		switch {
+		case c.Action != drift.ActionUnchanged:
+			changing = append(changing, c)
+		case len(c.Fields) > 0 || ownDanger(c):
+			unchanged = append(unchanged, c)
 		}
 	}
-	if len(shown) == 0 {
+	if len(changing) == 0 {
 		fmt.Fprintf(&head, "%s: nothing.\n", title)
 		blocks = append(blocks, head.String())
 	} else {
-		fmt.Fprintf(&head, "%s (%s):\n", title, plural(len(shown), "object"))
+		fmt.Fprintf(&head, "%s (%s):\n", title, plural(len(changing), "object"))
 		blocks = append(blocks, head.String())
-		for _, c := range shown {
-			blocks = append(blocks, changeBlock(c))
+		for _, c := range changing {
+			blocks = append(blocks, changeBlock(index, c, dangers))
+		}
+	}
+	if len(unchanged) > 0 {
+		blocks = append(blocks, fmt.Sprintf("Unchanged on the cluster, while Git changes (%s):\n", plural(len(unchanged), "object")))
+		for _, c := range unchanged {
+			blocks = append(blocks, changeBlock(index, c, dangers))
 		}
 	}
 	if len(t.OutOfScope) > 0 {
@@ -314,6 +502,16 @@ func targetBlocks(t drift.Target) []string {
 	return blocks
 }
 
+// ownDanger says whether a change has a danger of the pull request's own.
+func ownDanger(c drift.Change) bool {
+	for _, d := range c.Danger {
+		if !d.Before {
+			return true
+		}
+	}
+	return false
+}
+
 var actionIcon = map[drift.Action]string{
 	drift.ActionCreate: "➕ create", drift.ActionUpdate: "✏️ update", drift.ActionDelete: "🗑️ delete",
 	drift.ActionKeep: "📌 keep (leaves Git, stays in the cluster)", drift.ActionUnchanged: "＝ no change live",
@@ -324,12 +522,12 @@ var kindLabel = map[object.FieldKind]string{
 	object.FieldPR:         "changed by this PR",
 	object.FieldOverwrites: "↩️ overwrites a live change",
 	object.FieldCodifies:   "📝 codifies a live change",
-	object.FieldDrift:      "≠ drift this PR leaves",
+	object.FieldDrift:      "↩️ live change a sync reverts",
 }
 
 // changeBlock renders one object once: what happens to it, its dangers, and
 // each changed field with what it is to the pull request.
-func changeBlock(c drift.Change) string {
+func changeBlock(target int, c drift.Change, dangers dangerList) string {
 	var b strings.Builder
 	summary := fmt.Sprintf("%s %s", actionIcon[c.Action], htmlCode(refString(c)))
 	kinds := map[object.FieldKind]int{}
@@ -345,7 +543,7 @@ func changeBlock(c drift.Change) string {
 	if len(parts) > 0 {
 		summary += ": " + html(strings.Join(parts, ", "))
 	}
-	if len(c.Danger) > 0 {
+	if ownDanger(c) {
 		summary += " ⚠️"
 	}
 	fmt.Fprintf(&b, "<details><summary>%s</summary>\n\n", summary)
@@ -353,27 +551,46 @@ func changeBlock(c drift.Change) string {
 		fmt.Fprintf(&b, "Kept by %s.\n\n", code(c.KeptBy))
 	}
 	for _, d := range c.Danger {
-		fmt.Fprintf(&b, "⚠️ **%s**: %s\n\n", text(string(d.Reason)), text(d.Message))
+		ld := dangers.at[dangerKey(target, c, d.Reason)]
+		switch {
+		case d.Before:
+			fmt.Fprintf(&b, "ℹ️ **%s**: already true before this pull request (see the note above).\n\n", text(string(d.Reason)))
+		case ld.number > 0:
+			fails := ""
+			if ld.failing {
+				fails = ", which fails the check"
+			}
+			fmt.Fprintf(&b, "⚠️ danger %d above: **%s**%s.\n\n", ld.number, text(string(d.Reason)), fails)
+		}
 	}
 	if c.Note != "" {
 		fmt.Fprintf(&b, "Note: %s\n\n", text(c.Note))
 	}
-	if c.Secret && len(c.Fields) > 0 {
-		var keys []string
-		for _, f := range c.Fields {
-			if f.Hidden {
-				keys = append(keys, code(strings.TrimPrefix(strings.TrimPrefix(f.Path, ".data."), ".data")))
-			}
-		}
-		if len(keys) > 0 {
-			fmt.Fprintf(&b, "Secret keys changed: %s (values hidden)\n\n", strings.Join(keys, ", "))
-		}
-	}
+	var fields []object.Field
+	var keys []string
 	for _, f := range c.Fields {
-		b.WriteString(fieldLine(f) + "\n")
+		if c.Secret && f.Hidden {
+			keys = append(keys, secretKeyChange(f))
+			continue
+		}
+		fields = append(fields, f)
 	}
-	if len(c.Fields) > 0 {
+	if len(keys) > 0 {
+		fmt.Fprintf(&b, "Secret keys changed: %s (values hidden)\n\n", strings.Join(keys, ", "))
+	}
+	var blocksAfter []string
+	for _, f := range fields {
+		line, block := fieldLine(f)
+		b.WriteString(line + "\n")
+		if block != "" {
+			blocksAfter = append(blocksAfter, block)
+		}
+	}
+	if len(fields) > 0 {
 		b.WriteString("\n")
+	}
+	for _, blk := range blocksAfter {
+		b.WriteString(blk + "\n")
 	}
 	if c.Manifest != "" {
 		what := "rendered YAML"
@@ -386,29 +603,59 @@ func changeBlock(c drift.Change) string {
 	return b.String()
 }
 
+// secretKeyChange names a Secret's key and what happens to it, never its
+// value: "`token`", "`refresh` (added)", "`old` (removed)".
+func secretKeyChange(f object.Field) string {
+	key := code(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(f.Path, ".data."), ".stringData."), ".data"))
+	before := f.Base
+	if f.Kind == object.FieldDrift {
+		before = f.Live
+	}
+	switch {
+	case before == nil:
+		return key + " (added)"
+	case f.Desired == nil:
+		return key + " (removed)"
+	}
+	return key
+}
+
 // fieldLine tells one field: Git → live for drift, Git before → after for
-// the pull request's own change, with who set the live value and when.
-func fieldLine(f object.Field) string {
-	line := storyLine(f)
+// the pull request's own change, with who set the live value and when. A
+// multi-line string's change comes as a line diff, in a block after the
+// list.
+func fieldLine(f object.Field) (string, string) {
+	line, block := storyLine(f)
 	if f.Autoscaler != "" {
 		line += "; the replicas belong to " + text(f.Autoscaler)
 	}
-	return line
+	return line, block
 }
 
-func storyLine(f object.Field) string {
+func storyLine(f object.Field) (string, string) {
 	v := func(x any) string { return code(valueText(f, x)) }
 	by := ""
 	if w := who(f); w != "" {
 		by = " (" + text(w) + ")"
 	}
+	from, to := f.Base, f.Desired
+	if f.Kind == object.FieldDrift {
+		from, to = f.Live, f.Desired
+	}
+	if d := lineDiff(f, from, to); d != "" {
+		what := fmt.Sprintf("- %s %s: %s, as a diff below", kindLabel[f.Kind], code(f.Path), text(lineCount(from, to)))
+		if f.Kind != object.FieldPR && by != "" {
+			what += "; live value set by" + strings.TrimSuffix(strings.TrimPrefix(by, " ("), ")")
+		}
+		return what, fenced(d, "diff")
+	}
 	switch f.Kind {
 	case object.FieldOverwrites:
-		return fmt.Sprintf("- %s %s: Git %s → %s; live %s%s is replaced", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired), v(f.Live), by)
+		return fmt.Sprintf("- %s %s: Git %s → %s; live %s%s is replaced", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired), v(f.Live), by), ""
 	case object.FieldCodifies:
-		return fmt.Sprintf("- %s %s: Git %s → %s, the live value%s", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired), by)
+		return fmt.Sprintf("- %s %s: Git %s → %s, the live value%s", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired), by), ""
 	case object.FieldDrift:
-		return fmt.Sprintf("- %s %s: Git %s, live %s%s; any sync reverts it", kindLabel[f.Kind], code(f.Path), v(f.Desired), v(f.Live), by)
+		return fmt.Sprintf("- %s %s: a sync after merging sets it from live %s%s back to Git's %s; this pull request does not change it", kindLabel[f.Kind], code(f.Path), v(f.Live), by, v(f.Desired)), ""
 	case object.FieldPR:
 		line := fmt.Sprintf("- %s %s: Git %s → %s", kindLabel[f.Kind], code(f.Path), v(f.Base), v(f.Desired))
 		if !reflect.DeepEqual(f.Live, f.Base) {
@@ -416,9 +663,51 @@ func storyLine(f object.Field) string {
 			// exists live): it is replaced too.
 			line += fmt.Sprintf("; live %s%s", v(f.Live), by)
 		}
-		return line
+		return line, ""
 	}
-	return fmt.Sprintf("- %s: %s → %s%s", code(f.Path), v(f.Live), v(f.Desired), by)
+	return fmt.Sprintf("- %s: %s → %s%s", code(f.Path), v(f.Live), v(f.Desired), by), ""
+}
+
+// diffContext is how many unchanged lines a line diff shows around a change.
+const diffContext = 3
+
+// lineDiff is a unified diff of a field whose value is a multi-line string
+// on either side (a file in a ConfigMap, a script), or "": one changed line
+// of forty reads as one line, not as two escaped strings.
+func lineDiff(f object.Field, from, to any) string {
+	if f.Hidden {
+		return ""
+	}
+	a, aok := from.(string)
+	b, bok := to.(string)
+	if (!aok && from != nil) || (!bok && to != nil) || (!strings.Contains(a, "\n") && !strings.Contains(b, "\n")) {
+		return ""
+	}
+	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: difflib.SplitLines(a), B: difflib.SplitLines(b), Context: diffContext})
+	if err != nil || d == "" {
+		return ""
+	}
+	return d
+}
+
+// lineCount says how many lines a multi-line change touches.
+func lineCount(from, to any) string {
+	a, _ := from.(string)
+	b, _ := to.(string)
+	m := difflib.NewMatcher(difflib.SplitLines(a), difflib.SplitLines(b))
+	removed, added := 0, 0
+	for _, op := range m.GetOpCodes() {
+		switch op.Tag {
+		case 'r':
+			removed += op.I2 - op.I1
+			added += op.J2 - op.J1
+		case 'd':
+			removed += op.I2 - op.I1
+		case 'i':
+			added += op.J2 - op.J1
+		}
+	}
+	return fmt.Sprintf("%s removed, %s added", plural(removed, "line"), plural(added, "line"))
 }
 
 func refString(c drift.Change) string {
@@ -560,6 +849,9 @@ func cutLine(l string, n int) string {
 	}
 	return s
 }
+
+// Plural counts n of a noun in English: "1 overlay", "2 overlays".
+func Plural(n int, noun string) string { return plural(n, noun) }
 
 func plural(n int, noun string) string {
 	if n == 1 {

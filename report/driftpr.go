@@ -46,17 +46,33 @@ func DriftPullRequest(p *prgen.Plan) string {
 	return DriftPlan(p) + "\n" + prgen.FingerprintMarker(p) + "\n"
 }
 
+// audience is who reads a plan, which decides what it says to do.
+type audience int
+
+const (
+	// forPullRequest: the plan is a drift pull request, merged or closed.
+	forPullRequest audience = iota
+	// forIssue: the plan is a report, kept in an issue.
+	forIssue
+	// forCommandLine: the plan is what driftback would propose.
+	forCommandLine
+)
+
 // DriftIssue is the description of a target's drift issue (codify: report):
 // the plan, read as a report, and its fingerprint.
 func DriftIssue(p *prgen.Plan) string {
-	return driftPlan(p, true) + "\n" + prgen.FingerprintMarker(p) + "\n"
+	return driftPlan(p, forIssue) + "\n" + prgen.FingerprintMarker(p) + "\n"
 }
 
 // DriftPlan describes a plan for a person: what changed live, on which
 // object, by whom and when, why when they said, where it is written in Git,
 // the rendered change, what needs a manual edit, and how to accept or reject
 // it.
-func DriftPlan(p *prgen.Plan) string { return driftPlan(p, false) }
+func DriftPlan(p *prgen.Plan) string { return driftPlan(p, forPullRequest) }
+
+// DriftPlanPreview describes a plan as what driftback would propose, for
+// the command line: what it would write where, and how to write it.
+func DriftPlanPreview(p *prgen.Plan) string { return driftPlan(p, forCommandLine) }
 
 // autoscaled lists the replicas an autoscaler owns, which are never codified.
 func autoscaled(b *strings.Builder, p *prgen.Plan) {
@@ -92,7 +108,7 @@ func fights(b *strings.Builder, p *prgen.Plan) {
 		"- **The other writer owns it**: leave it out of what the reconciler applies (remove it from the manifest, or an ignore rule such as Argo CD's `ignoreDifferences` or driftback's `policy.ignore`).\n\n")
 }
 
-func driftPlan(p *prgen.Plan, report bool) string {
+func driftPlan(p *prgen.Plan, to audience) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Drift in %s\n\n", code(p.Overlay))
 	if p.OnlyFights() {
@@ -122,7 +138,7 @@ func driftPlan(p *prgen.Plan, report bool) string {
 	}
 	if len(p.Codified) > 0 {
 		where := "written to"
-		if report {
+		if to != forPullRequest {
 			where = "would be written to"
 		}
 		fmt.Fprintf(&b, "| object | field | Git | live | changed by | %s |\n|---|---|---|---|---|---|\n", where)
@@ -193,7 +209,11 @@ func driftPlan(p *prgen.Plan, report bool) string {
 		b.WriteString("\n")
 	}
 	switch {
-	case report:
+	case to == forCommandLine && len(p.Files) > 0:
+		b.WriteString("driftback would propose these changes to Git as a pull request. `--write` writes them into the working tree instead, to review with `git diff`.\n")
+	case to == forCommandLine:
+		b.WriteString("Nothing here can be written to Git automatically: make the edits above by hand.\n")
+	case to == forIssue:
 		b.WriteString("driftback keeps this issue up to date while the drift lasts and closes it when the cluster matches Git again. Make the change in Git, or revert it in the cluster; close this issue to stop reports of this same drift.\n")
 	case len(p.Files) > 0:
 		b.WriteString("**Merge** to make these changes part of Git. **Close** to leave Git as it is: the reconciler may then revert the cluster, and driftback will not propose this same drift again.\n")

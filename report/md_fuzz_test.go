@@ -208,7 +208,9 @@ func FuzzComment(f *testing.F) {
 		sameShape(t, "comment", strings.Join(Comment(hostileReport("x"), failing("x")), ""), strings.Join(Comment(hostileReport(s), failing(s)), ""))
 		t0 := hostileReport("x").Targets[0]
 		t1 := hostileReport(s).Targets[0]
-		sameShape(t, "check summary", CheckSummary(&t0), CheckSummary(&t1))
+		sameShape(t, "check summary", CheckSummary(&t0, nil), CheckSummary(&t1, nil))
+		sameShape(t, "failing check summary", CheckSummary(&t0, &Failing{Target: "x", Reasons: []string{"x"}, On: []drift.DangerReason{"x"}, AckLabel: "x"}),
+			CheckSummary(&t1, &Failing{Target: s, Reasons: []string{s}, On: []drift.DangerReason{drift.DangerReason(s)}, AckLabel: s}))
 	})
 }
 
@@ -241,7 +243,6 @@ func FuzzCheckText(f *testing.F) {
 		for _, c := range []struct{ what, harmless, hostile string }{
 			{"render problems", RenderProblemsSummary([]string{"x", "x"}), RenderProblemsSummary([]string{s, s})},
 			{"comparison failed", ComparisonFailedSummary(errors.New("x")), ComparisonFailedSummary(errors.New(s))},
-			{"dangerous", DangerousSummary("x", []string{"x"}, "x", ""), DangerousSummary(s, []string{s}, s, "")},
 			{"git only", GitOnlySummary("x", ""), GitOnlySummary(s, "")},
 			{"aggregate", AggregateSummary([]CheckRow{{"x", "x", "x", false}, {"x", "x", "x", true}}, 3), AggregateSummary([]CheckRow{{s, s, s, false}, {s, s, s, true}}, 3)},
 			{"error comment", ErrorComment(errors.New("x"), "x", at), ErrorComment(errors.New(s), s, at)},

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"reflect"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/scope"
 )
 
 // Config is app.yml: the GitHub App manifest and driftback's settings.
@@ -276,7 +278,7 @@ func ParseConfig(b []byte, env func(string) string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, explainYAML(err, b, reflect.TypeFor[Config]())
 	}
 	if env != nil {
 		if err := applyEnv(reflect.ValueOf(&cfg).Elem(), "DRIFTBACK", env); err != nil {
@@ -452,7 +454,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Sprintf("%s.policy.codify: %v", where, err))
 		}
 		for _, k := range t.Scope.ClusterKinds {
-			if _, err := drift.ParseKind(k); err != nil {
+			if _, err := scope.ParseKind(k); err != nil {
 				errs = append(errs, fmt.Sprintf("%s.scope.clusterKinds: %v", where, err))
 			}
 		}
@@ -493,7 +495,11 @@ func (c *Config) LoadSecrets(env func(string) string) (*Secrets, error) {
 		}
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("github.%sFile %s: %v (or set %s)", name, file, err, envName)
 		}
 		s.From[name] = "file " + file
 		return bytes.TrimSpace(b), nil

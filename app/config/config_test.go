@@ -44,8 +44,13 @@ func TestClusterClientLimits(t *testing.T) {
 
 func TestConfigErrorsNameTheLine(t *testing.T) {
 	cases := map[string]struct{ yaml, says string }{
-		"an unknown key":                 {"server:\n  listen: \":1\"\n  wrokers: 3\n", "line 3: field wrokers not found"},
-		"a wrong type":                   {"server:\n  workers: many\n", "line 2: cannot unmarshal"},
+		"an unknown key":                 {"server:\n  listen: \":1\"\n  wrokers: 3\n", "line 3: server.wrokers: unknown key (did you mean workers?)"},
+		"a typo under a cluster":         {"clusters:\n  prod:\n    kubeconfg: /k\n", "line 3: clusters.prod.kubeconfg: unknown key (did you mean kubeconfig?)"},
+		"a key far from any":             {"github:\n  zzzzzzzz: 1\n", "line 2: github.zzzzzzzz: unknown key"},
+		"a wrong type":                   {"server:\n  workers: many\n", `line 2: server.workers: expected a whole number, got "many"`},
+		"a word for the App's ID":        {"github:\n  appID: one-two-three\n", `line 2: github.appID: expected a whole number, got "one-two-three"`},
+		"a duration that is not one":     {"server:\n  driftInterval: often\n", `line 2: server.driftInterval: expected a duration such as 30s or 5m, got "often"`},
+		"a wrong type in a list":         {"targets:\n- repo: a/b\n  path: x\n  policy:\n    failOn: {a: b}\n", "line 5: targets[0].policy.failOn: expected a list, got a mapping"},
 		"an inline secret":               {"github:\n  appID: 1\n  privateKey: |\n    -----BEGIN\n", "line 3: secrets are never written in app.yml"},
 		"an unknown danger":              {"targets:\n- repo: a/b\n  path: x\n  policy:\n    failOn: [oops]\n", `unknown danger "oops"`},
 		"a missing cluster":              {"targets:\n- repo: a/b\n  path: x\n  cluster: nope\n", `"nope" is not one of clusters`},
@@ -58,7 +63,24 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("error %v, want one saying %q", err, tc.says)
 			}
+			if err != nil && (strings.Contains(err.Error(), "not found in type") || strings.Contains(err.Error(), "cannot unmarshal")) {
+				t.Errorf("the error speaks Go: %v", err)
+			}
 		})
+	}
+}
+
+// TestAMissingKeyFileNamesItsKey: a private key file that is not there is
+// named with its key and the variable that can stand in for it.
+func TestAMissingKeyFileNamesItsKey(t *testing.T) {
+	cfg, err := ParseConfig([]byte("github:\n  privateKeyFile: /does/not/exist.pem\n"), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cfg.LoadSecrets(envOf(nil))
+	want := "github.privateKeyFile /does/not/exist.pem: no such file or directory (or set DRIFTBACK_GITHUB_PRIVATE_KEY)"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
 	}
 }
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -60,7 +60,7 @@ func Refine(targets []Target, content []byte) ([]Target, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(content))
 	dec.KnownFields(true)
 	if err := dec.Decode(&rc); err != nil && !errors.Is(err, io.EOF) {
-		return targets, fmt.Errorf("%s: %s", RepoConfigPath, strings.TrimPrefix(err.Error(), "yaml: "))
+		return targets, fmt.Errorf("%s: %w", RepoConfigPath, explainYAML(err, content, reflect.TypeOf(rc)))
 	}
 	out := append([]Target(nil), targets...)
 	for _, rt := range rc.Targets {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/scope"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/render/reconciler"
 	"github.com/driftback/driftback/report"
@@ -265,7 +267,7 @@ type targetWork struct {
 	// defaults is the default branch's render of the target, which bounds
 	// its scope; scope is set when the cluster is read.
 	defaults []*unstructured.Unstructured
-	scope    *drift.Scope
+	scope    *scope.Scope
 }
 
 // renderDefaults renders a target at the tip of the branch it follows, for
@@ -282,8 +284,8 @@ func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *r
 // scopeOf is what a pull request may read from the cluster for a target:
 // what the default branch renders (of it, what the Kustomization's service
 // account may apply), widened by app.yml.
-func scopeOf(ctx context.Context, live object.LiveReader, w *targetWork) (*drift.Scope, error) {
-	scope, err := drift.ScopeOf(ctx, live, w.defaults)
+func scopeOf(ctx context.Context, live object.LiveReader, w *targetWork) (*scope.Scope, error) {
+	scope, err := scope.Of(ctx, live, w.defaults)
 	if err != nil {
 		return nil, err
 	}
@@ -490,7 +492,7 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	default:
 		reader = read.reader
 		if opts.Scope == nil {
-			opts.Scope = &drift.Scope{} // fail closed: read nothing
+			opts.Scope = &scope.Scope{} // fail closed: read nothing
 		}
 		if d := r.Cluster(t.Cluster).DryRun; d != nil {
 			opts.Mode, opts.DryRun = drift.ModeDryRun, d
@@ -522,24 +524,27 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	// Secrets are never shown.
 	build.HideSubstituted(target, w.SecretObjects)
 	build.Redact(target, w.hidden)
-	check.Summary, check.Text = report.CheckSummary(target), ""
+	check.Summary, check.Text = report.CheckSummary(target, nil), ""
 
 	dangers := target.Dangers()
 	var failing []string
+	var failOn []drift.DangerReason
 	for _, reason := range t.Policy.FailOn {
 		if dangers[reason] > 0 {
 			failing = append(failing, fmt.Sprintf("%s (%d)", reason, dangers[reason]))
+			failOn = append(failOn, reason)
 		}
 	}
 	sort.Strings(failing)
+	slices.Sort(failOn)
 	// Dangers are known from Git, so they fail the check whether the cluster
 	// was read or not; a comparison that is not whole is never a success.
 	switch {
 	case len(failing) > 0 && !labels[t.Policy.AckLabel]:
 		check.Conclusion = "failure"
-		check.Failing = &report.Failing{Target: t.Name, Reasons: failing, AckLabel: t.Policy.AckLabel}
+		check.Failing = &report.Failing{Target: t.Name, Reasons: failing, On: failOn, AckLabel: t.Policy.AckLabel}
 		check.Title = report.DangerousTitle(failing)
-		check.Summary = report.DangerousSummary(t.Name, failing, t.Policy.AckLabel, check.Summary)
+		check.Summary = report.CheckSummary(target, check.Failing)
 	case target.LiveError != "":
 		check.Conclusion, check.Title = "neutral", "Git change only: the cluster was not read"
 		check.Summary = report.GitOnlySummary(target.LiveError, check.Summary)

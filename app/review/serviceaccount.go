@@ -13,8 +13,8 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	rbacauthorizer "k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac"
 
-	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/scope"
 )
 
 // applicableBy narrows a scope to what a service account may apply: Flux's
@@ -25,7 +25,7 @@ import (
 // target's to read. The cluster's RBAC is read and evaluated as the
 // apiserver does, without asking the apiserver to decide (which would need
 // a write).
-func applicableBy(ctx context.Context, live object.LiveReader, scope *drift.Scope, namespace, name string, objs []*unstructured.Unstructured) (*drift.Scope, error) {
+func applicableBy(ctx context.Context, live object.LiveReader, within *scope.Scope, namespace, name string, objs []*unstructured.Unstructured) (*scope.Scope, error) {
 	kinds, err := live.Kinds(ctx)
 	if err != nil {
 		return nil, err
@@ -34,7 +34,7 @@ func applicableBy(ctx context.Context, live object.LiveReader, scope *drift.Scop
 	for _, k := range kinds {
 		resources[k.GroupKind()] = k
 	}
-	rules, err := readRBAC(ctx, live, scope)
+	rules, err := readRBAC(ctx, live, within)
 	if err != nil {
 		return nil, err
 	}
@@ -55,13 +55,13 @@ func applicableBy(ctx context.Context, live object.LiveReader, scope *drift.Scop
 		})
 		return err == nil && d == authorizer.DecisionAllow
 	}
-	out := &drift.Scope{Namespaces: map[string]bool{}, ClusterKinds: scope.ClusterKinds, ClusterObjects: map[string]object.Ref{}}
+	out := &scope.Scope{Namespaces: map[string]bool{}, ClusterKinds: within.ClusterKinds, ClusterObjects: map[string]object.Ref{}}
 	denied := map[string]bool{}
 	for _, o := range objs {
 		gk := o.GroupVersionKind().GroupKind()
 		if k, ok := resources[gk]; ok && !k.Namespaced {
 			if ref := object.RefOf(o); may(o, "") {
-				if r, in := scope.ClusterObjects[ref.Key()]; in {
+				if r, in := within.ClusterObjects[ref.Key()]; in {
 					out.ClusterObjects[ref.Key()] = r
 				}
 			}
@@ -75,7 +75,7 @@ func applicableBy(ctx context.Context, live object.LiveReader, scope *drift.Scop
 			denied[ns] = true
 		}
 	}
-	for ns := range scope.Namespaces {
+	for ns := range within.Namespaces {
 		if !denied[ns] {
 			out.Namespaces[ns] = true
 		}
@@ -92,7 +92,7 @@ type rbacRules struct {
 	clusterRoleBindings []*rbacv1.ClusterRoleBinding
 }
 
-func readRBAC(ctx context.Context, live object.LiveReader, scope *drift.Scope) (*rbacRules, error) {
+func readRBAC(ctx context.Context, live object.LiveReader, within *scope.Scope) (*rbacRules, error) {
 	r := &rbacRules{roles: map[string]*rbacv1.Role{}, roleBindings: map[string][]*rbacv1.RoleBinding{}, clusterRoles: map[string]*rbacv1.ClusterRole{}}
 	list := func(kind, ns string, each func(*unstructured.Unstructured) error) error {
 		objs, err := live.List(ctx, schema.GroupKind{Group: rbacv1.GroupName, Kind: kind}, ns, nil)
@@ -123,8 +123,8 @@ func readRBAC(ctx context.Context, live object.LiveReader, scope *drift.Scope) (
 	}); err != nil {
 		return nil, err
 	}
-	for ns := range scope.Namespaces {
-		if ns == drift.AnyNamespace {
+	for ns := range within.Namespaces {
+		if ns == scope.AnyNamespace {
 			ns = ""
 		}
 		if err := list("Role", ns, func(o *unstructured.Unstructured) error {

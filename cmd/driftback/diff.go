@@ -62,10 +62,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	selector := fs.String("prune-selector", "", "prune live objects matching this label selector that the head drops")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitError
+		return parseExit(err)
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "driftback diff: "+format+"\n", a...)
@@ -189,7 +186,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	}
 	switch *format {
 	case "json":
-		b, err := drift.JSON(rep)
+		b, err := report.JSON(rep)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -311,7 +308,7 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 	if err != nil {
 		return nil, err
 	}
-	step("rendered %d overlays at base and head in %s", len(overlays), since(start))
+	step("rendered %s at base and head in %s", report.Plural(len(overlays), "overlay"), since(start))
 	byPath := func(res *render.Result) map[string]*render.Overlay {
 		m := map[string]*render.Overlay{}
 		for _, o := range res.Overlays {
@@ -368,7 +365,7 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 		} else {
 			reader = snap
 			st := snap.Stats()
-			step("read the live objects in %s: %d cluster-wide lists, %d lists by namespace, %d gets", since(start), st.ClusterLists, st.NamespaceLists, st.Gets)
+			step("read the live objects in %s: %s, %s by namespace, %s", since(start), report.Plural(st.ClusterLists, "cluster-wide list"), report.Plural(st.NamespaceLists, "list"), report.Plural(st.Gets, "get"))
 		}
 	}
 	start = time.Now()
@@ -406,11 +403,12 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 		rep.Errors = append(rep.Errors, problems[i]...)
 		rep.Targets = append(rep.Targets, *t)
 	}
+	// The objects the report's table counts: what a sync does to each.
 	objects := 0
-	for _, in := range inputs {
-		objects += max(len(in.Head), len(in.Base))
+	for _, t := range rep.Targets {
+		objects += len(t.Told())
 	}
-	step("compared %d overlays (%d objects) in %s", len(overlays), objects, since(start))
+	step("compared %s (%s) in %s", report.Plural(len(overlays), "overlay"), report.Plural(objects, "object"), since(start))
 	return rep, nil
 }
 

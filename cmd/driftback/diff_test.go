@@ -14,6 +14,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/report"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of driftback's own reports")
@@ -39,7 +40,9 @@ func TestDiffDemo(t *testing.T) {
 					t.Errorf("a Secret value (%s…) appears in the %s output", c, format)
 				}
 			}
-			golden := filepath.Join("testdata", "demo."+map[string]string{"markdown": "md", "json": "json"}[format])
+			// The comment's golden is docs/demo-comment.md, which GitHub
+			// renders as it renders the comment.
+			golden := map[string]string{"markdown": filepath.Join("..", "..", "docs", "demo-comment.md"), "json": filepath.Join("testdata", "demo.json")}[format]
 			if *update {
 				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
 					t.Fatal(err)
@@ -57,26 +60,36 @@ func TestDiffDemo(t *testing.T) {
 
 	out, _, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live")
 	mustSay := []string{
-		// Sections, in order: summary, dangers, then each target's objects.
-		"| `apps/shop/overlays/production` | 1 | 2 | 4 |",
-		"### ⚠️ Dangers (7)",
+		// Sections, in order: verdict, summary, dangers, then each target's objects.
+		"⚠️ **5 dangers to review** (data lost 3, the sync fails 1, privilege 1).",
+		"| `apps/shop/overlays/production` | 1 | 2 | 4 | 4 | **4** | **1** |",
+		"### ⚠️ Dangers this pull request brings (5)",
 		"### `apps/shop/overlays/production`",
 		"<details><summary>✏️ update <code>Deployment/shop-prod/web</code>",
 		"### `apps/shop/overlays/staging`",
-		// Each danger with its blast radius from the live dump.
-		"**crd-removal** `CustomResourceDefinition/widgets.example.com`", "3 custom resources in 2 namespaces",
-		"**namespace-removal** `Namespace/shop-preview`", "3 objects (1 PersistentVolumeClaim holding data, 2 ConfigMap)",
-		"**pvc-removal** `PersistentVolumeClaim/shop-prod/cache`", "pv-cache (5Gi) with reclaim policy Delete",
-		"**immutable-field** `PersistentVolumeClaim/shop-prod/uploads`",
-		"**rbac-escalation** `ClusterRole/shop-debug`",
+		// Each danger with its blast radius from the live dump, most severe
+		// first, and what is lost named: the hand-made ones first.
+		"1. data lost · **crd-removal** `CustomResourceDefinition/widgets.example.com`", "3 custom resources in 2 namespaces",
+		"   - `Widget/shop-staging/red`: not in Git; made by kubectl-create",
+		"   - `Widget/shop-prod/blue`: in Git; made by kustomize-controller",
+		"**namespace-removal** `Namespace/shop-preview`", "3 objects (1 PersistentVolumeClaim, bound to no volume, 2 ConfigMaps)",
+		"   - `ConfigMap/shop-preview/preview-notes`: not in Git; made by kubectl-create",
+		"   - `PersistentVolumeClaim/shop-preview/preview-db`: not in Git; made by kubectl-create",
+		"**pvc-removal** `PersistentVolumeClaim/shop-prod/cache`", "the claim is bound to pv-cache (5Gi, Delete): its data is deleted",
+		"4. the sync fails · **immutable-field** `PersistentVolumeClaim/shop-prod/uploads`",
+		"5. privilege · **rbac-escalation** `ClusterRole/shop-debug`",
+		// Inside an object, its danger is pointed at, not said again.
+		"⚠️ danger 1 above: **crd-removal**.",
 		// Each field tagged with what it is, Git → live, with who and when.
 		"changed by this PR `.spec.template.spec.containers[name=\"web\"].image`: Git `\"ghcr.io/example/shop-web:1.4.0\"` → `\"ghcr.io/example/shop-web:1.5.0\"`",
-		"≠ drift this PR leaves `.spec.replicas`: Git `3`, live `5` (kubectl scale); any sync reverts it",
+		"↩️ live change a sync reverts `.spec.replicas`: a sync after merging sets it from live `5` (kubectl scale) back to Git's `3`; this pull request does not change it",
 		"📝 codifies a live change `.spec.template.spec.containers[name=\"web\"].env[name=\"LOG_LEVEL\"].value`: Git `\"info\"` → `\"debug\"`, the live value (kubectl-edit, 2026-11-29 16:08 UTC)",
 		// A created object shows what it grants.
 		"<details><summary>rendered YAML</summary>\n\n```yaml\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole",
-		// Secrets: keys, never values.
-		"Secret keys changed: `refresh`, `token` (values hidden)",
+		// Secrets: keys and what happened to them, never values, said once.
+		"Secret keys changed: `refresh` (added), `token` (values hidden)",
+		// The object counts add up: 7 + 3 change, 1 stays as it is live.
+		"What a sync does after merging (7 objects):", "What a sync does after merging (3 objects):", "Unchanged on the cluster, while Git changes (1 object):",
 	}
 	last := -1
 	for i, s := range mustSay {
@@ -85,26 +98,35 @@ func TestDiffDemo(t *testing.T) {
 			t.Errorf("the demo comment does not say %q", s)
 			continue
 		}
-		if i < 5 && at < last {
+		if i < 6 && at < last {
 			t.Errorf("section %q is out of order", s)
 		}
-		if i < 5 {
+		if i < 6 {
 			last = at
 		}
 	}
 	// One object, one story: each object and field once per target; fields
 	// the applier owns live carry no owner.
-	for s, want := range map[string]int{"<code>Deployment/shop-prod/web</code>": 1, "<code>Deployment/shop-staging/web</code>": 1, ".spec.replicas": 1, "LOG_LEVEL": 1, "kustomize-controller": 0} {
+	// Each danger sentence is said once, and the Secret's keys once.
+	for s, want := range map[string]int{"<code>Deployment/shop-prod/web</code>": 1, "<code>Deployment/shop-staging/web</code>": 1, ".spec.replicas": 1, "LOG_LEVEL": 1,
+		"every sync resets the autoscaler's choice": 2, "removing the CRD deletes every Widget": 1, "`refresh`": 1,
+		// Fields the applier owns live carry no owner.
+		"(kustomize-controller": 0} {
 		if n := strings.Count(out, s); n != want {
 			t.Errorf("%q appears %d times in the demo comment, want %d", s, n, want)
 		}
 	}
 	// The HPA's replicas (kube-controller-manager through scale) are not
-	// drift; Git pinning them under the HPA is warned about, in each overlay.
+	// drift; Git pinning them under the HPA, as the base did already, is
+	// noted in each overlay, apart and not counted.
+	before := out[strings.Index(out, "Already true before this pull request (2): not counted above"):]
 	for _, s := range []string{"**autoscaled-replicas** `Deployment/shop-prod/api`", "**autoscaled-replicas** `Deployment/shop-staging/api`", "HorizontalPodAutoscaler/api (min 2, max 10 replicas)"} {
-		if !strings.Contains(out, s) {
-			t.Errorf("the demo comment does not warn %q", s)
+		if !strings.Contains(before, s) {
+			t.Errorf("the demo comment's note of what was true before does not say %q", s)
 		}
+	}
+	if strings.Contains(out, "<code>Deployment/shop-prod/api</code>") {
+		t.Errorf("api, whose only danger was true before, is listed among the objects")
 	}
 	if strings.Contains(out, "✏️ update <code>Deployment/shop-prod/api</code>") {
 		t.Errorf("the HPA-owned replicas of api show up as a change")
@@ -185,7 +207,7 @@ func TestDiffAtRefs(t *testing.T) {
 	if code != exitChanges {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	want, err := os.ReadFile(filepath.Join("testdata", "demo.md"))
+	want, err := os.ReadFile(filepath.Join("..", "..", "docs", "demo-comment.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +352,9 @@ func TestDiffDemoWithoutACluster(t *testing.T) {
 		}
 	}
 	want := map[drift.DangerReason]int{drift.DangerCRDRemoval: 1, drift.DangerNamespaceRemoval: 1, drift.DangerPVCRemoval: 1,
-		drift.DangerImmutableField: 1, drift.DangerRBACEscalation: 1, drift.DangerAutoscaledReplicas: 2}
+		drift.DangerImmutableField: 1, drift.DangerRBACEscalation: 1}
+	// The base pins api's replicas under its autoscaler as the head does:
+	// known from Git, and not this pull request's.
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("dangers without a cluster (-want +got):\n%s", diff)
 	}
@@ -451,5 +475,41 @@ func TestDiffComparesAnOverlayThatIsAlsoABase(t *testing.T) {
 	}
 	if strings.Contains(errOut, "compared through") {
 		t.Errorf("stderr names a base that is compared on its own:\n%s", errOut)
+	}
+}
+
+// TestDiffDemoSummaryAddsUp: --format json carries the table's counts and
+// the verdict, so a script need not recount them; each target's objects are
+// its creates, updates, deletes and unchanged, the total their sum, and the
+// progress line on stderr counts the same objects.
+func TestDiffDemoSummaryAddsUp(t *testing.T) {
+	out, errOut, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live", "--format", "json")
+	var rep struct{ Summary *report.Summary }
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	s := rep.Summary
+	if s == nil {
+		t.Fatal("the JSON report has no summary")
+	}
+	want := report.Counts{Objects: 19, Create: 1, Update: 3, Delete: 6, Unchanged: 9, Dangers: 5, DataLoss: 3, SyncFails: 1, Privilege: 1, DangersBefore: 2, LiveChangesReverted: 1}
+	if diff := cmp.Diff(want, s.Total); diff != "" {
+		t.Errorf("the demo's total (-want +got):\n%s", diff)
+	}
+	if s.Verdict != "dangerous" || !s.Complete {
+		t.Errorf("verdict %q, complete %v: want dangerous and complete", s.Verdict, s.Complete)
+	}
+	var sum report.Counts
+	for _, tc := range s.Targets {
+		if tc.Objects != tc.Create+tc.Update+tc.Delete+tc.Unchanged {
+			t.Errorf("%s: %d objects, yet %d+%d+%d+%d", tc.Path, tc.Objects, tc.Create, tc.Update, tc.Delete, tc.Unchanged)
+		}
+		sum.Objects += tc.Objects
+	}
+	if sum.Objects != s.Total.Objects {
+		t.Errorf("the targets hold %d objects, the total says %d", sum.Objects, s.Total.Objects)
+	}
+	if !strings.Contains(errOut, "compared 2 overlays (19 objects)") {
+		t.Errorf("stderr does not count the table's objects:\n%s", errOut)
 	}
 }

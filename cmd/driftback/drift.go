@@ -109,7 +109,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {
-		fmt.Fprint(stdout, report.DriftPlan(plan))
+		fmt.Fprint(stdout, report.DriftPlanPreview(plan))
 	}
 	if *write {
 		for _, f := range plan.Paths() {

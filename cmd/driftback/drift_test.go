@@ -31,6 +31,13 @@ func TestDriftCommand(t *testing.T) {
 	if len(plan.Codified) != 1 || plan.Codified[0].Path != ".spec.replicas" || plan.Codified[0].Manager != "kubectl" {
 		t.Fatalf("codified: %+v", plan.Codified)
 	}
+	// In a terminal it says what it would propose and how to write it, not
+	// how to merge a pull request the command line never opens.
+	preview, _, _ := runCLI(t, args...)
+	if !strings.Contains(preview, "driftback would propose these changes to Git as a pull request. `--write` writes them") ||
+		!strings.Contains(preview, "| would be written to |") || strings.Contains(preview, "**Merge**") {
+		t.Errorf("the command line's plan speaks of a pull request it does not open:\n%s", preview)
+	}
 	if _, _, code := runCLI(t, append(args, "--write")...); code != exitChanges {
 		t.Fatalf("--write: exit %d", code)
 	}

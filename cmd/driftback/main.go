@@ -3,15 +3,18 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/render"
 )
 
@@ -102,10 +105,73 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	out := &watchedWriter{w: stderr}
+	fs.SetOutput(out)
 	fs.Usage = func() {
+		if out.last != "" {
+			// The flag package has just said what is wrong: a hint, not
+			// the whole usage.
+			hint := ""
+			if m := undefinedFlag.FindStringSubmatch(out.last); m != nil {
+				var known []string
+				fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
+				if s := config.DidYouMean(m[1], known); s != "" {
+					hint = "Did you mean --" + s + "? "
+				}
+			}
+			fmt.Fprintf(stderr, "%sRun 'driftback %s -h' for its flags and examples.\n", hint, name)
+			return
+		}
 		fmt.Fprintf(stderr, "Usage: driftback %s\n\nFlags:\n", synopsis)
 		fs.PrintDefaults()
+		if ex := examples[name]; len(ex) > 0 {
+			fmt.Fprintf(stderr, "\nExamples:\n")
+			for _, e := range ex {
+				fmt.Fprintf(stderr, "  %s\n", e)
+			}
+		}
 	}
 	return fs
+}
+
+// undefinedFlag matches the flag package's error for a flag it does not know.
+var undefinedFlag = regexp.MustCompile(`flag provided but not defined: -+(\S+)`)
+
+// watchedWriter remembers the last thing written to it: the flag package
+// writes its error just before it calls Usage.
+type watchedWriter struct {
+	w    io.Writer
+	last string
+}
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	w.last = string(p)
+	return w.w.Write(p)
+}
+
+// parseExit is the exit status after flags failed to parse: 0 when help was
+// asked for (and printed), 2 for a mistake.
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	return exitError
+}
+
+// examples are each command's common uses, shown by -h.
+var examples = map[string][]string{
+	"diff": {
+		"driftback diff --base fixtures/demo/base --head fixtures/demo/pr --live fixtures/demo/live",
+		"driftback diff --repo . --base origin/main --head HEAD --kubeconfig ~/.kube/config",
+		"driftback diff --repo . --base origin/main --head HEAD --path apps/prod --format json",
+	},
+	"drift": {
+		"driftback drift --repo . --path apps/prod --kubeconfig ~/.kube/config",
+		"driftback drift --repo . --path apps/prod --live ./dump --write",
+	},
+	"render":   {"driftback render --repo . apps/prod", "driftback render --repo . --ref origin/main apps/prod"},
+	"serve":    {"driftback serve --config app.yml"},
+	"register": {"driftback register --config app.yml"},
+	"targets":  {"driftback targets --config app.yml"},
+	"version":  {"driftback version"},
 }

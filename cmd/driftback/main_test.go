@@ -169,3 +169,22 @@ func gitCmd(t *testing.T, dir string, args ...string) {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 }
+
+// TestHelpAndFlagMistakes: -h and --help exit 0 for every command and show
+// its examples; a mistyped flag prints the error and a one-line hint that
+// names the flag it meant, not the whole usage.
+func TestHelpAndFlagMistakes(t *testing.T) {
+	for _, c := range commands() {
+		for _, h := range []string{"-h", "--help"} {
+			_, errOut, code := runCLI(t, c.name, h)
+			if code != exitOK || !strings.Contains(errOut, "Usage: driftback "+c.name) || !strings.Contains(errOut, "Examples:\n  driftback "+c.name) {
+				t.Errorf("%s %s: exit %d, want 0 with the usage and examples:\n%s", c.name, h, code, errOut)
+			}
+		}
+	}
+	_, errOut, code := runCLI(t, "diff", "--bsae", "x")
+	want := "flag provided but not defined: -bsae\nDid you mean --base? Run 'driftback diff -h' for its flags and examples.\n"
+	if code != exitError || errOut != want {
+		t.Errorf("a mistyped flag: exit %d, stderr:\n%s\nwant:\n%s", code, errOut, want)
+	}
+}

@@ -17,7 +17,7 @@ var (
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version", "version", stderr)
 	if err := fs.Parse(args); err != nil {
-		return exitError
+		return parseExit(err)
 	}
 	v, c, dirty := version, commit, false
 	if info, ok := debug.ReadBuildInfo(); ok {

@@ -1,4 +1,4 @@
-package drift
+package scope
 
 import (
 	"context"
@@ -36,7 +36,7 @@ type scopedReader struct {
 	kindsErr   error
 }
 
-func newScopedReader(live object.LiveReader, scope *Scope) object.LiveReader {
+func NewReader(live object.LiveReader, scope *Scope) object.LiveReader {
 	if scope == nil || live == nil {
 		return live
 	}
@@ -81,11 +81,11 @@ func (r *scopedReader) List(ctx context.Context, gk schema.GroupKind, namespace 
 	}
 	switch {
 	case namespaced && namespace != "":
-		if !r.scope.coversNamespace(namespace) {
+		if !r.scope.CoversNamespace(namespace) {
 			return nil, fmt.Errorf("%s in namespace %s: %w", gk, namespace, ErrOutOfScope)
 		}
 		return r.live.List(ctx, gk, namespace, sel)
-	case namespaced && r.scope.allNamespaces():
+	case namespaced && r.scope.AllNamespaces():
 		return r.live.List(ctx, gk, "", sel)
 	case namespaced:
 		var out []*unstructured.Unstructured
@@ -97,7 +97,7 @@ func (r *scopedReader) List(ctx context.Context, gk schema.GroupKind, namespace 
 			out = append(out, objs...)
 		}
 		return out, nil
-	case r.scope.wholeKind(gk):
+	case r.scope.WholeKind(gk):
 		return r.live.List(ctx, gk, "", sel)
 	}
 	// A cluster-scoped kind the scope holds some objects of: those, by name.
@@ -123,3 +123,7 @@ func (r *scopedReader) List(ctx context.Context, gk schema.GroupKind, namespace 
 	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
 	return out, nil
 }
+
+// Unknown says why a count or a list is not given: reading it
+// means reading outside the target's scope.
+const Unknown = "outside this target's scope"

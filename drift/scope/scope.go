@@ -1,4 +1,8 @@
-package drift
+// Package scope bounds what a comparison reads from the cluster: a target's
+// namespaces, its cluster-scoped kinds and objects, and a reader that refuses
+// what lies outside them (a tenant's pull request reads its own namespaces,
+// not the cluster).
+package scope
 
 import (
 	"context"
@@ -34,11 +38,11 @@ var (
 	AnyNamespace = "*"
 )
 
-// ScopeOf is the scope of a render: the namespaces of its namespaced objects
+// Of is the scope of a render: the namespaces of its namespaced objects
 // (objects without one land in "default") and its cluster-scoped objects.
 // Which kinds are namespaced comes from live (nil: the render's CRDs and the
 // built-in list).
-func ScopeOf(ctx context.Context, live object.LiveReader, objs []*unstructured.Unstructured) (*Scope, error) {
+func Of(ctx context.Context, live object.LiveReader, objs []*unstructured.Unstructured) (*Scope, error) {
 	objs, err := object.Typed(objs)
 	if err != nil {
 		return nil, err
@@ -99,34 +103,34 @@ func ParseKind(s string) (schema.GroupKind, error) {
 }
 
 // covers says whether an object of a kind (namespaced or not) in a namespace
-// is within the scope.
+// is Within the scope.
 func (r *Scope) covers(gk schema.GroupKind, namespaced bool, namespace, name string) bool {
 	if r == nil {
 		return true
 	}
 	if !namespaced {
 		_, named := r.ClusterObjects[clusterKey(gk, name)]
-		return r.wholeKind(gk) || named
+		return r.WholeKind(gk) || named
 	}
 	return r.Namespaces[AnyNamespace] || r.Namespaces[namespace]
 }
 
-// wholeKind says every object of a cluster-scoped kind is within the scope.
-func (r *Scope) wholeKind(gk schema.GroupKind) bool {
+// WholeKind says every object of a cluster-scoped kind is Within the scope.
+func (r *Scope) WholeKind(gk schema.GroupKind) bool {
 	return r == nil || r.ClusterKinds[AnyKind] || r.ClusterKinds[gk]
 }
 
-// allNamespaces says every namespace is within the scope.
-func (r *Scope) allNamespaces() bool { return r == nil || r.Namespaces[AnyNamespace] }
+// AllNamespaces says every namespace is Within the scope.
+func (r *Scope) AllNamespaces() bool { return r == nil || r.Namespaces[AnyNamespace] }
 
-// coversNamespace says a namespace's objects are within the scope.
-func (r *Scope) coversNamespace(ns string) bool { return r.allNamespaces() || r.Namespaces[ns] }
+// CoversNamespace says a namespace's objects are Within the scope.
+func (r *Scope) CoversNamespace(ns string) bool { return r.AllNamespaces() || r.Namespaces[ns] }
 
 func clusterKey(gk schema.GroupKind, name string) string {
 	return object.Ref{Group: gk.Group, Kind: gk.Kind, Name: name}.Key()
 }
 
-// Split divides a render into the objects within the scope and those outside,
+// Split divides a render into the objects Within the scope and those outside,
 // with namespaces defaulted as the apiserver would.
 func (r *Scope) Split(ctx context.Context, live object.LiveReader, objs []*unstructured.Unstructured) (in, out []*unstructured.Unstructured, err error) {
 	if r == nil {
@@ -137,7 +141,7 @@ func (r *Scope) Split(ctx context.Context, live object.LiveReader, objs []*unstr
 		return nil, nil, err
 	}
 	for _, o := range objs {
-		if r.within(o, namespaced) {
+		if r.Within(o, namespaced) {
 			in = append(in, o)
 		} else {
 			out = append(out, o)
@@ -146,7 +150,7 @@ func (r *Scope) Split(ctx context.Context, live object.LiveReader, objs []*unstr
 	return in, out, nil
 }
 
-func (r *Scope) within(o *unstructured.Unstructured, namespaced map[schema.GroupKind]bool) bool {
+func (r *Scope) Within(o *unstructured.Unstructured, namespaced map[schema.GroupKind]bool) bool {
 	gk := o.GroupVersionKind().GroupKind()
 	ns, known := namespaced[gk]
 	n := o.GetNamespace()
