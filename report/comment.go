@@ -261,6 +261,14 @@ var severityName = map[drift.Severity]string{
 	drift.SeverityAdvisory:  "advisory",
 }
 
+// severityCount says, after a count, what the dangers of a severity do.
+var severityCount = map[drift.Severity]string{
+	drift.SeverityDataLoss:  "losing data",
+	drift.SeveritySyncFails: "failing the sync",
+	drift.SeverityPrivilege: "granting privilege",
+	drift.SeverityAdvisory:  "advisory",
+}
+
 // Verdict is the first line of the comment, of a check's summary and of the
 // command line's report: whether checks fail and on what, how to accept
 // that, or that nothing here is dangerous.
@@ -301,10 +309,10 @@ func Verdict(r *drift.Report, opts CommentOptions) string {
 	var parts []string
 	for s := drift.SeverityDataLoss; s <= drift.SeverityAdvisory; s++ {
 		if n := bySeverity[s]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", severityName[s], n))
+			parts = append(parts, fmt.Sprintf("%d %s", n, severityCount[s]))
 		}
 	}
-	v := fmt.Sprintf("⚠️ **%s to review** (%s)", plural(len(dangers.own), "danger"), strings.Join(parts, ", "))
+	v := fmt.Sprintf("⚠️ **%s to review**: %s", plural(len(dangers.own), "danger"), strings.Join(parts, ", "))
 	if opts.Checked {
 		v += "; none fails a check."
 	} else {

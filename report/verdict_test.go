@@ -77,7 +77,7 @@ func TestTheVerdictLeadsAndMarksWhatFails(t *testing.T) {
 	}
 	// Without a failing check, the dangers are to review, by severity.
 	out = strings.Join(Comment(rep, CommentOptions{Checked: true}), "")
-	if !strings.Contains(out, "⚠️ **2 dangers to review** (data lost 1, privilege 1); none fails a check.") {
+	if !strings.Contains(out, "⚠️ **2 dangers to review**: 1 losing data, 1 granting privilege; none fails a check.") {
 		t.Errorf("the verdict without a failing check:\n%s", out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
@@ -41,7 +42,7 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func runDiff(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("diff", "diff (--repo DIR --base REF --head REF | --base DIR --head DIR) [--path OVERLAY]... (--kubeconfig FILE [--context NAME] | --live DIR) [--format markdown|json] [--mode read-only|dry-run]", stderr)
+	fs := newFlagSet("diff", "diff (--repo DIR --base REF --head REF | --base DIR --head DIR) [--path OVERLAY]... (--kubeconfig FILE [--context NAME] | --live DIR) [--format text|markdown|json] [--mode read-only|dry-run]", stderr)
 	repo := fs.String("repo", "", "repository `DIR`; --base and --head are then refs in it")
 	base := fs.String("base", "", "the base: a ref with --repo, else a directory")
 	head := fs.String("head", "", "the head: a ref with --repo, else a directory")
@@ -51,7 +52,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	kubeContext := fs.String("context", "", "the kubeconfig context (default: its current context)")
 	limits := clientLimitFlags(fs)
 	live := fs.String("live", "", "read the live state from this `DIR` of object dumps (kubectl get -o yaml) instead of a cluster")
-	format := fs.String("format", "markdown", "output: markdown (the pull-request comment) or json")
+	format := fs.String("format", "", "output: text (plain, with colour in a terminal), markdown (the pull-request comment) or json; default: text when stdout is a terminal, else markdown")
 	mode := fs.String("mode", string(drift.ModeReadOnly), "read-only predicts server-side apply locally (needs get/list); dry-run asks the server (needs patch: write access)")
 	manager := fs.String("field-manager", "", "the GitOps applier's field manager (default: detected from live objects, else kustomize-controller)")
 	fs.Var(&ignoreManagers, "ignore-manager", "also ignore fields owned live by this field manager (repeatable; a trailing * matches a prefix)")
@@ -77,8 +78,8 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	if *live != "" && *kubeconfig != "" {
 		return fail("give --live or --kubeconfig, not both")
 	}
-	if *format != "markdown" && *format != "json" {
-		return fail("--format must be markdown or json, not %q", *format)
+	if *format = outputFormat(*format, stdout); *format == "" {
+		return fail("--format must be text, markdown or json")
 	}
 	opts := drift.DefaultOptions()
 	opts.Mode = drift.Mode(*mode)
@@ -191,6 +192,8 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
+	case "text":
+		fmt.Fprint(stdout, report.Terminal(strings.Join(report.Comment(rep, report.CommentOptions{Limit: math.MaxInt}), "\n"), colour(stdout)))
 	default:
 		parts := report.Comment(rep, report.CommentOptions{})
 		fmt.Fprint(stdout, strings.Join(parts, "\n"))

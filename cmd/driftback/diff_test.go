@@ -61,7 +61,7 @@ func TestDiffDemo(t *testing.T) {
 	out, _, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live")
 	mustSay := []string{
 		// Sections, in order: verdict, summary, dangers, then each target's objects.
-		"⚠️ **5 dangers to review** (data lost 3, the sync fails 1, privilege 1).",
+		"⚠️ **5 dangers to review**: 3 losing data, 1 failing the sync, 1 granting privilege.",
 		"| `apps/shop/overlays/production` | 1 | 2 | 4 | 4 | **4** | **1** |",
 		"### ⚠️ Dangers this pull request brings (5)",
 		"### `apps/shop/overlays/production`",
@@ -511,5 +511,27 @@ func TestDiffDemoSummaryAddsUp(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "compared 2 overlays (19 objects)") {
 		t.Errorf("stderr does not count the table's objects:\n%s", errOut)
+	}
+}
+
+// TestDiffDemoAsText: --format text (the default in a terminal) is the
+// comment as plain text: verdict first, no HTML and no hidden marker; a
+// pipe still gets the comment's Markdown.
+func TestDiffDemoAsText(t *testing.T) {
+	out, errOut, code := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live", "--format", "text")
+	if code != exitChanges {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if want := "driftback: what merging this pull request does to the cluster\n\n⚠️ 5 dangers to review: 3 losing data, 1 failing the sync, 1 granting privilege.\n"; !strings.HasPrefix(out, want) {
+		t.Errorf("the text does not lead with the verdict:\n%s", out)
+	}
+	for _, not := range []string{"<details>", "<!--", "**", "<code>"} {
+		if strings.Contains(out, not) {
+			t.Errorf("the text holds %q", not)
+		}
+	}
+	piped, _, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live")
+	if !strings.Contains(piped, "<details>") {
+		t.Errorf("without --format, a pipe does not get the comment's Markdown")
 	}
 }

@@ -21,7 +21,7 @@ import (
 )
 
 func runDrift(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("drift", "drift --repo DIR [--ref REF] --path OVERLAY (--kubeconfig FILE [--context NAME] | --live DIR) [--format markdown|json] [--write]", stderr)
+	fs := newFlagSet("drift", "drift --repo DIR [--ref REF] --path OVERLAY (--kubeconfig FILE [--context NAME] | --live DIR) [--format text|markdown|json] [--write]", stderr)
 	repo := fs.String("repo", ".", "repository `DIR` (its root)")
 	ref := fs.String("ref", "", "compare this branch, tag or SHA (default: the working tree)")
 	overlay := fs.String("path", "", "the overlay to check")
@@ -29,7 +29,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 	kubeContext := fs.String("context", "", "the kubeconfig context")
 	limits := clientLimitFlags(fs)
 	live := fs.String("live", "", "read the live state from this `DIR` of object dumps")
-	format := fs.String("format", "markdown", "output: markdown or json")
+	format := fs.String("format", "", "output: text (plain, with colour in a terminal), markdown or json; default: text when stdout is a terminal, else markdown")
 	write := fs.Bool("write", false, "apply the codified edits to the working tree")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -49,8 +49,8 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	case (*live == "") == (*kubeconfig == ""):
 		return fail("give one of --kubeconfig and --live")
-	case *format != "markdown" && *format != "json":
-		return fail("--format must be markdown or json")
+	case outputFormat(*format, stdout) == "":
+		return fail("--format must be text, markdown or json")
 	case *write && *ref != "":
 		return fail("--write edits the working tree; it cannot be combined with --ref")
 	}
@@ -99,6 +99,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	*format = outputFormat(*format, stdout)
 	if *format == "json" {
 		b, err := json.MarshalIndent(struct {
 			*prgen.Plan
@@ -108,6 +109,8 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
+	} else if *format == "text" {
+		fmt.Fprint(stdout, report.Terminal(report.DriftPlanPreview(plan), colour(stdout)))
 	} else {
 		fmt.Fprint(stdout, report.DriftPlanPreview(plan))
 	}

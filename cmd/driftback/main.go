@@ -149,6 +149,37 @@ func (w *watchedWriter) Write(p []byte) (int, error) {
 	return w.w.Write(p)
 }
 
+// outputFormat checks a --format: text, markdown or json; unset is text
+// for a terminal and markdown for a pipe or a file. "" means not one.
+func outputFormat(f string, stdout io.Writer) string {
+	switch f {
+	case "text", "markdown", "json":
+		return f
+	case "":
+		if isTerminal(stdout) {
+			return "text"
+		}
+		return "markdown"
+	}
+	return ""
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// colour reports whether text for w may carry colour: a terminal, unless
+// NO_COLOR is set (no-color.org) or the terminal is "dumb".
+func colour(w io.Writer) bool {
+	return isTerminal(w) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+}
+
 // parseExit is the exit status after flags failed to parse: 0 when help was
 // asked for (and printed), 2 for a mistake.
 func parseExit(err error) int {
