@@ -71,10 +71,10 @@ func markdownBlocks(r *drift.Report, opts CommentOptions) []string {
 	var blocks []string
 	var b strings.Builder
 	b.WriteString("## driftback: what merging this pull request does to the cluster\n\n")
-	b.WriteString(Verdict(r, opts) + "\n\n")
+	dangers := listDangers(r, opts.Failing)
+	b.WriteString(verdict(r, opts, dangers) + "\n\n")
 	b.WriteString(summaryTable(r))
 	blocks = append(blocks, b.String())
-	dangers := listDangers(r, opts.Failing)
 
 	if len(r.Errors) > 0 {
 		var e strings.Builder
@@ -269,11 +269,10 @@ var severityCount = map[drift.Severity]string{
 	drift.SeverityAdvisory:  "advisory",
 }
 
-// Verdict is the first line of the comment, of a check's summary and of the
+// verdict is the first line of the comment, of a check's summary and of the
 // command line's report: whether checks fail and on what, how to accept
 // that, or that nothing here is dangerous.
-func Verdict(r *drift.Report, opts CommentOptions) string {
-	dangers := listDangers(r, opts.Failing)
+func verdict(r *drift.Report, opts CommentOptions, dangers dangerList) string {
 	incomplete := ""
 	for _, t := range r.Targets {
 		if t.NotCompared != "" || len(t.Errors) > 0 {
