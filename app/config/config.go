@@ -287,7 +287,7 @@ func ParseConfig(b []byte, env func(string) string) (*Config, error) {
 	}
 	cfg.defaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, withLines(err, b)
 	}
 	return &cfg, nil
 }

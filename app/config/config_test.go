@@ -52,9 +52,10 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 		"a duration that is not one":     {"server:\n  driftInterval: often\n", `line 2: server.driftInterval: expected a duration such as 30s or 5m, got "often"`},
 		"a wrong type in a list":         {"targets:\n- repo: a/b\n  path: x\n  policy:\n    failOn: {a: b}\n", "line 5: targets[0].policy.failOn: expected a list, got a mapping"},
 		"an inline secret":               {"github:\n  appID: 1\n  privateKey: |\n    -----BEGIN\n", "line 3: secrets are never written in app.yml"},
-		"an unknown danger":              {"targets:\n- repo: a/b\n  path: x\n  policy:\n    failOn: [oops]\n", `unknown danger "oops"`},
+		"an unknown danger":              {"targets:\n- repo: a/b\n  path: x\n  policy:\n    failOn: [oops]\n", `line 5: targets[0].policy.failOn: unknown danger "oops"`},
+		"a bad mode":                     {"clusters:\n  prod:\n    kubeconfig: /k\n    mode: write\n", `line 4: clusters.prod.mode: "write" is neither read-only nor dry-run`},
 		"a missing cluster":              {"targets:\n- repo: a/b\n  path: x\n  cluster: nope\n", `"nope" is not one of clusters`},
-		"a scope kind written as a path": {"targets:\n- repo: a/b\n  path: x\n  scope:\n    clusterKinds: [rbac.authorization.k8s.io/ClusterRole]\n", `targets[0].scope.clusterKinds: "rbac.authorization.k8s.io/ClusterRole" is not a kind`},
+		"a scope kind written as a path": {"targets:\n- repo: a/b\n  path: x\n  scope:\n    clusterKinds: [rbac.authorization.k8s.io/ClusterRole]\n", `line 5: targets[0].scope.clusterKinds: "rbac.authorization.k8s.io/ClusterRole" is not a kind`},
 		"a bad repo":                     {"targets:\n- repo: ab\n  path: x\n", `"ab" is not owner/name`},
 	}
 	for name, tc := range cases {

@@ -254,3 +254,72 @@ func expected(t reflect.Type, goType string) string {
 	}
 	return goType
 }
+
+// keyPath matches the key path a validation message starts with:
+// targets[0].policy.failOn, clusters.prod.discover.destinations["x"].
+var keyPath = regexp.MustCompile(`^([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+|\[[0-9]+\]|\["[^"]*"\])*): `)
+
+// withLines puts, before each validation message of err ("; " between
+// them), the line of app.yml its key path is on, where the file holds it
+// (a value from the environment has no line).
+func withLines(err error, b []byte) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(b, &doc) != nil {
+		return err
+	}
+	msgs := strings.Split(err.Error(), "; ")
+	for i, m := range msgs {
+		if k := keyPath.FindStringSubmatch(m); k != nil {
+			if line := lineOf(&doc, k[1]); line > 0 {
+				msgs[i] = fmt.Sprintf("line %d: %s", line, m)
+			}
+		}
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// pathSegment matches one step of a key path: a key, an index, a quoted key.
+var pathSegment = regexp.MustCompile(`[A-Za-z0-9_-]+|\[[0-9]+\]|\["[^"]*"\]`)
+
+// lineOf is the line of the deepest node of a key path the document holds.
+func lineOf(doc *yaml.Node, path string) int {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, seg := range pathSegment.FindAllString(path, -1) {
+		var next *yaml.Node
+		switch {
+		case strings.HasPrefix(seg, "[\""):
+			next = child(n, strings.TrimSuffix(strings.TrimPrefix(seg, "[\""), "\"]"), &line)
+		case strings.HasPrefix(seg, "["):
+			i, _ := strconv.Atoi(strings.Trim(seg, "[]"))
+			if n.Kind == yaml.SequenceNode && i < len(n.Content) {
+				next = n.Content[i]
+				line = next.Line
+			}
+		default:
+			next = child(n, seg, &line)
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return line
+}
+
+// child is a mapping's value under key, setting line to the key's line.
+func child(n *yaml.Node, key string, line *int) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			*line = n.Content[i].Line
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
