@@ -299,7 +299,11 @@ func verdict(r *drift.Report, opts CommentOptions, dangers dangerList) string {
 			strings.Join(on, "; "), strings.Join(ls, " or "), incomplete)
 	}
 	if len(dangers.own) == 0 {
-		return "✅ **Nothing here is dangerous**: no data is lost, no sync fails, no privilege is granted." + incomplete
+		if incomplete != "" {
+			// What was not compared may hold a danger: no all-clear.
+			return "⚠️ **Not everything was compared** (see ❌ below); nothing in what was is dangerous."
+		}
+		return "✅ **Nothing here is dangerous**: no data is lost, no sync fails, no privilege is granted."
 	}
 	bySeverity := map[drift.Severity]int{}
 	for _, d := range dangers.own {

@@ -108,3 +108,15 @@ func TestAMultiLineValueIsALineDiff(t *testing.T) {
 		t.Errorf("the comment shows an escaped string:\n%s", out)
 	}
 }
+
+// TestNoAllClearWhenSomethingWasNotCompared: a target that could not be
+// compared may hold the danger; the verdict says so instead of "nothing
+// here is dangerous".
+func TestNoAllClearWhenSomethingWasNotCompared(t *testing.T) {
+	rep := imageBump()
+	rep.Targets = append(rep.Targets, drift.Target{Path: "overlays/broken", NotCompared: "it does not render"})
+	out := strings.Join(Comment(rep, CommentOptions{}), "")
+	if !strings.Contains(out, "⚠️ **Not everything was compared** (see ❌ below); nothing in what was is dangerous.") || strings.Contains(out, "✅") {
+		t.Errorf("the verdict with a target not compared:\n%s", out)
+	}
+}
