@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -184,7 +187,12 @@ func TestImmutableAndRBACDangers(t *testing.T) {
 	c := newCluster(t)
 	ns := c.env.Namespace
 	dep := obj(t, inNS(webDeployment, ns))
-	svc := obj(t, "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: "+ns+"\nspec:\n  clusterIP: 10.0.0.77\n  selector: {app: web}\n  ports: [{port: 80}]\n")
+	// The service's address is the one the apiserver allocates (a fixed one
+	// may be taken by another test's service), then written as Git has it.
+	svc := obj(t, "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: "+ns+"\nspec:\n  selector: {app: web}\n  ports: [{port: 80}]\n")
+	c.apply(svc, "kustomize-controller")
+	ip, otherIP := allocatedIP(t, c, svc)
+	_ = unstructured.SetNestedField(svc.Object, ip, "spec", "clusterIP")
 	oldRole := obj(t, "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: old-admin\n  namespace: "+ns+"\nrules:\n- apiGroups: [\"\"]\n  resources: [\"*\"]\n  verbs: [\"*\"]\n")
 	for _, o := range []*unstructured.Unstructured{dep, svc, oldRole} {
 		c.apply(o, "kustomize-controller")
@@ -193,7 +201,7 @@ func TestImmutableAndRBACDangers(t *testing.T) {
 	_ = unstructured.SetNestedStringMap(headDep.Object, map[string]string{"app": "web", "tier": "front"}, "spec", "selector", "matchLabels")
 	_ = unstructured.SetNestedStringMap(headDep.Object, map[string]string{"app": "web", "tier": "front"}, "spec", "template", "metadata", "labels")
 	headSvc := svc.DeepCopy()
-	_ = unstructured.SetNestedField(headSvc.Object, "10.0.0.78", "spec", "clusterIP")
+	_ = unstructured.SetNestedField(headSvc.Object, otherIP, "spec", "clusterIP")
 	newRole := obj(t, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: "+ns+"-debug\nrules:\n- apiGroups: [apps]\n  resources: [deployments]\n  verbs: [\"*\"]\n")
 	binding := obj(t, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: "+ns+"-admins\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects:\n- {kind: Group, name: oncall, apiGroup: rbac.authorization.k8s.io}\n")
 
@@ -223,6 +231,31 @@ func TestImmutableAndRBACDangers(t *testing.T) {
 	if n := again.Dangers()[drift.DangerImmutableField]; n != 0 {
 		t.Errorf("%d immutable-field dangers counted for a change that does not touch them, want 0", n)
 	}
+}
+
+// allocatedIP reads the cluster IP the apiserver gave a service, and
+// returns another address of its range, which the service does not have.
+func allocatedIP(t *testing.T, c *cluster, svc *unstructured.Unstructured) (string, string) {
+	t.Helper()
+	res, err := c.res(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := res.Get(context.Background(), svc.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, _, _ := unstructured.NestedString(live.Object, "spec", "clusterIP")
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		t.Fatalf("the service's cluster IP %q: %v", ip, err)
+	}
+	b := addr.As4()
+	b[3] = b[3]%250 + 1
+	if netip.AddrFrom4(b) == addr {
+		b[3]++
+	}
+	return ip, netip.AddrFrom4(b).String()
 }
 
 // TestPruneOfTrackedObjects proves objects the reconciler tracks live (Flux
