@@ -3,8 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,25 +151,30 @@ func typeAt(t reflect.Type, path []string) reflect.Type {
 	return t
 }
 
-// fieldByKey finds a struct's field by its YAML key, inlined structs too.
-func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
+// yamlFields lists a struct's fields by their YAML key, inlined structs'
+// fields among them.
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if strings.Contains(opts, "inline") {
-			if g, ok := fieldByKey(f.Type, key); ok {
-				return g, true
-			}
-			continue
-		}
-		if name == key {
-			return f, true
+		switch {
+		case strings.Contains(opts, "inline"):
+			maps.Copy(out, yamlFields(f.Type))
+		case name != "" && name != "-":
+			out[name] = f
 		}
 	}
-	return reflect.StructField{}, false
+	return out
 }
 
-// keysAt lists the YAML keys of the struct at a path.
+// fieldByKey finds a struct's field by its YAML key.
+func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
+	f, ok := yamlFields(t)[key]
+	return f, ok
+}
+
+// keysAt lists the YAML keys of the struct at a path, sorted.
 func keysAt(root reflect.Type, path []string) []string {
 	t := typeAt(root, path)
 	for t != nil && t.Kind() == reflect.Pointer {
@@ -176,22 +183,7 @@ func keysAt(root reflect.Type, path []string) []string {
 	if t == nil || t.Kind() != reflect.Struct {
 		return nil
 	}
-	var keys []string
-	var collect func(t reflect.Type)
-	collect = func(t reflect.Type) {
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			switch {
-			case strings.Contains(opts, "inline"):
-				collect(f.Type)
-			case name != "" && name != "-":
-				keys = append(keys, name)
-			}
-		}
-	}
-	collect(t)
-	return keys
+	return slices.Sorted(maps.Keys(yamlFields(t)))
 }
 
 // DidYouMean returns the known name (a key, a flag) a typo most likely
