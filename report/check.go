@@ -72,6 +72,12 @@ func IncompleteTitle(problems int) string {
 	return fmt.Sprintf("Incomplete: %s, see the summary", plural(problems, "comparison problem"))
 }
 
+// NotComparedTitle is the title of a check whose target was not compared
+// at all, and why ("it does not render").
+func NotComparedTitle(why string) string {
+	return plain("Not compared: " + why)
+}
+
 // OutOfScopeTitle is the title of a check some of whose objects were
 // compared in Git only, being outside the target's scope.
 func OutOfScopeTitle(n int) string {

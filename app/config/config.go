@@ -14,10 +14,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -380,6 +382,13 @@ var knownDangers = map[drift.DangerReason]bool{
 	drift.DangerPVRemoval: true, drift.DangerStatefulSetPVC: true, drift.DangerImmutableField: true,
 	drift.DangerRBACEscalation: true, drift.DangerAutoscaledReplicas: true,
 	drift.DangerRestoreNotRollback: true, drift.DangerRollbackAcrossJob: true,
+}
+
+// KnownDangers are the danger reasons a policy may fail on, sorted.
+func KnownDangers() []drift.DangerReason {
+	out := slices.Collect(maps.Keys(knownDangers))
+	slices.Sort(out)
+	return out
 }
 
 func (c *Config) validate() error {

@@ -50,7 +50,7 @@ func (p *DriftPublisher) branch() string { return config.DriftBranchPrefix + p.T
 
 // botIdentity is who driftback's commits are by.
 func (p *DriftPublisher) botIdentity(ctx context.Context) (object.Signature, error) {
-	bot, err := p.Installation.clients.BotLogin(ctx)
+	bot, err := p.Installation.botLogin(ctx)
 	if err != nil {
 		return object.Signature{}, err
 	}
@@ -202,7 +202,7 @@ func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) erro
 // commentOnce comments on an issue or pull request unless a comment of
 // driftback's already carries the marker.
 func (p *DriftPublisher) commentOnce(ctx context.Context, number int, mark, body string) error {
-	bot, err := p.Installation.clients.BotLogin(ctx)
+	bot, err := p.Installation.botLogin(ctx)
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func (p *DriftPublisher) reportMarker() string {
 
 // PublishIssue keeps one issue per target that describes its drift.
 func (p *DriftPublisher) PublishIssue(ctx context.Context, plan *prgen.Plan) error {
-	bot, err := p.Installation.clients.BotLogin(ctx)
+	bot, err := p.Installation.botLogin(ctx)
 	if err != nil {
 		return err
 	}

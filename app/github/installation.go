@@ -17,9 +17,30 @@ import (
 // what the pull-request flow and the drift loop read from GitHub and write
 // to it. Its methods speak driftback's types, not the API's.
 type Installation struct {
-	clients *Clients
+	clients *Clients // nil for access with a token (WithToken)
 	id      int64
 	gh      *github.Client
+	// token, login and app are a token's access: its token, the login its
+	// comments carry and the App its check runs belong to.
+	token string
+	login string
+	app   string
+}
+
+// botLogin is the login driftback's comments carry.
+func (i *Installation) botLogin(ctx context.Context) (string, error) {
+	if i.clients == nil {
+		return i.login, nil
+	}
+	return i.botLogin(ctx)
+}
+
+// checkRunsOf says which check runs are driftback's own: the App's.
+func (i *Installation) checkRunsOf() checkApp {
+	if i.clients == nil {
+		return checkApp{slug: i.app}
+	}
+	return checkApp{id: i.clients.appID}
 }
 
 // Installation returns the access of installation id.
@@ -47,6 +68,9 @@ func (i *Installation) ID() int64 { return i.id }
 
 // Token returns an installation token for git over HTTPS.
 func (i *Installation) Token(ctx context.Context) (string, error) {
+	if i.clients == nil {
+		return i.token, nil
+	}
 	return i.clients.Token(ctx, i.id)
 }
 
@@ -198,7 +222,7 @@ func (i *Installation) Comment(ctx context.Context, owner, name string, number i
 
 // Commented says whether driftback's comment is on a pull request.
 func (i *Installation) Commented(ctx context.Context, owner, name string, number int) (bool, error) {
-	bot, err := i.clients.BotLogin(ctx)
+	bot, err := i.botLogin(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -209,7 +233,7 @@ func (i *Installation) Commented(ctx context.Context, owner, name string, number
 // PublishComment makes a pull request's driftback comment equal parts (see
 // publishComment).
 func (i *Installation) PublishComment(ctx context.Context, owner, name string, number int, parts []string) error {
-	bot, err := i.clients.BotLogin(ctx)
+	bot, err := i.botLogin(ctx)
 	if err != nil {
 		return err
 	}
@@ -221,7 +245,7 @@ func (i *Installation) PublishComment(ctx context.Context, owner, name string, n
 // first is the one branch protection requires: it takes the pace's urgent
 // lane.
 func (i *Installation) PublishChecks(ctx context.Context, owner, name, sha string, checks []Check) error {
-	existing, err := listCheckRuns(ctx, i.gh, i.clients.appID, owner, name, sha)
+	existing, err := listCheckRuns(ctx, i.gh, i.checkRunsOf(), owner, name, sha)
 	if err != nil {
 		return err
 	}
@@ -257,7 +281,7 @@ func stopped(ctx context.Context) bool {
 // pull requests that carried the commit, and its comment on them.
 func (i *Installation) Earlier(owner, name string) rollback.Earlier {
 	return func(ctx context.Context, commit, kind, objName string) (int, bool) {
-		bot, err := i.clients.BotLogin(ctx)
+		bot, err := i.botLogin(ctx)
 		if err != nil {
 			return 0, false
 		}

@@ -105,17 +105,32 @@ func ourComments(ctx context.Context, gh *github.Client, bot, owner, repo string
 	return append(uniq, dups...), nil
 }
 
-// listCheckRuns returns this App's check runs on sha, by name (the newest
-// of each name), in as few pages as GitHub allows.
-func listCheckRuns(ctx context.Context, gh *github.Client, appID int64, owner, repo, sha string) (map[string]int64, error) {
+// checkApp is the App whose check runs are driftback's: by id (the App's
+// own), or by slug when the id is not known (a workflow's GITHUB_TOKEN
+// writes as the GitHub Actions App, whose id differs between GitHub and
+// GitHub Enterprise Server).
+type checkApp struct {
+	id   int64
+	slug string
+}
+
+// listCheckRuns returns app's check runs on sha, by name (the newest of each
+// name), in as few pages as GitHub allows.
+func listCheckRuns(ctx context.Context, gh *github.Client, app checkApp, owner, repo, sha string) (map[string]int64, error) {
 	out := map[string]int64{}
-	opts := &github.ListCheckRunsOptions{AppID: github.Int64(appID), Filter: github.String("latest"), ListOptions: github.ListOptions{PerPage: 100}}
+	opts := &github.ListCheckRunsOptions{Filter: github.String("latest"), ListOptions: github.ListOptions{PerPage: 100}}
+	if app.id != 0 {
+		opts.AppID = github.Int64(app.id)
+	}
 	for {
 		runs, resp, err := gh.Checks.ListCheckRunsForRef(ctx, owner, repo, sha, opts)
 		if err != nil {
 			return nil, fmt.Errorf("list check runs: %w", err)
 		}
 		for _, r := range runs.CheckRuns {
+			if app.id == 0 && r.GetApp().GetSlug() != app.slug {
+				continue // another App's: it cannot be updated
+			}
 			if _, seen := out[r.GetName()]; !seen {
 				out[r.GetName()] = r.GetID()
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
@@ -236,7 +237,10 @@ func AnyDrafts(ts []targets.Target) bool {
 	return false
 }
 
-func checkName(t targets.Target) string { return "driftback / " + t.Name }
+func checkName(t targets.Target) string { return targetCheckName(t.Name) }
+
+// targetCheckName is the check run of the target named name.
+func targetCheckName(name string) string { return "driftback / " + name }
 
 // targetWork is one affected target of a pull request, rendered.
 type targetWork struct {
@@ -524,12 +528,29 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	// Secrets are never shown.
 	build.HideSubstituted(target, w.SecretObjects)
 	build.Redact(target, w.hidden)
-	check.Summary, check.Text = report.CheckSummary(target, nil), ""
+	judged := Judge(t.Name, target, t.Policy, labels)
+	check.Conclusion, check.Title, check.Summary, check.Text, check.Failing = judged.Conclusion, judged.Title, judged.Summary, judged.Text, judged.Failing
+	return *target, check
+}
 
+// Judge is the check run of a compared target under its policy. It fails
+// on the dangers the policy names, unless a label someone with write
+// permission applied accepts them: dangers are known from Git, so they fail
+// the check whether the cluster was read or not. A comparison that is not
+// whole (the cluster not read, errors, objects outside the scope) is never
+// a success; a target not compared at all fails.
+func Judge(name string, target *drift.Target, policy config.Policy, labels map[string]bool) CheckResult {
+	check := CheckResult{Name: targetCheckName(name)}
+	if target.NotCompared != "" {
+		check.Conclusion, check.Title = "failure", report.NotComparedTitle(target.NotCompared)
+		check.Summary = report.RenderProblemsSummary(target.Errors)
+		return check
+	}
+	check.Summary = report.CheckSummary(target, nil)
 	dangers := target.Dangers()
 	var failing []string
 	var failOn []drift.DangerReason
-	for _, reason := range t.Policy.FailOn {
+	for _, reason := range policy.FailOn {
 		if dangers[reason] > 0 {
 			failing = append(failing, fmt.Sprintf("%s (%d)", reason, dangers[reason]))
 			failOn = append(failOn, reason)
@@ -537,12 +558,10 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	}
 	sort.Strings(failing)
 	slices.Sort(failOn)
-	// Dangers are known from Git, so they fail the check whether the cluster
-	// was read or not; a comparison that is not whole is never a success.
 	switch {
-	case len(failing) > 0 && !labels[t.Policy.AckLabel]:
+	case len(failing) > 0 && !labels[policy.AckLabel]:
 		check.Conclusion = "failure"
-		check.Failing = &report.Failing{Target: t.Name, Reasons: failing, On: failOn, AckLabel: t.Policy.AckLabel}
+		check.Failing = &report.Failing{Target: name, Reasons: failing, On: failOn, AckLabel: policy.AckLabel}
 		check.Title = report.DangerousTitle(failing)
 		check.Summary = report.CheckSummary(target, check.Failing)
 	case target.LiveError != "":
@@ -553,11 +572,11 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	case len(target.OutOfScope) > 0:
 		check.Conclusion, check.Title = "neutral", report.OutOfScopeTitle(len(target.OutOfScope))
 	case len(failing) > 0:
-		check.Conclusion, check.Title = "success", report.AcknowledgedTitle(t.Policy.AckLabel)
+		check.Conclusion, check.Title = "success", report.AcknowledgedTitle(policy.AckLabel)
 	default:
 		check.Conclusion, check.Title = "success", report.CheckTitle(target)
 	}
-	return *target, check
+	return check
 }
 
 // comparisonFailed is a target that could not be compared at all: a

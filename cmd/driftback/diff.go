@@ -42,7 +42,7 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func runDiff(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("diff", "diff (--repo DIR --base REF --head REF | --base DIR --head DIR) [--path OVERLAY]... (--kubeconfig FILE [--context NAME] | --live DIR) [--format text|markdown|json] [--mode read-only|dry-run]", stderr)
+	fs := newFlagSet("diff", "diff (--repo DIR --base REF --head REF | --base DIR --head DIR) [--path OVERLAY]... (--kubeconfig FILE [--context NAME] | --live DIR) [--format text|markdown|json] [--mode read-only|dry-run] [--publish [--fail-on DANGER]...]", stderr)
 	repo := fs.String("repo", "", "repository `DIR`; --base and --head are then refs in it")
 	base := fs.String("base", "", "the base: a ref with --repo, else a directory")
 	head := fs.String("head", "", "the head: a ref with --repo, else a directory")
@@ -61,6 +61,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	fluxKs := fs.String("flux-kustomization", "", "build as this Flux Kustomization (`NAMESPACE/NAME`) does, read with its variables from the cluster (--kubeconfig) or from --flux-kustomization-file, and prune what it applied that the head drops")
 	fluxFile := fs.String("flux-kustomization-file", "", "read the Flux Kustomization from this `FILE` of the repository, at base and at head (variables from its substitute only)")
 	selector := fs.String("prune-selector", "", "prune live objects matching this label selector that the head drops")
+	pub := addPublishFlags(fs)
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
 		return parseExit(err)
@@ -71,6 +72,21 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rest) > 0 {
 		return fail("unexpected argument %q: overlays are given with --path", rest[0])
+	}
+	if err := pub.check(); err != nil {
+		return fail("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var onPR *pullRequestRun
+	if pub.publish {
+		if onPR, err = openPullRequest(ctx, pub, os.Getenv, stderr); err != nil {
+			return fail("%v", err)
+		}
+		// In a checkout, the pull request's own commits are the default.
+		if *repo != "" && *base == "" && *head == "" {
+			*base, *head = onPR.pr.BaseSHA, onPR.pr.HeadSHA
+		}
 	}
 	if *base == "" || *head == "" {
 		return fail("give --base and --head (refs with --repo, or directories)")
@@ -102,9 +118,6 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	default:
 		return fail("--mode must be read-only or dry-run, not %q", *mode)
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	baseTree, headTree, gitRepo, err := diffTrees(*repo, *base, *head)
 	if err != nil {
@@ -150,6 +163,9 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	var reader object.LiveReader
 	liveErr := ""
 	switch {
+	case onPR != nil && onPR.fork() && !pub.forkLive && (*live != "" || *kubeconfig != ""):
+		// As the App: a fork's author is not shown the cluster.
+		liveErr = "this pull request comes from a fork: the cluster is not compared (--fork-live compares it)"
 	case *live != "":
 		r, err := livestate.ReadDir(*live)
 		if err != nil {
@@ -197,6 +213,14 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	default:
 		parts := report.Comment(rep, report.CommentOptions{})
 		fmt.Fprint(stdout, strings.Join(parts, "\n"))
+	}
+	if onPR != nil {
+		conclusion, err := onPR.publish(ctx, rep, pub, time.Now())
+		if err != nil {
+			return fail("publish on pull request #%d: %v", onPR.pr.Number, err)
+		}
+		fmt.Fprintf(stderr, "driftback: published on pull request #%d: the driftback check is %s\n", onPR.pr.Number, conclusion)
+		return publishExit(rep, conclusion)
 	}
 	switch {
 	case len(rep.Errors) > 0:

@@ -65,7 +65,18 @@ type Fake struct {
 type token struct {
 	installation int64
 	expires      time.Time
+	// actions marks a GitHub Actions workflow's GITHUB_TOKEN: what it
+	// writes is by github-actions[bot] and the GitHub Actions App.
+	actions bool
 }
+
+// The GitHub Actions App, whose installation token a workflow's
+// GITHUB_TOKEN is.
+const (
+	ActionsLogin = "github-actions[bot]"
+	ActionsSlug  = "github-actions"
+	ActionsAppID = 15368
+)
 
 // Repo is a repository and its pull requests.
 type Repo struct {
@@ -120,8 +131,11 @@ type Comment struct {
 
 // CheckRun is a check run on a commit.
 type CheckRun struct {
-	ID         int64
-	Repo       string
+	ID   int64
+	Repo string
+	// AppID and AppSlug are the App that created it.
+	AppID      int64
+	AppSlug    string
 	Name       string
 	HeadSHA    string
 	Status     string
@@ -307,6 +321,7 @@ func (f *Fake) routes() []route {
 		{"POST", re(`^/app/installations/(\d+)/access_tokens$`), f.createToken, "jwt"},
 		{"GET", re(`^/app/installations$`), f.listInstallations, "jwt"},
 		{"GET", re(`^/app$`), f.getApp, "jwt"},
+		{"GET", re(`^/user$`), f.getUser, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)$`), f.getRepo, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/installation$`), f.repoInstallation, "jwt"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/pulls$`), f.listPulls, "token"},
@@ -524,6 +539,31 @@ func (f *Fake) issue(installation int64) string {
 	return tok
 }
 
+// ActionsToken issues the GITHUB_TOKEN of a GitHub Actions workflow run in
+// a repository of the installation: what it writes is by github-actions[bot].
+func (f *Fake) ActionsToken(installation int64) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tok := f.issue(installation)
+	t := f.tokens[tok]
+	t.actions = true
+	f.tokens[tok] = t
+	return tok
+}
+
+// writer is who a request's token writes as: its login and its App.
+func (f *Fake) writer(r *http.Request) (login string, appID int64, slug string) {
+	h := r.Header.Get("Authorization")
+	raw, ok := strings.CutPrefix(h, "token ")
+	if !ok {
+		raw, _ = strings.CutPrefix(h, "Bearer ")
+	}
+	if f.tokens[raw].actions {
+		return ActionsLogin, ActionsAppID, ActionsSlug
+	}
+	return f.botLogin(), f.AppID, Slug
+}
+
 // ValidToken reports whether tok is an unexpired installation token, for a git
 // server that authenticates like GitHub's.
 func (f *Fake) ValidToken(tok string) bool {
@@ -572,6 +612,12 @@ const Slug = "driftback"
 
 func (f *Fake) getApp(w http.ResponseWriter, _ *http.Request, _ []string, _ int64) {
 	writeJSON(w, http.StatusOK, map[string]any{"id": f.AppID, "slug": Slug, "name": "driftback"})
+}
+
+// getUser answers as GitHub does for an installation token, a workflow's
+// GITHUB_TOKEN included: it is no user.
+func (f *Fake) getUser(w http.ResponseWriter, _ *http.Request, _ []string, _ int64) {
+	writeJSON(w, http.StatusForbidden, map[string]any{"message": "Resource not accessible by integration", "documentation_url": "https://docs.github.com/rest/users/users#get-the-authenticated-user"})
 }
 
 func (f *Fake) listInstallations(w http.ResponseWriter, _ *http.Request, _ []string, _ int64) {
@@ -745,7 +791,8 @@ func (f *Fake) createComment(w http.ResponseWriter, req *http.Request, m []strin
 		return
 	}
 	n, _ := strconv.Atoi(m[3])
-	id := f.addComment(r.Owner+"/"+r.Name, n, f.botLogin(), in.Body)
+	login, _, _ := f.writer(req)
+	id := f.addComment(r.Owner+"/"+r.Name, n, login, in.Body)
 	writeJSON(w, http.StatusCreated, commentJSON(f.comments[id]))
 }
 
@@ -765,7 +812,7 @@ func (f *Fake) editComment(w http.ResponseWriter, req *http.Request, m []string,
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
 		return
 	}
-	if c.User != f.botLogin() {
+	if login, _, _ := f.writer(req); c.User != login {
 		writeJSON(w, http.StatusForbidden, map[string]any{"message": "Resource not accessible by integration"})
 		return
 	}
@@ -879,7 +926,8 @@ func (f *Fake) applyCheckRun(w http.ResponseWriter, c *CheckRun, in checkRunIn) 
 
 func checkRunJSON(c *CheckRun) map[string]any {
 	return map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": c.Conclusion,
-		"output": map[string]any{"title": c.Title, "summary": c.Summary, "text": c.Text}}
+		"output": map[string]any{"title": c.Title, "summary": c.Summary, "text": c.Text},
+		"app":    map[string]any{"id": c.AppID, "slug": c.AppSlug}}
 }
 
 func (f *Fake) createCheckRun(w http.ResponseWriter, req *http.Request, m []string, inst int64) {
@@ -898,7 +946,8 @@ func (f *Fake) createCheckRun(w http.ResponseWriter, req *http.Request, m []stri
 		return
 	}
 	f.nextID++
-	c := &CheckRun{ID: f.nextID, Repo: r.Owner + "/" + r.Name, Status: "queued"}
+	_, appID, slug := f.writer(req)
+	c := &CheckRun{ID: f.nextID, Repo: r.Owner + "/" + r.Name, Status: "queued", AppID: appID, AppSlug: slug}
 	if !f.applyCheckRun(w, c, in) {
 		return
 	}
@@ -922,6 +971,11 @@ func (f *Fake) updateCheckRun(w http.ResponseWriter, req *http.Request, m []stri
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
 		return
 	}
+	if _, appID, _ := f.writer(req); appID != c.AppID {
+		// GitHub lets only the App that created a check run change it.
+		writeJSON(w, http.StatusForbidden, map[string]any{"message": "Invalid app_id `" + strconv.FormatInt(appID, 10) + "` - check run can only be modified by its creator."})
+		return
+	}
 	if f.applyCheckRun(w, c, in) {
 		writeJSON(w, http.StatusOK, checkRunJSON(c))
 	}
@@ -936,12 +990,9 @@ func (f *Fake) listCheckRuns(w http.ResponseWriter, req *http.Request, m []strin
 	}
 	runs := []map[string]any{}
 	name := req.URL.Query().Get("check_name")
-	if app := req.URL.Query().Get("app_id"); app != "" && app != strconv.FormatInt(f.AppID, 10) {
-		writeJSON(w, http.StatusOK, map[string]any{"total_count": 0, "check_runs": []any{}})
-		return
-	}
+	app := req.URL.Query().Get("app_id")
 	for _, c := range f.checkRuns {
-		if c.Repo == r.Owner+"/"+r.Name && c.HeadSHA == m[3] && (name == "" || c.Name == name) {
+		if c.Repo == r.Owner+"/"+r.Name && c.HeadSHA == m[3] && (name == "" || c.Name == name) && (app == "" || app == strconv.FormatInt(c.AppID, 10)) {
 			runs = append(runs, checkRunJSON(c))
 		}
 	}
