@@ -1,8 +1,10 @@
 # syntax=docker/dockerfile:1
 #
 # driftback's image: one static binary on distroless, running as nonroot.
+# From source (the last stage, the default):
 #   docker build --build-arg VERSION=v0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) -t ghcr.io/driftback/driftback:v0.1.0 .
-# or `make image`.
+# or `make image`. The release (GoReleaser, `make release`) builds the
+# `release` stage instead, from the binaries it has built for each platform.
 
 # The build runs on the builder's own platform and cross-compiles for the
 # target's (TARGETOS/TARGETARCH are set by BuildKit; empty means the builder's).
@@ -22,6 +24,14 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 
 # No shell, no package manager: the render child is /driftback re-executed,
 # and it needs nothing else.
+FROM gcr.io/distroless/static-debian12:nonroot AS release
+ARG TARGETPLATFORM
+COPY $TARGETPLATFORM/driftback /driftback
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/driftback"]
+CMD ["serve", "--config", "/etc/driftback/app.yml"]
+
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/driftback /driftback
 USER 65532:65532

@@ -8,9 +8,15 @@
 #                  go in BENCHMARKS.md
 #   make fuzz      every fuzz target for FUZZTIME each (default 30s); make
 #                  test runs their seed corpora
-#   make demo      the quick-start diff of the bundled demo
+#   make demo      the quick-start diff of the bundled demo, with the
+#                  driftback on PATH, else bin/driftback
 #   make image     the container image (docker build; IMAGE=... to name it);
 #                  not part of make test
+#   make release   a local release into dist/, as a tag's release builds it
+#                  (GoReleaser in snapshot mode: binaries for linux and
+#                  darwin on amd64 and arm64, archives, SBOMs, checksums, and
+#                  the multi-arch image when a Docker engine runs); nothing
+#                  is published
 
 SHELL := /usr/bin/env bash
 GO ?= go
@@ -28,8 +34,14 @@ TESTPARALLEL ?= 6
 BENCHTIME ?= 3x
 FUZZTIME ?= 30s
 IMAGE ?= ghcr.io/driftback/driftback:$(VERSION)
+# The release's tools, built from the Go module proxy into bin/tools (cached
+# per version).
+GORELEASER_VERSION ?= v2.15.1
+CYCLONEDX_VERSION ?= v1.10.0
+GORELEASER := bin/tools/goreleaser@$(GORELEASER_VERSION)/goreleaser
+CYCLONEDX := bin/tools/cyclonedx-gomod@$(CYCLONEDX_VERSION)/cyclonedx-gomod
 
-.PHONY: build testbin test vet bench fuzz demo image clean
+.PHONY: build testbin test vet bench fuzz demo image release clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/driftback ./cmd/driftback
@@ -67,11 +79,31 @@ fuzz:
 	  done; \
 	done
 
+# The demo runs the driftback on PATH (a release), else bin/driftback, built
+# from source the first time. Exit status 1 is "changes", as kubectl diff's.
 demo:
-	$(GO) run ./cmd/driftback diff --base fixtures/demo/base --head fixtures/demo/pr --live fixtures/demo/live || [ $$? -eq 1 ]
+	@bin=$$(command -v driftback || true); \
+	if [ -z "$$bin" ]; then \
+	  [ -x bin/driftback ] || echo "demo: no driftback on PATH: building bin/driftback from source (the first build compiles parts of Kubernetes: about 25 minutes on 2 cores)" >&2; \
+	  $(MAKE) --no-print-directory build >&2 || exit 2; \
+	  bin=bin/driftback; \
+	fi; \
+	echo "demo: $$bin ($$($$bin version | head -n1))" >&2; \
+	$$bin diff --base fixtures/demo/base --head fixtures/demo/pr --live fixtures/demo/live || [ $$? -eq 1 ]
 
 image:
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
+$(GORELEASER):
+	GOBIN=$(CURDIR)/$(@D) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+$(CYCLONEDX):
+	GOBIN=$(CURDIR)/$(@D) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
+
+# Without a Docker engine (docker info fails) the image is left out, and
+# says so; everything else is built.
+release: $(GORELEASER) $(CYCLONEDX)
+	@skip=; if ! docker info >/dev/null 2>&1; then skip=--skip=docker; 	  echo "release: no Docker engine answers: the image is not built"; fi; 	PATH=$(CURDIR)/$(dir $(CYCLONEDX)):$$PATH $(GORELEASER) release --snapshot --clean $$skip
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

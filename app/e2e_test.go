@@ -375,7 +375,7 @@ func TestDangerFailsUntilAcknowledged(t *testing.T) {
 }
 
 // wantAggregate checks the conclusion of the driftback check, the one the
-// README says to require in branch protection: it must be as bad as the
+// docs (github-app.md) say to require in branch protection: it must be as bad as the
 // worst target's, or a pull request that fails a target merges green.
 func wantAggregate(t *testing.T, runs []githubfake.CheckRun, want string) {
 	t.Helper()

@@ -26,9 +26,11 @@ type Tracking struct {
 	// "label", "annotation" or "annotation+label"; empty matches either,
 	// as Argo CD's default changed between releases.
 	ArgoCDTrackingMethod string `json:"argocdTrackingMethod,omitempty" yaml:"argocdTrackingMethod,omitempty"`
-	// FluxName and FluxNamespace name a Flux Kustomization: objects labelled
-	// kustomize.toolkit.fluxcd.io/name and /namespace with them.
-	FluxName      string `json:"fluxName,omitempty" yaml:"fluxName,omitempty"`
+	// FluxName names a Flux Kustomization: objects labelled
+	// kustomize.toolkit.fluxcd.io/name with it (and /namespace with
+	// FluxNamespace).
+	FluxName string `json:"fluxName,omitempty" yaml:"fluxName,omitempty"`
+	// FluxNamespace is the Flux Kustomization's namespace.
 	FluxNamespace string `json:"fluxNamespace,omitempty" yaml:"fluxNamespace,omitempty"`
 	// Selector is any label selector, such as "app.kubernetes.io/part-of=shop".
 	Selector string `json:"selector,omitempty" yaml:"selector,omitempty"`

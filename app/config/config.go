@@ -46,18 +46,31 @@ type Config struct {
 // Manifest is the GitHub App manifest (docs.github.com: "Registering a GitHub
 // App from a manifest").
 type Manifest struct {
-	Name               string            `yaml:"name" json:"name"`
-	URL                string            `yaml:"url" json:"url"`
-	Description        string            `yaml:"description" json:"description,omitempty"`
-	HookAttributes     HookAttributes    `yaml:"hook_attributes" json:"hook_attributes"`
-	RedirectURL        string            `yaml:"redirect_url" json:"redirect_url,omitempty"`
-	Public             bool              `yaml:"public" json:"public"`
+	// Name is the App's name on GitHub (unique on GitHub; its bot user is
+	// the name's slug plus "[bot]").
+	Name string `yaml:"name" json:"name"`
+	// URL is the App's homepage.
+	URL string `yaml:"url" json:"url"`
+	// Description is shown on the App's page.
+	Description string `yaml:"description" json:"description,omitempty"`
+	// HookAttributes says where GitHub delivers webhooks.
+	HookAttributes HookAttributes `yaml:"hook_attributes" json:"hook_attributes"`
+	// RedirectURL is where GitHub sends the browser back after creating the
+	// App; used only when it points at `driftback register`'s own page.
+	RedirectURL string `yaml:"redirect_url" json:"redirect_url,omitempty"`
+	// Public lets other accounts install the App (default false).
+	Public bool `yaml:"public" json:"public"`
+	// DefaultPermissions are the repository permissions the App asks for
+	// (contents, pull_requests, checks and issues write; metadata read).
 	DefaultPermissions map[string]string `yaml:"default_permissions" json:"default_permissions"`
-	DefaultEvents      []string          `yaml:"default_events" json:"default_events"`
+	// DefaultEvents are the webhook events the App subscribes to
+	// (pull_request, issue_comment, check_run, push).
+	DefaultEvents []string `yaml:"default_events" json:"default_events"`
 }
 
 // HookAttributes says where GitHub delivers webhooks.
 type HookAttributes struct {
+	// URL is the webhook address: https://YOUR-HOST/webhook.
 	URL string `yaml:"url" json:"url"`
 	// Active turns the webhook on (default true: an App without it hears
 	// nothing).
@@ -91,8 +104,10 @@ type GitHub struct {
 
 // Pace is a rate of content-creating requests to GitHub.
 type Pace struct {
+	// PerMinute bounds the writes of an installation in any minute (default 80).
 	PerMinute int `yaml:"perMinute"`
-	PerHour   int `yaml:"perHour"`
+	// PerHour bounds them in any hour (default 500).
+	PerHour int `yaml:"perHour"`
 }
 
 // ServerConfig configures the HTTP server and the work queue.

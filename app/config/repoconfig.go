@@ -22,6 +22,7 @@ const RepoConfigPath = ".github/driftback.yml"
 // repoConfig is .github/driftback.yml: policy for targets app.yml already
 // gives this repository. It cannot add a target or name a cluster.
 type repoConfig struct {
+	// Targets are the repository's targets to refine, by name.
 	Targets []repoTarget `yaml:"targets"`
 }
 
@@ -33,15 +34,24 @@ type repoTarget struct {
 
 // repoPolicy holds what a repository may set; unset fields keep app.yml's.
 type repoPolicy struct {
-	FailOn         []drift.DangerReason `yaml:"failOn"`
-	AckLabel       string               `yaml:"ackLabel"`
-	Drafts         *bool                `yaml:"drafts"`
-	Ignore         []object.IgnoreRule  `yaml:"ignore"`
-	IgnoreManagers []string             `yaml:"ignoreManagers"`
-	Codify         CodifyMode           `yaml:"codify"`
-	QuietPeriod    time.Duration        `yaml:"quietPeriod"`
-	AdoptUnmanaged *bool                `yaml:"adoptUnmanaged"`
-	DriftLabels    []string             `yaml:"driftLabels"`
+	// FailOn replaces app.yml's targets[].policy.failOn.
+	FailOn []drift.DangerReason `yaml:"failOn"`
+	// AckLabel replaces app.yml's targets[].policy.ackLabel.
+	AckLabel string `yaml:"ackLabel"`
+	// Drafts replaces app.yml's targets[].policy.drafts.
+	Drafts *bool `yaml:"drafts"`
+	// Ignore adds to app.yml's targets[].policy.ignore.
+	Ignore []object.IgnoreRule `yaml:"ignore"`
+	// IgnoreManagers adds to app.yml's targets[].policy.ignoreManagers.
+	IgnoreManagers []string `yaml:"ignoreManagers"`
+	// Codify replaces app.yml's targets[].policy.codify.
+	Codify CodifyMode `yaml:"codify"`
+	// QuietPeriod replaces app.yml's targets[].policy.quietPeriod.
+	QuietPeriod time.Duration `yaml:"quietPeriod"`
+	// AdoptUnmanaged replaces app.yml's targets[].policy.adoptUnmanaged.
+	AdoptUnmanaged *bool `yaml:"adoptUnmanaged"`
+	// DriftLabels replaces app.yml's targets[].policy.driftLabels.
+	DriftLabels []string `yaml:"driftLabels"`
 }
 
 var clusterKey = regexp.MustCompile(`(?m)^\s*-?\s*(cluster|clusters|kubeconfig|forkLive)\s*:`)

@@ -239,7 +239,7 @@ func TestDemoJSONKeepsItsPromises(t *testing.T) {
 			t.Errorf("%q is not a list: %v", key, raw[key])
 		}
 	}
-	// The schema as the README documents it, read from the JSON itself: a
+	// The schema as docs/cli.md documents it, read from the JSON itself: a
 	// renamed key or tag fails here even where the Go types would follow.
 	tags := map[string]int{}
 	targets, _ := raw["targets"].([]any)

@@ -16,7 +16,11 @@ import (
 
 func TestMain(m *testing.M) {
 	render.ServeChild()
-	os.Exit(kubetest.Main(m))
+	code := kubetest.Main(m)
+	for _, c := range cleanups {
+		c()
+	}
+	os.Exit(code)
 }
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
@@ -48,29 +47,14 @@ func TestWhichBuild(t *testing.T) {
 	}
 }
 
-// TestGoBuildKnowsItsCommit builds driftback as `go install ./cmd/driftback`
-// does in a git checkout and runs `driftback version`: the toolchain's record
-// alone gives the commit, with no link-time stamp.
+// TestGoBuildKnowsItsCommit runs `driftback version` of a binary built as
+// `go install ./cmd/driftback` builds it in a git checkout: the toolchain's
+// record alone gives the commit, with no link-time stamp.
 func TestGoBuildKnowsItsCommit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	head, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	bin := driftbackBinary(t)
+	head, err := exec.Command("git", "-C", filepath.Join("..", ".."), "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Skipf("not a git checkout: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "driftback")
-	build := exec.Command("go", "build", "-buildvcs=true", "-o", bin, "./cmd/driftback")
-	build.Dir = root
-	// The machine's own GOFLAGS (which may say -buildvcs=false) must not
-	// decide what this test sees.
-	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=true")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	out, err := exec.Command(bin, "version").CombinedOutput()
 	if err != nil {

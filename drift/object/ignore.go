@@ -10,10 +10,15 @@ import (
 // IgnoreRule keeps fields out of a diff. An empty selector field matches
 // everything; Name and Namespace may use shell globs ("web-*").
 type IgnoreRule struct {
-	Group     string `json:"group,omitempty" yaml:"group,omitempty"`
-	Kind      string `json:"kind,omitempty" yaml:"kind,omitempty"`
+	// Group is the API group of the objects the rule applies to ("" is the
+	// core group, and matches every group when Kind is empty too).
+	Group string `json:"group,omitempty" yaml:"group,omitempty"`
+	// Kind is the kind of the objects the rule applies to.
+	Kind string `json:"kind,omitempty" yaml:"kind,omitempty"`
+	// Namespace is their namespace (a shell glob).
 	Namespace string `json:"namespace,omitempty" yaml:"namespace,omitempty"`
-	Name      string `json:"name,omitempty" yaml:"name,omitempty"`
+	// Name is their name (a shell glob).
+	Name string `json:"name,omitempty" yaml:"name,omitempty"`
 	// JSONPointers are the fields to ignore, as JSON pointers; a list item is
 	// matched by its index, by key=value ("/spec/containers/name=web/image")
 	// or by "*". A pointer ignores everything under it. Empty ignores the

@@ -1,6 +1,6 @@
 // Package layout checks the import rules of driftback's packages: which
 // package may talk to GitHub, log, or serve HTTP, and how large a package
-// may grow. The rules are the README's architecture section.
+// may grow. The rules are docs/architecture.md's packages table.
 package layout
 
 import (

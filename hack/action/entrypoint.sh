@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The driftback Action's entry point (action.yml): installs the driftback
+# release, then runs `driftback diff --publish` on the workflow's pull request
+# in the checked-out repository ($GITHUB_WORKSPACE).
+#
+# DRIFTBACK_BIN, when set, is the driftback binary to run instead of a
+# release (for tests, or a binary the workflow built).
+set -euo pipefail
+
+say() { echo "driftback action: $*" >&2; }
+
+install_release() {
+  local version="$1" os arch archive url dir
+  os="$(uname -s | tr '[:upper:]' '[:lower:]')"
+  case "$(uname -m)" in
+    x86_64 | amd64) arch=amd64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) say "no release for $(uname -m)"; exit 2 ;;
+  esac
+  archive="driftback_${os}_${arch}.tar.gz"
+  url="https://github.com/driftback/driftback/releases/download/${version}"
+  dir="${RUNNER_TEMP:-/tmp}/driftback-${version}"
+  mkdir -p "$dir"
+  say "installing driftback ${version} (${os}/${arch})"
+  curl -fsSL --retry 3 -o "$dir/$archive" "$url/$archive"
+  curl -fsSL --retry 3 -o "$dir/checksums.txt" "$url/checksums.txt"
+  (cd "$dir" && grep " ${archive}\$" checksums.txt | sha256sum -c - >&2)
+  tar -xzf "$dir/$archive" -C "$dir" driftback
+  DRIFTBACK_BIN="$dir/driftback"
+}
+
+if [[ -z "${DRIFTBACK_BIN:-}" ]]; then
+  version="${INPUT_VERSION:-}"
+  [[ -n "$version" ]] || version="${GITHUB_ACTION_REF:-}"
+  if [[ "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]]; then
+    install_release "$version"
+  else
+    say "building driftback at ${version:-latest} with go install (a release tag installs in seconds)"
+    GOBIN="${RUNNER_TEMP:-/tmp}/driftback-src" go install "github.com/driftback/driftback/cmd/driftback@${version:-latest}"
+    DRIFTBACK_BIN="${RUNNER_TEMP:-/tmp}/driftback-src/driftback"
+  fi
+fi
+
+cd "${GITHUB_WORKSPACE:-.}"
+if [[ "$(git rev-parse --is-shallow-repository)" == true ]]; then
+  # The pull request's base and head commits are compared from history.
+  say "the checkout is shallow: fetching its history (fetch-depth: 0 on actions/checkout saves this step)"
+  git fetch --quiet --no-tags --unshallow origin
+fi
+args=(diff --repo . --publish --format markdown --ack-label "${INPUT_ACK_LABEL:-driftback/allow-danger}")
+
+if [[ -n "${INPUT_KUBECONFIG:-}" ]]; then
+  # The credentials live in a file only this job can read, removed on exit.
+  kubeconfig="$(mktemp "${RUNNER_TEMP:-/tmp}/kubeconfig.XXXXXX")"
+  trap 'rm -f "$kubeconfig"' EXIT
+  chmod 600 "$kubeconfig"
+  printf '%s\n' "$INPUT_KUBECONFIG" >"$kubeconfig"
+  args+=(--kubeconfig "$kubeconfig")
+  [[ -z "${INPUT_CONTEXT:-}" ]] || args+=(--context "$INPUT_CONTEXT")
+fi
+set -f # the inputs' words are flags, never file patterns
+while IFS= read -r path; do
+  [[ -z "$path" ]] || args+=(--path "$path")
+done <<<"${INPUT_PATHS:-}"
+for danger in ${INPUT_FAIL_ON//,/ }; do
+  args+=(--fail-on "$danger")
+done
+# shellcheck disable=SC2206 # extra flags are split on spaces, as documented
+extra=(${INPUT_ARGS:-})
+args+=("${extra[@]}")
+
+# The step's output is the report; the comment and the check run carry it
+# to the pull request. Exit 1: the check fails on a danger; 2: an error.
+"$DRIFTBACK_BIN" "${args[@]}"
