@@ -111,7 +111,7 @@ func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, err
 		"GOTRACEBACK=single",
 	}
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childProcAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return 0, err

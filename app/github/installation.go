@@ -32,7 +32,7 @@ func (i *Installation) botLogin(ctx context.Context) (string, error) {
 	if i.clients == nil {
 		return i.login, nil
 	}
-	return i.botLogin(ctx)
+	return i.clients.BotLogin(ctx)
 }
 
 // checkRunsOf says which check runs are driftback's own: the App's.

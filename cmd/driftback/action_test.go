@@ -20,7 +20,7 @@ var built struct {
 
 // driftbackBinary builds driftback once for the tests that run it as a
 // program, as `go build` in a git checkout does (the toolchain records the
-// version and commit).
+// version and commit), with the test binary's race setting.
 func driftbackBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -34,7 +34,13 @@ func driftbackBinary(t *testing.T) string {
 		}
 		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
 		built.bin = filepath.Join(dir, "driftback")
-		build := exec.Command("go", "build", "-buildvcs=true", "-o", built.bin, "./cmd/driftback")
+		args := []string{"build", "-buildvcs=true", "-o", built.bin}
+		if raceEnabled {
+			// The same flags as the test binary's: its packages are
+			// compiled already, and only the link is left.
+			args = append(args, "-race")
+		}
+		build := exec.Command("go", append(args, "./cmd/driftback")...)
 		build.Dir = filepath.Join("..", "..")
 		// The machine's own GOFLAGS (which may say -buildvcs=false) must
 		// not decide what the tests see.
