@@ -131,15 +131,32 @@ func ForgetRepo(repo *git.Repository) { repoLocks.Delete(repo) }
 // thousands; a commit whose trees name each other can expand to millions.
 const MaxTreeEntries = 250_000
 
-// TooLargeError is a commit whose tree holds more than MaxTreeEntries
-// entries: it is not compared.
+// MaxTreePathBytes bounds the bytes of all a commit's paths together, and
+// MaxTreePathLength one path: a few kilobytes of trees with long names that
+// name each other expand to gigabytes of paths well under MaxTreeEntries.
+// GitOps repositories hold a few megabytes of paths; no file system takes a
+// path longer than 4,096 bytes.
+const (
+	MaxTreePathBytes  = 32 << 20
+	MaxTreePathLength = 4096
+)
+
+// TooLargeError is a commit whose tree passes one of the bounds
+// (MaxTreeEntries, MaxTreeDepth, MaxTreePathBytes, MaxTreePathLength): it is
+// not compared.
 type TooLargeError struct {
 	Commit string
-	// Entries or Depth is the bound the tree passed.
-	Entries, Depth int
+	// Entries, Depth, PathBytes or PathLength is the bound the tree passed.
+	Entries, Depth, PathBytes, PathLength int
 }
 
 func (e *TooLargeError) Error() string {
+	switch {
+	case e.PathLength > 0:
+		return fmt.Sprintf("commit %s is too large to compare: its tree holds a path longer than %d bytes", shortHash(e.Commit), e.PathLength)
+	case e.PathBytes > 0:
+		return fmt.Sprintf("commit %s is too large to compare: its tree's paths add up to more than %d MiB", shortHash(e.Commit), e.PathBytes>>20)
+	}
 	if e.Depth > 0 {
 		return fmt.Sprintf("commit %s is too large to compare: its tree nests paths deeper than %d directories", shortHash(e.Commit), e.Depth)
 	}
@@ -185,7 +202,7 @@ func GitTreeContext(ctx context.Context, repo *git.Repository, rev string) (*Tre
 	t := newTree(h.String())
 	walker := object.NewTreeWalker(root, true, nil)
 	defer walker.Close()
-	entries := 0
+	entries, pathBytes := 0, 0
 	for {
 		name, entry, err := walker.Next()
 		if errors.Is(err, io.EOF) {
@@ -201,6 +218,12 @@ func GitTreeContext(ctx context.Context, repo *git.Repository, rev string) (*Tre
 		}
 		if strings.Count(name, "/") >= MaxTreeDepth {
 			return nil, &TooLargeError{Commit: h.String(), Depth: MaxTreeDepth}
+		}
+		if len(name) > MaxTreePathLength {
+			return nil, &TooLargeError{Commit: h.String(), PathLength: MaxTreePathLength}
+		}
+		if pathBytes += len(name); pathBytes > MaxTreePathBytes {
+			return nil, &TooLargeError{Commit: h.String(), PathBytes: MaxTreePathBytes}
 		}
 		if entries%1024 == 0 && ctx.Err() != nil {
 			return nil, fmt.Errorf("commit %s: walk tree: %w", h, ctx.Err())

@@ -3,6 +3,7 @@ package render_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,50 @@ func TestGitTreeIsBoundedInDepthAndStopsWithItsJob(t *testing.T) {
 	}
 	if !render.RepoLock(g.repo).TryLock() {
 		t.Error("the repository lock is still held")
+	}
+}
+
+// TestGitTreeIsBoundedInPathBytes: a few kilobytes of trees with long names
+// that name each other expand to gigabytes of paths under the entry bound
+// (2^14 files of 3.5 KB paths; at 4,000-byte names, heap in gigabytes).
+// Reading stops at the bound on all paths' bytes, or on one path's length,
+// fast and without the memory.
+func TestGitTreeIsBoundedInPathBytes(t *testing.T) {
+	g := newGitRepo(t)
+	for _, tc := range []struct {
+		name              string
+		depth, nameLength int
+		check             func(*render.TooLargeError) bool
+	}{
+		{"255-byte names, 14 deep", 14, 255, func(e *render.TooLargeError) bool { return e.PathBytes == render.MaxTreePathBytes }},
+		{"4,000-byte names", 12, 4000, func(e *render.TooLargeError) bool { return e.PathLength == render.MaxTreePathLength }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bomb, err := gittest.LongNameBomb(g.repo, plumbing.ZeroHash, tc.depth, tc.nameLength)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			_, err = render.GitTree(g.repo, bomb.String())
+			runtime.ReadMemStats(&after)
+			var tl *render.TooLargeError
+			if !errors.As(err, &tl) || !tc.check(tl) {
+				t.Fatalf("err = %v, want a TooLargeError on this bound", err)
+			}
+			// Allocated, not held: a bound that holds stops well under
+			// what the expansion would take.
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 512<<20 {
+				t.Errorf("reading allocated %d MiB before it stopped", alloc>>20)
+			}
+			t.Logf("%v after %s", err, time.Since(start))
+		})
+	}
+	// A repository's own long paths are fine.
+	sha := g.commit("long", map[string]any{strings.Repeat("long-directory-name/", 50) + "kustomization.yaml": "resources: []\n"})
+	if _, err := render.GitTree(g.repo, sha); err != nil {
+		t.Errorf("a 1,018-byte path: %v", err)
 	}
 }
