@@ -68,19 +68,53 @@ func (t Target) Slug() string {
 	return config.Slug(t.Name)
 }
 
-// DriftKeys makes the targets' slugs unique: names that slug alike
-// (dev/a-b/c and dev/a/b-c) each get a hash of the whole name, so that
-// their drift branches and issues never meet. app.yml's own targets cannot
-// collide (its validation refuses it); discovered ones can.
+// DriftKeys makes the targets' slugs unique, whatever the names: a
+// discovered target whose slug another target's shares, plainly or once
+// made unique, gets a hash of its whole name (64 bits: no one finds a name
+// that meets another's), so that drift branches and issues never meet.
+// app.yml's own targets keep their plain slugs (its validation keeps them
+// apart): a reconciler object cannot move their drift branch by taking a
+// name like theirs.
 func DriftKeys(ts []Target) {
-	count := map[string]int{}
-	for _, t := range ts {
-		count[config.Slug(t.Name)]++
-	}
+	keys := make([]string, len(ts))
+	hashed := make([]bool, len(ts))
 	for i, t := range ts {
-		if s := config.Slug(t.Name); count[s] > 1 {
-			h := sha256.Sum256([]byte(t.Name))
-			ts[i].DriftKey = s + "-" + hex.EncodeToString(h[:4])
+		keys[i] = config.Slug(t.Name)
+	}
+	for changed := true; changed; {
+		changed = false
+		// Of each group sharing a key, the discovered targets not hashed
+		// yet take a hash; app.yml's only when no discovered one is left.
+		groups := map[string][]int{}
+		for i, k := range keys {
+			groups[k] = append(groups[k], i)
+		}
+		for _, g := range groups {
+			if len(g) < 2 {
+				continue
+			}
+			var discovered, configured []int
+			for _, i := range g {
+				switch {
+				case hashed[i]:
+				case ts[i].FromConfig:
+					configured = append(configured, i)
+				default:
+					discovered = append(discovered, i)
+				}
+			}
+			if len(discovered) == 0 {
+				discovered = configured
+			}
+			for _, i := range discovered {
+				h := sha256.Sum256([]byte(ts[i].Name))
+				keys[i], hashed[i], changed = config.Slug(ts[i].Name)+"-"+hex.EncodeToString(h[:8]), true, true
+			}
+		}
+	}
+	for i := range ts {
+		if hashed[i] {
+			ts[i].DriftKey = keys[i]
 		}
 	}
 }

@@ -164,17 +164,41 @@ func TestDriftBranchesAreUniquePerTarget(t *testing.T) {
 		return &discover.Found{Object: "Kustomization " + ns + "/" + name, Namespace: ns, Name: name, On: "dev", Repo: "acme/gitops",
 			Path: "apps/" + ns + "/" + name, Cluster: "dev"}
 	}
-	targets, _ := Merge(cfg, []*discover.Found{found("a-b", "c"), found("a", "b-c"), found("solo", "x")})
-	slugs := map[string]string{}
-	for _, tg := range targets {
-		slugs[tg.Name] = tg.Slug()
+	slugs := func(fs ...*discover.Found) map[string]string {
+		targets, _ := Merge(cfg, fs)
+		out := map[string]string{}
+		keys := map[string]string{}
+		for _, tg := range targets {
+			out[tg.Name] = tg.Slug()
+			if other, taken := keys[tg.Slug()]; taken {
+				t.Errorf("%s and %s share the drift key %s", other, tg.Name, tg.Slug())
+			}
+			keys[tg.Slug()] = tg.Name
+		}
+		return out
 	}
-	one, two := slugs["dev/a-b/c"], slugs["dev/a/b-c"]
+	s := slugs(found("a-b", "c"), found("a", "b-c"), found("solo", "x"))
+	one, two := s["dev/a-b/c"], s["dev/a/b-c"]
 	if one == "" || two == "" || one == two || !strings.HasPrefix(one, "dev-a-b-c-") || !strings.HasPrefix(two, "dev-a-b-c-") {
 		t.Errorf("colliding names: %q and %q, want two slugs of their own", one, two)
 	}
-	if got := slugs["dev/solo/x"]; got != "dev-solo-x" {
+	if got := s["dev/solo/x"]; got != "dev-solo-x" {
 		t.Errorf("a name no other shares: %q, want its plain slug", got)
+	}
+	// A tenant names an object after another's hashed key: it cannot take
+	// that key, whatever the order.
+	aimed := strings.TrimPrefix(one, "dev-") // a-b-c-HASH: namespace a-b-c, name HASH
+	cut := strings.LastIndex(aimed, "-")
+	s = slugs(found("a-b", "c"), found("a", "b-c"), found(aimed[:cut], aimed[cut+1:]))
+	if _, ok := s["dev/"+aimed[:cut]+"/"+aimed[cut+1:]]; !ok || s["dev/a-b/c"] != one {
+		t.Errorf("targets %v: want the aimed name beside dev/a-b/c, which keeps %s", s, one)
+	}
+	// A discovered name that slugs like one of app.yml's targets leaves
+	// that target's key (and its open drift branch) where it was.
+	ts := []Target{{Target: config.Target{Name: "dev/x/shop"}}, {Target: config.Target{Name: "dev-x-shop"}, FromConfig: true}}
+	DriftKeys(ts)
+	if ts[1].Slug() != "dev-x-shop" || ts[0].Slug() == ts[1].Slug() {
+		t.Errorf("app.yml's dev-x-shop has key %s and the discovered dev/x/shop %s; want app.yml's plain and the other its own", ts[1].Slug(), ts[0].Slug())
 	}
 }
 
