@@ -406,9 +406,11 @@ func Merge(cfg *config.Config, found []*discover.Found) ([]Target, []*discover.F
 				// (with different variables, or one a decoy): neither is
 				// chosen by sort order. Both are compared, each with its
 				// own build, tracking and prune, and each says so; the
-				// later one's drift is not proposed.
+				// drift of neither is proposed, since which one's build
+				// the cluster holds is not known.
 				conflict := fmt.Sprintf("%s and %s both apply this path to this cluster: each is compared as it builds", other.Object, f.Object)
 				out[i].Found = withNote(other, conflict)
+				out[i].Policy.Codify, out[i].CodifyOff = config.CodifyOff, conflict+"; drift is proposed once one of them remains"
 				t := Target{Target: config.Target{Name: foundName(f), Repo: f.Repo, Path: f.Path, Cluster: f.Cluster}}
 				t.Policy.AckLabel = config.DefaultAckLabel
 				t.Policy.DriftDefaults()
@@ -418,7 +420,12 @@ func Merge(cfg *config.Config, found []*discover.Found) ([]Target, []*discover.F
 				case g != nil:
 					t.Policy, t.Scope, t.FromConfig, t.Glob = g.Policy, g.Scope, true, g.Path
 				}
-				t.Policy.Codify = config.CodifyOff
+				t.Policy.Codify, t.CodifyOff = config.CodifyOff, out[i].CodifyOff
+				if !t.FromConfig && !Named(cfg, f.On, f.Namespace, f.Repo) {
+					// As any object on a repository app.yml does not
+					// name: its check is advisory.
+					t.Unnamed = true
+				}
 				out = append(out, withFound(t, withNote(f, conflict)))
 				continue
 			}

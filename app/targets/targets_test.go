@@ -76,11 +76,14 @@ func TestDiscoveredAndConfiguredTargetsMerge(t *testing.T) {
 		t.Errorf("a Kustomization matching an app.yml glob takes its settings, and waits out Flux's interval: %+v", a)
 	}
 	b := byName["prod/flux-system/billing"]
-	if b.Found == nil || b.Found.Object != billing.Object || b.FromConfig || b.Policy.Codify != config.CodifyManual || b.Policy.QuietPeriod != config.DefaultQuietPeriod || b.Describe() != "Kustomization flux-system/billing on cluster prod" {
+	// The first of two objects on one path: a target of its own, whose
+	// drift is not proposed while the other applies the path too.
+	if b.Found == nil || b.Found.Object != billing.Object || b.FromConfig || b.Policy.Codify != config.CodifyOff || b.CodifyOff == "" ||
+		b.Policy.QuietPeriod != config.DefaultQuietPeriod || b.Describe() != "Kustomization flux-system/billing on cluster prod" {
 		t.Errorf("a discovered target of its own: %+v", b)
 	}
 	// A second object applying the same path is a target of its own, both
-	// compared and both saying so; its drift is not proposed.
+	// compared and both saying so; its drift is not proposed either.
 	tw := byName["prod/flux-system/billing-eu"]
 	conflict := "Kustomization flux-system/billing and Kustomization flux-system/billing-eu both apply this path to this cluster"
 	if tw.Found == nil || tw.Found.Object != twin.Object || tw.Path != "apps/billing" || tw.Policy.Codify != config.CodifyOff ||
@@ -232,5 +235,46 @@ func TestADiscoveredRepositoryAppYmlDoesNotNameIsNotWrittenTo(t *testing.T) {
 		if tg.Found != nil && tg.Found.Object == elsewhere.Object && (tg.Policy.Codify != config.CodifyManual || tg.CodifyOff != "" || tg.Unnamed) {
 			t.Errorf("named in discover.repositories: %+v", tg)
 		}
+	}
+}
+
+// TestTwoObjectsOnOnePathProposeNeither: when two reconciler objects apply
+// one path to one cluster, the one that sorts first does not decide what
+// is written back: neither's drift is proposed, each says why; and on a
+// repository app.yml does not name, both checks are advisory, so a tenant's
+// second object cannot fail another team's required check.
+func TestTwoObjectsOnOnePathProposeNeither(t *testing.T) {
+	cfg := parseTestConfig(t, targetsConfig)
+	ks := func(ns, name, repo, path string) *discover.Found {
+		return &discover.Found{Object: "Kustomization " + ns + "/" + name, Namespace: ns, Name: name, On: "prod", Repo: repo, Path: path, Cluster: "prod"}
+	}
+	for _, tc := range []struct {
+		name       string
+		repo, path string
+		unnamed    bool
+	}{
+		{"app.yml's target", "acme/gitops", "apps/shop", false},
+		{"a repository app.yml does not name", "acme/elsewhere", "apps", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			targets, _ := Merge(cfg, []*discover.Found{ks("flux-system", "a-decoy", tc.repo, tc.path), ks("flux-system", "real", tc.repo, tc.path)})
+			var on []Target
+			for _, tg := range targets {
+				if tg.Repo == tc.repo && tg.Path == tc.path {
+					on = append(on, tg)
+				}
+			}
+			if len(on) != 2 {
+				t.Fatalf("%d targets on the path, want both objects compared", len(on))
+			}
+			for _, tg := range on {
+				if tg.Policy.Codify != config.CodifyOff || !strings.Contains(tg.CodifyOff, "both apply this path") {
+					t.Errorf("%s (%s): codify %s (%q); want off, saying why", tg.Name, tg.Found.Object, tg.Policy.Codify, tg.CodifyOff)
+				}
+				if tg.Unnamed != tc.unnamed {
+					t.Errorf("%s (%s): advisory %v, want %v", tg.Name, tg.Found.Object, tg.Unnamed, tc.unnamed)
+				}
+			}
+		})
 	}
 }
