@@ -160,7 +160,7 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 		if s := c.opts.Scope; s != nil && ((crScope == "Cluster" && !s.WholeKind(schema.GroupKind{Group: group, Kind: kind})) || (crScope != "Cluster" && !s.AllNamespaces())) {
 			// Counting them means reading every namespace (every object of
 			// the kind): not this target's to read.
-			ch.Danger = append(ch.Danger, Danger{Reason: DangerCRDRemoval, Count: 1,
+			ch.Danger = append(ch.Danger, Danger{Reason: DangerCRDRemoval, Count: 1, CountUnknown: true,
 				Message: fmt.Sprintf("removing the CRD deletes every %s with it: how many is unknown, %s", kind, scope.Unknown)})
 			return nil
 		}
@@ -182,7 +182,7 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 			Message: fmt.Sprintf("removing the CRD deletes every %s with it: %s%s", kind, plural(len(crs), "custom resource"), where)})
 	case schema.GroupKind{Kind: "Namespace"}:
 		if !c.opts.Scope.CoversNamespace(l.GetName()) {
-			ch.Danger = append(ch.Danger, Danger{Reason: DangerNamespaceRemoval, Count: 1,
+			ch.Danger = append(ch.Danger, Danger{Reason: DangerNamespaceRemoval, Count: 1, CountUnknown: true,
 				Message: "removing the namespace deletes everything in it: what it holds is unknown, " + scope.Unknown})
 			return nil
 		}

@@ -51,8 +51,8 @@ type Danger struct {
 	// removed CRD, objects in a removed namespace, claims, …).
 	Count int `json:"count"`
 	// CountUnknown is true when the danger is known from Git but its blast
-	// radius needs the cluster, which was not read: Count is then what Git
-	// alone shows.
+	// radius needs the cluster, which was not read, or reads outside the
+	// target's scope: Count is then what Git alone shows.
 	CountUnknown bool `json:"countUnknown,omitempty"`
 	// Lost names the objects behind Count that a removal deletes with it (at
 	// most MaxLost of them; Count says how many there are).
