@@ -40,9 +40,11 @@ func pvcNamed(name string) string { return strings.ReplaceAll(rbPVC, "NAME", nam
 // rolled back across a Job that ran since; a brand-new claim is none of these.
 func TestRevertSaysWhatItDoesNotRestore(t *testing.T) {
 	t.Parallel()
+	// The scope names PersistentVolume: finding the volume an earlier claim
+	// left reads every volume.
 	w := newWorld(t, func(c *config.Config) {
 		c.Targets = []config.Target{{Name: "app", Repo: fullName, Path: "app", Cluster: "test",
-			Policy: config.Policy{AckLabel: config.DefaultAckLabel}, Scope: config.TargetScope{ClusterKinds: []string{"CustomResourceDefinition.apiextensions.k8s.io"}}}}
+			Policy: config.Policy{AckLabel: config.DefaultAckLabel}, Scope: config.TargetScope{ClusterKinds: []string{"CustomResourceDefinition.apiextensions.k8s.io", "PersistentVolume"}}}}
 		c.Targets[0].Policy.DriftDefaults()
 	})
 	ns := w.env.Namespace

@@ -12,6 +12,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/scope"
 )
 
 // Earlier says what driftback reported when a commit was made: how many
@@ -31,6 +32,10 @@ type Input struct {
 	History *History
 	// Earlier, when set, recovers the counts of an earlier removal.
 	Earlier Earlier
+	// Scope, when set, bounds what Live is asked: the target's scope. What
+	// would need more (every PersistentVolume, to find the one an earlier
+	// claim left) is said to be unknown.
+	Scope *scope.Scope
 }
 
 var (
@@ -46,11 +51,17 @@ var (
 // whose image it moves back across completed Jobs. It only reads.
 func Analyze(ctx context.Context, in Input) error {
 	t := in.Target
+	in.Live = scope.NewReader(in.Live, in.Scope)
 	var volumes []*unstructured.Unstructured
 	volumesRead := false
+	volumesKnown := in.Scope == nil || in.Scope.WholeKind(pvKind)
 	for i := range t.Changes {
 		ch := &t.Changes[i]
 		switch {
+		case ch.Action == drift.ActionCreate && ch.Ref().GroupKind() == pvcKind && !volumesKnown:
+			if err := claimUnknown(in, ch); err != nil {
+				return err
+			}
 		case ch.Action == drift.ActionCreate && ch.Ref().GroupKind() == pvcKind:
 			if !volumesRead {
 				var err error
@@ -102,6 +113,20 @@ func claim(ctx context.Context, in Input, ch *drift.Change, volumes []*unstructu
 	}
 	ch.Danger = append(ch.Danger, drift.Danger{Reason: drift.DangerRestoreNotRollback, Count: 1, Message: fmt.Sprintf(
 		"the claim was removed in %s; no volume holds its data any more: the new claim starts empty, the old data is gone", commitText(c))})
+	return nil
+}
+
+// claimUnknown: a recreated claim whose old volume cannot be looked for
+// (every PersistentVolume is outside the target's scope): Git says the claim
+// was removed before, and whether a volume still holds its data is unknown.
+func claimUnknown(in Input, ch *drift.Change) error {
+	c, err := in.History.Removed("PersistentVolumeClaim", ch.Name)
+	if err != nil || c == nil {
+		return err
+	}
+	ch.Danger = append(ch.Danger, drift.Danger{Reason: drift.DangerRestoreNotRollback, Count: 1, CountUnknown: true, Message: fmt.Sprintf(
+		"the claim was removed in %s, and a new claim does not bind to the volume that held its data by itself: whether a Released PersistentVolume still holds it is unknown, %s; "+
+			"look for one whose spec.claimRef names %s/%s before this merges", commitText(c), scope.Unknown, ch.Namespace, ch.Name)})
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/scope"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/rollback"
 )
@@ -15,14 +16,15 @@ import (
 // History reads the repository's past before a pull request's base, under
 // the repository's lock, to say what restoring earlier state does not
 // restore (see package rollback). earlier finds an earlier removal's count
-// (driftback's own comment on the pull request that carried it).
-func History(repo *git.Repository, base string, earlier rollback.Earlier) func(context.Context, *drift.Target, object.LiveReader) error {
-	return func(ctx context.Context, t *drift.Target, live object.LiveReader) error {
+// (driftback's own comment on the pull request that carried it). It reads
+// the cluster within the target's scope.
+func History(repo *git.Repository, base string, earlier rollback.Earlier) func(context.Context, *drift.Target, object.LiveReader, *scope.Scope) error {
+	return func(ctx context.Context, t *drift.Target, live object.LiveReader, sc *scope.Scope) error {
 		lock := render.RepoLock(repo)
 		lock.Lock()
 		defer lock.Unlock()
 		return rollback.Analyze(ctx, rollback.Input{
-			Target: t, Live: live,
+			Target: t, Live: live, Scope: sc,
 			History: rollback.NewHistory(repo, base, rollback.DefaultLimits()),
 			Earlier: earlier,
 		})

@@ -76,9 +76,10 @@ type Input struct {
 	Fork, ForceLive bool
 	// Labels are the pull request's labels, acknowledgements only from writers.
 	Labels map[string]bool
-	// History analyses what restoring earlier state does not restore; nil
-	// skips it. Reverts are the pull request's revert commits.
-	History func(context.Context, *drift.Target, object.LiveReader) error
+	// History analyses what restoring earlier state does not restore,
+	// reading within the target's scope; nil skips it. Reverts are the pull
+	// request's revert commits.
+	History func(context.Context, *drift.Target, object.LiveReader, *scope.Scope) error
 	Reverts []string
 }
 
@@ -262,7 +263,7 @@ type targetWork struct {
 	hidden []string
 	// history analyses what restoring earlier state does not restore;
 	// nil skips it.
-	history func(ctx context.Context, t *drift.Target, live object.LiveReader) error
+	history func(ctx context.Context, t *drift.Target, live object.LiveReader, sc *scope.Scope) error
 	// reverts are the pull request's revert commits.
 	reverts []string
 	// secretObjects are the objects (by kind and name) whose Git source
@@ -520,7 +521,7 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	target.Cluster, target.Name = t.Cluster, t.Name
 	target.Reverts = w.reverts
 	if reader != nil && target.LiveError == "" && w.history != nil {
-		if err := w.history(ctx, target, reader); err != nil {
+		if err := w.history(ctx, target, reader, opts.Scope); err != nil {
 			target.Errors = append(target.Errors, "what a restore does not bring back could not be checked: "+err.Error())
 		}
 	}
