@@ -397,6 +397,25 @@ func HideSubstituted(t *drift.Target, objects map[string]AsWritten) {
 			}
 		}
 	}
+	// What a removal deletes with it names objects too: those Git builds
+	// with a Secret's variable are named as written.
+	for _, list := range [][]drift.Change{t.Changes, t.Drift, t.PR, t.OutOfScope} {
+		for i := range list {
+			for j := range list[i].Danger {
+				for k := range list[i].Danger[j].Lost {
+					l := &list[i].Danger[j].Lost[k]
+					if w, ok := objects[substitutedKey(l.Kind, l.Name)]; ok {
+						if w.name != "" {
+							l.Name = w.name
+						}
+						if w.namespace != "" {
+							l.Namespace = w.namespace
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 // HideIn replaces every hidden value in s.
