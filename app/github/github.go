@@ -234,28 +234,47 @@ func (e *PaceError) Error() string {
 // A turn further away than MaxPaceHold is not taken: a *PaceError says when.
 func (p *pacer) wait(ctx context.Context) error {
 	lane := p.lane(isUrgent(ctx))
+	// Both windows' turns are reserved before any wait, the hour's from
+	// when the minute allows it (as turnAt). A turn not taken gives back
+	// what was reserved for it in both: a write the hour refuses does not
+	// spend the minute's. A reservation is given back at the time it was
+	// made, or the limiter counts it as used.
+	type turn struct {
+		r  *rate.Reservation
+		at time.Time
+	}
+	var taken []turn
+	giveBack := func() {
+		for _, t := range taken {
+			t.r.CancelAt(t.at)
+		}
+	}
+	now := time.Now()
+	at := now
 	for _, l := range []*rate.Limiter{lane.minute, lane.hour} {
 		if l == nil {
 			continue
 		}
-		r := l.ReserveN(time.Now(), 1)
-		d := r.Delay()
-		if d == 0 {
-			continue
-		}
-		if d > MaxPaceHold {
-			r.Cancel()
-			return &PaceError{Wait: d}
-		}
-		extendBudget(ctx, d)
-		timer := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			r.Cancel()
-			return ctx.Err()
-		case <-timer.C:
-		}
+		r := l.ReserveN(at, 1)
+		taken = append(taken, turn{r, at})
+		at = at.Add(r.DelayFrom(at))
+	}
+	d := at.Sub(now)
+	if d == 0 {
+		return nil
+	}
+	if d > MaxPaceHold {
+		giveBack()
+		return &PaceError{Wait: d}
+	}
+	extendBudget(ctx, d)
+	timer := time.NewTimer(d)
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		giveBack()
+		return ctx.Err()
+	case <-timer.C:
 	}
 	return nil
 }

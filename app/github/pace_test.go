@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -136,5 +137,27 @@ func TestALongPaceWaitGivesTheWorkerBack(t *testing.T) {
 	}
 	if n := len(gh.Comments("o/r", 1)); n != 1 {
 		t.Errorf("%d comments written, want the first alone", n)
+	}
+}
+
+// TestATurnTheHourRefusesSpendsNothing: when the hour's window refuses a
+// write (its turn is far away), the minute's token reserved for it is given
+// back: refused writes do not use up the minute for the writes that can go.
+func TestATurnTheHourRefusesSpendsNothing(t *testing.T) {
+	p := newPacer(RetryPolicy{PerMinute: 80, PerHour: 4}.withDefaults())
+	lane := p.lane(false)
+	// The hour's burst is spent.
+	for lane.hour.Tokens() >= 1 {
+		lane.hour.ReserveN(time.Now(), 1)
+	}
+	before := lane.minute.Tokens()
+	for range 5 {
+		var pace *PaceError
+		if err := p.wait(context.Background()); !errors.As(err, &pace) {
+			t.Fatalf("err %v, want a pace error", err)
+		}
+	}
+	if after := lane.minute.Tokens(); after < before-0.01 {
+		t.Errorf("the minute's tokens went from %.2f to %.2f for writes that never went", before, after)
 	}
 }
