@@ -25,6 +25,7 @@ import (
 	"github.com/driftback/driftback/drift/object"
 
 	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -281,13 +282,21 @@ func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, *git.Reposi
 	}
 	b, err := render.GitTree(r, base)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--base: %w", err)
+		return nil, nil, nil, fmt.Errorf("--base: %w%s", err, missingCommit(base, err))
 	}
 	h, err := render.GitTree(r, head)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--head: %w", err)
+		return nil, nil, nil, fmt.Errorf("--head: %w%s", err, missingCommit(head, err))
 	}
 	return b, h, r, nil
+}
+
+// missingCommit says how to get a commit a shallow checkout lacks.
+func missingCommit(rev string, err error) string {
+	if !errors.Is(err, plumbing.ErrReferenceNotFound) || len(rev) != 40 || strings.Trim(rev, "0123456789abcdef") != "" {
+		return ""
+	}
+	return ": the commit is not in the repository; fetch it (git fetch origin " + rev + "), or in GitHub Actions check out with fetch-depth: 0"
 }
 
 // restores says, of a target compared with the cluster, what restoring

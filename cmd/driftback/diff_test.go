@@ -150,6 +150,8 @@ func TestDiffCommandErrors(t *testing.T) {
 			"--path apps/shop: no kustomization at base or head"},
 		{"a stray argument", []string{"diff", "--base", demoDir + "/base", "--head", demoDir + "/pr", "apps/shop/overlays/production"},
 			`unexpected argument "apps/shop/overlays/production"`},
+		{"a commit a shallow checkout lacks", []string{"diff", "--repo", filepath.Join("..", ".."), "--base", strings.Repeat("1", 40), "--head", "HEAD"},
+			"the commit is not in the repository; fetch it (git fetch origin " + strings.Repeat("1", 40) + "), or in GitHub Actions check out with fetch-depth: 0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
