@@ -24,7 +24,9 @@ install_release() {
   say "installing driftback ${version} (${os}/${arch})"
   curl -fsSL --retry 3 -o "$dir/$archive" "$url/$archive"
   curl -fsSL --retry 3 -o "$dir/checksums.txt" "$url/checksums.txt"
-  (cd "$dir" && grep " ${archive}\$" checksums.txt | sha256sum -c - >&2)
+  local sum=sha256sum
+  command -v sha256sum >/dev/null || sum="shasum -a 256" # macOS runners
+  (cd "$dir" && grep " ${archive}\$" checksums.txt | $sum -c - >&2)
   tar -xzf "$dir/$archive" -C "$dir" driftback
   DRIFTBACK_BIN="$dir/driftback"
 }
