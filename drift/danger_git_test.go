@@ -8,6 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/scope"
+	"github.com/driftback/driftback/report"
 )
 
 const (
@@ -109,4 +112,38 @@ rules:
 	oneDanger(t, findChange(t, target.PR, "Role", "deployer"), drift.DangerRBACEscalation, 1, "verbs [*]", "wildcard")
 	oneDanger(t, findChange(t, target.PR, "ClusterRole", "powers"), drift.DangerRBACEscalation, 5,
 		"escalate (", "bind (", "impersonate (", "exec into pods", "node proxy", "read Secrets")
+}
+
+// TestAnUnknownCountIsNotRecorded: removing a CRD whose custom resources
+// live outside the target's scope (every namespace but its own) deletes an
+// unknown number of them: the danger says so, and no count is recorded for
+// a later restore to quote as what driftback counted.
+func TestAnUnknownCountIsNotRecorded(t *testing.T) {
+	crd := obj(t, gitCRD)
+	cm := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\n")
+	live := livestate.NewObjectReader([]*unstructured.Unstructured{crd, cm})
+	base := []*unstructured.Unstructured{crd, cm}
+	sc, err := scope.Of(context.Background(), nil, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := drift.DefaultOptions()
+	opts.Scope = sc
+	target, err := drift.Compare(context.Background(), live, drift.Input{Path: "p", Base: base, Head: []*unstructured.Unstructured{cm}, HasBase: true}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range target.Changes {
+		if ch.Kind != "CustomResourceDefinition" {
+			continue
+		}
+		if len(ch.Danger) != 1 || !ch.Danger[0].CountUnknown || !strings.Contains(ch.Danger[0].Message, "how many is unknown, outside this target's scope") {
+			t.Fatalf("the CRD's removal: %+v, want its count unknown", ch.Danger)
+		}
+		if m := report.LostMarker(ch.Danger[0], ch); m != "" {
+			t.Errorf("the CRD's removal records a count it does not know: %s", m)
+		}
+		return
+	}
+	t.Fatalf("no removal of the CRD among %+v", target.Changes)
 }
