@@ -250,3 +250,27 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
 }
+
+// TestPublishShowsAForkGitOnly proves a fork's pull request is compared in
+// Git only, as the App does, unless --fork-live says otherwise.
+func TestPublishShowsAForkGitOnly(t *testing.T) {
+	run := newActionsRun(t, githubfake.Pull{Number: 10, User: "stranger", HeadSHA: headSHA, BaseSHA: baseSHA, BaseRef: "main", HeadRepo: "stranger/gitops"})
+	demo := filepath.Join("..", "..", "fixtures", "demo")
+	args := []string{"diff", "--base", filepath.Join(demo, "base"), "--head", filepath.Join(demo, "pr"), "--live", filepath.Join(demo, "live"), "--format", "markdown", "--publish"}
+	if _, errOut, code := runCLI(t, args...); code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, errOut)
+	}
+	c := run.gh.Comments("acme/gitops", 10)
+	if len(c) != 1 || !strings.Contains(c[0].Body, "comes from a fork: the cluster is not compared") || strings.Contains(c[0].Body, "kubectl-edit") {
+		t.Errorf("a fork's comment shows the cluster, or does not say why not:\n%s", c[0].Body)
+	}
+	if runs := run.gh.CheckRuns("acme/gitops", headSHA); len(runs) != 1 || runs[0].Conclusion != "neutral" {
+		t.Errorf("check runs %+v; want one neutral run (Git only)", runs)
+	}
+	if _, errOut, code := runCLI(t, append(args, "--fork-live")...); code != exitOK {
+		t.Fatalf("--fork-live: exit %d; stderr:\n%s", code, errOut)
+	}
+	if c = run.gh.Comments("acme/gitops", 10); len(c) != 1 || !strings.Contains(c[0].Body, "kubectl-edit") {
+		t.Errorf("with --fork-live the comment does not show the cluster's changes:\n%s", c[0].Body)
+	}
+}
