@@ -694,9 +694,14 @@ func TestAnnotatedOnlyProposesWhatPeopleExplain(t *testing.T) {
 
 // TestReportModeKeepsOneIssue: codify: report keeps one issue per target
 // instead of a pull request, and closes it when the drift is gone.
+// TestReportModeKeepsOneIssue: without the dashboard (app.yml turns it
+// off), report mode keeps one issue per target, current and closed when the
+// cluster matches Git again.
 func TestReportModeKeepsOneIssue(t *testing.T) {
 	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, func(p *config.Policy) { p.Codify = config.CodifyReport })
+	off := false
+	d.srv.App.cfg.Server.DriftDashboard = &off
 	d.run()
 	d.scale(3, "kubectl")
 	d.waitFor("an issue", func() bool { return len(d.gh.Issues(fullName)) == 1 })

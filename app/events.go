@@ -99,6 +99,14 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		j.Key, j.SHA = req.key()+" command", delivery
 		j.Run = func(ctx context.Context) error { return a.approveLive(ctx, req, ev.User, approved, j.Log) }
 		return []*Job{j}, nil, true
+	case *ghapp.IssueEvent:
+		if ev.Action != "edited" || ev.BodyBefore == nil || !a.servesRepo(ev.Repo.FullName) {
+			return nil, nil, false
+		}
+		full := ev.Repo.Owner + "/" + ev.Repo.Name
+		j := &Job{Key: full + "#" + fmt.Sprint(ev.Number) + " dashboard " + ev.UpdatedAt, SHA: delivery, Log: log.With("repo", full, "issue", ev.Number)}
+		j.Run = func(ctx context.Context) error { return a.dashboardEdited(ctx, ev, j.Log) }
+		return []*Job{j}, nil, true
 	case *ghapp.CheckRunEvent:
 		if ev.Action != "rerequested" || (ev.Name != review.AggregateCheckName && !strings.HasPrefix(ev.Name, "driftback / ")) {
 			return nil, nil, false

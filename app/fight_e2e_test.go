@@ -9,7 +9,7 @@ import (
 // TestWritersThatFightAreReportedNotProposed: a pipeline with its own field
 // manager scales the Deployment and the applier takes it back, four times
 // within a minute. That is a fight, not drift: no drift pull request for
-// it, one report, the metric set. A person's change that stays is still
+// it, shown on the drift dashboard, the metric set. A person's change that stays is still
 // proposed, with the fight named beside it.
 func TestWritersThatFightAreReportedNotProposed(t *testing.T) {
 	t.Parallel()
@@ -22,18 +22,17 @@ func TestWritersThatFightAreReportedNotProposed(t *testing.T) {
 		d.applyOverlay(d.main, "deploy/prod") // the reconciler's next sync
 		d.settle(2)
 	}
-	d.waitFor("the fight reported", func() bool {
+	d.waitFor("the fight on the dashboard", func() bool {
 		is := d.gh.Issues(fullName)
-		return len(is) == 1 && strings.Contains(is[0].Body, "Two writers fight")
+		return len(is) == 1 && strings.Contains(is[0].Body, "fought over")
 	})
 	if p := d.gh.Pulls(fullName); len(p) != 0 {
 		t.Errorf("a fight became a drift pull request: %+v", p)
 	}
 	body := d.gh.Issues(fullName)[0].Body
-	for _, s := range []string{"Deployment/" + d.env.Namespace + "/web", ".spec.replicas", "kustomize-controller and deploy-pipeline",
-		"**Git owns it**", "**The other writer owns it**"} {
-		if !strings.Contains(body, s) {
-			t.Errorf("the fight report does not say %q:\n%s", s, body)
+	for _, s := range []string{"driftback: drift dashboard", "Deployment/" + d.env.Namespace + "/web", ".spec.replicas", "kustomize-controller and deploy-pipeline changed it"} {
+		if !strings.Contains(d.gh.Issues(fullName)[0].Title+body, s) {
+			t.Errorf("the dashboard does not say %q:\n%s", s, body)
 		}
 	}
 	if got := gauge(t, d.srv.Metrics, "driftback_drift_fights", map[string]string{"repo": fullName, "target": "prod"}); got != 1 {
@@ -53,6 +52,6 @@ func TestWritersThatFightAreReportedNotProposed(t *testing.T) {
 		t.Error("the fought-over replicas were written to Git")
 	}
 	if is := d.gh.Issues(fullName); len(is) != 1 {
-		t.Errorf("the fight is reported once: %d issues", len(is))
+		t.Errorf("the fight is reported once, on the dashboard: %d issues", len(is))
 	}
 }

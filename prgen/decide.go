@@ -122,6 +122,9 @@ func Decide(p *Plan, pulls []PullRequest, personPushed bool) Decision {
 		return Decision{Action: ActionNothing, Reason: "no drift"}
 	}
 	fp := p.Fingerprint()
+	if open != nil && FingerprintOf(open.Body) == fp {
+		return Decision{Action: ActionNothing, Number: open.Number, Reason: "the pull request already proposes this drift"}
+	}
 	for _, pr := range pulls {
 		if pr.Open || FingerprintOf(pr.Body) != fp {
 			continue
@@ -142,8 +145,6 @@ func Decide(p *Plan, pulls []PullRequest, personPushed bool) Decision {
 	switch {
 	case open == nil:
 		return Decision{Action: ActionOpen, Reason: "new drift"}
-	case FingerprintOf(open.Body) == fp:
-		return Decision{Action: ActionNothing, Number: open.Number, Reason: "the pull request already proposes this drift"}
 	case personPushed:
 		return Decision{Action: ActionComment, Number: open.Number, Reason: "the drift changed, but a person pushed to the branch: it is theirs now"}
 	}

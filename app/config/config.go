@@ -64,7 +64,7 @@ type Manifest struct {
 	// (contents, pull_requests, checks and issues write; metadata read).
 	DefaultPermissions map[string]string `yaml:"default_permissions" json:"default_permissions"`
 	// DefaultEvents are the webhook events the App subscribes to
-	// (pull_request, issue_comment, check_run, push).
+	// (pull_request, issue_comment, issues, check_run, push).
 	DefaultEvents []string `yaml:"default_events" json:"default_events"`
 }
 
@@ -130,6 +130,12 @@ type ServerConfig struct {
 	// when nothing it watches changed (default 5m); watch events and pushes
 	// to the default branch wake it sooner.
 	DriftInterval time.Duration `yaml:"driftInterval"`
+	// DriftDashboard keeps one issue per repository, "driftback: drift
+	// dashboard", that shows what differs from Git now across its targets,
+	// with boxes to act on it (default true). A repository can turn it off
+	// in .github/driftback.yml (dashboard: false). Off, codify: report
+	// targets keep one issue per target instead.
+	DriftDashboard *bool `yaml:"driftDashboard"`
 	// LeaderElection chooses the one replica that runs the drift loop.
 	LeaderElection LeaderElection `yaml:"leaderElection"`
 	// MaxUnverifiedBytes bounds the webhook bodies held at once before their
@@ -253,6 +259,9 @@ const IntentAnnotation = "driftback.io/intent"
 
 // DefaultFightWindow is how recent the changes of a fight are.
 const DefaultFightWindow = time.Hour
+
+// Dashboard says the drift dashboard is on, as app.yml sets it.
+func (s ServerConfig) Dashboard() bool { return s.DriftDashboard == nil || *s.DriftDashboard }
 
 // DefaultQuietPeriod is how long a live change must stay to be proposed.
 const DefaultQuietPeriod = 2 * time.Minute
@@ -655,6 +664,7 @@ func (c *Config) Redacted(s *Secrets) map[string]any {
 		"server.cacheDir":      c.Server.CacheDir,
 		"server.jobTimeout":    c.Server.JobTimeout.String(),
 		"server.driftInterval": c.Server.DriftInterval.String(),
+		"server.driftDashboard": fmt.Sprint(c.Server.Dashboard()),
 		"clusters":             len(c.Clusters),
 		"targets":              len(c.Targets),
 		"github.privateKey":    "(redacted)",

@@ -24,6 +24,22 @@ const RepoConfigPath = ".github/driftback.yml"
 type repoConfig struct {
 	// Targets are the repository's targets to refine, by name.
 	Targets []repoTarget `yaml:"targets"`
+	// Dashboard false turns off the repository's drift dashboard (app.yml's
+	// server.driftDashboard).
+	Dashboard *bool `yaml:"dashboard"`
+}
+
+// RepoDashboard says whether a repository's .github/driftback.yml leaves its
+// drift dashboard on; a file that does not parse leaves it as it is (the
+// pull requests that change it say what is wrong).
+func RepoDashboard(content []byte) bool {
+	var rc struct {
+		Dashboard *bool `yaml:"dashboard"`
+	}
+	if err := yaml.Unmarshal(content, &rc); err != nil || rc.Dashboard == nil {
+		return true
+	}
+	return *rc.Dashboard
 }
 
 type repoTarget struct {

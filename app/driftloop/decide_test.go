@@ -28,7 +28,7 @@ func TestAChangeIsProposedOnceItStays(t *testing.T) {
 	st := &targetState{seen: map[string]time.Time{}, present: map[string]bool{}}
 	start := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	check := func(at time.Duration, changes ...drift.Change) (ready, time.Duration) {
-		return d.quiet(st, tg, liveChanges{changes: changes}, start.Add(at))
+		return d.quiet(st, tg, liveChanges{changes: changes}, start.Add(at), nil)
 	}
 
 	if r, wait := check(0, scaled(5)); len(r.changes) != 0 || wait != 10*time.Minute {

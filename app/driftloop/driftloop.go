@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/report"
 )
 
 // DriftLoop watches each target's cluster and turns live changes that stay
@@ -68,6 +70,8 @@ type DriftLoop struct {
 	// watchers are the running loops' caches, by cluster; the pull-request
 	// flow reads from them what they cover.
 	watchers map[string]*livestate.Watcher
+	// dashboards are the repositories' drift dashboards, by repository.
+	dashboards map[string]*repoDashboard
 }
 
 // Watcher returns the watch caches of a cluster whose loop runs in this
@@ -104,6 +108,15 @@ type targetState struct {
 	// fields are the fields seen in drift, and who held them since: what
 	// tells a fight from a change.
 	fields map[string]*fieldWatch
+	// view is the target's part of its repository's dashboard after the
+	// last check; nil when the dashboard does not show it.
+	view *report.DashboardTarget
+	// checkedAt is when the last check that compared the target began.
+	checkedAt time.Time
+	// plan and outcome are the drift last published and where it stands
+	// on GitHub, which the dashboard shows until the next publish.
+	plan    *prgen.Plan
+	outcome ghapp.PullOutcome
 }
 
 // Deps are what the drift loop works with, from the process around it.
@@ -313,7 +326,8 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 	}()
 	for {
 		next := d.deps.Config.Server.DriftInterval
-		for _, t := range d.targetsOn(ctx, cluster) {
+		watched := d.targetsOn(ctx, cluster)
+		for _, t := range watched {
 			if ctx.Err() != nil {
 				return
 			}
@@ -326,11 +340,13 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 			if err != nil && ctx.Err() == nil {
 				d.deps.Metrics.Failure("drift_check")
 				tlog.Error("drift check failed", "err", err)
+				d.notCompared(t, "the last check failed: "+err.Error())
 			}
 			if wait > 0 && wait < next {
 				next = wait
 			}
 		}
+		d.publishDashboards(ctx, cluster, watched)
 		timer := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
@@ -544,35 +560,47 @@ type ready struct {
 	unmanaged []livestate.Present
 	intents   map[string]string
 	key       string
+	// entries are every live change, waiting or not, for the dashboard.
+	entries []entry
+	// asked says a person asked for a waiting change to be proposed now.
+	asked bool
 }
 
 // quiet keeps the live changes that have stayed, each with the same value,
-// for the target's quiet period; wait is when the next one will have.
-func (d *DriftLoop) quiet(st *targetState, t targets.Target, live liveChanges, now time.Time) (ready, time.Duration) {
+// for the target's quiet period, or that a person asked on the dashboard
+// to propose now; wait is when the next one will have stayed.
+func (d *DriftLoop) quiet(st *targetState, t targets.Target, live liveChanges, now time.Time, asks []ghapp.Request) (ready, time.Duration) {
 	seen := map[string]time.Time{}
 	var wait time.Duration
-	pass := func(k string) bool {
+	out := ready{intents: map[string]string{}}
+	pass := func(k string, e entry) bool {
 		since, ok := st.seen[k]
 		if !ok {
 			since = now
 		}
 		seen[k] = since
+		e.key, e.since = k, since
 		left := t.Policy.QuietPeriod - now.Sub(since)
+		if at, ok := asked(asks, report.TickProposeNow, changeID(k)); ok && left > 0 && !at.Before(since) {
+			left, out.asked = 0, true
+		}
 		if left > 0 {
 			if wait == 0 || left < wait {
 				wait = left
 			}
+			e.until = since.Add(t.Policy.QuietPeriod)
+			out.entries = append(out.entries, e)
 			return false
 		}
+		out.entries = append(out.entries, e)
 		return true
 	}
 	var keys []string
-	out := ready{intents: map[string]string{}}
 	for _, ch := range live.changes {
 		ref := ch.Ref().String()
 		if ch.Action != drift.ActionUpdate {
 			k := string(ch.Action) + " " + ref
-			if pass(k) {
+			if pass(k, entry{change: ch}) {
 				out.changes = append(out.changes, ch)
 				keys = append(keys, k)
 			}
@@ -581,7 +609,8 @@ func (d *DriftLoop) quiet(st *targetState, t targets.Target, live liveChanges, n
 		var fields []object.Field
 		for _, f := range ch.Fields {
 			k := "field " + ref + " " + f.Path + " " + canonicalValue(f.Live)
-			if pass(k) {
+			e := entry{change: ch, field: &fieldOf{path: f.Path, manager: f.Manager, git: f.Desired, live: f.Live, at: f.Time, hidden: f.Hidden, autoscaler: f.Autoscaler}}
+			if pass(k, e) {
 				fields = append(fields, f)
 				keys = append(keys, k)
 			}
@@ -596,7 +625,7 @@ func (d *DriftLoop) quiet(st *targetState, t targets.Target, live liveChanges, n
 	}
 	for _, p := range live.unmanaged {
 		k := "unmanaged " + p.Ref().String() + " " + string(p.Metadata.UID)
-		if pass(k) {
+		if pass(k, entry{unmanaged: p.Ref().String()}) {
 			out.unmanaged = append(out.unmanaged, p)
 			keys = append(keys, k)
 			if v, ok := live.intents[p.Ref().String()]; ok {
@@ -720,34 +749,79 @@ type driftCheck struct {
 	// desired is what the target renders; namespaces those it covers.
 	desired    []*unstructured.Unstructured
 	namespaces []string
+	// hidden are the values substituted from Secrets, never shown.
+	hidden []string
+	// requests are what people asked of the target on the dashboard.
+	requests []ghapp.Request
+	// cannot says why the target's drift cannot be written back: it is
+	// compared and shown on the dashboard only.
+	cannot string
+	// notCompared says why the target is not compared at all.
+	notCompared string
 }
 
 // checkOnce checks one target at the default branch's head: read the head,
 // render the target there, watch and compare, wait out the quiet period,
-// plan the change and publish it. wait is when to look again.
+// plan the change and publish it, and record what the dashboard shows of
+// it. wait is when to look again.
 func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targets.Target, log *slog.Logger) (time.Duration, error) {
 	c := &driftCheck{t: t, st: d.state(t), now: d.deps.Now(), log: log}
 	var err error
 	if c.gh, c.token, err = d.readHead(ctx, t, c.st, c.now); err != nil {
 		return 0, err
 	}
-	if proposed, err := d.readTarget(ctx, c); err != nil || !proposed {
+	if c.requests, err = d.requests(ctx, c.gh, t, c.now); err != nil {
+		// The dashboard is a view: drift pull requests go on without it.
+		log.Warn("cannot read the drift dashboard", "err", err)
+	}
+	if at, ok := asked(c.requests, report.TickCheck, ""); ok && at.After(c.st.checkedAt) {
+		// A person asked for a check now: read everything again.
+		c.st.refresh.Store(true)
+		c.st.decided = ""
+		if c.gh, c.token, err = d.readHead(ctx, t, c.st, c.now); err != nil {
+			return 0, err
+		}
+	}
+	compare, err := d.readTarget(ctx, c)
+	if err != nil {
 		return 0, err
+	}
+	if !compare {
+		if c.notCompared != "" {
+			d.notCompared(t, c.notCompared)
+		} else {
+			d.setView(c.st, nil)
+		}
+		return 0, nil
 	}
 	defer c.release()
 	if err := d.renderDesired(ctx, w, c); err != nil {
 		return 0, err
 	}
 	ready, fights, wait, err := d.settled(ctx, w, c)
-	if err != nil || wait > 0 {
+	if err != nil {
+		return 0, err
+	}
+	c.st.checkedAt = c.now
+	if c.cannot != "" || (c.t.Policy.Codify == config.CodifyReport && d.dashboardOn(t.Repo)) {
+		// Shown on the dashboard, nothing to publish.
+		v := c.view(ready.entries, nil, ghapp.PullOutcome{}, c.cannot, fights)
+		d.setView(c.st, &v)
+		return wait, nil
+	}
+	if wait > 0 && !ready.asked {
 		// A change still settling, maybe a new value of one already
 		// proposed, is acted on once everything has stayed, not on a half
 		// picture.
-		return wait, err
+		v := c.view(ready.entries, c.st.plan, c.st.outcome, "", fights)
+		d.setView(c.st, &v)
+		return wait, nil
 	}
 	key := c.st.head + "\n" + ready.key + "\n" + fightKey(fights)
 	if key == c.st.decided && c.now.Sub(c.st.decidedAt) < d.deps.Config.Server.DriftInterval {
-		return 0, nil // published, or found up to date, already
+		v := c.view(ready.entries, c.st.plan, c.st.outcome, "", fights)
+		d.setView(c.st, &v)
+		return wait, nil // published, or found up to date, already
 	}
 	plan, err := d.plan(ctx, w, c, ready, fights)
 	if err != nil {
@@ -755,7 +829,8 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 	}
 	// Publishing fetches into the cache itself: let go of this read first.
 	c.release()
-	if err := d.publish(ctx, c, plan); err != nil {
+	out, err := d.publish(ctx, c, plan)
+	if err != nil {
 		if wait, later := ghapp.RateLimitWait(err); later {
 			// GitHub's limit, or the installation's pace: look again once
 			// it allows, and publish the whole plan then.
@@ -765,23 +840,37 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 		return 0, err
 	}
 	c.st.decided, c.st.decidedAt = key, c.now
-	return 0, nil
+	c.st.plan, c.st.outcome = plan, out
+	v := c.view(ready.entries, plan, out, "", fights)
+	d.setView(c.st, &v)
+	return wait, nil
+}
+
+// setView records the target's part of the dashboard.
+func (d *DriftLoop) setView(st *targetState, v *report.DashboardTarget) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st.view = v
 }
 
 // readTarget fetches the default branch's head, refines the target with the
-// repository's own file there and reads its tree; proposed is false when
-// the target's drift is not proposed (its reconciler builds it otherwise,
-// it follows another branch, codify is off, or its path is no
-// kustomization).
-func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (proposed bool, err error) {
+// repository's own file there and reads its tree. compare is false when the
+// target is not compared: c.notCompared says why when the dashboard shows
+// it (suspended, following another branch), and otherwise it is off. c.cannot
+// says why a compared target's drift cannot be written back (its
+// reconciler builds it otherwise): it is then only shown.
+func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool, err error) {
 	info := c.st.info
-	if ok, why := build.WriteBackable(c.t); !ok {
-		c.log.Debug("drift is not proposed for this target", "why", why)
+	if f := c.t.Found; f != nil && f.Suspended != "" {
+		c.notCompared = "suspended: " + f.Suspended
 		return false, nil
 	}
 	if c.t.Branch != "" && c.t.Branch != info.DefaultBranch {
-		c.log.Debug("the target follows another branch than the default; its drift is not proposed", "branch", c.t.Branch)
+		c.notCompared = "its reconciler follows branch " + c.t.Branch + ", not the default branch, where drift is compared"
 		return false, nil
+	}
+	if ok, why := build.WriteBackable(c.t); !ok {
+		c.cannot = why
 	}
 	repo, release, err := d.deps.Cache.Fetch(ctx, info.FullName, info.CloneURL, c.token, []string{"refs/heads/" + info.DefaultBranch}, []string{c.st.head})
 	if err != nil {
@@ -790,28 +879,35 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (proposed boo
 	var once sync.Once
 	c.release = func() { once.Do(release) }
 	defer func() {
-		if !proposed {
+		if !compare {
 			c.release()
 		}
 	}()
-	if content, err := repos.CommitFile(repo, c.st.head, config.RepoConfigPath); err == nil && content != nil {
+	content, err := repos.CommitFile(repo, c.st.head, config.RepoConfigPath)
+	if err == nil && content != nil {
 		refined, err := targets.Refine([]targets.Target{c.t}, content)
 		if err != nil {
 			return false, err
 		}
 		c.t = refined[0]
 	}
+	db := d.dashboardOf(c.t.Repo)
+	db.mu.Lock()
+	db.off = content != nil && !config.RepoDashboard(content)
+	db.mu.Unlock()
 	if c.t.Policy.Codify == config.CodifyOff {
 		return false, nil
 	}
 	if c.tree, err = render.GitTreeContext(ctx, repo, c.st.head); err != nil {
 		return false, err
 	}
-	if c.t.Found != nil && !c.tree.HasKustomization(c.t.Path) {
-		// A plain directory (Flux generates its kustomization, Argo CD reads
-		// its manifests), or a source driftback does not render, which the
-		// targets list, /readyz and the pull requests touching it report.
-		c.log.Debug("drift is not proposed for a path without a kustomization")
+	if c.t.Found != nil && !c.tree.HasKustomization(c.t.Path) && c.cannot == "" {
+		// A plain directory: Flux generates its kustomization, Argo CD
+		// reads its manifests.
+		c.cannot = "a plain directory of manifests (its reconciler generates the kustomization), which drift pull requests cannot write back yet"
+	}
+	if c.cannot != "" && !d.dashboardOn(c.t.Repo) {
+		c.log.Debug("drift is not proposed for this target", "why", c.cannot)
 		return false, nil
 	}
 	return true, nil
@@ -822,6 +918,7 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (proposed boo
 func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *driftCheck) error {
 	start := time.Now()
 	vars := build.Variables(ctx, c.t, true, d.deps.Kube)
+	c.hidden = vars.Hidden
 	b := build.Target(ctx, d.renderer, c.tree, c.t, vars)
 	d.deps.Metrics.Render(time.Since(start))
 	if b.Absent {
@@ -863,7 +960,7 @@ func (d *DriftLoop) settled(ctx context.Context, w *livestate.Watcher, c *driftC
 	fighting, fights := d.followFields(ctx, w, c.st, t, target.Drift, c.now)
 	live.changes = withoutFights(live.changes, fighting)
 	d.deps.Metrics.DriftFights(t.Repo, t.Name, len(fights))
-	r, wait := d.quiet(c.st, t, live, c.now)
+	r, wait := d.quiet(c.st, t, live, c.now, c.requests)
 	d.deps.Metrics.DriftedObjects(t.Repo, t.Name, len(live.changes)+len(live.unmanaged))
 	c.log.Debug("drift checked", "head", shortSHA(c.st.head), "drifted", len(target.Drift), "ready", len(r.changes)+len(r.unmanaged), "waiting", wait)
 	return r, fights, wait, nil
@@ -888,28 +985,40 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 }
 
 // publish opens, updates or closes the target's drift pull request (or its
-// issue, in report mode) as the plan says. Once begun, publishing is not cut
-// short by a lost leadership or a shutdown: a branch pushed without its pull
-// request, or a pull request without its labels, is avoided.
-func (d *DriftLoop) publish(ctx context.Context, c *driftCheck, plan *prgen.Plan) error {
+// issue, in report mode without the dashboard) as the plan says. Once
+// begun, publishing is not cut short by a lost leadership or a shutdown: a
+// branch pushed without its pull request, or a pull request without its
+// labels, is avoided.
+func (d *DriftLoop) publish(ctx context.Context, c *driftCheck, plan *prgen.Plan) (ghapp.PullOutcome, error) {
+	again := map[int]bool{}
+	for _, r := range c.requests {
+		if r.Kind == report.TickProposeAgain {
+			if n, err := strconv.Atoi(r.Item); err == nil {
+				again[n] = true
+			}
+		}
+	}
 	p := &ghapp.DriftPublisher{
 		Installation: c.gh, Repo: c.st.info, Head: c.st.head, Token: c.token, Target: c.t, Cache: d.deps.Cache, Log: c.log, Now: d.deps.Now,
-		BeforeAct: d.BeforeAct, Acted: d.deps.Metrics.DriftAction,
+		BeforeAct: d.BeforeAct, Acted: d.deps.Metrics.DriftAction, Again: again,
 	}
 	ctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
 	defer cancel()
+	dashboard := d.dashboardOn(c.t.Repo)
 	switch {
 	case c.t.Policy.Codify == config.CodifyReport:
-		return p.PublishIssue(ctx, plan)
+		return ghapp.PullOutcome{}, p.PublishIssue(ctx, plan)
 	case plan.OnlyFights():
 		// Nothing to write: a drift pull request still open for a field
-		// now in a fight is closed, and the fight goes in the drift issue.
+		// now in a fight is closed, and the fight goes on the dashboard
+		// (or in the drift issue without one).
 		rest := *plan
 		rest.Fights = nil
-		if err := p.PublishPull(ctx, &rest); err != nil {
-			return err
+		out, err := p.PublishPull(ctx, &rest)
+		if err != nil || dashboard {
+			return out, err
 		}
-		return p.PublishIssue(ctx, plan)
+		return out, p.PublishIssue(ctx, plan)
 	default:
 		return p.PublishPull(ctx, plan)
 	}

@@ -40,6 +40,21 @@ type DriftPublisher struct {
 	// Acted, when set, is told of each drift pull request or issue (kind)
 	// opened, updated or closed (action).
 	Acted func(kind, action string)
+	// Again are closed pull requests a person asked, on the dashboard, to
+	// propose again: their drift is not taken as declined.
+	Again map[int]bool
+}
+
+// PullOutcome is where a target's drift stands on GitHub once published.
+type PullOutcome struct {
+	// Open is the pull request that proposes the drift now; 0 for none.
+	Open int
+	// Declined is the pull request with this drift a person closed
+	// without merging.
+	Declined int
+	// Merged is the merged pull request with this drift: what it could not
+	// write is still live.
+	Merged int
 }
 
 // ErrHeadMoved says the default branch moved since the plan was made: the
@@ -80,15 +95,19 @@ func driftMarker(kind, fp string) string {
 
 // PublishPull opens, updates or closes the target's drift pull request as the
 // plan and the pull requests already there decide (prgen.Decide).
-func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) error {
+func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) (out PullOutcome, err error) {
 	list, err := p.pulls(ctx)
 	if err != nil {
-		return err
+		return out, err
 	}
 	var pulls []prgen.PullRequest
 	var open *github.PullRequest
 	for _, pr := range list {
-		pulls = append(pulls, prgen.PullRequest{Number: pr.GetNumber(), Open: pr.GetState() == "open", Merged: pr.MergedAt != nil || pr.GetMerged(), Body: pr.GetBody()})
+		merged := pr.MergedAt != nil || pr.GetMerged()
+		if pr.GetState() != "open" && !merged && p.Again[pr.GetNumber()] {
+			continue // a person asked to propose its drift again
+		}
+		pulls = append(pulls, prgen.PullRequest{Number: pr.GetNumber(), Open: pr.GetState() == "open", Merged: merged, Body: pr.GetBody()})
 		if pr.GetState() == "open" && open == nil {
 			open = pr
 		}
@@ -97,14 +116,14 @@ func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) erro
 	// was made on, and the branch's commits say whether a person pushed.
 	refs, err := RemoteRefs(ctx, p.Repo.CloneURL, p.Token)
 	if err != nil {
-		return fmt.Errorf("list the repository's branches: %w", err)
+		return out, fmt.Errorf("list the repository's branches: %w", err)
 	}
 	if refs["refs/heads/"+p.Repo.DefaultBranch] != p.Head {
-		return ErrHeadMoved
+		return out, ErrHeadMoved
 	}
 	me, err := p.botIdentity(ctx)
 	if err != nil {
-		return err
+		return out, err
 	}
 	fetch, want := []string{"refs/heads/" + p.Repo.DefaultBranch}, []string{p.Head}
 	tip := refs["refs/heads/"+p.branch()]
@@ -113,18 +132,31 @@ func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) erro
 	}
 	repo, release, err := p.Cache.Fetch(ctx, p.Repo.FullName, p.Repo.CloneURL, p.Token, fetch, want)
 	if err != nil {
-		return err
+		return out, err
 	}
 	defer release()
 	personPushed := false
 	if open != nil && tip != "" {
 		email, err := commitAuthor(repo, tip)
 		if err != nil {
-			return err
+			return out, err
 		}
 		personPushed = email != me.Email
 	}
 	d := prgen.Decide(plan, pulls, personPushed)
+	for _, pr := range pulls {
+		if pr.Number != d.Number || d.Action == prgen.ActionClose {
+			continue
+		}
+		switch {
+		case pr.Open:
+			out.Open = pr.Number
+		case pr.Merged:
+			out.Merged = pr.Number
+		default:
+			out.Declined = pr.Number
+		}
+	}
 	log := p.Log.With("decision", d.Action, "reason", d.Reason)
 	fp := plan.Fingerprint()
 	if p.BeforeAct != nil && d.Action != prgen.ActionNothing {
@@ -133,26 +165,26 @@ func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) erro
 	switch d.Action {
 	case prgen.ActionNothing:
 		log.Debug("drift pull request up to date")
-		return nil
+		return out, nil
 	case prgen.ActionOpen, prgen.ActionUpdate:
 		commit, err := commitFiles(repo, p.Head, plan.Files, report.CommitMessage(plan), me)
 		if err != nil {
-			return err
+			return out, err
 		}
 		if err := pushBranch(ctx, repo, p.Repo.CloneURL, p.Token, commit, p.branch(), tip); err != nil {
 			if errors.Is(err, errBranchMoved) {
-				return ErrHeadMoved // read everything again
+				return out, ErrHeadMoved // read everything again
 			}
-			return err
+			return out, err
 		}
 		title, body := report.DriftTitle(plan), report.DriftPullRequest(plan)
 		if d.Action == prgen.ActionUpdate {
 			if _, _, err := p.Installation.gh.PullRequests.Edit(ctx, p.Repo.Owner, p.Repo.Name, d.Number, &github.PullRequest{Title: &title, Body: &body}); err != nil {
-				return fmt.Errorf("update #%d: %w", d.Number, err)
+				return out, fmt.Errorf("update #%d: %w", d.Number, err)
 			}
 			p.acted("pull_request", "updated")
 			log.Info("drift pull request updated", "pr", d.Number, "commit", commit.String())
-			return nil
+			return out, nil
 		}
 		base, head := p.Repo.DefaultBranch, p.branch()
 		pr, _, err := p.Installation.gh.PullRequests.Create(ctx, p.Repo.Owner, p.Repo.Name, &github.NewPullRequest{Title: &title, Body: &body, Base: &base, Head: &head})
@@ -161,68 +193,49 @@ func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) erro
 			// handover): GitHub keeps one open pull request per branch, and
 			// the next check finds it.
 			log.Info("the drift pull request was opened elsewhere meanwhile")
-			return nil
+			return out, nil
 		}
 		if err != nil {
-			return fmt.Errorf("open the drift pull request: %w", err)
+			return out, fmt.Errorf("open the drift pull request: %w", err)
 		}
 		if len(p.Target.Policy.DriftLabels) > 0 {
 			if _, _, err := p.Installation.gh.Issues.AddLabelsToIssue(ctx, p.Repo.Owner, p.Repo.Name, pr.GetNumber(), p.Target.Policy.DriftLabels); err != nil {
 				log.Warn("could not label the drift pull request", "err", err)
 			}
 		}
+		out.Open = pr.GetNumber()
 		p.acted("pull_request", "opened")
 		log.Info("drift pull request opened", "pr", pr.GetNumber(), "commit", commit.String())
-		return nil
+		return out, nil
 	case prgen.ActionComment:
-		return p.commentOnce(ctx, d.Number, driftMarker("note", fp),
+		return out, p.commentOnce(ctx, d.Number, driftMarker("note", fp),
 			"The drift in the cluster changed, but this branch has commits from a person, so driftback leaves it alone. The drift now:\n\n"+report.DriftPlan(plan))
 	case prgen.ActionClose:
 		if personPushed {
-			return p.commentOnce(ctx, d.Number, driftMarker("gone", fp),
+			return out, p.commentOnce(ctx, d.Number, driftMarker("gone", fp),
 				"The cluster matches Git again. This branch has commits from a person, so driftback leaves the pull request open: close it if it is no longer wanted.")
 		}
 		if err := p.commentOnce(ctx, d.Number, driftMarker("gone", fp), "Closing: "+d.Reason+". The live changes this pull request proposed are no longer there to codify."); err != nil {
-			return err
+			return out, err
 		}
 		closed := "closed"
 		if _, _, err := p.Installation.gh.PullRequests.Edit(ctx, p.Repo.Owner, p.Repo.Name, d.Number, &github.PullRequest{State: &closed}); err != nil {
-			return fmt.Errorf("close #%d: %w", d.Number, err)
+			return out, fmt.Errorf("close #%d: %w", d.Number, err)
 		}
 		if err := deleteBranch(ctx, repo, p.Repo.CloneURL, p.Token, p.branch()); err != nil {
 			log.Warn("could not delete the drift branch", "err", err)
 		}
 		p.acted("pull_request", "closed")
 		log.Info("drift pull request closed", "pr", d.Number)
-		return nil
+		return out, nil
 	}
-	return fmt.Errorf("unknown decision %q", d.Action)
+	return out, fmt.Errorf("unknown decision %q", d.Action)
 }
 
 // commentOnce comments on an issue or pull request unless a comment of
 // driftback's already carries the marker.
 func (p *DriftPublisher) commentOnce(ctx context.Context, number int, mark, body string) error {
-	bot, err := p.Installation.botLogin(ctx)
-	if err != nil {
-		return err
-	}
-	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	for {
-		cs, resp, err := p.Installation.gh.Issues.ListComments(ctx, p.Repo.Owner, p.Repo.Name, number, opts)
-		if err != nil {
-			return fmt.Errorf("list comments: %w", err)
-		}
-		for _, c := range cs {
-			if c.GetUser().GetLogin() == bot && strings.Contains(c.GetBody(), mark) {
-				return nil
-			}
-		}
-		if resp.NextPage == 0 {
-			break
-		}
-		opts.Page = resp.NextPage
-	}
-	_, _, err = p.Installation.gh.Issues.CreateComment(ctx, p.Repo.Owner, p.Repo.Name, number, &github.IssueComment{Body: github.String(body + "\n\n" + mark + "\n")})
+	_, err := p.Installation.CommentOnce(ctx, p.Repo.Owner, p.Repo.Name, number, body+"\n\n"+mark+"\n", mark)
 	return err
 }
 

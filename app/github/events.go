@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v60/github"
 )
@@ -52,6 +53,22 @@ type CommentEvent struct {
 	Body, User    string
 }
 
+// IssueEvent is an issue opened, edited, closed or reopened.
+type IssueEvent struct {
+	Action       string
+	Installation int64
+	Repo         Repository
+	Number       int
+	// Author opened the issue; Sender did what the event tells.
+	Author, Sender string
+	Body           string
+	// BodyBefore is the body before an edit; nil when the edit left the
+	// body as it was.
+	BodyBefore *string
+	// UpdatedAt names this edit of the issue.
+	UpdatedAt string
+}
+
 // CheckRunEvent is a check run someone asked to run again.
 type CheckRunEvent struct {
 	Action        string
@@ -82,7 +99,7 @@ type InstallationRepositoriesEvent struct {
 	Added, Removed int
 }
 
-// ParseEvent reads a webhook payload: a *PullRequestEvent, *CommentEvent,
+// ParseEvent reads a webhook payload: a *PullRequestEvent, *CommentEvent, *IssueEvent,
 // *CheckRunEvent, *PushEvent, *InstallationEvent or
 // *InstallationRepositoriesEvent; ErrUnknownEvent for any other event.
 func ParseEvent(event string, body []byte) (any, error) {
@@ -109,6 +126,16 @@ func ParseEvent(event string, body []byte) (any, error) {
 			OnPullRequest: ev.Issue != nil && ev.Issue.IsPullRequest(),
 			Body:          ev.GetComment().GetBody(), User: ev.GetComment().GetUser().GetLogin(),
 		}, nil
+	case *github.IssuesEvent:
+		out := &IssueEvent{
+			Action: ev.GetAction(), Installation: ev.GetInstallation().GetID(), Repo: repositoryOf(ev.GetRepo()),
+			Number: ev.GetIssue().GetNumber(), Author: ev.GetIssue().GetUser().GetLogin(), Sender: ev.GetSender().GetLogin(),
+			Body: ev.GetIssue().GetBody(), UpdatedAt: ev.GetIssue().GetUpdatedAt().UTC().Format(time.RFC3339),
+		}
+		if ev.Changes != nil && ev.Changes.Body != nil {
+			out.BodyBefore = ev.Changes.Body.From
+		}
+		return out, nil
 	case *github.CheckRunEvent:
 		out := &CheckRunEvent{
 			Action: ev.GetAction(), Installation: ev.GetInstallation().GetID(), Repo: repositoryOf(ev.GetRepo()),

@@ -102,7 +102,7 @@ func (m *Metrics) Handler() http.Handler {
 // knownEvents bounds the event label: the header of a rejected delivery is
 // not trusted, and nothing should grow the label set without bound.
 var knownEvents = map[string]bool{
-	"pull_request": true, "issue_comment": true, "check_run": true, "push": true,
+	"pull_request": true, "issue_comment": true, "issues": true, "check_run": true, "push": true,
 	"installation": true, "installation_repositories": true, "ping": true,
 }
 

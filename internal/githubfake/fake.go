@@ -329,6 +329,7 @@ func (f *Fake) routes() []route {
 		{"PATCH", re(`^/repos/([^/]+)/([^/]+)/pulls/(\d+)$`), f.editPull, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/issues$`), f.listIssues, "token"},
 		{"POST", re(`^/repos/([^/]+)/([^/]+)/issues$`), f.createIssue, "token"},
+		{"GET", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)$`), f.getIssue, "token"},
 		{"PATCH", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)$`), f.editIssue, "token"},
 		{"POST", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)/labels$`), f.addLabels, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/pulls/(\d+)$`), f.getPull, "token"},

@@ -340,6 +340,29 @@ func (f *Fake) createIssue(w http.ResponseWriter, req *http.Request, m []string,
 	writeJSON(w, http.StatusCreated, f.issueJSON(r, i))
 }
 
+// getIssue answers for an issue, or a pull request as an issue, as GitHub
+// does.
+func (f *Fake) getIssue(w http.ResponseWriter, _ *http.Request, m []string, inst int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repo(w, m[1], m[2], inst)
+	if r == nil {
+		return
+	}
+	n, _ := strconv.Atoi(m[3])
+	if i, ok := r.Issues[n]; ok {
+		writeJSON(w, http.StatusOK, f.issueJSON(r, i))
+		return
+	}
+	if p, ok := r.Pulls[n]; ok {
+		j := f.issueJSON(r, &Issue{Number: p.Number, Title: p.Title, Body: p.Body, User: p.User, State: p.State, Labels: p.Labels})
+		j["pull_request"] = map[string]any{"url": fmt.Sprintf("%s/repos/%s/%s/pulls/%d", f.Server.URL, r.Owner, r.Name, n)}
+		writeJSON(w, http.StatusOK, j)
+		return
+	}
+	writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+}
+
 func (f *Fake) editIssue(w http.ResponseWriter, req *http.Request, m []string, inst int64) {
 	in, ok := readEdit(w, req)
 	if !ok {
@@ -404,4 +427,30 @@ func (f *Fake) addLabels(w http.ResponseWriter, req *http.Request, m []string, i
 		out = append(out, map[string]any{"name": l})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// SetPermission gives a user a permission on a repository: admin,
+// maintain, write, triage, read or none.
+func (f *Fake) SetPermission(repo, user, permission string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[repo].Permissions[user] = permission
+}
+
+// EditIssue changes an issue's body as a person does in the browser (a
+// ticked box), and returns the body before.
+func (f *Fake) EditIssue(repo string, number int, edit func(string) string) (before string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := f.repos[repo].Issues[number]
+	before = i.Body
+	i.Body = edit(i.Body)
+	return before
+}
+
+// SetIssueState closes or reopens an issue as a person does.
+func (f *Fake) SetIssueState(repo string, number int, state string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[repo].Issues[number].State = state
 }

@@ -1,0 +1,375 @@
+package driftloop
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/app/config"
+	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/targets"
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/report"
+)
+
+// repoDashboard is what this replica knows of a repository's drift
+// dashboard. GitHub holds the state: the issue (its blocks, by cluster) and
+// the requests recorded on it; this is a cache of it, read again every
+// headInterval, when a person ticks a box here, and before every write.
+type repoDashboard struct {
+	// mu makes one read or write of the issue at a time (two clusters'
+	// loops share a repository).
+	mu     sync.Mutex
+	issue  *ghapp.Dashboard
+	readAt time.Time
+	// refresh asks for the issue to be read again at the next look.
+	refresh bool
+	// off says the repository's .github/driftback.yml turns it off.
+	off bool
+}
+
+func (d *DriftLoop) dashboardOf(repo string) *repoDashboard {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dashboards == nil {
+		d.dashboards = map[string]*repoDashboard{}
+	}
+	k := strings.ToLower(repo)
+	if d.dashboards[k] == nil {
+		d.dashboards[k] = &repoDashboard{}
+	}
+	return d.dashboards[k]
+}
+
+// DashboardEdited makes the loop read a repository's dashboard again at its
+// next look and look now: a person ticked a box.
+func (d *DriftLoop) DashboardEdited(repo string) {
+	db := d.dashboardOf(repo)
+	db.mu.Lock()
+	db.refresh = true
+	db.mu.Unlock()
+	d.Nudge(repo)
+}
+
+// dashboardOn says the dashboard is on for the repository: app.yml's and
+// the repository's own setting.
+func (d *DriftLoop) dashboardOn(repo string) bool {
+	if !d.deps.Config.Server.Dashboard() {
+		return false
+	}
+	db := d.dashboardOf(repo)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return !db.off
+}
+
+// requests reads what people asked of a target on its repository's
+// dashboard, from the cache when it is fresh.
+func (d *DriftLoop) requests(ctx context.Context, gh *ghapp.Installation, t targets.Target, now time.Time) ([]ghapp.Request, error) {
+	if !d.dashboardOn(t.Repo) {
+		return nil, nil
+	}
+	db := d.dashboardOf(t.Repo)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := d.readDashboard(ctx, gh, t.Repo, db, now); err != nil {
+		return nil, err
+	}
+	key := report.DashboardKey(t.Slug())
+	var out []ghapp.Request
+	for _, r := range db.issue.Requests {
+		if r.Target == key {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// readDashboard reads the issue and its requests when the cache is stale.
+// db.mu is held.
+func (d *DriftLoop) readDashboard(ctx context.Context, gh *ghapp.Installation, repo string, db *repoDashboard, now time.Time) error {
+	if db.issue != nil && !db.refresh && now.Sub(db.readAt) < min(d.deps.Config.Server.DriftInterval, headInterval) {
+		return nil
+	}
+	owner, name, _ := strings.Cut(repo, "/")
+	number := 0
+	if db.issue != nil {
+		number = db.issue.Number
+	}
+	issue, err := gh.FindDashboard(ctx, owner, name, number)
+	if err != nil {
+		return err
+	}
+	if err := gh.ReadRequests(ctx, owner, name, issue, now); err != nil {
+		return err
+	}
+	db.issue, db.readAt, db.refresh = issue, now, false
+	return nil
+}
+
+// asked is the latest request of a kind and item, if any.
+func asked(rs []ghapp.Request, kind, item string) (time.Time, bool) {
+	var at time.Time
+	found := false
+	for _, r := range rs {
+		if r.Kind == kind && r.Item == item && (!found || r.At.After(at)) {
+			at, found = r.At, true
+		}
+	}
+	return at, found
+}
+
+// changeID names a live change and its value on the dashboard: a hash of
+// its key in the quiet period's bookkeeping.
+func changeID(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:6])
+}
+
+// entry is one live change as the quiet period sees it.
+type entry struct {
+	key    string
+	change drift.Change
+	// field is the change's field; nil for a whole object.
+	field *fieldOf
+	since time.Time
+	// until is when a waiting change will have stayed; zero when it has.
+	until time.Time
+	// unmanaged names an object created live.
+	unmanaged string
+}
+
+// fieldOf is the part of a drifted field the dashboard shows.
+type fieldOf struct {
+	path, manager   string
+	git, live       any
+	at              *time.Time
+	hidden          bool
+	autoscaler      string
+	autoscalerOwner bool
+}
+
+// view is the dashboard's part of a target after a check: its entries,
+// each in the state the plan and GitHub put it in.
+func (c *driftCheck) view(entries []entry, plan *prgen.Plan, out ghapp.PullOutcome, cannot string, fights []prgen.Fight) report.DashboardTarget {
+	v := c.viewBase()
+	proposed, listed := map[string]string{}, map[string]string{}
+	if plan != nil {
+		for _, x := range plan.Codified {
+			proposed[x.Object+" "+x.Path] = ""
+		}
+		for _, x := range plan.Adopted {
+			proposed[x.Object+" "] = ""
+		}
+		for _, x := range plan.Manual {
+			listed[x.Object+" "+x.Path] = x.Reason
+		}
+		for _, x := range plan.Unmanaged {
+			listed[x.Object+" "] = x.Reason
+		}
+		for _, x := range plan.Secrets {
+			listed[x.Object+" secret"] = "a Secret: driftback never writes Secret values to Git"
+		}
+		for _, x := range plan.Deleted {
+			listed[x+" "] = "deleted live: restore it, or remove it from Git"
+		}
+	}
+	for _, e := range entries {
+		dc := report.DashboardChange{ID: changeID(e.key), Since: e.since}
+		obj := e.change.Ref().String()
+		k := obj + " "
+		switch {
+		case e.unmanaged != "":
+			obj = e.unmanaged
+			k = obj + " "
+			dc.Live = "(created live)"
+		case e.field != nil:
+			dc.Field, dc.By, dc.At = e.field.path, e.field.manager, e.field.at
+			dc.Git, dc.Live = shown(e.field.git), shown(e.field.live)
+			if e.change.Secret || e.field.hidden {
+				dc.Git, dc.Live = "(hidden)", "(hidden)"
+				k = obj + " secret"
+			} else {
+				k = obj + " " + e.field.path
+			}
+		default:
+			dc.Git = "(in Git)"
+		}
+		dc.Object = obj
+		switch {
+		case !e.until.IsZero():
+			dc.State, dc.Until = report.StateWaiting, e.until
+			_, dc.Asked = asked(c.requests, report.TickProposeNow, dc.ID)
+		case e.field != nil && e.field.autoscaler != "":
+			dc.State, dc.Why = report.StateAutoscaled, e.field.autoscaler
+		case cannot != "":
+			dc.State, dc.Why = report.StateCannot, cannot
+		case c.t.Policy.Codify == config.CodifyReport:
+			dc.State = report.StateReported
+		case out.Declined != 0:
+			dc.State, dc.Number = report.StateDeclined, out.Declined
+		default:
+			n := out.Open
+			if n == 0 {
+				n = out.Merged
+			}
+			if why, ok := listed[k]; ok {
+				dc.State, dc.Number, dc.Why = report.StateListed, n, why
+			} else if _, ok := proposed[k]; ok && n != 0 {
+				dc.State, dc.Number = report.StateProposed, n
+			} else {
+				dc.State, dc.Why = report.StateCannot, "no strategy writes it back"
+			}
+		}
+		v.Changes = append(v.Changes, dc)
+	}
+	for _, f := range fights {
+		v.Changes = append(v.Changes, report.DashboardChange{
+			ID: changeID("fight " + f.Object + " " + f.Path), Object: f.Object, Field: f.Path, Since: c.now,
+			Git: shown(f.Last[f.Managers[0]]), Live: shown(f.Last[f.Managers[1]]), By: f.Managers[1],
+			State: report.StateFight, Why: fmt.Sprintf("%s and %s changed it %d times in %s", f.Managers[0], f.Managers[1], f.Changes, f.Window),
+		})
+	}
+	v.Open = out.Open
+	if out.Declined != 0 {
+		_, again := asked(c.requests, report.TickProposeAgain, strconv.Itoa(out.Declined))
+		v.Declined = []report.DashboardDeclined{{Number: out.Declined, Asked: again}}
+	}
+	build.Redact(&v, c.hidden)
+	return v
+}
+
+// viewBase is the target's part with nothing in it yet.
+func (c *driftCheck) viewBase() report.DashboardTarget {
+	// A check asked for is this one: its box is shown unticked again.
+	return report.DashboardTarget{Key: c.t.Slug(), Name: c.t.Name, Cluster: c.t.Cluster, Path: c.t.Path}
+}
+
+// shown is a value as the dashboard shows it.
+func shown(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	}
+	b, err := json.Marshal(v) // maps marshal with sorted keys
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// notCompared records why a target was not compared.
+func (d *DriftLoop) notCompared(t targets.Target, why string) {
+	st := d.state(t)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st.view = &report.DashboardTarget{Key: t.Slug(), Name: t.Name, Cluster: t.Cluster, Path: t.Path, NotCompared: why}
+}
+
+// publishDashboards writes a cluster's targets into their repositories'
+// dashboards: one read and at most one edit per repository, only when what
+// it shows changed.
+func (d *DriftLoop) publishDashboards(ctx context.Context, cluster string, ts []targets.Target) {
+	byRepo := map[string][]targets.Target{}
+	var repos []string
+	for _, t := range ts {
+		k := strings.ToLower(t.Repo)
+		if byRepo[k] == nil {
+			repos = append(repos, t.Repo)
+		}
+		byRepo[k] = append(byRepo[k], t)
+	}
+	keep := map[string]bool{}
+	for name := range d.deps.Config.Clusters {
+		keep[report.DashboardKey(name)] = true
+	}
+	for _, repo := range repos {
+		if ctx.Err() != nil {
+			return
+		}
+		if !d.dashboardOn(repo) {
+			continue
+		}
+		var views []report.DashboardTarget
+		d.mu.Lock()
+		for _, t := range byRepo[strings.ToLower(repo)] {
+			if st := d.states[targets.Key(t)]; st != nil && st.view != nil {
+				views = append(views, *st.view)
+			}
+		}
+		d.mu.Unlock()
+		_, skipped := d.deps.Targets.Of(repo)
+		for _, f := range skipped {
+			if f.On != cluster {
+				continue
+			}
+			why := f.NotRendered
+			if why == "" {
+				why = "its source is not a repository on the configured GitHub host"
+			}
+			views = append(views, report.DashboardTarget{Key: "source-" + f.Object + "-" + f.On, Name: f.Object, Cluster: f.On, Path: f.Path, NotCompared: "not rendered: " + why})
+		}
+		if err := d.writeDashboard(ctx, repo, cluster, views, keep); err != nil && ctx.Err() == nil {
+			d.deps.Metrics.Failure("drift_dashboard")
+			d.log.Error("cannot update the drift dashboard", "repo", repo, "cluster", cluster, "err", err)
+		}
+	}
+}
+
+func (d *DriftLoop) writeDashboard(ctx context.Context, repo, cluster string, views []report.DashboardTarget, keep map[string]bool) error {
+	db := d.dashboardOf(repo)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	gh, err := d.deps.GitHub.InstallationFor(ctx, repo)
+	if err != nil {
+		return err
+	}
+	now := d.deps.Now()
+	if err := d.readDashboard(ctx, gh, repo, db, now); err != nil {
+		return err
+	}
+	body, shows := report.Dashboard(db.issue.Body, cluster, views, keep)
+	switch {
+	case db.issue.Number == 0 && !shows:
+		return nil // nothing to show, and no issue to keep current
+	case db.issue.Number != 0 && (!db.issue.Open || body == db.issue.Body):
+		return nil
+	}
+	ctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
+	defer cancel()
+	owner, name, _ := strings.Cut(repo, "/")
+	if db.issue.Number != 0 {
+		// Another replica may have written its clusters' parts since the
+		// cache was read: merge with the issue as it is now.
+		fresh, err := gh.FindDashboard(ctx, owner, name, db.issue.Number)
+		if err != nil {
+			return err
+		}
+		fresh.Requests = db.issue.Requests
+		db.issue = fresh
+		if body, _ = report.Dashboard(fresh.Body, cluster, views, keep); !fresh.Open || body == fresh.Body {
+			return nil
+		}
+	}
+	written, err := gh.WriteDashboard(ctx, owner, name, db.issue, body, nil)
+	if err != nil {
+		return err
+	}
+	if db.issue.Number == 0 {
+		d.deps.Metrics.DriftAction("dashboard", "opened")
+	} else {
+		d.deps.Metrics.DriftAction("dashboard", "updated")
+	}
+	db.issue = written
+	return nil
+}
