@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-github/v60/github"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/google/go-github/v60/github"
 
 	"github.com/driftback/driftback/internal/githubfake"
 )

@@ -656,19 +656,19 @@ func envName(key string) string {
 // setting, and for the secrets only where they came from.
 func (c *Config) Redacted(s *Secrets) map[string]any {
 	out := map[string]any{
-		"github.appID":         c.GitHub.AppID,
-		"github.apiURL":        c.GitHub.APIURL,
-		"server.listen":        c.Server.Listen,
-		"server.workers":       c.Server.Workers,
-		"server.queueSize":     c.Server.QueueSize,
-		"server.cacheDir":      c.Server.CacheDir,
-		"server.jobTimeout":    c.Server.JobTimeout.String(),
-		"server.driftInterval": c.Server.DriftInterval.String(),
+		"github.appID":          c.GitHub.AppID,
+		"github.apiURL":         c.GitHub.APIURL,
+		"server.listen":         c.Server.Listen,
+		"server.workers":        c.Server.Workers,
+		"server.queueSize":      c.Server.QueueSize,
+		"server.cacheDir":       c.Server.CacheDir,
+		"server.jobTimeout":     c.Server.JobTimeout.String(),
+		"server.driftInterval":  c.Server.DriftInterval.String(),
 		"server.driftDashboard": fmt.Sprint(c.Server.Dashboard()),
-		"clusters":             len(c.Clusters),
-		"targets":              len(c.Targets),
-		"github.privateKey":    "(redacted)",
-		"github.webhookSecret": "(redacted)",
+		"clusters":              len(c.Clusters),
+		"targets":               len(c.Targets),
+		"github.privateKey":     "(redacted)",
+		"github.webhookSecret":  "(redacted)",
 	}
 	if s != nil {
 		out["github.privateKey"] = "(redacted, from " + s.From["privateKey"] + ")"
