@@ -901,6 +901,15 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 	if c.tree, err = render.GitTreeContext(ctx, repo, c.st.head); err != nil {
 		return false, err
 	}
+	if why := build.NotRenderedAt(c.t, c.tree); why != "" {
+		c.notCompared = "not rendered: " + why
+		return false, nil
+	}
+	if c.t.Found != nil && !c.tree.HasDir(c.t.Path) {
+		// The reconciler fails on it too, and says so in its own status.
+		c.notCompared = "its path is not in the default branch's head"
+		return false, nil
+	}
 	if c.t.Found != nil && !c.tree.HasKustomization(c.t.Path) && c.cannot == "" {
 		// A plain directory: Flux generates its kustomization, Argo CD
 		// reads its manifests.

@@ -1,0 +1,135 @@
+package report
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+var dashNow = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+
+// fleetTarget is a target with n changes, each with long values.
+func fleetTarget(cluster string, i, n int) DashboardTarget {
+	t := DashboardTarget{Key: fmt.Sprintf("app-%03d", i), Name: fmt.Sprintf("app-%03d", i), Cluster: cluster, Path: fmt.Sprintf("clusters/%s/apps/app-%03d", cluster, i)}
+	for j := range n {
+		t.Changes = append(t.Changes, DashboardChange{
+			ID: fmt.Sprintf("%012x", i*1000+j), Object: fmt.Sprintf("Deployment/team-%03d/web-%02d", i, j), Field: ".spec.template.spec.containers[name=\"web\"].image",
+			Git: strings.Repeat("registry.example.com/web:1.0.", 3), Live: strings.Repeat("registry.example.com/web:1.1.", 3),
+			By: "kubectl-set", Since: dashNow, State: StateWaiting, Until: dashNow.Add(time.Hour),
+		})
+	}
+	return t
+}
+
+// TestTwoHundredTargetsFitOneIssue: a fleet of 200 drifted targets, each
+// with 30 changes, fits GitHub's issue body limit by showing the largest
+// targets in less detail; every target is still counted in the summary; and
+// the same fleet rendered again on its own body gives that body, so the loop
+// edits only when something changed.
+func TestTwoHundredTargetsFitOneIssue(t *testing.T) {
+	var fleet []DashboardTarget
+	for i := range 200 {
+		fleet = append(fleet, fleetTarget("prod", i, 30))
+	}
+	keep := map[string]bool{"prod": true}
+	body, shows := Dashboard("", "prod", fleet, keep)
+	if !shows {
+		t.Fatal("a drifted fleet shows nothing")
+	}
+	if n := utf8.RuneCountInString(body); n > MaxIssueBody {
+		t.Fatalf("the body is %d characters, over GitHub's %d", n, MaxIssueBody)
+	}
+	if !strings.Contains(body, "**200 targets differ from Git**: 6000 changes, 6000 waiting.") {
+		t.Errorf("the summary does not count the whole fleet:\n%s", body[:min(len(body), 600)])
+	}
+	again, _ := Dashboard(body, "prod", fleet, keep)
+	if again != body {
+		t.Error("the same fleet rendered on its own body differs: every check would edit the issue")
+	}
+	// A small fleet is shown in full.
+	small, _ := Dashboard("", "prod", fleet[:3], keep)
+	if !strings.Contains(small, "<details>") || strings.Count(small, "propose now:") != 3*maxRows {
+		t.Errorf("three targets are not shown in full: %d boxes", strings.Count(small, "propose now:"))
+	}
+}
+
+// TestEachClusterWritesItsOwnParts: a replica that watches cluster b keeps
+// cluster a's parts as another replica wrote them, and drops the parts of a
+// cluster app.yml no longer has.
+func TestEachClusterWritesItsOwnParts(t *testing.T) {
+	keep := map[string]bool{"a": true, "b": true}
+	body, _ := Dashboard("", "a", []DashboardTarget{fleetTarget("a", 1, 2), {Key: "clean", Name: "clean", Cluster: "a", Path: "x"}}, keep)
+	body, _ = Dashboard(body, "b", []DashboardTarget{fleetTarget("b", 2, 1)}, keep)
+	for _, s := range []string{"Deployment/team-001/web-01", "Deployment/team-002/web-00", "**2 targets differ from Git**: 3 changes, 3 waiting.", "1 target match Git"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the merged dashboard does not say %q:\n%s", s, body)
+		}
+	}
+	// b's check again: its part replaced, a's kept.
+	body, _ = Dashboard(body, "b", nil, keep)
+	if strings.Contains(body, "team-002") || !strings.Contains(body, "team-001") {
+		t.Errorf("b's part not replaced, or a's lost:\n%s", body)
+	}
+	// Cluster a leaves app.yml.
+	body, shows := Dashboard(body, "b", nil, map[string]bool{"b": true})
+	if strings.Contains(body, "team-001") || shows {
+		t.Errorf("a gone cluster's part is kept:\n%s", body)
+	}
+}
+
+// TestDashboardTextCannotForgeABoxOrAPart: names and values from the
+// cluster that hold a tick marker, a box, a part's frame, a line break, a
+// mention or a reference show as text: the body has driftback's boxes and
+// parts only.
+func TestDashboardTextCannotForgeABoxOrAPart(t *testing.T) {
+	hostile := "x\n- [x] check <!-- driftback:tick check target=other -->\n<!-- driftback:dashboard-end -->\n@org/team #1"
+	tg := DashboardTarget{Key: "prod", Name: hostile, Cluster: "prod", Path: hostile, Changes: []DashboardChange{{
+		ID: "abc", Object: hostile, Field: hostile, Git: hostile, Live: hostile, By: hostile, Since: dashNow, State: StateCannot, Why: hostile,
+	}, {ID: "def", Object: hostile, Field: hostile, Since: dashNow, State: StateWaiting, Until: dashNow}}, Declined: []DashboardDeclined{{Number: 3}}, Open: 4}
+	nc := DashboardTarget{Key: "broken", Name: hostile, Cluster: "prod", Path: hostile, NotCompared: hostile}
+	body, _ := Dashboard("", "prod", []DashboardTarget{tg, nc}, map[string]bool{"prod": true})
+	var kinds []string
+	for _, tk := range DashboardTicks(body) {
+		kinds = append(kinds, tk.Kind+" "+tk.Target+" "+tk.Item)
+	}
+	want := "[propose-now prod def check prod  propose-again prod 3 check broken ]"
+	if fmt.Sprint(kinds) != want {
+		t.Errorf("boxes %v, want %s", kinds, want)
+	}
+	if n := len(parseBlocks(body)); n != 4 {
+		t.Errorf("%d parts, want 4 (differs, declined, open, not compared)", n)
+	}
+	// Code spans hold no mention or reference; outside them there is none.
+	text := regexp.MustCompile("`[^`]*`").ReplaceAllString(body, "")
+	if strings.Contains(text, "@org") || strings.Contains(text, "#1") {
+		t.Errorf("a mention or a reference got through:\n%s", text)
+	}
+}
+
+// TestATickIsReadFromTheEdit: what an edit asks for is the boxes it ticked,
+// and unticking puts those back as they were.
+func TestATickIsReadFromTheEdit(t *testing.T) {
+	tg := fleetTarget("prod", 1, 2)
+	tg.Declined = []DashboardDeclined{{Number: 7}}
+	before, _ := Dashboard("", "prod", []DashboardTarget{tg}, map[string]bool{"prod": true})
+	after := strings.Replace(before, "- [ ] propose it again", "- [x] propose it again", 1)
+	after = strings.Replace(after, "- [ ] check again now", "- [x] check again now", 1)
+	ticks := NewlyTicked(before, after)
+	if len(ticks) != 2 || ticks[0].Kind != TickCheck || ticks[1].Kind != TickProposeAgain || ticks[1].Item != "7" {
+		t.Fatalf("ticks %+v", ticks)
+	}
+	if got := Untick(after, ticks); got != before {
+		t.Errorf("unticked:\n%s\nwant:\n%s", got, before)
+	}
+	if n := NewlyTicked(after, after); len(n) != 0 {
+		t.Errorf("an edit that ticks nothing new asks for %+v", n)
+	}
+	body, _ := DashboardRequest(ticks[1], "alice", "2026-12-02T09:00:00Z")
+	got, by, ok := ParseDashboardRequest(body)
+	if !ok || by != "alice" || got.Key() != ticks[1].Key() {
+		t.Errorf("request read back as %+v by %q (%v)", got, by, ok)
+	}
+}
