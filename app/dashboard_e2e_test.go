@@ -9,6 +9,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-github/v60/github"
 
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/internal/githubfake"
 )
 
@@ -122,7 +123,8 @@ func TestTheDashboardShowsEveryDriftAndActsForWriters(t *testing.T) {
 	// A writer's tick proposes it now; the same delivery again acts once.
 	ev := d.tick("alice", "propose now: Deployment", "d-2")
 	d.waitFor("the drift pull request opened at once", func() bool { return len(d.openPulls()) == 1 })
-	d.deliver("issues", "d-2", ev)
+	d.deliver("issues", "d-2", ev)       // redelivered
+	d.deliver("issues", "d-2-again", ev) // the same edit, another delivery
 	d.settle(3)
 	if n := commentsWith(d.gh, is.Number, "asked driftback to propose"); n != 1 {
 		t.Errorf("%d request comments for one tick delivered twice, want 1", n)
@@ -171,6 +173,23 @@ func TestTheDashboardShowsEveryDriftAndActsForWriters(t *testing.T) {
 		}
 	}
 
+	// Nothing changes: the dashboard is not edited again.
+	edits := func() int {
+		n := 0
+		for _, c := range d.gh.Calls() {
+			if c.Method == "PATCH" && c.Path == fmt.Sprintf("/repos/%s/issues/%d", fullName, is.Number) {
+				n++
+			}
+		}
+		return n
+	}
+	d.settle(2)
+	before := edits()
+	d.settle(4)
+	if n := edits() - before; n != 0 {
+		t.Errorf("%d edits of the dashboard while nothing changed", n)
+	}
+
 	// A person closes the dashboard: it is left as it is.
 	d.gh.SetIssueState(fullName, is.Number, "closed")
 	closed, _ := d.dashboard()
@@ -181,5 +200,25 @@ func TestTheDashboardShowsEveryDriftAndActsForWriters(t *testing.T) {
 	}
 	if n := len(d.gh.Issues(fullName)); n != 1 {
 		t.Errorf("%d issues after the dashboard was closed, want it alone", n)
+	}
+}
+
+// TestARepositoryTurnsItsDashboardOff: dashboard: false in the
+// repository's .github/driftback.yml means no dashboard; a report-mode
+// target keeps its one issue instead.
+func TestARepositoryTurnsItsDashboardOff(t *testing.T) {
+	t.Parallel()
+	d := newDriftWorld(t, 300*time.Millisecond, func(p *config.Policy) { p.Codify = config.CodifyReport })
+	off := d.commit(d.main, map[string]any{".github/driftback.yml": "dashboard: false\n"})
+	d.push(map[string]plumbing.Hash{"refs/heads/main": off})
+	d.run()
+	d.scale(3, "kubectl")
+	d.waitFor("the drift issue", func() bool { return len(d.gh.Issues(fullName)) == 1 })
+	d.settle(3)
+	if _, ok := d.dashboard(); ok {
+		t.Error("a dashboard for a repository that turned it off")
+	}
+	if is := d.gh.Issues(fullName); len(is) != 1 || !strings.Contains(is[0].Body, "`3`") {
+		t.Errorf("issues %+v, want the target's drift issue", is)
 	}
 }

@@ -563,7 +563,11 @@ func compose(blocks []dashboardBlock) (string, bool) {
 		}
 		fmt.Fprintf(&s, "**%s%s from Git**: %s.", plural(differ, "target"), verb, changeCounts(total))
 	}
-	fmt.Fprintf(&s, " %s not compared; %s match Git.\n\n", plural(len(by[groupNotCompared]), "target"), plural(len(by[groupClean]), "target"))
+	match := " match"
+	if len(by[groupClean]) == 1 {
+		match = " matches"
+	}
+	fmt.Fprintf(&s, " %s not compared; %s%s Git.\n\n", plural(len(by[groupNotCompared]), "target"), plural(len(by[groupClean]), "target"), match)
 	for _, g := range []struct{ group, title string }{
 		{groupDiffers, "Differs from Git now"},
 		{groupDeclined, "Declined"},

@@ -1,7 +1,10 @@
 package report
 
 import (
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -63,7 +66,7 @@ func TestEachClusterWritesItsOwnParts(t *testing.T) {
 	keep := map[string]bool{"a": true, "b": true}
 	body, _ := Dashboard("", "a", []DashboardTarget{fleetTarget("a", 1, 2), {Key: "clean", Name: "clean", Cluster: "a", Path: "x"}}, keep)
 	body, _ = Dashboard(body, "b", []DashboardTarget{fleetTarget("b", 2, 1)}, keep)
-	for _, s := range []string{"Deployment/team-001/web-01", "Deployment/team-002/web-00", "**2 targets differ from Git**: 3 changes, 3 waiting.", "1 target match Git"} {
+	for _, s := range []string{"Deployment/team-001/web-01", "Deployment/team-002/web-00", "**2 targets differ from Git**: 3 changes, 3 waiting.", "1 target matches Git"} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the merged dashboard does not say %q:\n%s", s, body)
 		}
@@ -131,5 +134,55 @@ func TestATickIsReadFromTheEdit(t *testing.T) {
 	got, by, ok := ParseDashboardRequest(body)
 	if !ok || by != "alice" || got.Key() != ticks[1].Key() {
 		t.Errorf("request read back as %+v by %q (%v)", got, by, ok)
+	}
+}
+
+var updateExample = flag.Bool("update", false, "rewrite docs/dashboard-example.md")
+
+// TestDashboardExample keeps docs/dashboard-example.md what driftback
+// writes for a repository with five targets: the documentation cannot show
+// a dashboard driftback does not write.
+func TestDashboardExample(t *testing.T) {
+	at := dashNow.Add(-40 * time.Minute)
+	ts := []DashboardTarget{
+		{Key: "shop-production", Name: "shop-production", Cluster: "prod", Path: "apps/shop/overlays/production", Open: 12, Changes: []DashboardChange{
+			{ID: "5f0c1a9e2b7d", Object: "Deployment/shop/web", Field: ".spec.replicas", Git: "2", Live: "5", By: "kubectl", At: &at, Since: at, State: StateProposed, Number: 12},
+			{ID: "9a41be07c3d2", Object: "Deployment/shop/web", Field: `.spec.template.spec.containers[name="web"].image`, Git: "registry.example.com/web:1.4.0", Live: "registry.example.com/web:1.4.1", By: "kubectl-set", At: &at, Since: dashNow.Add(-time.Minute), State: StateWaiting, Until: dashNow.Add(time.Minute)},
+			{ID: "0b7e33c9a1f4", Object: "Secret/shop/api-token", Field: ".data.token", Git: "(hidden)", Live: "(hidden)", By: "kubectl-edit", At: &at, Since: at, State: StateListed, Number: 12, Why: "a Secret: driftback never writes Secret values to Git"},
+			{ID: "77c0d2e1aa90", Object: "Deployment/shop/worker", Field: ".spec.replicas", Git: "3", Live: "8", By: "kube-controller-manager", Since: at, State: StateAutoscaled, Why: "HorizontalPodAutoscaler/shop/worker"},
+		}},
+		{Key: "shop-staging", Name: "shop-staging", Cluster: "staging", Path: "apps/shop/overlays/staging", Declined: []DashboardDeclined{{Number: 9}}, Changes: []DashboardChange{
+			{ID: "1c2d3e4f5a6b", Object: "ConfigMap/shop-staging/flags", Field: ".data.checkout", Git: "v1", Live: "v2", By: "kubectl-edit", At: &at, Since: at, State: StateDeclined, Number: 9},
+		}},
+		{Key: "flux-system-apps", Name: "flux-system/apps", Cluster: "prod", Path: "clusters/prod/apps", Changes: []DashboardChange{
+			{ID: "aa11bb22cc33", Object: "Deployment/podinfo/podinfo", Field: ".spec.replicas", Git: "2", Live: "4", By: "kubectl", At: &at, Since: at, State: StateCannot, Why: "its Kustomization sets spec.postBuild, which drift pull requests cannot write back"},
+		}},
+		{Key: "flux-system-infra", Name: "flux-system/infra", Cluster: "prod", Path: "clusters/prod/infra", NotCompared: "suspended: the Kustomization is suspended (spec.suspend): merging changes nothing on this cluster until reconciliation resumes"},
+		{Key: "monitoring", Name: "monitoring", Cluster: "prod", Path: "apps/monitoring"},
+	}
+	keep := map[string]bool{"prod": true, "staging": true}
+	var prod, staging []DashboardTarget
+	for _, x := range ts {
+		if x.Cluster == "prod" {
+			prod = append(prod, x)
+		} else {
+			staging = append(staging, x)
+		}
+	}
+	body, _ := Dashboard("", "prod", prod, keep)
+	body, _ = Dashboard(body, "staging", staging, keep)
+	doc := "# driftback: drift dashboard\n\n" + body
+	path := filepath.Join("..", "docs", "dashboard-example.md")
+	if *updateExample {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != doc {
+		t.Errorf("%s is not what driftback writes: go test ./report -run TestDashboardExample -update", path)
 	}
 }

@@ -342,7 +342,7 @@ func (d *DriftLoop) writeDashboard(ctx context.Context, repo, cluster string, vi
 	switch {
 	case db.issue.Number == 0 && !shows:
 		return nil // nothing to show, and no issue to keep current
-	case db.issue.Number != 0 && (!db.issue.Open || body == db.issue.Body):
+	case db.issue.Number != 0 && body == db.issue.Body:
 		return nil
 	}
 	ctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
@@ -357,17 +357,17 @@ func (d *DriftLoop) writeDashboard(ctx context.Context, repo, cluster string, vi
 		}
 		fresh.Requests = db.issue.Requests
 		db.issue = fresh
-		if body, _ = report.Dashboard(fresh.Body, cluster, views, keep); !fresh.Open || body == fresh.Body {
-			return nil
-		}
+		body, _ = report.Dashboard(fresh.Body, cluster, views, keep)
 	}
+	// A closed dashboard is left alone (WriteDashboard).
 	written, err := gh.WriteDashboard(ctx, owner, name, db.issue, body, nil)
 	if err != nil {
 		return err
 	}
-	if db.issue.Number == 0 {
+	switch {
+	case db.issue.Number == 0:
 		d.deps.Metrics.DriftAction("dashboard", "opened")
-	} else {
+	case written.Body != db.issue.Body:
 		d.deps.Metrics.DriftAction("dashboard", "updated")
 	}
 	db.issue = written
