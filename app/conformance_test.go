@@ -392,7 +392,7 @@ stringData: {TOKEN: SeCrEtVaLuE-4242xyz}
 		},
 		head:    map[string]any{"monitoring/controllers/grafana/service.yaml": strings.Replace(service("grafana"), "port: 80", "port: 3000", 1)},
 		targets: map[string]string{"monitoring/controllers": "flux: plain manifests at main (Flux generates the kustomization)"},
-		codify:  map[string]string{"monitoring/controllers": "off (a plain directory: its drift is shown, not proposed)"},
+		codify:  map[string]string{"monitoring/controllers": "manual"},
 		objects: map[string]map[string]drift.Action{"monitoring/controllers": {
 			ref("Service", "prometheus"): drift.ActionUnchanged, ref("Service", "grafana"): drift.ActionUpdate,
 		}},

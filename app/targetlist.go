@@ -181,7 +181,7 @@ func sourceAt(t targets.Target, trees func(repo, branch string) (*render.Tree, s
 	case tree.HasKustomization(t.Path):
 		return "a kustomization" + at, "", ""
 	case f != nil && f.Flux != nil:
-		return "plain manifests" + at + " (Flux generates the kustomization)", "", "a plain directory: its drift is shown, not proposed"
+		return "plain manifests" + at + " (Flux generates the kustomization)", "", ""
 	case f != nil && f.Reconciler == discover.ReconcilerArgoCD:
 		if why := build.NotRenderedAt(t, tree); why != "" {
 			kind := "jsonnet"
@@ -190,7 +190,7 @@ func sourceAt(t targets.Target, trees func(repo, branch string) (*render.Tree, s
 			}
 			return kind + at, why, "not rendered"
 		}
-		return "plain manifests" + at + " (Argo CD reads the directory)", "", "a plain directory: its drift is shown, not proposed"
+		return "plain manifests" + at + " (Argo CD reads the directory)", "", ""
 	}
 	return "no kustomization" + at, "kustomize builds nothing there", "not rendered"
 }

@@ -62,6 +62,14 @@ type Input struct {
 	// Adopt writes Unmanaged objects into the overlay; otherwise they are
 	// only listed.
 	Adopt bool
+	// Variables are the variables the reconciler substitutes after the
+	// build (a Flux Kustomization's postBuild); nil when it substitutes none.
+	Variables *Variables
+	// Generated is the kustomization the reconciler generates for a plain
+	// directory (Flux, Argo CD), present in Tree but not in Git: a change
+	// is written only into the manifest file that holds the object, never
+	// into it; "" when the overlay has its own.
+	Generated string
 }
 
 // Codified is one field written back to Git.
@@ -167,6 +175,11 @@ type planner struct {
 	// current is the render with the accepted edits.
 	current *render.Overlay
 	objs    []*unstructured.Unstructured
+	// raw are the objects before the reconciler substitutes variables
+	// (the same as objs without Input.Variables), and values the
+	// variables with the accepted changes.
+	raw    []*unstructured.Unstructured
+	values map[string]string
 }
 
 // Make plans the codification of an overlay's drift. Fields set by the
@@ -176,6 +189,9 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 		in.Appliers = drift.KnownAppliers
 	}
 	p := &planner{ctx: ctx, in: in, edits: map[string][]byte{}}
+	if in.Variables != nil {
+		p.values = copyValues(in.Variables.Values)
+	}
 	if err := p.rerender(); err != nil {
 		return nil, err
 	}
@@ -222,6 +238,8 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 			plan.Unmanaged = append(plan.Unmanaged, Manual{Object: ref, Reason: "a Secret: driftback never writes Secret values to Git"})
 		case !in.Adopt:
 			plan.Unmanaged = append(plan.Unmanaged, Manual{Object: ref, Reason: "created live, not in Git (adoptUnmanaged is off)"})
+		case in.Generated != "":
+			plan.Unmanaged = append(plan.Unmanaged, Manual{Object: ref, Reason: "created live, not in Git; adopting into a plain directory is not written yet"})
 		default:
 			a, reason := p.adopt(obj)
 			if a != nil {
@@ -233,6 +251,10 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 	}
 	for f, b := range p.edits {
 		plan.Files[f] = b
+	}
+	if _, ok := plan.Files[in.Generated]; ok && in.Generated != "" {
+		// Never: the strategies that edit a kustomization are not tried.
+		return nil, fmt.Errorf("the plan edits %s, which the reconciler generates", in.Generated)
 	}
 	for obj, reason := range in.Intents {
 		if plan.Intents == nil {
@@ -267,28 +289,46 @@ func refString(c drift.Change) string {
 }
 
 func (p *planner) render(edits map[string][]byte) (*render.Overlay, []*unstructured.Unstructured, error) {
+	o, objs, _, err := p.renderWith(edits, p.values)
+	return o, objs, err
+}
+
+// renderWith renders the overlay with edits and, for a target whose
+// reconciler substitutes variables, substitutes values: the objects as
+// applied, and raw, before substitution.
+func (p *planner) renderWith(edits map[string][]byte, values map[string]string) (o *render.Overlay, objs, raw []*unstructured.Unstructured, err error) {
 	tree := p.in.Tree
 	if len(edits) > 0 {
 		tree = tree.With(edits)
 	}
 	res, err := p.in.Renderer.Render(p.ctx, tree, []string{p.in.Overlay})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	o := res.Overlays[0]
+	o = res.Overlays[0]
 	if err := o.Err(); err != nil {
-		return o, nil, err
+		return o, nil, nil, err
 	}
-	objs, err := o.Objects()
-	return o, objs, err
+	if raw, err = o.Objects(); err != nil || p.in.Variables == nil {
+		return o, raw, raw, err
+	}
+	copies := make([]*unstructured.Unstructured, len(raw))
+	for i, r := range raw {
+		copies[i] = r.DeepCopy()
+	}
+	objs, err = p.in.Variables.Substitute(copies, values)
+	if err == nil && len(objs) != len(raw) {
+		err = fmt.Errorf("substitution returned %d objects of %d", len(objs), len(raw))
+	}
+	return o, objs, raw, err
 }
 
 func (p *planner) rerender() error {
-	o, objs, err := p.render(p.edits)
+	o, objs, raw, err := p.renderWith(p.edits, p.values)
 	if err != nil {
 		return fmt.Errorf("%s: render: %w", p.in.Overlay, err)
 	}
-	p.current, p.objs = o, objs
+	p.current, p.objs, p.raw = o, objs, raw
 	return nil
 }
 
@@ -330,36 +370,57 @@ func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 		file     string
 		edit     func() ([]byte, error)
 	}
+	if p.in.Variables != nil && i < len(p.raw) {
+		// A field the reconciler substitutes is written where its variable
+		// is set, never over the reference.
+		if raw, ok := object.ValueAt(p.raw[i].Object, fp).(string); ok && variableRef.MatchString(raw) {
+			file := ""
+			if origin.Path != "" && strings.HasPrefix(origin.Path, p.in.Overlay+"/") && origin.Path != p.in.Generated {
+				file = origin.Path
+			}
+			return p.codifyVariable(ch, f, i, obj, raw, file)
+		}
+	}
 	var attempts []attempt
 	kust := p.kustomizationFile()
-	if isReplicas(fp) {
-		attempts = append(attempts, attempt{StrategyReplicas, kust, func() ([]byte, error) {
-			return p.editReplicas(kust, sourceName(p, obj, origin), f.Live)
-		}})
-	}
-	if isImage(fp) {
-		if s, ok := f.Live.(string); ok {
-			attempts = append(attempts, attempt{StrategyImages, kust, func() ([]byte, error) { return p.editImages(kust, s) }})
+	generated := p.in.Generated != ""
+	if generated {
+		// A plain directory: only the file that holds the object is Git's.
+		if origin.Path == "" || !strings.HasPrefix(origin.Path, p.in.Overlay+"/") || origin.Path == p.in.Generated {
+			return nil, "a plain directory of manifests whose file for the object is not found"
 		}
-	}
-	if sources, err := p.patchSources(kust); err == nil {
-		for _, src := range sources {
-			attempts = append(attempts, attempt{StrategyExistingPatch, src.file, func() ([]byte, error) {
-				return p.editExistingPatch(src, obj, sourceName(p, obj, origin), fp, f.Live)
-			}})
-		}
-	}
-	if origin.Path != "" && strings.HasPrefix(origin.Path, p.in.Overlay+"/") {
 		attempts = append(attempts, attempt{StrategyResource, origin.Path, func() ([]byte, error) { return p.editResource(origin.Path, obj, fp, f.Live) }})
 	}
 	patchFile := path.Join(p.in.Overlay, fmt.Sprintf("driftback-%s-%s.yaml", strings.ToLower(obj.GetKind()), sourceName(p, obj, origin)))
-	// A new patch matches its object by namespace as the object enters the
-	// overlay: none when the overlay sets it, else the render's or the
-	// source file's. Each is tried; the render decides.
-	for _, ns := range p.patchNamespaces(obj, origin) {
-		attempts = append(attempts, attempt{StrategyPatch, patchFile, func() ([]byte, error) {
-			return p.editPatch(patchFile, obj, sourceName(p, obj, origin), ns, fp, f.Live)
-		}})
+	if !generated {
+		if isReplicas(fp) {
+			attempts = append(attempts, attempt{StrategyReplicas, kust, func() ([]byte, error) {
+				return p.editReplicas(kust, sourceName(p, obj, origin), f.Live)
+			}})
+		}
+		if isImage(fp) {
+			if s, ok := f.Live.(string); ok {
+				attempts = append(attempts, attempt{StrategyImages, kust, func() ([]byte, error) { return p.editImages(kust, s) }})
+			}
+		}
+		if sources, err := p.patchSources(kust); err == nil {
+			for _, src := range sources {
+				attempts = append(attempts, attempt{StrategyExistingPatch, src.file, func() ([]byte, error) {
+					return p.editExistingPatch(src, obj, sourceName(p, obj, origin), fp, f.Live)
+				}})
+			}
+		}
+		if origin.Path != "" && strings.HasPrefix(origin.Path, p.in.Overlay+"/") {
+			attempts = append(attempts, attempt{StrategyResource, origin.Path, func() ([]byte, error) { return p.editResource(origin.Path, obj, fp, f.Live) }})
+		}
+		// A new patch matches its object by namespace as the object enters the
+		// overlay: none when the overlay sets it, else the render's or the
+		// source file's. Each is tried; the render decides.
+		for _, ns := range p.patchNamespaces(obj, origin) {
+			attempts = append(attempts, attempt{StrategyPatch, patchFile, func() ([]byte, error) {
+				return p.editPatch(patchFile, obj, sourceName(p, obj, origin), ns, fp, f.Live)
+			}})
+		}
 	}
 
 	reason := "no source file sets it"
@@ -405,7 +466,12 @@ func clone(m map[string][]byte) map[string][]byte {
 // verify renders with edits: the field must come out equal to the live value
 // and nothing else may move.
 func (p *planner) verify(edits map[string][]byte, index int, fp fieldpath.Path, want any) (bool, string) {
-	_, after, err := p.render(edits)
+	return p.verifyWith(edits, p.values, index, fp, want)
+}
+
+// verifyWith verifies with variables' values as given.
+func (p *planner) verifyWith(edits map[string][]byte, values map[string]string, index int, fp fieldpath.Path, want any) (bool, string) {
+	_, after, _, err := p.renderWith(edits, values)
 	if err != nil {
 		return false, err.Error()
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"reflect"
 	"regexp"
 	"slices"
@@ -25,6 +26,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/argocd"
+	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/render/reconciler"
 )
@@ -197,16 +199,16 @@ func ReconcilerOptions(t targets.Target) (noPrune, defaultNamespace string) {
 }
 
 // fluxBuildFields are the Kustomization fields that make its build differ
-// from plain kustomize.
+// from plain kustomize in ways the write-back does not follow.
 var fluxBuildFields = []string{"targetNamespace", "namePrefix", "nameSuffix", "patches", "patchesStrategicMerge",
-	"patchesJson6902", "images", "components", "postBuild", "commonMetadata"}
+	"patchesJson6902", "images", "components", "commonMetadata"}
 
 // WriteBackable says whether the drift loop can write a live change back
 // into the target's sources: the write-back maps rendered fields to the
 // files plain kustomize built them from, so a target its reconciler builds
-// otherwise (Flux's patches or variables, Argo CD's options) is compared but
-// its drift is not proposed, lest a value substituted from a variable (a
-// Secret's, say) be written into Git over the variable.
+// otherwise (Flux's patches or images, Argo CD's options) is compared but
+// its drift is not proposed. Flux's postBuild variables are written where
+// they are set (WriteBackVariables), never over a reference.
 func WriteBackable(t targets.Target) (bool, string) {
 	f := t.Found
 	switch {
@@ -541,4 +543,75 @@ func Notes(t targets.Target, vars Vars) []string {
 		out = append(out, vars.Note)
 	}
 	return out
+}
+
+// WriteBackTree is the tree a target's drift is written back in: the
+// repository's own, or, for a plain directory of manifests, the tree its
+// reconciler builds, with the kustomization it generates (generated, not in
+// Git: a write-back edits only the manifest files).
+func WriteBackTree(t targets.Target, tree *render.Tree) (out *render.Tree, generated string, err error) {
+	f := t.Found
+	if f == nil || tree.HasKustomization(t.Path) {
+		return tree, "", nil
+	}
+	generated = path.Join(t.Path, "kustomization.yaml")
+	switch {
+	case f.Flux != nil:
+		out, err = reconciler.FluxTree(tree, t.Path, f.Flux)
+	case f.Reconciler == discover.ReconcilerArgoCD:
+		out, err = reconciler.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f))
+	default:
+		return tree, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if !out.Has(generated) {
+		return nil, "", fmt.Errorf("%s: the reconciler's generated kustomization is not where it is expected", t.Path)
+	}
+	return out, generated, nil
+}
+
+// WriteBackVariables are a Flux target's postBuild variables as the
+// write-back needs them: where each is set and how the reconciler
+// substitutes them; nil for a target whose reconciler substitutes none, and
+// ok false when the variables could not be read (its drift is then not
+// written back).
+func WriteBackVariables(t targets.Target, vars Vars) (v *prgen.Variables, ok bool) {
+	f := t.Found
+	if f == nil || f.Flux == nil {
+		return nil, true
+	}
+	ks := f.Flux
+	if _, has, _ := unstructured.NestedMap(ks.Object, "spec", "postBuild"); !has {
+		return nil, true
+	}
+	if vars.Skip {
+		return nil, false
+	}
+	v = &prgen.Variables{
+		Values: vars.Values, Secret: map[string]bool{}, Inline: map[string]bool{},
+		Kustomization: ks.GetNamespace() + "/" + ks.GetName(),
+		Substitute: func(objs []*unstructured.Unstructured, values map[string]string) ([]*unstructured.Unstructured, error) {
+			fv := vars.FluxVariables
+			fv.Values = values
+			return reconciler.FluxFinish(objs, ks, fv)
+		},
+	}
+	for _, n := range vars.secretNames {
+		v.Secret[n] = true
+	}
+	inline, _, _ := unstructured.NestedStringMap(ks.Object, "spec", "postBuild", "substitute")
+	for n := range inline {
+		v.Inline[n] = true
+	}
+	from, _, _ := unstructured.NestedSlice(ks.Object, "spec", "postBuild", "substituteFrom")
+	for _, s := range from {
+		m, _ := s.(map[string]any)
+		if kind, _ := m["kind"].(string); kind == "ConfigMap" {
+			name, _ := m["name"].(string)
+			v.ConfigMaps = append(v.ConfigMaps, ks.GetNamespace()+"/"+name)
+		}
+	}
+	return v, true
 }

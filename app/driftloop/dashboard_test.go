@@ -63,4 +63,3 @@ func TestAProposeNowRequestEndsTheQuietPeriod(t *testing.T) {
 		t.Error("a request for one value proposed another")
 	}
 }
-

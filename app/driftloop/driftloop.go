@@ -751,6 +751,12 @@ type driftCheck struct {
 	namespaces []string
 	// hidden are the values substituted from Secrets, never shown.
 	hidden []string
+	// variables are what the reconciler substitutes after the build, for
+	// the write-back; nil for none.
+	variables *prgen.Variables
+	// secretObjects are the objects built with a Secret's variable: their
+	// values are hidden whole, never shown nor written back.
+	secretObjects map[string]build.AsWritten
 	// requests are what people asked of the target on the dashboard.
 	requests []ghapp.Request
 	// cannot says why the target's drift cannot be written back: it is
@@ -910,11 +916,6 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 		c.notCompared = "its path is not in the default branch's head"
 		return false, nil
 	}
-	if c.t.Found != nil && !c.tree.HasKustomization(c.t.Path) && c.cannot == "" {
-		// A plain directory: Flux generates its kustomization, Argo CD
-		// reads its manifests.
-		c.cannot = "a plain directory of manifests (its reconciler generates the kustomization), which drift pull requests cannot write back yet"
-	}
 	if c.cannot != "" && !d.dashboardOn(c.t.Repo) {
 		c.log.Debug("drift is not proposed for this target", "why", c.cannot)
 		return false, nil
@@ -928,6 +929,10 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 	start := time.Now()
 	vars := build.Variables(ctx, c.t, true, d.deps.Kube)
 	c.hidden = vars.Hidden
+	var ok bool
+	if c.variables, ok = build.WriteBackVariables(c.t, vars); !ok && c.cannot == "" {
+		c.cannot = "its postBuild variables could not be read: " + vars.Note
+	}
 	b := build.Target(ctx, d.renderer, c.tree, c.t, vars)
 	d.deps.Metrics.Render(time.Since(start))
 	if b.Absent {
@@ -936,7 +941,7 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 	if len(b.Problems) > 0 {
 		return fmt.Errorf("%s does not render at %s: %s", c.t.Path, shortSHA(c.st.head), build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
 	}
-	c.desired = b.Objects
+	c.desired, c.secretObjects = b.Objects, b.SecretObjects
 	kinds, namespaces, err := watchScope(ctx, w, c.desired)
 	if err != nil {
 		return err
@@ -964,6 +969,9 @@ func (d *DriftLoop) settled(ctx context.Context, w *livestate.Watcher, c *driftC
 	if err != nil {
 		return ready{}, nil, 0, err
 	}
+	// Before anything reads a value: what a Secret's variable built is
+	// hidden whole, and named as Git writes it.
+	build.HideSubstituted(target, c.secretObjects)
 	live := d.liveChanges(ctx, w, t, target.Drift, c.desired, c.namespaces, opts.IgnoreManagers)
 	live.changes = observedDeletions(c.st, c.desired, live.changes)
 	fighting, fights := d.followFields(ctx, w, c.st, t, target.Drift, c.now)
@@ -982,14 +990,22 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 	if err != nil {
 		return nil, err
 	}
+	// A plain directory is written back in the tree its reconciler builds,
+	// never into the kustomization it generates.
+	tree, generated, err := build.WriteBackTree(c.t, c.tree)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := prgen.Make(ctx, prgen.Input{
-		Tree: c.tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
-		Intents: r.intents, Unmanaged: unmanaged, Adopt: c.t.Policy.AdoptUnmanaged,
+		Tree: tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
+		Intents: r.intents, Unmanaged: unmanaged, Adopt: c.t.Policy.AdoptUnmanaged, Generated: generated,
+		Variables: c.variables,
 	})
 	if err != nil {
 		return nil, err
 	}
 	plan.Fights = fights
+	build.Redact(plan, c.hidden)
 	return plan, nil
 }
 

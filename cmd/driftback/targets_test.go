@@ -148,9 +148,9 @@ func TestTargetsReadThePathAtTheBranch(t *testing.T) {
 		byPath[tg.Path] = tg
 	}
 	for p, want := range map[string]struct{ source, notRendered, codify string }{
-		"clusters/prod":  {"plain manifests at main (Flux generates the kustomization)", "", "off (a plain directory: its drift is shown, not proposed)"},
+		"clusters/prod":  {"plain manifests at main (Flux generates the kustomization)", "", "manual"},
 		"apps/kustomize": {"a kustomization at main", "", "manual"},
-		"apps/guestbook": {"plain manifests at main (Argo CD reads the directory)", "", "off (a plain directory: its drift is shown, not proposed)"},
+		"apps/guestbook": {"plain manifests at main (Argo CD reads the directory)", "", "manual"},
 		"apps/jsonnet":   {"jsonnet at main", "Argo CD evaluates jsonnet (apps/jsonnet/guestbook.jsonnet), which driftback does not render", "off (not rendered)"},
 		"apps/chart":     {"a Helm chart at main", "Argo CD renders it as a Helm chart (Chart.yaml)", "off (not rendered)"},
 		"apps/gone":      {"nothing at main", "", "manual"},

@@ -1,0 +1,135 @@
+package prgen_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/reconciler"
+)
+
+// TestAPlainDirectoryIsWrittenInItsManifest: a Flux Kustomization on a
+// plain directory of manifests (Flux generates the kustomization, as for
+// every `flux bootstrap` cluster directory). A scale is written into the
+// manifest file that holds the Deployment, its comment kept; the generated
+// kustomization is in no plan, and the new value verifies through Flux's
+// own generator. What the manifest cannot take is left for a person, never
+// patched through the generated kustomization.
+func TestAPlainDirectoryIsWrittenInItsManifest(t *testing.T) {
+	const web = `# The web tier.
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+spec:
+  replicas: 2 # two for the PDB
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: registry.example.com/web:1.0.0
+`
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"clusters/prod/web.yaml":       web,
+		"clusters/prod/config/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: flags, namespace: shop}\ndata:\n  checkout: v1 # the old flow\n",
+		"clusters/prod/legacy.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: legacy, namespace: shop}\ndata: {mode: a}\n",
+		"clusters/staging/other.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: shop}\n",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo, err := render.DirTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+		"metadata": map[string]any{"name": "apps", "namespace": "flux-system"},
+		"spec":     map[string]any{"path": "./clusters/prod", "prune": true},
+	}}
+	tree, err := reconciler.FluxTree(repo, "clusters/prod", ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cluster as Flux applied the directory, then scaled and edited by
+	// hand.
+	r := render.New(render.Options{Origins: true})
+	res, err := r.Render(context.Background(), tree, []string{"clusters/prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, err := res.Overlays[0].Objects()
+	if err != nil || len(desired) != 3 {
+		t.Fatalf("the directory renders %d objects (%v), want 3", len(desired), err)
+	}
+	var live []*unstructured.Unstructured
+	for _, o := range desired {
+		l := o.DeepCopy()
+		switch l.GetKind() {
+		case "Deployment":
+			_ = unstructured.SetNestedField(l.Object, int64(5), "spec", "replicas")
+		case "ConfigMap":
+			if l.GetName() == "legacy" {
+				_ = unstructured.SetNestedField(l.Object, "b", "data", "mode")
+			} else {
+				_ = unstructured.SetNestedField(l.Object, "v2", "data", "checkout")
+			}
+		}
+		live = append(live, l)
+	}
+	target, err := drift.Compare(context.Background(), livestate.NewObjectReader(live), drift.Input{Path: "clusters/prod", Head: desired}, drift.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []drift.Change
+	for _, ch := range target.Drift {
+		if ch.Action != drift.ActionUpdate {
+			continue
+		}
+		for i := range ch.Fields {
+			ch.Fields[i].Manager = "kubectl-edit" // a dump records no managers
+		}
+		changes = append(changes, ch)
+	}
+	plan, err := prgen.Make(context.Background(), prgen.Input{
+		Tree: tree, Overlay: "clusters/prod", Renderer: r,
+		Drift: changes, Generated: "clusters/prod/kustomization.yaml",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The flow-style map's edit does not verify: a kustomize overlay would
+	// get a patch file, but a plain directory's kustomization is generated,
+	// so it is left for a person.
+	if len(plan.Codified) != 2 || len(plan.Manual) != 1 || plan.Manual[0].Object != "ConfigMap/shop/legacy" {
+		t.Fatalf("codified %+v, manual %+v; want two changes written, the flow-style one for a person", plan.Codified, plan.Manual)
+	}
+	if got := plan.Paths(); strings.Join(got, ",") != "clusters/prod/config/cm.yaml,clusters/prod/web.yaml" {
+		t.Fatalf("the plan writes %v, want the two manifests", got)
+	}
+	if w := string(plan.Files["clusters/prod/web.yaml"]); !strings.Contains(w, "replicas: 5 # two for the PDB") || !strings.HasPrefix(w, "# The web tier.\n") {
+		t.Errorf("the manifest lost its comments or its value:\n%s", w)
+	}
+	if !strings.Contains(string(plan.Files["clusters/prod/config/cm.yaml"]), "checkout: v2 # the old flow") {
+		t.Errorf("the ConfigMap is not written:\n%s", plan.Files["clusters/prod/config/cm.yaml"])
+	}
+}

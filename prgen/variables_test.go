@@ -1,0 +1,195 @@
+package prgen_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/reconciler"
+)
+
+// variablesRepo is a Flux repository that shares one directory across
+// clusters with postBuild variables: the Kustomization sets REPLICAS
+// inline, reads REGISTRY from a ConfigMap in Git and TOKEN from a Secret.
+var variablesRepo = map[string]string{
+	"apps/api/api.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  namespace: shop
+spec:
+  replicas: ${REPLICAS} # per cluster
+  selector:
+    matchLabels: {app: api}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      containers:
+      - name: api
+        image: ${REGISTRY}/api:2.0.0
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: client
+  namespace: shop
+data:
+  token: ${TOKEN}
+  region: ${REGION:=eu-1}
+`,
+	"clusters/prod/apps.yaml": `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: apps
+  namespace: flux-system
+spec:
+  path: ./apps/api
+  prune: true
+  postBuild:
+    substitute:
+      REPLICAS: "2" # the production floor
+    substituteFrom:
+    - kind: ConfigMap
+      name: cluster-vars
+    - kind: Secret
+      name: tokens
+`,
+	"clusters/prod/vars.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cluster-vars
+  namespace: flux-system
+data:
+  REGISTRY: registry.example.com # the mirror
+`,
+}
+
+// TestAVariableIsWrittenWhereItIsSet: live changes to fields a Flux
+// Kustomization substitutes. The replicas, which are ${REPLICAS} alone, are
+// written into the Kustomization's postBuild.substitute in its manifest; the
+// image, ${REGISTRY} and text, keeps the reference and changes the text; a
+// field from the Secret's TOKEN is never written; nothing is written over
+// a reference, and each write verifies by substituting as Flux does.
+func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range variablesRepo {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo, err := render.DirTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := &unstructured.Unstructured{}
+	if err := sigsyaml.Unmarshal([]byte(variablesRepo["clusters/prod/apps.yaml"]), &ks.Object); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := reconciler.FluxTree(repo, "apps/api", ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "tok-live-1"
+	values := map[string]string{"REPLICAS": "2", "REGISTRY": "registry.example.com", "TOKEN": secret}
+	substitute := func(objs []*unstructured.Unstructured, values map[string]string) ([]*unstructured.Unstructured, error) {
+		return reconciler.FluxFinish(objs, ks, reconciler.FluxVariables{Values: values})
+	}
+	r := render.New(render.Options{Origins: true})
+	res, err := r.Render(context.Background(), tree, []string{"apps/api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := res.Overlays[0].Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, err := substitute(raw, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []*unstructured.Unstructured
+	for _, o := range desired {
+		l := o.DeepCopy()
+		if l.GetKind() == "Deployment" {
+			_ = unstructured.SetNestedField(l.Object, int64(4), "spec", "replicas")
+			c, _, _ := unstructured.NestedSlice(l.Object, "spec", "template", "spec", "containers")
+			c[0].(map[string]any)["image"] = "registry.example.com/api:2.1.0"
+			_ = unstructured.SetNestedSlice(l.Object, c, "spec", "template", "spec", "containers")
+		} else {
+			_ = unstructured.SetNestedField(l.Object, "tok-rotated", "data", "token")
+			_ = unstructured.SetNestedField(l.Object, "us-2", "data", "region")
+		}
+		live = append(live, l)
+	}
+	target, err := drift.Compare(context.Background(), livestate.NewObjectReader(live), drift.Input{Path: "apps/api", Head: desired}, drift.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []drift.Change
+	for _, ch := range target.Drift {
+		for i := range ch.Fields {
+			ch.Fields[i].Manager = "kubectl-edit"
+		}
+		changes = append(changes, ch)
+	}
+	plan, err := prgen.Make(context.Background(), prgen.Input{
+		Tree: tree, Overlay: "apps/api", Renderer: r, Drift: changes, Generated: "apps/api/kustomization.yaml",
+		Variables: &prgen.Variables{Values: values, Secret: map[string]bool{"TOKEN": true}, Substitute: substitute,
+			Kustomization: "flux-system/apps", Inline: map[string]bool{"REPLICAS": true}, ConfigMaps: []string{"flux-system/cluster-vars"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPath := map[string]prgen.Codified{}
+	for _, c := range plan.Codified {
+		byPath[c.Path] = c
+	}
+	if c := byPath[".spec.replicas"]; c.File != "clusters/prod/apps.yaml" || c.Strategy != prgen.StrategyVariable {
+		t.Errorf("replicas written to %q by %q, want the Kustomization's substitute", c.File, c.Strategy)
+	}
+	if c := byPath[`.spec.template.spec.containers[name="api"].image`]; c.File != "apps/api/api.yaml" {
+		t.Errorf("the image written to %q, want the manifest with the reference kept", c.File)
+	}
+	manual := map[string]string{}
+	for _, m := range plan.Manual {
+		manual[m.Path] = m.Reason
+	}
+	if !strings.Contains(manual[".data.token"], "Secret's") {
+		t.Errorf("the Secret variable's field: %q, want it left for a person", manual[".data.token"])
+	}
+	if !strings.Contains(manual[".data.region"], "set in no ConfigMap") {
+		t.Errorf("a variable set nowhere in Git: %q, want it left for a person", manual[".data.region"])
+	}
+	paths := plan.Paths()
+	sort.Strings(paths)
+	if strings.Join(paths, ",") != "apps/api/api.yaml,clusters/prod/apps.yaml" {
+		t.Fatalf("the plan writes %v", paths)
+	}
+	ksFile, api := string(plan.Files["clusters/prod/apps.yaml"]), string(plan.Files["apps/api/api.yaml"])
+	if !strings.Contains(ksFile, `REPLICAS: "4" # the production floor`) {
+		t.Errorf("the Kustomization's substitute is not written, quoted, with its comment:\n%s", ksFile)
+	}
+	if !strings.Contains(api, "image: ${REGISTRY}/api:2.1.0") || !strings.Contains(api, "replicas: ${REPLICAS} # per cluster") || !strings.Contains(api, "token: ${TOKEN}") {
+		t.Errorf("a reference was written over:\n%s", api)
+	}
+	for f, b := range plan.Files {
+		if strings.Contains(string(b), secret) || strings.Contains(string(b), "tok-rotated") {
+			t.Errorf("%s holds a Secret's value", f)
+		}
+	}
+}
