@@ -142,3 +142,177 @@ func (d *driftWorld) fluxReplicas(commit plumbing.Hash, dir string) int64 {
 	d.t.Fatal("no Deployment rendered")
 	return 0
 }
+
+// variablesAPI is a directory Flux builds with postBuild variables, as
+// repositories that share one directory across clusters write it.
+const variablesAPI = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  namespace: NS
+spec:
+  replicas: ${REPLICAS} # per cluster
+  selector:
+    matchLabels: {app: api}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      containers:
+      - name: api
+        image: ${REGISTRY}/api:2.0.0
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: client
+  namespace: NS
+data:
+  token: ${TOKEN}
+`
+
+// variablesKustomization is the Kustomization that builds it, in Git and
+// in the cluster: REPLICAS inline, REGISTRY from a ConfigMap in Git, TOKEN
+// from a Secret.
+const variablesKustomization = `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: api
+  namespace: NS
+spec:
+  interval: 1s
+  path: ./apps/api
+  prune: true
+  sourceRef: {kind: GitRepository, name: fleet}
+  postBuild:
+    substitute:
+      REPLICAS: "2" # the production floor
+    substituteFrom:
+    - kind: ConfigMap
+      name: cluster-vars
+    - kind: Secret
+      name: tokens
+`
+
+const clusterVars = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cluster-vars
+  namespace: NS
+data:
+  REGISTRY: registry.example.com # the mirror
+`
+
+// TestAPostBuildVariableIsWrittenWhereItIsSet: a Flux Kustomization shares
+// a plain directory through postBuild variables, set inline in its manifest
+// in Git, from a ConfigMap in Git and from a Secret. Someone scales the
+// Deployment, sets its image, and edits the field built from the Secret.
+// The drift pull request writes the replicas into the Kustomization's
+// substitute, and the image's text beside the kept ${REGISTRY}; the branch,
+// built and substituted as Flux does, renders both live values. The field
+// built from the Secret is on the dashboard, hidden, and in no pull request.
+func TestAPostBuildVariableIsWrittenWhereItIsSet(t *testing.T) {
+	t.Parallel()
+	d := newDriftWorld(t, 500*time.Millisecond, nil)
+	d.stop()
+	d.cfg.Targets = []config.Target{{Repo: fullName, Path: "apps/*", Cluster: "test", Policy: d.cfg.Targets[0].Policy}}
+	cl := d.cfg.Clusters["test"]
+	cl.Discover = &config.Discover{Flux: true, Namespaces: []string{d.env.Namespace}}
+	d.cfg.Clusters["test"] = cl
+	d.start()
+	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)
+	commit := d.commit(d.main, map[string]any{"apps/api/api.yaml": variablesAPI, "clusters/prod/api.yaml": variablesKustomization, "clusters/prod/vars.yaml": clusterVars})
+	d.push(map[string]plumbing.Hash{"refs/heads/main": commit})
+	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
+	d.apply(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: NS}
+spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main}}`)
+	const secret = "tok-9d1e55"
+	d.apply(clusterVars)
+	d.apply(`apiVersion: v1
+kind: Secret
+metadata: {name: tokens, namespace: NS}
+stringData: {TOKEN: ` + secret + `}`)
+	d.apply(variablesKustomization)
+	values := map[string]string{"REPLICAS": "2", "REGISTRY": "registry.example.com", "TOKEN": secret}
+	kubetest.Apply(t, d.env.Config, "kustomize-controller", d.fluxBuildWith(commit, "apps/api", values)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.srv.App.targets.Run(ctx)
+	eventually(t, func() bool {
+		ts, _ := d.srv.App.targetsOf(fullName)
+		for _, tg := range ts {
+			if tg.Found != nil && tg.Path == "apps/api" {
+				return true
+			}
+		}
+		return false
+	}, "the Kustomization to be discovered")
+	d.run()
+
+	const typed = "typed-by-hand-77"
+	if _, err := d.env.Client.AppsV1().Deployments(d.env.Namespace).Patch(context.Background(), "api", types.StrategicMergePatchType,
+		[]byte(`{"spec":{"replicas":4,"template":{"spec":{"containers":[{"name":"api","image":"registry.example.com/api:2.1.0"}]}}}}`),
+		metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.env.Client.CoreV1().ConfigMaps(d.env.Namespace).Patch(context.Background(), "client", types.MergePatchType,
+		[]byte(`{"data":{"token":"`+typed+`"}}`), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor("a drift pull request with both changes", func() bool {
+		p := d.openPulls()
+		return len(p) == 1 && strings.Contains(p[0].Body, "2.1.0") && strings.Contains(p[0].Body, ".spec.replicas")
+	})
+	pr := d.openPulls()[0]
+	tip := d.branchNamed(pr.HeadRef)
+	files := d.changedFiles(tip)
+	if len(files) != 2 || !strings.Contains(files["clusters/prod/api.yaml"], `REPLICAS: "4" # the production floor`) ||
+		!strings.Contains(files["apps/api/api.yaml"], "image: ${REGISTRY}/api:2.1.0") || !strings.Contains(files["apps/api/api.yaml"], "replicas: ${REPLICAS} # per cluster") {
+		t.Fatalf("the commit changes %v:\n%s\n%s", keys(files), files["clusters/prod/api.yaml"], files["apps/api/api.yaml"])
+	}
+	// The branch as Flux builds it: the variables from its Kustomization.
+	branchValues := map[string]string{"REPLICAS": "4", "REGISTRY": "registry.example.com", "TOKEN": secret}
+	for _, o := range d.fluxBuildWith(tip, "apps/api", branchValues) {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		c, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if replicasOf(o.Object) != 4 || c[0].(map[string]any)["image"] != "registry.example.com/api:2.1.0" {
+			t.Errorf("the branch renders replicas %d, image %v; want the live 4 and 2.1.0", replicasOf(o.Object), c[0].(map[string]any)["image"])
+		}
+	}
+	// The Secret's field: on the dashboard, hidden; nowhere else.
+	d.dashboardSays("the Secret's field hidden", "ConfigMap/"+d.env.Namespace+"/client", "(hidden")
+	for _, where := range []string{pr.Body, files["apps/api/api.yaml"], files["clusters/prod/api.yaml"], d.issueBodies()} {
+		if strings.Contains(where, secret) || strings.Contains(where, typed) {
+			t.Errorf("the Secret's value, or what was typed over it, is shown:\n%s", where)
+		}
+	}
+}
+
+// issueBodies are every issue's body and comment, joined.
+func (d *driftWorld) issueBodies() string {
+	var b strings.Builder
+	for _, is := range d.gh.Issues(fullName) {
+		b.WriteString(is.Body + "\n")
+		for _, c := range d.gh.Comments(fullName, is.Number) {
+			b.WriteString(c.Body + "\n")
+		}
+	}
+	return b.String()
+}
+
+// fluxBuildWith builds a directory at a commit as Flux does, with postBuild
+// values.
+func (d *driftWorld) fluxBuildWith(commit plumbing.Hash, dir string, values map[string]string) []*unstructured.Unstructured {
+	d.t.Helper()
+	ks := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+		"metadata": map[string]any{"name": "api", "namespace": d.env.Namespace}, "spec": map[string]any{"path": "./" + dir, "postBuild": map[string]any{}}}}
+	objs, err := reconciler.FluxFinish(d.fluxBuild(commit, dir), ks, reconciler.FluxVariables{Values: values})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return objs
+}
