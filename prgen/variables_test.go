@@ -47,6 +47,7 @@ metadata:
 data:
   token: ${TOKEN}
   region: ${REGION:=eu-1}
+  level: ${LEVEL}
 `,
 	"clusters/prod/apps.yaml": `apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
@@ -72,13 +73,16 @@ metadata:
   namespace: flux-system
 data:
   REGISTRY: registry.example.com # the mirror
+  LEVEL: info
 `,
 }
 
 // TestAVariableIsWrittenWhereItIsSet: live changes to fields a Flux
 // Kustomization substitutes. The replicas, which are ${REPLICAS} alone, are
 // written into the Kustomization's postBuild.substitute in its manifest; the
-// image, ${REGISTRY} and text, keeps the reference and changes the text; a
+// image, ${REGISTRY} and text, keeps the reference and changes the text;
+// the level, ${LEVEL} from the substituteFrom ConfigMap, is written into
+// that ConfigMap's manifest; a
 // field from the Secret's TOKEN is never written; nothing is written over
 // a reference, and each write verifies by substituting as Flux does.
 func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
@@ -105,7 +109,7 @@ func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	const secret = "tok-live-1"
-	values := map[string]string{"REPLICAS": "2", "REGISTRY": "registry.example.com", "TOKEN": secret}
+	values := map[string]string{"REPLICAS": "2", "REGISTRY": "registry.example.com", "TOKEN": secret, "LEVEL": "info"}
 	substitute := func(objs []*unstructured.Unstructured, values map[string]string) ([]*unstructured.Unstructured, error) {
 		return reconciler.FluxFinish(objs, ks, reconciler.FluxVariables{Values: values})
 	}
@@ -133,6 +137,7 @@ func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
 		} else {
 			_ = unstructured.SetNestedField(l.Object, "tok-rotated", "data", "token")
 			_ = unstructured.SetNestedField(l.Object, "us-2", "data", "region")
+			_ = unstructured.SetNestedField(l.Object, "debug", "data", "level")
 		}
 		live = append(live, l)
 	}
@@ -177,7 +182,13 @@ func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
 	}
 	paths := plan.Paths()
 	sort.Strings(paths)
-	if strings.Join(paths, ",") != "apps/api/api.yaml,clusters/prod/apps.yaml" {
+	if c := byPath[".data.level"]; c.File != "clusters/prod/vars.yaml" || c.Strategy != prgen.StrategyVariable {
+		t.Errorf("the level written to %q by %q, want the substituteFrom ConfigMap in Git", c.File, c.Strategy)
+	}
+	if !strings.Contains(string(plan.Files["clusters/prod/vars.yaml"]), "LEVEL: debug") {
+		t.Errorf("the ConfigMap's variable is not written:\n%s", plan.Files["clusters/prod/vars.yaml"])
+	}
+	if strings.Join(paths, ",") != "apps/api/api.yaml,clusters/prod/apps.yaml,clusters/prod/vars.yaml" {
 		t.Fatalf("the plan writes %v", paths)
 	}
 	ksFile, api := string(plan.Files["clusters/prod/apps.yaml"]), string(plan.Files["apps/api/api.yaml"])
