@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -156,19 +157,20 @@ func TestTheDashboardShowsEveryDriftAndActsForWriters(t *testing.T) {
 	d.loop.Nudge(fullName)
 	d.dashboardSays("compared again", "## Differs from Git now")
 
-	// Nothing of the Secret's value anywhere.
+	// Nothing of the Secret's value anywhere, as typed or as stored.
+	encoded := base64.StdEncoding.EncodeToString([]byte(secretValue))
 	for _, x := range d.gh.Issues(fullName) {
-		if strings.Contains(x.Body, secretValue) {
+		if strings.Contains(x.Body, secretValue) || strings.Contains(x.Body, encoded) {
 			t.Errorf("issue #%d shows the Secret's value", x.Number)
 		}
 		for _, c := range d.gh.Comments(fullName, x.Number) {
-			if strings.Contains(c.Body, secretValue) {
+			if strings.Contains(c.Body, secretValue) || strings.Contains(c.Body, encoded) {
 				t.Errorf("a comment on #%d shows the Secret's value", x.Number)
 			}
 		}
 	}
 	for _, p := range d.gh.Pulls(fullName) {
-		if strings.Contains(p.Body, secretValue) {
+		if strings.Contains(p.Body, secretValue) || strings.Contains(p.Body, encoded) {
 			t.Errorf("#%d shows the Secret's value", p.Number)
 		}
 	}

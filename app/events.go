@@ -104,7 +104,9 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 			return nil, nil, false
 		}
 		full := ev.Repo.Owner + "/" + ev.Repo.Name
-		j := &Job{Key: full + "#" + fmt.Sprint(ev.Number) + " dashboard " + ev.UpdatedAt, SHA: delivery, Log: log.With("repo", full, "issue", ev.Number)}
+		// Each edit is its own job: two boxes ticked within a second are
+		// two edits, and neither may replace the other.
+		j := &Job{Key: full + "#" + fmt.Sprint(ev.Number) + " dashboard " + delivery, SHA: delivery, Log: log.With("repo", full, "issue", ev.Number)}
 		j.Run = func(ctx context.Context) error { return a.dashboardEdited(ctx, ev, j.Log) }
 		return []*Job{j}, nil, true
 	case *ghapp.CheckRunEvent:

@@ -138,6 +138,8 @@ type Fight struct {
 	Window  time.Duration `json:"window"`
 	// Last are the field's last values, by manager.
 	Last map[string]any `json:"last"`
+	// Since is when the field was first seen in drift.
+	Since time.Time `json:"since"`
 }
 
 // Adopted is an object created live and written into the overlay.

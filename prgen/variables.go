@@ -90,18 +90,23 @@ func (p *planner) codifyVariable(ch drift.Change, f object.Field, index int, obj
 		}
 		return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Was: f.Desired, Manager: f.Manager, Time: f.Time, File: def, Strategy: StrategyVariable}, ""
 	}
-	// A variable and text: only the text is written, the reference kept.
-	cur := p.values[name]
-	if strings.HasPrefix(live, prefix) && strings.HasSuffix(live, suffix) && len(live) >= len(prefix)+len(suffix) {
+	// A variable and text: only the text is written, the reference kept
+	// beside the text that did not change.
+	cur, ref := p.values[name], raw[m[0]:m[1]]
+	var template string
+	switch {
+	case strings.HasPrefix(live, prefix) && strings.HasSuffix(live, suffix) && len(live) >= len(prefix)+len(suffix):
 		return nil, "the part of " + raw + " that the variable " + name + " sets changed: set the variable, or the text, yourself"
-	}
-	if cur == "" || strings.Count(live, cur) != 1 {
+	case cur != "" && strings.HasPrefix(live, prefix+cur):
+		template = prefix + ref + live[len(prefix)+len(cur):]
+	case cur != "" && strings.HasSuffix(live, cur+suffix):
+		template = live[:len(live)-len(cur)-len(suffix)] + ref + suffix
+	default:
 		return nil, "the live value " + live + " does not keep the variable " + name + "'s value where " + raw + " puts it"
 	}
 	if file == "" {
 		return nil, "no source file sets it"
 	}
-	template := strings.Replace(live, cur, raw[m[0]:m[1]], 1)
 	content, err := p.editResource(file, obj, f.FieldPath(), template)
 	if err != nil || content == nil {
 		return nil, fmt.Sprintf("%s: %v", StrategyResource, err)
@@ -167,10 +172,20 @@ func (p *planner) defineVariable(name, value string) (file string, content []byt
 		if doc == nil {
 			continue
 		}
-		if s.kind == "ConfigMap" {
-			if n, _ := doc.Pipe(yaml.Lookup(s.at...)); n == nil {
-				continue // another ConfigMap of the list sets it
-			}
+		n, _ := doc.Pipe(yaml.Lookup(s.at...))
+		if n == nil && s.kind == "ConfigMap" {
+			continue // another ConfigMap of the list sets it
+		}
+		// The value in Git must be the one in force: else another source
+		// overrides it, or Git's is substituted itself, and writing it here
+		// would change nothing, or write over a reference.
+		switch {
+		case n == nil || n.YNode().Kind != yaml.ScalarNode:
+			return "", nil, fmt.Sprintf("the variable %s is not a plain value in %s", name, file)
+		case strings.Contains(n.YNode().Value, "$"):
+			return "", nil, fmt.Sprintf("the variable %s is set in %s from another variable (%s)", name, file, n.YNode().Value)
+		case n.YNode().Value != p.values[name]:
+			return "", nil, fmt.Sprintf("the variable %s in %s is not the value in force: another source sets it", name, file)
 		}
 		fp := fieldpath.Path{}
 		for _, k := range s.at {
@@ -208,7 +223,7 @@ func (p *planner) findInGit(kind, id string) (file string, doc *yaml.RNode, docs
 			continue
 		}
 		for _, d := range ds {
-			if d.GetKind() != kind || d.GetName() != name || (d.GetNamespace() != "" && d.GetNamespace() != ns) {
+			if d.GetKind() != kind || d.GetName() != name || (d.GetNamespace() != "" && d.GetNamespace() != ns) || !apiVersionOf(kind, d.GetApiVersion()) {
 				continue
 			}
 			if doc != nil {
@@ -218,6 +233,15 @@ func (p *planner) findInGit(kind, id string) (file string, doc *yaml.RNode, docs
 		}
 	}
 	return file, doc, docs, src, nil
+}
+
+// apiVersionOf says an apiVersion is the one of the kind a variable is set
+// in: Flux's Kustomization, or the core ConfigMap.
+func apiVersionOf(kind, apiVersion string) bool {
+	if kind == "Kustomization" {
+		return strings.HasPrefix(apiVersion, "kustomize.toolkit.fluxcd.io/")
+	}
+	return apiVersion == "v1"
 }
 
 // maxVariableFile bounds the files searched for a variable's definition.

@@ -48,6 +48,9 @@ data:
   token: ${TOKEN}
   region: ${REGION:=eu-1}
   level: ${LEVEL}
+  zone: ${ZONE}
+  host: ${ENV}.example.com
+  mode: ${MODE}
 `,
 	"clusters/prod/apps.yaml": `apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
@@ -60,6 +63,8 @@ spec:
   postBuild:
     substitute:
       REPLICAS: "2" # the production floor
+      ZONE: ${CLUSTER_ZONE}
+      ENV: eu
     substituteFrom:
     - kind: ConfigMap
       name: cluster-vars
@@ -74,6 +79,7 @@ metadata:
 data:
   REGISTRY: registry.example.com # the mirror
   LEVEL: info
+  MODE: slow
 `,
 }
 
@@ -82,7 +88,9 @@ data:
 // written into the Kustomization's postBuild.substitute in its manifest; the
 // image, ${REGISTRY} and text, keeps the reference and changes the text;
 // the level, ${LEVEL} from the substituteFrom ConfigMap, is written into
-// that ConfigMap's manifest; a
+// that ConfigMap's manifest. Left for a person: a variable Git sets from
+// another variable, one Git's ConfigMap does not hold in force, text whose
+// variable would move, and a
 // field from the Secret's TOKEN is never written; nothing is written over
 // a reference, and each write verifies by substituting as Flux does.
 func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
@@ -109,7 +117,9 @@ func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	const secret = "tok-live-1"
-	values := map[string]string{"REPLICAS": "2", "REGISTRY": "registry.example.com", "TOKEN": secret, "LEVEL": "info"}
+	// ZONE is substituted by a parent Kustomization; MODE is overridden by a
+	// ConfigMap that is not in Git.
+	values := map[string]string{"REPLICAS": "2", "REGISTRY": "registry.example.com", "TOKEN": secret, "LEVEL": "info", "ZONE": "eu-z", "ENV": "eu", "MODE": "fast"}
 	substitute := func(objs []*unstructured.Unstructured, values map[string]string) ([]*unstructured.Unstructured, error) {
 		return reconciler.FluxFinish(objs, ks, reconciler.FluxVariables{Values: values})
 	}
@@ -138,6 +148,9 @@ func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
 			_ = unstructured.SetNestedField(l.Object, "tok-rotated", "data", "token")
 			_ = unstructured.SetNestedField(l.Object, "us-2", "data", "region")
 			_ = unstructured.SetNestedField(l.Object, "debug", "data", "level")
+			_ = unstructured.SetNestedField(l.Object, "us-z", "data", "zone")
+			_ = unstructured.SetNestedField(l.Object, "neu.example.org", "data", "host")
+			_ = unstructured.SetNestedField(l.Object, "faster", "data", "mode")
 		}
 		live = append(live, l)
 	}
@@ -155,7 +168,7 @@ func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
 	plan, err := prgen.Make(context.Background(), prgen.Input{
 		Tree: tree, Overlay: "apps/api", Renderer: r, Drift: changes, Generated: "apps/api/kustomization.yaml",
 		Variables: &prgen.Variables{Values: values, Secret: map[string]bool{"TOKEN": true}, Substitute: substitute,
-			Kustomization: "flux-system/apps", Inline: map[string]bool{"REPLICAS": true}, ConfigMaps: []string{"flux-system/cluster-vars"}},
+			Kustomization: "flux-system/apps", Inline: map[string]bool{"REPLICAS": true, "ZONE": true, "ENV": true}, ConfigMaps: []string{"flux-system/cluster-vars"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +189,15 @@ func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
 	}
 	if !strings.Contains(manual[".data.token"], "Secret's") {
 		t.Errorf("the Secret variable's field: %q, want it left for a person", manual[".data.token"])
+	}
+	for field, why := range map[string]string{
+		".data.zone": "from another variable",  // never written over ${CLUSTER_ZONE}
+		".data.host": "does not keep",          // the variable's value moved in the text
+		".data.mode": "not the value in force", // Git's ConfigMap is overridden
+	} {
+		if !strings.Contains(manual[field], why) {
+			t.Errorf("%s: %q, want it left for a person (%s)", field, manual[field], why)
+		}
 	}
 	if !strings.Contains(manual[".data.region"], "set in no ConfigMap") {
 		t.Errorf("a variable set nowhere in Git: %q, want it left for a person", manual[".data.region"])

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,9 @@ type repoDashboard struct {
 	readAt time.Time
 	// refresh asks for the issue to be read again at the next look.
 	refresh bool
+	// failedAt is when reading it last failed: it is not tried again for
+	// a minute.
+	failedAt time.Time
 	// off says the repository's .github/driftback.yml turns it off.
 	off bool
 }
@@ -59,9 +64,9 @@ func (d *DriftLoop) DashboardEdited(repo string) {
 	d.Nudge(repo)
 }
 
-// dashboardOn says the dashboard is on for the repository: app.yml's and
-// the repository's own setting.
-func (d *DriftLoop) dashboardOn(repo string) bool {
+// dashboardConfigured says app.yml and the repository's own file leave the
+// dashboard on.
+func (d *DriftLoop) dashboardConfigured(repo string) bool {
 	if !d.deps.Config.Server.Dashboard() {
 		return false
 	}
@@ -71,16 +76,32 @@ func (d *DriftLoop) dashboardOn(repo string) bool {
 	return !db.off
 }
 
+// dashboardOn says the dashboard shows the repository's drift: configured,
+// and not closed by a person (then report mode and fights go back to their
+// issues until it is reopened).
+func (d *DriftLoop) dashboardOn(repo string) bool {
+	if !d.dashboardConfigured(repo) {
+		return false
+	}
+	db := d.dashboardOf(repo)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.issue == nil || db.issue.Number == 0 || db.issue.Open
+}
+
 // requests reads what people asked of a target on its repository's
 // dashboard, from the cache when it is fresh.
 func (d *DriftLoop) requests(ctx context.Context, gh *ghapp.Installation, t targets.Target, now time.Time) ([]ghapp.Request, error) {
-	if !d.dashboardOn(t.Repo) {
+	if !d.dashboardConfigured(t.Repo) {
 		return nil, nil
 	}
 	db := d.dashboardOf(t.Repo)
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if err := d.readDashboard(ctx, gh, t.Repo, db, now); err != nil {
+		if errors.Is(err, errNotRead) {
+			return nil, nil
+		}
 		return nil, err
 	}
 	key := report.DashboardKey(t.Slug())
@@ -96,8 +117,14 @@ func (d *DriftLoop) requests(ctx context.Context, gh *ghapp.Installation, t targ
 // readDashboard reads the issue and its requests when the cache is stale.
 // db.mu is held.
 func (d *DriftLoop) readDashboard(ctx context.Context, gh *ghapp.Installation, repo string, db *repoDashboard, now time.Time) error {
-	if db.issue != nil && !db.refresh && now.Sub(db.readAt) < min(d.deps.Config.Server.DriftInterval, headInterval) {
+	switch {
+	case db.refresh:
+	case db.issue != nil && now.Sub(db.readAt) < d.deps.Config.Server.DriftInterval:
+		// Requests recorded by another replica are read at least this
+		// often; one recorded here sets refresh.
 		return nil
+	case db.issue == nil && now.Sub(db.failedAt) < headInterval:
+		return errNotRead
 	}
 	owner, name, _ := strings.Cut(repo, "/")
 	number := 0
@@ -105,15 +132,20 @@ func (d *DriftLoop) readDashboard(ctx context.Context, gh *ghapp.Installation, r
 		number = db.issue.Number
 	}
 	issue, err := gh.FindDashboard(ctx, owner, name, number)
-	if err != nil {
-		return err
+	if err == nil {
+		err = gh.ReadRequests(ctx, owner, name, issue, now)
 	}
-	if err := gh.ReadRequests(ctx, owner, name, issue, now); err != nil {
+	if err != nil {
+		db.failedAt = now
 		return err
 	}
 	db.issue, db.readAt, db.refresh = issue, now, false
 	return nil
 }
+
+// errNotRead says the dashboard is not read now: the last read failed a
+// moment ago.
+var errNotRead = errors.New("the drift dashboard could not be read a moment ago")
 
 // asked is the latest request of a kind and item, if any.
 func asked(rs []ghapp.Request, kind, item string) (time.Time, bool) {
@@ -233,7 +265,7 @@ func (c *driftCheck) view(entries []entry, plan *prgen.Plan, out ghapp.PullOutco
 	}
 	for _, f := range fights {
 		v.Changes = append(v.Changes, report.DashboardChange{
-			ID: changeID("fight " + f.Object + " " + f.Path), Object: f.Object, Field: f.Path, Since: c.now,
+			ID: changeID("fight " + f.Object + " " + f.Path), Object: f.Object, Field: f.Path, Since: f.Since,
 			Git: shown(f.Last[f.Managers[0]]), Live: shown(f.Last[f.Managers[1]]), By: f.Managers[1],
 			State: report.StateFight, Why: fmt.Sprintf("%s and %s changed it %d times in %s", f.Managers[0], f.Managers[1], f.Changes, f.Window),
 		})
@@ -243,8 +275,52 @@ func (c *driftCheck) view(entries []entry, plan *prgen.Plan, out ghapp.PullOutco
 		_, again := asked(c.requests, report.TickProposeAgain, strconv.Itoa(out.Declined))
 		v.Declined = []report.DashboardDeclined{{Number: out.Declined, Asked: again}}
 	}
-	build.Redact(&v, c.hidden)
+	hideShown(&v, c.hidden)
 	return v
+}
+
+// hideShown hides values substituted from Secrets in what a part shows:
+// its objects, fields, values and reasons; never its keys, cluster, IDs or
+// numbers, which the boxes and the merge of parts go by.
+func hideShown(v *report.DashboardTarget, hidden []string) {
+	if len(hidden) == 0 {
+		return
+	}
+	for i := range v.Changes {
+		c := &v.Changes[i]
+		c.Git, c.Live, c.Why = build.HideIn(c.Git, hidden), build.HideIn(c.Live, hidden), build.HideIn(c.Why, hidden)
+		c.Object, c.Field = build.HideIn(c.Object, hidden), build.HideIn(c.Field, hidden)
+	}
+	v.NotCompared = build.HideIn(v.NotCompared, hidden)
+}
+
+// hidePlanValues hides values substituted from Secrets in what a plan shows
+// (values and reasons), leaving the objects, paths and files it is keyed
+// by as they are.
+func hidePlanValues(p *prgen.Plan, hidden []string) {
+	if len(hidden) == 0 {
+		return
+	}
+	for i := range p.Codified {
+		build.Redact(&p.Codified[i].Value, hidden)
+		build.Redact(&p.Codified[i].Was, hidden)
+	}
+	for _, list := range [][]prgen.Manual{p.Manual, p.Autoscaled, p.Unmanaged} {
+		for i := range list {
+			build.Redact(&list[i].Value, hidden)
+			list[i].Reason = build.HideIn(list[i].Reason, hidden)
+		}
+	}
+	for i := range p.Fights {
+		for m := range p.Fights[i].Last {
+			v := p.Fights[i].Last[m]
+			build.Redact(&v, hidden)
+			p.Fights[i].Last[m] = v
+		}
+	}
+	for k, v := range p.Intents {
+		p.Intents[k] = build.HideIn(v, hidden)
+	}
 }
 
 // viewBase is the target's part with nothing in it yet.
@@ -280,6 +356,12 @@ func (d *DriftLoop) notCompared(t targets.Target, why string) {
 // dashboards: one read and at most one edit per repository, only when what
 // it shows changed.
 func (d *DriftLoop) publishDashboards(ctx context.Context, cluster string, ts []targets.Target) {
+	defer func() {
+		// A defect in the dashboard must not stop the cluster's loop.
+		if r := recover(); r != nil {
+			d.log.Error("drift dashboard panicked", "cluster", cluster, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
 	byRepo := map[string][]targets.Target{}
 	var repos []string
 	for _, t := range ts {
@@ -297,7 +379,7 @@ func (d *DriftLoop) publishDashboards(ctx context.Context, cluster string, ts []
 		if ctx.Err() != nil {
 			return
 		}
-		if !d.dashboardOn(repo) {
+		if !d.dashboardConfigured(repo) {
 			continue
 		}
 		var views []report.DashboardTarget
@@ -336,6 +418,9 @@ func (d *DriftLoop) writeDashboard(ctx context.Context, repo, cluster string, vi
 	}
 	now := d.deps.Now()
 	if err := d.readDashboard(ctx, gh, repo, db, now); err != nil {
+		if errors.Is(err, errNotRead) {
+			return nil
+		}
 		return err
 	}
 	body, shows := report.Dashboard(db.issue.Body, cluster, views, keep)

@@ -111,8 +111,8 @@ type targetState struct {
 	// view is the target's part of its repository's dashboard after the
 	// last check; nil when the dashboard does not show it.
 	view *report.DashboardTarget
-	// checkedAt is when the last check that compared the target began.
-	checkedAt time.Time
+	// checkAnswered is the latest "check again now" request acted on.
+	checkAnswered time.Time
 	// plan and outcome are the drift last published and where it stands
 	// on GitHub, which the dashboard shows until the next publish.
 	plan    *prgen.Plan
@@ -780,8 +780,9 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 		// The dashboard is a view: drift pull requests go on without it.
 		log.Warn("cannot read the drift dashboard", "err", err)
 	}
-	if at, ok := asked(c.requests, report.TickCheck, ""); ok && at.After(c.st.checkedAt) {
-		// A person asked for a check now: read everything again.
+	if at, ok := asked(c.requests, report.TickCheck, ""); ok && at.After(c.st.checkAnswered) {
+		// A person asked for a check now: read everything again, once.
+		c.st.checkAnswered = at
 		c.st.refresh.Store(true)
 		c.st.decided = ""
 		if c.gh, c.token, err = d.readHead(ctx, t, c.st, c.now); err != nil {
@@ -804,11 +805,14 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 	if err := d.renderDesired(ctx, w, c); err != nil {
 		return 0, err
 	}
+	if c.notCompared != "" {
+		d.notCompared(t, c.notCompared)
+		return 0, nil
+	}
 	ready, fights, wait, err := d.settled(ctx, w, c)
 	if err != nil {
 		return 0, err
 	}
-	c.st.checkedAt = c.now
 	if c.cannot != "" || (c.t.Policy.Codify == config.CodifyReport && d.dashboardOn(t.Repo)) {
 		// Shown on the dashboard, nothing to publish.
 		v := c.view(ready.entries, nil, ghapp.PullOutcome{}, c.cannot, fights)
@@ -916,7 +920,7 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 		c.notCompared = "its path is not in the default branch's head"
 		return false, nil
 	}
-	if c.cannot != "" && !d.dashboardOn(c.t.Repo) {
+	if c.cannot != "" && !d.dashboardConfigured(c.t.Repo) {
 		c.log.Debug("drift is not proposed for this target", "why", c.cannot)
 		return false, nil
 	}
@@ -930,8 +934,11 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 	vars := build.Variables(ctx, c.t, true, d.deps.Kube)
 	c.hidden = vars.Hidden
 	var ok bool
-	if c.variables, ok = build.WriteBackVariables(c.t, vars); !ok && c.cannot == "" {
-		c.cannot = "its postBuild variables could not be read: " + vars.Note
+	if c.variables, ok = build.WriteBackVariables(c.t, vars); !ok {
+		// Without its variables nothing says which values are a Secret's:
+		// the target is not compared rather than shown unhidden.
+		c.notCompared = "its postBuild variables could not be read, so nothing of it is shown: " + vars.Note
+		return nil
 	}
 	b := build.Target(ctx, d.renderer, c.tree, c.t, vars)
 	d.deps.Metrics.Render(time.Since(start))
@@ -1005,7 +1012,7 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 		return nil, err
 	}
 	plan.Fights = fights
-	build.Redact(plan, c.hidden)
+	hidePlanValues(plan, c.hidden)
 	return plan, nil
 }
 

@@ -22,7 +22,12 @@ type fieldWatch struct {
 	ref   object.Ref
 	field object.Field
 	hands []hand
+	// since is when the field was first seen in drift.
+	since time.Time
 }
+
+// hiddenValue stands for the value of a field whose values are never shown.
+const hiddenValue = "(hidden)"
 
 type hand struct {
 	manager string
@@ -52,7 +57,7 @@ func (d *DriftLoop) followFields(ctx context.Context, w *livestate.Watcher, st *
 			current[k] = true
 			fw := st.fields[k]
 			if fw == nil {
-				fw = &fieldWatch{ref: ch.Ref(), field: f}
+				fw = &fieldWatch{ref: ch.Ref(), field: f, since: now}
 				st.fields[k] = fw
 			}
 			fw.observe(f.Manager, f.Live, now, window)
@@ -75,7 +80,13 @@ func (d *DriftLoop) followFields(ctx context.Context, w *livestate.Watcher, st *
 		}
 		if o := live[fw.ref.Key()]; o != nil {
 			held := object.Attribute(o, fw.field)
-			fw.observe(held.Manager, held.Live, now, window)
+			value := held.Live
+			if fw.field.Hidden || (fw.ref.Group == "" && fw.ref.Kind == "Secret") {
+				// Read from the live object, not the hidden comparison:
+				// who holds it counts, its value is never kept.
+				value = hiddenValue
+			}
+			fw.observe(held.Manager, value, now, window)
 		}
 		// Settled: nothing changed hands within the window.
 		if last := fw.hands[len(fw.hands)-1]; now.Sub(last.at) > window {
@@ -142,7 +153,7 @@ func (fw *fieldWatch) fight(window time.Duration) (prgen.Fight, bool) {
 		}
 		return pair[i] < pair[j]
 	})
-	return prgen.Fight{Object: fw.ref.String(), Path: fw.field.Path, Managers: [2]string{pair[0], pair[1]},
+	return prgen.Fight{Object: fw.ref.String(), Path: fw.field.Path, Managers: [2]string{pair[0], pair[1]}, Since: fw.since,
 		Changes: changes, Window: window, Last: last}, true
 }
 

@@ -121,7 +121,11 @@ func (i *Installation) WriteDashboard(ctx context.Context, owner, name string, d
 	switch {
 	case d.Number == 0:
 		title := report.DashboardTitle
-		is, _, err := i.gh.Issues.Create(ctx, owner, name, &github.IssueRequest{Title: &title, Body: &body, Labels: &labels})
+		req := &github.IssueRequest{Title: &title, Body: &body}
+		if len(labels) > 0 {
+			req.Labels = &labels // GitHub refuses "labels": null
+		}
+		is, _, err := i.gh.Issues.Create(ctx, owner, name, req)
 		if err != nil {
 			return d, fmt.Errorf("open the drift dashboard: %w", err)
 		}

@@ -320,10 +320,18 @@ func (f *Fake) listIssues(w http.ResponseWriter, req *http.Request, m []string, 
 func (f *Fake) createIssue(w http.ResponseWriter, req *http.Request, m []string, inst int64) {
 	var in struct {
 		Title, Body string
-		Labels      []string
+		Labels      *json.RawMessage
 	}
 	if !readJSON(w, req, &in) || tooLong(w, in.Body) {
 		return
+	}
+	var labels []string
+	if in.Labels != nil {
+		// As GitHub: "labels" is an array when it is sent at all.
+		if string(*in.Labels) == "null" || json.Unmarshal(*in.Labels, &labels) != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Invalid request.\n\nFor 'properties/labels', nil is not an array."})
+			return
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -335,7 +343,7 @@ func (f *Fake) createIssue(w http.ResponseWriter, req *http.Request, m []string,
 		validation(w, "Issue", "title", "title is required")
 		return
 	}
-	i := &Issue{Number: r.nextNumber(), Title: in.Title, Body: in.Body, User: f.botLogin(), State: "open", Labels: in.Labels}
+	i := &Issue{Number: r.nextNumber(), Title: in.Title, Body: in.Body, User: f.botLogin(), State: "open", Labels: labels}
 	r.Issues[i.Number] = i
 	writeJSON(w, http.StatusCreated, f.issueJSON(r, i))
 }

@@ -14,7 +14,7 @@ import (
 // The functions in this file are the only way text from Git, the cluster or
 // GitHub becomes Markdown. Each is for one context; GitHub-flavoured Markdown
 // (cmark-gfm, then GitHub's own mention and link filters) is what they guard
-// against. See ../shared/notes/markdown-safety.md for the rules they follow.
+// against; docs/security.md says what they defend.
 
 // ZWJ breaks what GitHub would otherwise turn into a mention, an autolink or
 // an email link, without changing what a reader sees.
