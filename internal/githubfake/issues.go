@@ -3,6 +3,7 @@ package githubfake
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sort"
@@ -320,19 +321,26 @@ func (f *Fake) listIssues(w http.ResponseWriter, req *http.Request, m []string, 
 func (f *Fake) createIssue(w http.ResponseWriter, req *http.Request, m []string, inst int64) {
 	var in struct {
 		Title, Body string
-		Labels      *json.RawMessage
+		Labels      []string
 	}
-	if !readJSON(w, req, &in) || tooLong(w, in.Body) {
+	b, err := io.ReadAll(req.Body)
+	if err == nil {
+		err = json.Unmarshal(b, &in)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Problems parsing JSON"})
 		return
 	}
-	var labels []string
-	if in.Labels != nil {
-		// As GitHub: "labels" is an array when it is sent at all.
-		if string(*in.Labels) == "null" || json.Unmarshal(*in.Labels, &labels) != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Invalid request.\n\nFor 'properties/labels', nil is not an array."})
-			return
-		}
+	if tooLong(w, in.Body) {
+		return
 	}
+	// As GitHub: "labels" is an array when it is sent at all.
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(b, &raw) == nil && string(raw["labels"]) == "null" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Invalid request.\n\nFor 'properties/labels', nil is not an array."})
+		return
+	}
+	labels := in.Labels
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.repo(w, m[1], m[2], inst)
