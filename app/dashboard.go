@@ -23,8 +23,8 @@ func (a *App) dashboardEdited(ctx context.Context, ev *ghapp.IssueEvent, log *sl
 	if err != nil {
 		return err
 	}
-	if ev.Sender == bot || ev.Author != bot || !ghapp.IsDashboard(ev.Body) {
-		return nil // driftback's own edit, or not its dashboard
+	if ev.Sender == bot || ev.Author != bot || !ghapp.IsDashboard(ev.Body) || !a.cfg.Server.Dashboard() {
+		return nil // driftback's own edit, not its dashboard, or the dashboard is off
 	}
 	ticks := report.NewlyTicked(*ev.BodyBefore, ev.Body)
 	if len(ticks) == 0 {

@@ -71,18 +71,7 @@ metadata: {name: fleet, namespace: NS}
 spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main}}`)
 	d.apply(fluxKustomization(d.env.Namespace, "prod-apps", "clusters/prod"))
 	d.applyFlux(commit, "clusters/prod")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go d.srv.App.targets.Run(ctx)
-	eventually(t, func() bool {
-		ts, _ := d.srv.App.targetsOf(fullName)
-		for _, tg := range ts {
-			if tg.Found != nil && tg.Path == "clusters/prod" {
-				return true
-			}
-		}
-		return false
-	}, "the Kustomization to be discovered")
+	d.discovered("clusters/prod")
 	d.run()
 
 	if _, err := d.env.Client.AppsV1().Deployments(d.env.Namespace).Patch(context.Background(), "api", types.MergePatchType,
@@ -237,18 +226,7 @@ stringData: {TOKEN: ` + secret + `}`)
 	d.apply(variablesKustomization)
 	values := map[string]string{"REPLICAS": "2", "REGISTRY": "registry.example.com", "TOKEN": secret}
 	kubetest.Apply(t, d.env.Config, "kustomize-controller", d.fluxBuildWith(commit, "apps/api", values)...)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go d.srv.App.targets.Run(ctx)
-	eventually(t, func() bool {
-		ts, _ := d.srv.App.targetsOf(fullName)
-		for _, tg := range ts {
-			if tg.Found != nil && tg.Path == "apps/api" {
-				return true
-			}
-		}
-		return false
-	}, "the Kustomization to be discovered")
+	d.discovered("apps/api")
 	d.run()
 
 	const typed = "typed-by-hand-77"
@@ -315,4 +293,22 @@ func (d *driftWorld) fluxBuildWith(commit plumbing.Hash, dir string, values map[
 		d.t.Fatal(err)
 	}
 	return objs
+}
+
+// discovered runs discovery until it finds the Kustomization on path; it
+// stops with the test.
+func (d *driftWorld) discovered(path string) {
+	d.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d.t.Cleanup(cancel)
+	go d.srv.App.targets.Run(ctx)
+	eventually(d.t, func() bool {
+		ts, _ := d.srv.App.targetsOf(fullName)
+		for _, tg := range ts {
+			if tg.Found != nil && tg.Path == path {
+				return true
+			}
+		}
+		return false
+	}, "the Kustomization on "+path+" to be discovered")
 }

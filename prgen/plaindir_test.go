@@ -2,8 +2,6 @@ package prgen_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +9,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/render/reconciler"
@@ -42,25 +41,12 @@ spec:
       - name: web
         image: registry.example.com/web:1.0.0
 `
-	dir := t.TempDir()
-	for name, content := range map[string]string{
+	repo := dirTree(t, map[string]string{
 		"clusters/prod/web.yaml":       web,
 		"clusters/prod/config/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: flags, namespace: shop}\ndata:\n  checkout: v1 # the old flow\n",
 		"clusters/prod/legacy.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: legacy, namespace: shop}\ndata: {mode: a}\n",
 		"clusters/staging/other.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: shop}\n",
-	} {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	repo, err := render.DirTree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	ks := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
 		"metadata": map[string]any{"name": "apps", "namespace": "flux-system"},
@@ -132,4 +118,16 @@ spec:
 	if !strings.Contains(string(plan.Files["clusters/prod/config/cm.yaml"]), "checkout: v2 # the old flow") {
 		t.Errorf("the ConfigMap is not written:\n%s", plan.Files["clusters/prod/config/cm.yaml"])
 	}
+}
+
+// dirTree is a tree of the given files.
+func dirTree(t *testing.T, files map[string]string) *render.Tree {
+	t.Helper()
+	dir := t.TempDir()
+	testfs.Write(t, dir, files)
+	tree, err := render.DirTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
 }

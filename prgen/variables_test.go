@@ -2,8 +2,6 @@ package prgen_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -94,20 +92,7 @@ data:
 // field from the Secret's TOKEN is never written; nothing is written over
 // a reference, and each write verifies by substituting as Flux does.
 func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
-	dir := t.TempDir()
-	for name, content := range variablesRepo {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	repo, err := render.DirTree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo := dirTree(t, variablesRepo)
 	ks := &unstructured.Unstructured{}
 	if err := sigsyaml.Unmarshal([]byte(variablesRepo["clusters/prod/apps.yaml"]), &ks.Object); err != nil {
 		t.Fatal(err)

@@ -114,6 +114,9 @@ type DashboardTarget struct {
 	Open int
 	// CheckAsked says a person ticked "check again now" for the target.
 	CheckAsked bool
+	// Source says this is a reconciler's source driftback does not render,
+	// not a target: there is nothing to check again.
+	Source bool
 }
 
 // differs says the target has something to show besides a clean check.
@@ -311,7 +314,10 @@ func (t *DashboardTarget) blocks(d detail) []dashboardBlock {
 	check := checkbox(t.CheckAsked, "check again now", tickMarker(TickCheck, b.key, ""))
 	if t.NotCompared != "" {
 		b.group = groupNotCompared
-		b.text = fmt.Sprintf("- **%s**: %s\n  %s\n", where, text(t.NotCompared), check)
+		b.text = fmt.Sprintf("- **%s**: %s\n", where, text(t.NotCompared))
+		if !t.Source {
+			b.text += "  " + check + "\n"
+		}
 		return []dashboardBlock{b}
 	}
 	if !t.differs() {

@@ -399,7 +399,7 @@ func (d *DriftLoop) publishDashboards(ctx context.Context, cluster string, ts []
 			if why == "" {
 				why = "its source is not a repository on the configured GitHub host"
 			}
-			views = append(views, report.DashboardTarget{Key: "source-" + f.Object + "-" + f.On, Name: f.Object, Cluster: f.On, Path: f.Path, NotCompared: "not rendered: " + why})
+			views = append(views, report.DashboardTarget{Key: "source-" + f.Object + "-" + f.On, Name: f.Object, Cluster: f.On, Path: f.Path, NotCompared: "not rendered: " + why, Source: true})
 		}
 		if err := d.writeDashboard(ctx, repo, cluster, views, keep); err != nil && ctx.Err() == nil {
 			d.deps.Metrics.Failure("drift_dashboard")

@@ -789,6 +789,11 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 			return 0, err
 		}
 	}
+	if n := c.st.outcome.Declined; n != 0 {
+		if _, ok := asked(c.requests, report.TickProposeAgain, strconv.Itoa(n)); ok {
+			c.st.decided = "" // a person asked for the declined drift again: decide now
+		}
+	}
 	compare, err := d.readTarget(ctx, c)
 	if err != nil {
 		return 0, err
