@@ -112,8 +112,6 @@ type DashboardTarget struct {
 	Declined    []DashboardDeclined
 	// Open is the target's open drift pull request, 0 for none.
 	Open int
-	// CheckAsked says a person ticked "check again now" for the target.
-	CheckAsked bool
 	// Source says this is a reconciler's source driftback does not render,
 	// not a target: there is nothing to check again.
 	Source bool
@@ -139,8 +137,6 @@ type Tick struct {
 	// (propose-again); "" for a target's check.
 	Item    string
 	Checked bool
-	// line is the box's line in the body it was read from.
-	line int
 }
 
 // Key names what the box asks for, whoever ticks it.
@@ -161,12 +157,12 @@ var tickLine = regexp.MustCompile(`^\s*[-*] \[([ xX])\] .*<!-- driftback:tick (p
 // DashboardTicks reads the checkboxes of a dashboard's body.
 func DashboardTicks(body string) []Tick {
 	var out []Tick
-	for i, l := range strings.Split(body, "\n") {
+	for _, l := range strings.Split(body, "\n") {
 		m := tickLine.FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}
-		out = append(out, Tick{Kind: m[2], Target: m[3], Item: m[4], Checked: m[1] != " ", line: i})
+		out = append(out, Tick{Kind: m[2], Target: m[3], Item: m[4], Checked: m[1] != " "})
 	}
 	return out
 }
@@ -311,7 +307,9 @@ func (t *DashboardTarget) blocks(d detail) []dashboardBlock {
 		}
 	}
 	where := fmt.Sprintf("%s · cluster %s · %s", text(t.Name), text(t.Cluster), code(t.Path))
-	check := checkbox(t.CheckAsked, "check again now", tickMarker(TickCheck, b.key, ""))
+	// A check asked for is done by the check that writes this part: its
+	// box is shown unticked again.
+	check := checkbox(false, "check again now", tickMarker(TickCheck, b.key, ""))
 	if t.NotCompared != "" {
 		b.group = groupNotCompared
 		b.text = fmt.Sprintf("- **%s**: %s\n", where, text(t.NotCompared))

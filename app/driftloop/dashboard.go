@@ -181,12 +181,11 @@ type entry struct {
 
 // fieldOf is the part of a drifted field the dashboard shows.
 type fieldOf struct {
-	path, manager   string
-	git, live       any
-	at              *time.Time
-	hidden          bool
-	autoscaler      string
-	autoscalerOwner bool
+	path, manager string
+	git, live     any
+	at            *time.Time
+	hidden        bool
+	autoscaler    string
 }
 
 // view is the dashboard's part of a target after a check: its entries,
@@ -325,7 +324,6 @@ func hidePlanValues(p *prgen.Plan, hidden []string) {
 
 // viewBase is the target's part with nothing in it yet.
 func (c *driftCheck) viewBase() report.DashboardTarget {
-	// A check asked for is this one: its box is shown unticked again.
 	return report.DashboardTarget{Key: c.t.Slug(), Name: c.t.Name, Cluster: c.t.Cluster, Path: c.t.Path}
 }
 
