@@ -425,7 +425,9 @@ func (d *DriftLoop) writeDashboard(ctx context.Context, repo, cluster string, vi
 	switch {
 	case db.issue.Number == 0 && !shows:
 		return nil // nothing to show, and no issue to keep current
-	case db.issue.Number != 0 && body == db.issue.Body:
+	case db.issue.Number != 0 && (body == db.issue.Body || !db.issue.Open):
+		// Up to date; or closed as last read, which is read again every
+		// drift interval to see it reopened, not at every pass.
 		return nil
 	}
 	ctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
