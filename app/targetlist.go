@@ -95,9 +95,6 @@ func ListTargets(ctx context.Context, cfg *config.Config) (*TargetList, error) {
 			case f.Reconciler == discover.ReconcilerArgoCD:
 				info.Build = "argocd"
 			}
-			if ok, why := build.WriteBackable(t); !ok {
-				info.Codify = "off (" + why + ")"
-			}
 			if f.SelfHeal {
 				info.Codify = "off (the reconciler self-heals)"
 			}

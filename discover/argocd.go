@@ -31,7 +31,7 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 		Reconciler: ReconcilerArgoCD,
 		Object:     objectName("Application", app.GetNamespace(), app.GetName()),
 		Namespace:  app.GetNamespace(), Name: app.GetName(),
-		On: s.On,
+		On: s.On, Application: app.DeepCopy(),
 	}
 	str := func(fields ...string) string {
 		v, _, _ := unstructured.NestedString(app.Object, fields...)
@@ -118,9 +118,7 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 	default:
 		f.Branch = strings.TrimPrefix(rev, "refs/heads/")
 	}
-	if k, ok := src["kustomize"].(map[string]any); ok {
-		f.Kustomize = argoKustomize(k)
-	}
+	f.Kustomize = ApplicationKustomize(app)
 	if d, ok := src["directory"].(map[string]any); ok {
 		f.Directory = &reconciler.ArgoCDDirectory{}
 		f.Directory.Recurse, _ = d["recurse"].(bool)
@@ -168,7 +166,13 @@ func destination(server, name string, s Settings) (string, []string) {
 	return "", []string{fmt.Sprintf("it applies to %q, which discover.destinations does not map to one of app.yml's clusters: the pull request is compared in Git only", dest)}
 }
 
-func argoKustomize(k map[string]any) *ArgoKustomize {
+// ApplicationKustomize reads an Application's kustomize options
+// (spec.source.kustomize); nil when it sets none.
+func ApplicationKustomize(app *unstructured.Unstructured) *ArgoKustomize {
+	k, ok, _ := unstructured.NestedMap(app.Object, "spec", "source", "kustomize")
+	if !ok || k == nil {
+		return nil
+	}
 	out := &ArgoKustomize{}
 	str := func(f string) string { v, _ := k[f].(string); return v }
 	boolean := func(f string) bool { v, _ := k[f].(bool); return v }

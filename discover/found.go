@@ -85,6 +85,9 @@ type Found struct {
 	// DestinationNamespace is where an Argo CD Application puts namespaced objects that
 	// name none (spec.destination.namespace).
 	DestinationNamespace string `json:"destinationNamespace,omitempty"`
+	// Application is the Argo CD Application itself, whose kustomize
+	// options its build reads; nil for Flux.
+	Application *unstructured.Unstructured `json:"-"`
 	// Kustomize is an Argo CD Application's kustomize options; nil when it
 	// has none or for Flux.
 	Kustomize *ArgoKustomize `json:"kustomize,omitempty"`

@@ -204,6 +204,7 @@ spec:
 		Kustomize: &ArgoKustomize{NamePrefix: "prod-", Images: []string{"web=registry.example.com/web:2.0.0"},
 			CommonLabels: map[string]string{"team": "shop"}, Replicas: []ArgoReplicas{{Name: "web", Count: 3}},
 			Components: []string{"../../components/monitoring"}},
+		Application: app,
 	}
 	if diff := cmp.Diff(want, f); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/driftback/driftback/prgen/yamledit"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -147,18 +148,18 @@ func (p *planner) addResource(kust, file string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	docs, err := readDocs(b)
+	docs, err := yamledit.ReadDocs(b)
 	if err != nil || len(docs) == 0 {
 		return nil, fmt.Errorf("%s: %v", kust, err)
 	}
 	if f := docs[0].Field("resources"); f != nil {
-		if out, ok := appendToList(b, f, "- "+file); ok {
+		if out, ok := yamledit.AppendToList(b, f, "- "+file); ok {
 			return out, nil
 		}
 		if err := f.Value.PipeE(yaml.Append(yaml.NewStringRNode(file).YNode())); err != nil {
 			return nil, err
 		}
-		return writeDocs(docs)
+		return yamledit.WriteDocs(docs)
 	}
 	indent := ""
 	if strings.Contains(string(b), "\n  - ") {

@@ -1,13 +1,12 @@
 package prgen
 
 import (
-	"bytes"
-	"fmt"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/driftback/driftback/prgen/yamledit"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -47,6 +46,17 @@ func (t *patchTarget) matches(obj *unstructured.Unstructured, name string) bool 
 	return re.MatchString(name) || re.MatchString(obj.GetName())
 }
 
+// targetOf reads the selector of a patch entry; nil when it has none.
+func targetOf(entry *yaml.RNode) *patchTarget {
+	t := entry.Field("target")
+	if t == nil {
+		return nil
+	}
+	kind, _ := t.Value.GetString("kind")
+	name, _ := t.Value.GetString("name")
+	return &patchTarget{kind: kind, name: name}
+}
+
 // patchSources lists the patches of the overlay's kustomization that live in
 // the overlay: `patches`, `patchesStrategicMerge` and `patchesJson6902`
 // entries, by file or inline. Patches in other directories (a shared base
@@ -56,7 +66,7 @@ func (p *planner) patchSources(kust string) ([]patchSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	docs, err := readDocs(b)
+	docs, err := yamledit.ReadDocs(b)
 	if err != nil || len(docs) == 0 {
 		return nil, err
 	}
@@ -77,15 +87,6 @@ func (p *planner) patchSources(kust string) ([]patchSource, error) {
 			out = append(out, patchSource{file: rel, content: content, target: target})
 		}
 	}
-	readTarget := func(entry *yaml.RNode) *patchTarget {
-		t := entry.Field("target")
-		if t == nil {
-			return nil
-		}
-		kind, _ := t.Value.GetString("kind")
-		name, _ := t.Value.GetString("name")
-		return &patchTarget{kind: kind, name: name}
-	}
 	for _, field := range []string{"patches", "patchesJson6902"} {
 		f := docs[0].Field(field)
 		if f == nil {
@@ -98,7 +99,7 @@ func (p *planner) patchSources(kust string) ([]patchSource, error) {
 			if pf := e.Field("patch"); pf != nil && pf.Value.YNode().Kind == yaml.ScalarNode {
 				inline = pf.Value.YNode()
 			}
-			add(file, inline, readTarget(e))
+			add(file, inline, targetOf(e))
 		}
 	}
 	if f := docs[0].Field("patchesStrategicMerge"); f != nil {
@@ -130,7 +131,7 @@ func (p *planner) editExistingPatch(src patchSource, obj *unstructured.Unstructu
 			return nil, err
 		}
 	} else {
-		docs, err := readDocs(src.content)
+		docs, err := yamledit.ReadDocs(src.content)
 		if err != nil || len(docs) == 0 {
 			return nil, nil // not YAML driftback can edit: leave it
 		}
@@ -138,10 +139,10 @@ func (p *planner) editExistingPatch(src patchSource, obj *unstructured.Unstructu
 		if doc == nil && src.target != nil {
 			doc = docs[0] // a targeted patch names its objects by the selector
 		}
-		if doc == nil || lookupAt(doc, fp) == nil {
+		if doc == nil || yamledit.LookupAt(doc, fp) == nil {
 			return nil, nil
 		}
-		if edited, err = editAt(src.content, docs, doc, fp, live); err != nil {
+		if edited, err = yamledit.EditAt(src.content, docs, doc, fp, live); err != nil {
 			return nil, err
 		}
 	}
@@ -152,7 +153,7 @@ func (p *planner) editExistingPatch(src patchSource, obj *unstructured.Unstructu
 	if err != nil {
 		return nil, err
 	}
-	return replaceBlock(kust, src.inline, edited)
+	return yamledit.ReplaceBlock(kust, src.inline, edited)
 }
 
 // editJSONPatch sets the value of the add or replace operation whose path is
@@ -197,22 +198,22 @@ func editJSONPatch(src []byte, root *yaml.RNode, obj *unstructured.Unstructured,
 		}
 		rest := fp[len(parts):]
 		if len(rest) == 0 {
-			if out, ok := spliceScalar(src, value.Value.YNode(), live); ok {
+			if out, ok := yamledit.SpliceScalar(src, value.Value.YNode(), live); ok {
 				return out, nil
 			}
-			if err := setField(op, "value", live); err != nil {
+			if err := yamledit.SetField(op, "value", live); err != nil {
 				return nil, err
 			}
 			return rewrite()
 		}
-		n := lookupAt(value.Value, rest)
+		n := yamledit.LookupAt(value.Value, rest)
 		if n == nil {
 			continue
 		}
-		if out, ok := spliceScalar(src, n.YNode(), live); ok {
+		if out, ok := yamledit.SpliceScalar(src, n.YNode(), live); ok {
 			return out, nil
 		}
-		if err := setAt(value.Value, rest, live); err != nil {
+		if err := yamledit.SetAt(value.Value, rest, live); err != nil {
 			return nil, err
 		}
 		return rewrite()
@@ -244,7 +245,7 @@ func pointerSegments(obj map[string]any, fp fieldpath.Path) ([]string, bool) {
 				}
 				match := true
 				for _, k := range *pe.Key {
-					if jsonScalar(m[k.Name]) != jsonScalar(k.Value.Unstructured()) {
+					if yamledit.JSONScalar(m[k.Name]) != yamledit.JSONScalar(k.Value.Unstructured()) {
 						match = false
 					}
 				}
@@ -270,50 +271,4 @@ func pointerSegments(obj map[string]any, fp fieldpath.Path) ([]string, bool) {
 		}
 	}
 	return out, true
-}
-
-// replaceBlock writes text as the new content of the block scalar n (an
-// inline patch) in src, at the block's own indentation; a scalar that is not
-// a literal block is rewritten with the document.
-func replaceBlock(src []byte, n *yaml.Node, text []byte) ([]byte, error) {
-	lines := bytes.SplitAfter(src, []byte("\n"))
-	if n.Style&yaml.LiteralStyle == 0 || n.Line < 1 || n.Line >= len(lines) {
-		return nil, fmt.Errorf("the inline patch at line %d is not a literal block (|): edit it by hand", n.Line)
-	}
-	first, indent := -1, ""
-	for i := n.Line; i < len(lines); i++ {
-		if t := strings.TrimSpace(string(lines[i])); t != "" {
-			first = i
-			indent = string(lines[i][:len(lines[i])-len(bytes.TrimLeft(lines[i], " "))])
-			break
-		}
-	}
-	if first < 0 || indent == "" {
-		return nil, fmt.Errorf("the inline patch at line %d is empty", n.Line)
-	}
-	end := first
-	for end < len(lines) {
-		l := lines[end]
-		if len(bytes.TrimSpace(l)) > 0 && !bytes.HasPrefix(l, []byte(indent)) {
-			break
-		}
-		end++
-	}
-	// Blank lines after the block belong to what follows it.
-	for end > first && len(bytes.TrimSpace(lines[end-1])) == 0 {
-		end--
-	}
-	var block []byte
-	for _, l := range bytes.SplitAfter(bytes.TrimRight(text, "\n"), []byte("\n")) {
-		if len(bytes.TrimSpace(l)) == 0 {
-			block = append(block, '\n')
-			continue
-		}
-		block = append(block, indent...)
-		block = append(block, bytes.TrimRight(l, "\n")...)
-		block = append(block, '\n')
-	}
-	out := append([]byte{}, bytes.Join(lines[:first], nil)...)
-	out = append(out, block...)
-	return append(out, bytes.Join(lines[end:], nil)...), nil
 }

@@ -41,7 +41,7 @@ spec:
       - name: web
         image: registry.example.com/web:1.0.0
 `
-	repo := dirTree(t, map[string]string{
+	repo := testfs.Tree(t, map[string]string{
 		"clusters/prod/web.yaml":       web,
 		"clusters/prod/config/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: flags, namespace: shop}\ndata:\n  checkout: v1 # the old flow\n",
 		"clusters/prod/legacy.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: legacy, namespace: shop}\ndata: {mode: a}\n",
@@ -120,14 +120,61 @@ spec:
 	}
 }
 
-// dirTree is a tree of the given files.
-func dirTree(t *testing.T, files map[string]string) *render.Tree {
-	t.Helper()
-	dir := t.TempDir()
-	testfs.Write(t, dir, files)
-	tree, err := render.DirTree(dir)
+// TestAnObjectDeepInAStreamIsEditedOnItsOwnLine: the object is the third
+// document of its file, after a document of comments only and a separator
+// with a comment. The value is written on the object's own line, every
+// other byte of the file kept: documents are numbered from the top of the
+// stream, not each from its own start.
+func TestAnObjectDeepInAStreamIsEditedOnItsOwnLine(t *testing.T) {
+	const stream = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: first, namespace: shop}
+data:
+  mode: a # first's
+---
+# nothing but a note
+--- # the flags
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: flags, namespace: shop}
+data:
+  mode: a # the flags'
+`
+	tree := testfs.Tree(t, map[string]string{"shop/kustomization.yaml": "resources: [all.yaml]\n", "shop/all.yaml": stream})
+	r := render.New(render.Options{Origins: true})
+	res, err := r.Render(context.Background(), tree, []string{"shop"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tree
+	desired, err := res.Overlays[0].Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []*unstructured.Unstructured
+	for _, o := range desired {
+		l := o.DeepCopy()
+		if l.GetName() == "flags" {
+			_ = unstructured.SetNestedField(l.Object, "b", "data", "mode")
+		}
+		live = append(live, l)
+	}
+	target, err := drift.Compare(context.Background(), livestate.NewObjectReader(live), drift.Input{Path: "shop", Head: desired}, drift.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []drift.Change
+	for _, ch := range target.Drift {
+		if ch.Action == drift.ActionUpdate {
+			ch.Fields[0].Manager = "kubectl-edit" // a dump records no managers
+			changes = append(changes, ch)
+		}
+	}
+	plan, err := prgen.Make(context.Background(), prgen.Input{Tree: tree, Overlay: "shop", Renderer: r, Drift: changes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(stream, "mode: a # the flags'", "mode: b # the flags'", 1)
+	if len(plan.Codified) != 1 || string(plan.Files["shop/all.yaml"]) != want {
+		t.Fatalf("codified %+v, manual %+v; the file is\n%s", plan.Codified, plan.Manual, plan.Files["shop/all.yaml"])
+	}
 }

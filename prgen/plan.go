@@ -22,6 +22,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/prgen/yamledit"
 	"github.com/driftback/driftback/render"
 )
 
@@ -70,6 +71,11 @@ type Input struct {
 	// is written only into the manifest file that holds the object, never
 	// into it; "" when the overlay has its own.
 	Generated string
+	// Build is the reconciler object whose own fields take part in the
+	// build (a Flux Kustomization, an Argo CD Application): every render
+	// is the reconciler's, and a value one of its build options sets is
+	// written into its manifest in Git. Nil for plain kustomize.
+	Build *Build
 }
 
 // Codified is one field written back to Git.
@@ -182,6 +188,14 @@ type planner struct {
 	// variables with the accepted changes.
 	raw    []*unstructured.Unstructured
 	values map[string]string
+	// build is the reconciler object (Input.Build) with the accepted
+	// edits of its manifest, and buildFile that manifest once found.
+	build     *unstructured.Unstructured
+	buildFile string
+	// bare is the render without the build options driftback writes,
+	// once made; bareErr why it could not be made.
+	bare    []*unstructured.Unstructured
+	bareErr error
 }
 
 // Make plans the codification of an overlay's drift. Fields set by the
@@ -193,6 +207,9 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 	p := &planner{ctx: ctx, in: in, edits: map[string][]byte{}}
 	if in.Variables != nil {
 		p.values = copyValues(in.Variables.Values)
+	}
+	if in.Build != nil {
+		p.build = in.Build.Object.DeepCopy()
 	}
 	if err := p.rerender(); err != nil {
 		return nil, err
@@ -299,11 +316,22 @@ func (p *planner) render(edits map[string][]byte) (*render.Overlay, []*unstructu
 // reconciler substitutes variables, substitutes values: the objects as
 // applied, and raw, before substitution.
 func (p *planner) renderWith(edits map[string][]byte, values map[string]string) (o *render.Overlay, objs, raw []*unstructured.Unstructured, err error) {
+	return p.renderAs(edits, values, p.build)
+}
+
+// renderAs renders as renderWith does, the reconciler's object being build.
+func (p *planner) renderAs(edits map[string][]byte, values map[string]string, build *unstructured.Unstructured) (o *render.Overlay, objs, raw []*unstructured.Unstructured, err error) {
 	tree := p.in.Tree
 	if len(edits) > 0 {
 		tree = tree.With(edits)
 	}
-	res, err := p.in.Renderer.Render(p.ctx, tree, []string{p.in.Overlay})
+	var opts render.BuildOptions
+	if p.in.Build != nil {
+		if tree, opts, err = p.in.Build.Tree(tree, build); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	res, err := p.in.Renderer.RenderWith(p.ctx, tree, []string{p.in.Overlay}, opts)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -352,6 +380,16 @@ func groupOf(apiVersion string) string {
 	return ""
 }
 
+// attempt is one way to write a field: a file and its new content.
+type attempt struct {
+	strategy Strategy
+	file     string
+	edit     func() ([]byte, error)
+	// build reads the reconciler's object back from the edited content,
+	// for an edit of its manifest; nil for an edit of the overlay.
+	build func(content []byte) (*unstructured.Unstructured, error)
+}
+
 // codify tries each strategy for one field and keeps the first whose render
 // verifies.
 func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
@@ -367,11 +405,6 @@ func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 	if origin.ConfiguredIn != "" {
 		return nil, "the object is generated (" + origin.ConfiguredBy + "); change the generator's inputs"
 	}
-	type attempt struct {
-		strategy Strategy
-		file     string
-		edit     func() ([]byte, error)
-	}
 	if p.in.Variables != nil && i < len(p.raw) {
 		// A field the reconciler substitutes is written where its variable
 		// is set, never over the reference.
@@ -383,49 +416,66 @@ func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 			return p.codifyVariable(ch, f, i, obj, raw, file)
 		}
 	}
+	// A field the reconciler's own build options set is written there,
+	// and only there: an edit of the overlay would be overridden, or
+	// override them unseen.
 	var attempts []attempt
+	reason := ""
+	switch set, known := p.setByOptions(i, fp); {
+	case set:
+		attempts, reason = p.buildAttempts(obj, sourceName(p, obj, origin), fp, f.Live)
+		if len(attempts) == 0 && reason == "" {
+			reason = "its " + p.build.GetKind() + "'s build options set it in a way driftback does not write"
+		}
+	case !known:
+		attempts, reason = p.buildAttempts(obj, sourceName(p, obj, origin), fp, f.Live)
+	}
 	kust := p.kustomizationFile()
 	generated := p.in.Generated != ""
-	if generated {
+	switch set, _ := p.setByOptions(i, fp); {
+	case set:
+	case generated:
 		// A plain directory: only the file that holds the object is Git's.
 		if origin.Path == "" || !strings.HasPrefix(origin.Path, p.in.Overlay+"/") || origin.Path == p.in.Generated {
 			return nil, "a plain directory of manifests whose file for the object is not found"
 		}
-		attempts = append(attempts, attempt{StrategyResource, origin.Path, func() ([]byte, error) { return p.editResource(origin.Path, obj, fp, f.Live) }})
+		attempts = append(attempts, attempt{strategy: StrategyResource, file: origin.Path, edit: func() ([]byte, error) { return p.editResource(origin.Path, obj, fp, f.Live) }})
 	}
 	patchFile := path.Join(p.in.Overlay, fmt.Sprintf("driftback-%s-%s.yaml", strings.ToLower(obj.GetKind()), sourceName(p, obj, origin)))
-	if !generated {
+	if set, _ := p.setByOptions(i, fp); !generated && !set {
 		if isReplicas(fp) {
-			attempts = append(attempts, attempt{StrategyReplicas, kust, func() ([]byte, error) {
+			attempts = append(attempts, attempt{strategy: StrategyReplicas, file: kust, edit: func() ([]byte, error) {
 				return p.editReplicas(kust, sourceName(p, obj, origin), f.Live)
 			}})
 		}
 		if isImage(fp) {
 			if s, ok := f.Live.(string); ok {
-				attempts = append(attempts, attempt{StrategyImages, kust, func() ([]byte, error) { return p.editImages(kust, s) }})
+				attempts = append(attempts, attempt{strategy: StrategyImages, file: kust, edit: func() ([]byte, error) { return p.editImages(kust, s) }})
 			}
 		}
 		if sources, err := p.patchSources(kust); err == nil {
 			for _, src := range sources {
-				attempts = append(attempts, attempt{StrategyExistingPatch, src.file, func() ([]byte, error) {
+				attempts = append(attempts, attempt{strategy: StrategyExistingPatch, file: src.file, edit: func() ([]byte, error) {
 					return p.editExistingPatch(src, obj, sourceName(p, obj, origin), fp, f.Live)
 				}})
 			}
 		}
 		if origin.Path != "" && strings.HasPrefix(origin.Path, p.in.Overlay+"/") {
-			attempts = append(attempts, attempt{StrategyResource, origin.Path, func() ([]byte, error) { return p.editResource(origin.Path, obj, fp, f.Live) }})
+			attempts = append(attempts, attempt{strategy: StrategyResource, file: origin.Path, edit: func() ([]byte, error) { return p.editResource(origin.Path, obj, fp, f.Live) }})
 		}
 		// A new patch matches its object by namespace as the object enters the
 		// overlay: none when the overlay sets it, else the render's or the
 		// source file's. Each is tried; the render decides.
 		for _, ns := range p.patchNamespaces(obj, origin) {
-			attempts = append(attempts, attempt{StrategyPatch, patchFile, func() ([]byte, error) {
+			attempts = append(attempts, attempt{strategy: StrategyPatch, file: patchFile, edit: func() ([]byte, error) {
 				return p.editPatch(patchFile, obj, sourceName(p, obj, origin), ns, fp, f.Live)
 			}})
 		}
 	}
 
-	reason := "no source file sets it"
+	if reason == "" {
+		reason = "no source file sets it"
+	}
 	for _, a := range attempts {
 		content, err := a.edit()
 		if err != nil || content == nil {
@@ -444,8 +494,15 @@ func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 			}
 			edits[kust] = k
 		}
-		if ok, why := p.verify(edits, i, fp, f.Live); ok {
-			p.edits = edits
+		build := p.build
+		if a.build != nil {
+			if build, err = a.build(content); err != nil {
+				reason = fmt.Sprintf("%s: %v", a.strategy, err)
+				continue
+			}
+		}
+		if ok, why := p.verifyAs(edits, p.values, build, i, fp, f.Live); ok {
+			p.edits, p.build = edits, build
 			if err := p.rerender(); err != nil {
 				return nil, err.Error()
 			}
@@ -473,7 +530,12 @@ func (p *planner) verify(edits map[string][]byte, index int, fp fieldpath.Path, 
 
 // verifyWith verifies with variables' values as given.
 func (p *planner) verifyWith(edits map[string][]byte, values map[string]string, index int, fp fieldpath.Path, want any) (bool, string) {
-	_, after, _, err := p.renderWith(edits, values)
+	return p.verifyAs(edits, values, p.build, index, fp, want)
+}
+
+// verifyAs verifies with the reconciler's object as given.
+func (p *planner) verifyAs(edits map[string][]byte, values map[string]string, build *unstructured.Unstructured, index int, fp fieldpath.Path, want any) (bool, string) {
+	_, after, _, err := p.renderAs(edits, values, build)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -611,7 +673,7 @@ func (p *planner) kustomizationList(kust, field string) ([]byte, []*yaml.RNode, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	docs, err := readDocs(b)
+	docs, err := yamledit.ReadDocs(b)
 	if err != nil || len(docs) == 0 {
 		return nil, nil, nil, err
 	}
@@ -632,7 +694,7 @@ func (p *planner) editReplicas(kust, name string, live any) ([]byte, error) {
 	}
 	for _, it := range items {
 		if n, _ := it.GetString("name"); n == name {
-			return editAt(b, docs, it, fieldpath.MakePathOrDie("count"), live)
+			return yamledit.EditAt(b, docs, it, fieldpath.MakePathOrDie("count"), live)
 		}
 	}
 	return nil, nil
@@ -645,6 +707,13 @@ func (p *planner) editImages(kust, live string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return editImageEntries(b, docs, items, live)
+}
+
+// editImageEntries points the images entry (name, newName, newTag, digest)
+// for the live image's repository at its tag or digest; nil when no entry
+// is for that repository.
+func editImageEntries(b []byte, docs, items []*yaml.RNode, live string) ([]byte, error) {
 	repo, tag, digest := splitImage(live)
 	for _, it := range items {
 		name, _ := it.GetString("name")
@@ -653,20 +722,20 @@ func (p *planner) editImages(kust, live string) ([]byte, error) {
 			continue
 		}
 		if digest == "" && it.Field("digest") == nil {
-			return editAt(b, docs, it, fieldpath.MakePathOrDie("newTag"), tag)
+			return yamledit.EditAt(b, docs, it, fieldpath.MakePathOrDie("newTag"), tag)
 		}
 		if digest != "" {
-			if err := setField(it, "digest", digest); err != nil {
+			if err := yamledit.SetField(it, "digest", digest); err != nil {
 				return nil, err
 			}
 			_ = it.PipeE(yaml.Clear("newTag")) // absent already is fine
 		} else {
-			if err := setField(it, "newTag", tag); err != nil {
+			if err := yamledit.SetField(it, "newTag", tag); err != nil {
 				return nil, err
 			}
 			_ = it.PipeE(yaml.Clear("digest")) // absent already is fine
 		}
-		return writeDocs(docs)
+		return yamledit.WriteDocs(docs)
 	}
 	return nil, nil
 }
@@ -688,7 +757,7 @@ func (p *planner) editResource(file string, obj *unstructured.Unstructured, fp f
 	if err != nil {
 		return nil, err
 	}
-	docs, err := readDocs(b)
+	docs, err := yamledit.ReadDocs(b)
 	if err != nil {
 		return nil, err
 	}
@@ -696,7 +765,7 @@ func (p *planner) editResource(file string, obj *unstructured.Unstructured, fp f
 	if doc == nil {
 		return nil, nil
 	}
-	return editAt(b, docs, doc, fp, live)
+	return yamledit.EditAt(b, docs, doc, fp, live)
 }
 
 // matchDoc finds the document of obj in a file: same kind, and the name as
@@ -738,7 +807,7 @@ func (p *planner) patchNamespaces(obj *unstructured.Unstructured, origin render.
 	}
 	if origin.Path != "" {
 		if b, err := p.in.Tree.ReadFile(origin.Path); err == nil {
-			if docs, err := readDocs(b); err == nil {
+			if docs, err := yamledit.ReadDocs(b); err == nil {
 				if d := matchDoc(docs, obj); d != nil && d.GetNamespace() != "" {
 					add(d.GetNamespace())
 				}
@@ -753,7 +822,7 @@ func (p *planner) patchNamespaces(obj *unstructured.Unstructured, origin render.
 func sourceName(p *planner, obj *unstructured.Unstructured, origin render.Origin) string {
 	if origin.Path != "" {
 		if b, err := p.in.Tree.ReadFile(origin.Path); err == nil {
-			if docs, err := readDocs(b); err == nil {
+			if docs, err := yamledit.ReadDocs(b); err == nil {
 				if d := matchDoc(docs, obj); d != nil {
 					return d.GetName()
 				}
@@ -769,7 +838,7 @@ func (p *planner) editPatch(file string, obj *unstructured.Unstructured, name, n
 	var doc *yaml.RNode
 	var docs []*yaml.RNode
 	if b, err := p.read(file); err == nil {
-		if docs, err = readDocs(b); err != nil {
+		if docs, err = yamledit.ReadDocs(b); err != nil {
 			return nil, err
 		}
 		if len(docs) > 0 {
@@ -801,10 +870,10 @@ func (p *planner) editPatch(file string, obj *unstructured.Unstructured, name, n
 		doc.YNode().HeadComment = "Written by driftback: codifies a change made in the cluster outside Git."
 		docs = []*yaml.RNode{doc}
 	}
-	if err := setAt(doc, fp, live); err != nil {
+	if err := yamledit.SetAt(doc, fp, live); err != nil {
 		return nil, err
 	}
-	return writeDocs(docs)
+	return yamledit.WriteDocs(docs)
 }
 
 // addPatch lists the patch file in the overlay's kustomization, once.
@@ -816,7 +885,7 @@ func (p *planner) addPatch(edits map[string][]byte, kust, patch string) ([]byte,
 			return nil, err
 		}
 	}
-	docs, err := readDocs(b)
+	docs, err := yamledit.ReadDocs(b)
 	if err != nil || len(docs) == 0 {
 		return nil, fmt.Errorf("%s: %v", kust, err)
 	}
@@ -828,13 +897,13 @@ func (p *planner) addPatch(edits map[string][]byte, kust, patch string) ([]byte,
 				return b, nil
 			}
 		}
-		if out, ok := appendToList(b, f, "- "+patch); ok {
+		if out, ok := yamledit.AppendToList(b, f, "- "+patch); ok {
 			return out, nil
 		}
 		if err := f.Value.PipeE(yaml.Append(yaml.NewStringRNode(patch).YNode())); err != nil {
 			return nil, err
 		}
-		return writeDocs(docs)
+		return yamledit.WriteDocs(docs)
 	}
 	if f := docs[0].Field("patches"); f != nil {
 		items, _ := f.Value.Elements()
@@ -843,14 +912,14 @@ func (p *planner) addPatch(edits map[string][]byte, kust, patch string) ([]byte,
 				return b, nil
 			}
 		}
-		if out, ok := appendToList(b, f, "- path: "+patch); ok {
+		if out, ok := yamledit.AppendToList(b, f, "- path: "+patch); ok {
 			return out, nil
 		}
 		entry := yaml.NewMapRNode(&map[string]string{"path": patch})
 		if err := f.Value.PipeE(yaml.Append(entry.YNode())); err != nil {
 			return nil, err
 		}
-		return writeDocs(docs)
+		return yamledit.WriteDocs(docs)
 	}
 	// A new top-level list at the end, indented like the file's other lists.
 	indent := ""
@@ -863,38 +932,4 @@ func (p *planner) addPatch(edits map[string][]byte, kust, patch string) ([]byte,
 	}
 	out = append(out, []byte("patches:\n"+indent+"- path: "+patch+"\n")...)
 	return out, nil
-}
-
-// appendToList inserts item as the last entry of a top-level list, after its
-// last line, with the indentation of its entries.
-func appendToList(src []byte, field *yaml.MapNode, item string) ([]byte, bool) {
-	items := field.Value.YNode().Content
-	if len(items) == 0 {
-		return nil, false
-	}
-	first, last := items[0], items[len(items)-1]
-	lines := bytes.SplitAfter(src, []byte("\n"))
-	// The entry's dash sits two columns before its first field.
-	col := first.Column - 3
-	if col < 0 || last.Line < 1 || last.Line > len(lines) {
-		return nil, false
-	}
-	// The last entry ends before the next line that is not more indented.
-	end := last.Line
-	for end < len(lines) {
-		l := string(lines[end])
-		trimmed := strings.TrimLeft(l, " ")
-		if strings.TrimSpace(l) == "" || len(l)-len(trimmed) <= col {
-			break
-		}
-		end++
-	}
-	if end > 0 && !bytes.HasSuffix(lines[end-1], []byte("\n")) {
-		lines[end-1] = append(lines[end-1], '\n')
-	}
-	insert := []byte(strings.Repeat(" ", col) + item + "\n")
-	out := append([][]byte{}, lines[:end]...)
-	out = append(out, insert)
-	out = append(out, lines[end:]...)
-	return bytes.Join(out, nil), true
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/prgen/yamledit"
 )
 
 // Variables are what a reconciler substitutes into a target's rendered
@@ -153,19 +154,19 @@ func scalarText(v any) (string, bool) {
 func (p *planner) defineVariable(name, value string) (file string, content []byte, why string) {
 	vars := p.in.Variables
 	type source struct {
-		kind, id string
-		at       []string
+		apiVersion, kind, id string
+		at                   []string
 	}
 	var sources []source
 	if vars.Inline[name] {
-		sources = append(sources, source{"Kustomization", vars.Kustomization, []string{"spec", "postBuild", "substitute", name}})
+		sources = append(sources, source{"kustomize.toolkit.fluxcd.io/v1", "Kustomization", vars.Kustomization, []string{"spec", "postBuild", "substitute", name}})
 	} else {
 		for i := len(vars.ConfigMaps) - 1; i >= 0; i-- {
-			sources = append(sources, source{"ConfigMap", vars.ConfigMaps[i], []string{"data", name}})
+			sources = append(sources, source{"v1", "ConfigMap", vars.ConfigMaps[i], []string{"data", name}})
 		}
 	}
 	for _, s := range sources {
-		file, doc, docs, src, err := p.findInGit(s.kind, s.id)
+		file, doc, docs, src, err := p.findInGit(s.apiVersion, s.kind, s.id)
 		if err != nil {
 			return "", nil, err.Error()
 		}
@@ -191,7 +192,7 @@ func (p *planner) defineVariable(name, value string) (file string, content []byt
 		for _, k := range s.at {
 			fp = append(fp, fieldpath.PathElement{FieldName: &[]string{k}[0]})
 		}
-		out, err := editAt(src, docs, doc, fp, value)
+		out, err := yamledit.EditAt(src, docs, doc, fp, value)
 		if err != nil {
 			return "", nil, err.Error()
 		}
@@ -203,9 +204,9 @@ func (p *planner) defineVariable(name, value string) (file string, content []byt
 	return "", nil, "the variable " + name + " is set in no ConfigMap of this repository that the Kustomization reads"
 }
 
-// findInGit finds the one document of kind with namespace/name in the
-// repository's YAML files.
-func (p *planner) findInGit(kind, id string) (file string, doc *yaml.RNode, docs []*yaml.RNode, src []byte, err error) {
+// findInGit finds the one document of kind, in apiVersion's group, with
+// namespace/name in the repository's YAML files.
+func (p *planner) findInGit(apiVersion, kind, id string) (file string, doc *yaml.RNode, docs []*yaml.RNode, src []byte, err error) {
 	ns, name, _ := strings.Cut(id, "/")
 	for _, f := range p.in.Tree.Files() {
 		if ext := path.Ext(f); ext != ".yaml" && ext != ".yml" {
@@ -218,12 +219,12 @@ func (p *planner) findInGit(kind, id string) (file string, doc *yaml.RNode, docs
 		if err != nil || !strings.Contains(string(b), name) {
 			continue
 		}
-		ds, err := readDocs(b)
+		ds, err := yamledit.ReadDocs(b)
 		if err != nil {
 			continue
 		}
 		for _, d := range ds {
-			if d.GetKind() != kind || d.GetName() != name || (d.GetNamespace() != "" && d.GetNamespace() != ns) || !apiVersionOf(kind, d.GetApiVersion()) {
+			if d.GetKind() != kind || d.GetName() != name || (d.GetNamespace() != "" && d.GetNamespace() != ns) || groupOf(d.GetApiVersion()) != groupOf(apiVersion) {
 				continue
 			}
 			if doc != nil {
@@ -233,15 +234,6 @@ func (p *planner) findInGit(kind, id string) (file string, doc *yaml.RNode, docs
 		}
 	}
 	return file, doc, docs, src, nil
-}
-
-// apiVersionOf says an apiVersion is the one of the kind a variable is set
-// in: Flux's Kustomization, or the core ConfigMap.
-func apiVersionOf(kind, apiVersion string) bool {
-	if kind == "Kustomization" {
-		return strings.HasPrefix(apiVersion, "kustomize.toolkit.fluxcd.io/")
-	}
-	return apiVersion == "v1"
 }
 
 // maxVariableFile bounds the files searched for a variable's definition.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/render/reconciler"
@@ -92,7 +93,7 @@ data:
 // field from the Secret's TOKEN is never written; nothing is written over
 // a reference, and each write verifies by substituting as Flux does.
 func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
-	repo := dirTree(t, variablesRepo)
+	repo := testfs.Tree(t, variablesRepo)
 	ks := &unstructured.Unstructured{}
 	if err := sigsyaml.Unmarshal([]byte(variablesRepo["clusters/prod/apps.yaml"]), &ks.Object); err != nil {
 		t.Fatal(err)

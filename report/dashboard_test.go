@@ -155,7 +155,7 @@ func TestDashboardExample(t *testing.T) {
 			{ID: "1c2d3e4f5a6b", Object: "ConfigMap/shop-staging/flags", Field: ".data.checkout", Git: "v1", Live: "v2", By: "kubectl-edit", At: &at, Since: at, State: StateDeclined, Number: 9},
 		}},
 		{Key: "flux-system-apps", Name: "flux-system/apps", Cluster: "prod", Path: "clusters/prod/apps", Changes: []DashboardChange{
-			{ID: "aa11bb22cc33", Object: "Deployment/podinfo/podinfo", Field: ".spec.replicas", Git: "2", Live: "4", By: "kubectl", At: &at, Since: at, State: StateCannot, Why: "its Kustomization sets spec.patches, which drift pull requests cannot write back"},
+			{ID: "aa11bb22cc33", Object: "Deployment/podinfo/podinfo", Field: ".spec.replicas", Git: "2", Live: "4", By: "kubectl", At: &at, Since: at, State: StateCannot, Why: "its Kustomization flux-system/apps sets it, and its manifest is not in this repository"},
 		}},
 		{Key: "flux-system-infra", Name: "flux-system/infra", Cluster: "prod", Path: "clusters/prod/infra", NotCompared: "suspended: the Kustomization is suspended (spec.suspend): merging changes nothing on this cluster until reconciliation resumes"},
 		{Key: "monitoring", Name: "monitoring", Cluster: "prod", Path: "apps/monitoring"},

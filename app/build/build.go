@@ -52,38 +52,17 @@ type Built struct {
 // Ignore) are left out.
 func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t targets.Target, vars Vars) Built {
 	f := t.Found
-	var opts render.BuildOptions
+	var argo *discover.ArgoKustomize
+	var ks *unstructured.Unstructured
+	if f != nil {
+		ks, argo = f.Flux, f.Kustomize
+	}
+	tree, opts, absent, err := reconcilerTree(t, tree, ks, argo)
 	switch {
-	case f != nil && f.Flux != nil:
-		if !tree.HasDir(t.Path) {
-			return Built{Absent: true}
-		}
-		ft, err := reconciler.FluxTree(tree, t.Path, f.Flux)
-		if err != nil {
-			return Built{Problems: []string{err.Error()}}
-		}
-		tree, opts.LoadAnywhere = ft, true
-	case f != nil && f.Reconciler == discover.ReconcilerArgoCD && !tree.HasKustomization(t.Path):
-		// Argo CD reads a path without a kustomization as a directory of
-		// manifests, or as a Helm chart (not rendered: said elsewhere).
-		if !tree.HasDir(t.Path) || NotRenderedAt(t, tree) != "" {
-			return Built{Absent: true}
-		}
-		dt, err := reconciler.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f))
-		if err != nil {
-			return Built{Problems: []string{err.Error()}}
-		}
-		tree, opts.WithoutArgoCDHooks = dt, true
-	case f != nil && f.Kustomize != nil:
-		at, err := reconciler.ArgoCDTree(tree, t.Path, ArgoOptions(f.Kustomize))
-		if err != nil {
-			return Built{Problems: []string{err.Error()}}
-		}
-		tree = at
-	default:
-		if !tree.HasKustomization(t.Path) {
-			return Built{Absent: true}
-		}
+	case err != nil:
+		return Built{Problems: []string{err.Error()}}
+	case absent:
+		return Built{Absent: true}
 	}
 	res, err := r.RenderWith(ctx, tree, []string{t.Path}, opts)
 	if err != nil {
@@ -154,6 +133,39 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 	return b
 }
 
+// reconcilerTree is the tree t's reconciler builds from tree, Git's, and
+// how it renders it: Flux's generated kustomization for the Kustomization
+// ks, Argo CD's kustomization edited with the Application's kustomize
+// options argo, or its directory of manifests. absent says the tree holds
+// nothing the reconciler builds at the path.
+func reconcilerTree(t targets.Target, tree *render.Tree, ks *unstructured.Unstructured, argo *discover.ArgoKustomize) (out *render.Tree, opts render.BuildOptions, absent bool, err error) {
+	f := t.Found
+	switch {
+	case f != nil && f.Flux != nil:
+		if !tree.HasDir(t.Path) {
+			return nil, opts, true, nil
+		}
+		opts.LoadAnywhere = true
+		out, err = reconciler.FluxTree(tree, t.Path, ks)
+	case f != nil && f.Reconciler == discover.ReconcilerArgoCD && !tree.HasKustomization(t.Path):
+		// Argo CD reads a path without a kustomization as a directory of
+		// manifests, or as a Helm chart (not rendered: said elsewhere).
+		if !tree.HasDir(t.Path) || NotRenderedAt(t, tree) != "" {
+			return nil, opts, true, nil
+		}
+		opts.WithoutArgoCDHooks = true
+		out, err = reconciler.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f))
+	case f != nil && argo != nil:
+		out, err = reconciler.ArgoCDTree(tree, t.Path, ArgoOptions(argo))
+	default:
+		if !tree.HasKustomization(t.Path) {
+			return nil, opts, true, nil
+		}
+		out = tree
+	}
+	return out, opts, false, err
+}
+
 // NotRenderedAt says why driftback does not render what a target's
 // reconciler builds at its path in tree, or "" when it does: Argo CD's Helm
 // charts and jsonnet.
@@ -196,34 +208,6 @@ func ReconcilerOptions(t targets.Target) (noPrune, defaultNamespace string) {
 		noPrune = "prune is off for " + f.Object + ": the reconciler leaves it in place"
 	}
 	return noPrune, f.DestinationNamespace
-}
-
-// fluxBuildFields are the Kustomization fields that make its build differ
-// from plain kustomize in ways the write-back does not follow.
-var fluxBuildFields = []string{"targetNamespace", "namePrefix", "nameSuffix", "patches", "patchesStrategicMerge",
-	"patchesJson6902", "images", "components", "commonMetadata"}
-
-// WriteBackable says whether the drift loop can write a live change back
-// into the target's sources: the write-back maps rendered fields to the
-// files plain kustomize built them from, so a target its reconciler builds
-// otherwise (Flux's patches or images, Argo CD's options) is compared but
-// its drift is not proposed. Flux's postBuild variables are written where
-// they are set (WriteBackVariables), never over a reference.
-func WriteBackable(t targets.Target) (bool, string) {
-	f := t.Found
-	switch {
-	case f == nil:
-		return true, ""
-	case f.Flux != nil:
-		for _, field := range fluxBuildFields {
-			if _, ok := f.Flux.Object["spec"].(map[string]any)[field]; ok {
-				return false, "its Kustomization sets spec." + field + ", which drift pull requests cannot write back"
-			}
-		}
-	case f.Kustomize != nil:
-		return false, "its Application sets kustomize options, which drift pull requests cannot write back"
-	}
-	return true, ""
 }
 
 // withoutFluxIgnored drops the objects kustomize-controller never applies.
@@ -545,31 +529,44 @@ func Notes(t targets.Target, vars Vars) []string {
 	return out
 }
 
-// WriteBackTree is the tree a target's drift is written back in: the
-// repository's own, or, for a plain directory of manifests, the tree its
-// reconciler builds, with the kustomization it generates (generated, not in
-// Git: a write-back edits only the manifest files).
-func WriteBackTree(t targets.Target, tree *render.Tree) (out *render.Tree, generated string, err error) {
+// WriteBack is what the drift loop writes t's drift back with: the
+// reconciler object whose own fields take part in its build, every render
+// of the write-back being its reconciler's (nil for a target app.yml
+// names), and for a plain directory of manifests the kustomization its
+// reconciler generates (not in Git: a write-back edits only the manifest
+// files).
+func WriteBack(t targets.Target, tree *render.Tree) (b *prgen.Build, generated string) {
 	f := t.Found
-	if f == nil || tree.HasKustomization(t.Path) {
-		return tree, "", nil
+	if f == nil {
+		return nil, ""
 	}
-	generated = path.Join(t.Path, "kustomization.yaml")
+	if !tree.HasKustomization(t.Path) {
+		generated = path.Join(t.Path, "kustomization.yaml")
+	}
+	b = &prgen.Build{}
 	switch {
 	case f.Flux != nil:
-		out, err = reconciler.FluxTree(tree, t.Path, f.Flux)
-	case f.Reconciler == discover.ReconcilerArgoCD:
-		out, err = reconciler.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f))
+		b.Object, b.Options = f.Flux, []string{"spec"}
+	case f.Application != nil:
+		b.Object, b.Options = f.Application, []string{"spec", "source", "kustomize"}
 	default:
-		return tree, "", nil
+		return nil, generated
 	}
-	if err != nil {
-		return nil, "", err
+	b.Tree = func(tree *render.Tree, obj *unstructured.Unstructured) (*render.Tree, render.BuildOptions, error) {
+		ks, argo := obj, (*discover.ArgoKustomize)(nil)
+		if f.Flux == nil {
+			ks, argo = nil, discover.ApplicationKustomize(obj)
+		}
+		out, opts, absent, err := reconcilerTree(t, tree, ks, argo)
+		if err == nil && absent {
+			err = fmt.Errorf("%s: nothing its reconciler builds", t.Path)
+		}
+		if err == nil && generated != "" && !out.Has(generated) {
+			err = fmt.Errorf("%s: the reconciler's generated kustomization is not where it is expected", t.Path)
+		}
+		return out, opts, err
 	}
-	if !out.Has(generated) {
-		return nil, "", fmt.Errorf("%s: the reconciler's generated kustomization is not where it is expected", t.Path)
-	}
-	return out, generated, nil
+	return b, generated
 }
 
 // WriteBackVariables are a Flux target's postBuild variables as the

@@ -190,7 +190,7 @@ type fieldOf struct {
 
 // view is the dashboard's part of a target after a check: its entries,
 // each in the state the plan and GitHub put it in.
-func (c *driftCheck) view(entries []entry, plan *prgen.Plan, out ghapp.PullOutcome, cannot string, fights []prgen.Fight) report.DashboardTarget {
+func (c *driftCheck) view(entries []entry, plan *prgen.Plan, out ghapp.PullOutcome, fights []prgen.Fight) report.DashboardTarget {
 	v := c.viewBase()
 	proposed, listed := map[string]string{}, map[string]string{}
 	if plan != nil {
@@ -241,8 +241,6 @@ func (c *driftCheck) view(entries []entry, plan *prgen.Plan, out ghapp.PullOutco
 			_, dc.Asked = asked(c.requests, report.TickProposeNow, dc.ID)
 		case e.field != nil && e.field.autoscaler != "":
 			dc.State, dc.Why = report.StateAutoscaled, e.field.autoscaler
-		case cannot != "":
-			dc.State, dc.Why = report.StateCannot, cannot
 		case c.t.Policy.Codify == config.CodifyReport:
 			dc.State = report.StateReported
 		case out.Declined != 0:

@@ -24,11 +24,11 @@ func TestADashboardViewHidesSecretVariables(t *testing.T) {
 	ch := drift.Change{Action: drift.ActionUpdate, Kind: "ConfigMap", Namespace: "shop", Name: "cfg-" + secret,
 		Fields: []object.Field{{Path: ".data.url", Live: "https://x:" + secret + "@db/v2", Desired: "https://x:" + secret + "@db/v1", Manager: "kubectl-edit"}}}
 	e := entry{key: "field", change: ch, field: &fieldOf{path: ".data.url", manager: "kubectl-edit", git: ch.Fields[0].Desired, live: ch.Fields[0].Live}}
-	v := c.view([]entry{e}, nil, ghapp.PullOutcome{}, "its Kustomization sets spec.patches", nil)
+	v := c.view([]entry{e}, nil, ghapp.PullOutcome{}, nil)
 	// A short Secret value ("prod") is hidden in what is shown, never in the
 	// keys, names and IDs the boxes and the merge of parts go by.
 	short := &driftCheck{t: tg, now: time.Unix(0, 0), hidden: []string{"prod"}}
-	sv := short.view([]entry{e}, nil, ghapp.PullOutcome{}, "", nil)
+	sv := short.view([]entry{e}, nil, ghapp.PullOutcome{}, nil)
 	if sv.Key != tg.Slug() || sv.Cluster != "prod" || sv.Path != "clusters/prod" || sv.Changes[0].ID != v.Changes[0].ID {
 		t.Errorf("a hidden value changed the part's identity: key %q, cluster %q, path %q", sv.Key, sv.Cluster, sv.Path)
 	}

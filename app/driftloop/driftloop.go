@@ -759,9 +759,6 @@ type driftCheck struct {
 	secretObjects map[string]build.AsWritten
 	// requests are what people asked of the target on the dashboard.
 	requests []ghapp.Request
-	// cannot says why the target's drift cannot be written back: it is
-	// compared and shown on the dashboard only.
-	cannot string
 	// notCompared says why the target is not compared at all.
 	notCompared string
 }
@@ -818,9 +815,9 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 	if err != nil {
 		return 0, err
 	}
-	if c.cannot != "" || (c.t.Policy.Codify == config.CodifyReport && d.dashboardOn(t.Repo)) {
+	if c.t.Policy.Codify == config.CodifyReport && d.dashboardOn(t.Repo) {
 		// Shown on the dashboard, nothing to publish.
-		v := c.view(ready.entries, nil, ghapp.PullOutcome{}, c.cannot, fights)
+		v := c.view(ready.entries, nil, ghapp.PullOutcome{}, fights)
 		d.setView(c.st, &v)
 		return wait, nil
 	}
@@ -828,13 +825,13 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 		// A change still settling, maybe a new value of one already
 		// proposed, is acted on once everything has stayed, not on a half
 		// picture.
-		v := c.view(ready.entries, c.st.plan, c.st.outcome, "", fights)
+		v := c.view(ready.entries, c.st.plan, c.st.outcome, fights)
 		d.setView(c.st, &v)
 		return wait, nil
 	}
 	key := c.st.head + "\n" + ready.key + "\n" + fightKey(fights)
 	if key == c.st.decided && c.now.Sub(c.st.decidedAt) < d.deps.Config.Server.DriftInterval {
-		v := c.view(ready.entries, c.st.plan, c.st.outcome, "", fights)
+		v := c.view(ready.entries, c.st.plan, c.st.outcome, fights)
 		d.setView(c.st, &v)
 		return wait, nil // published, or found up to date, already
 	}
@@ -856,7 +853,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 	}
 	c.st.decided, c.st.decidedAt = key, c.now
 	c.st.plan, c.st.outcome = plan, out
-	v := c.view(ready.entries, plan, out, "", fights)
+	v := c.view(ready.entries, plan, out, fights)
 	d.setView(c.st, &v)
 	return wait, nil
 }
@@ -871,9 +868,7 @@ func (d *DriftLoop) setView(st *targetState, v *report.DashboardTarget) {
 // readTarget fetches the default branch's head, refines the target with the
 // repository's own file there and reads its tree. compare is false when the
 // target is not compared: c.notCompared says why when the dashboard shows
-// it (suspended, following another branch), and otherwise it is off. c.cannot
-// says why a compared target's drift cannot be written back (its
-// reconciler builds it otherwise): it is then only shown.
+// it (suspended, following another branch), and otherwise it is off.
 func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool, err error) {
 	info := c.st.info
 	if f := c.t.Found; f != nil && f.Suspended != "" {
@@ -883,9 +878,6 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 	if c.t.Branch != "" && c.t.Branch != info.DefaultBranch {
 		c.notCompared = "its reconciler follows branch " + c.t.Branch + ", not the default branch, where drift is compared"
 		return false, nil
-	}
-	if ok, why := build.WriteBackable(c.t); !ok {
-		c.cannot = why
 	}
 	repo, release, err := d.deps.Cache.Fetch(ctx, info.FullName, info.CloneURL, c.token, []string{"refs/heads/" + info.DefaultBranch}, []string{c.st.head})
 	if err != nil {
@@ -923,10 +915,6 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 	if c.t.Found != nil && !c.tree.HasDir(c.t.Path) {
 		// The reconciler fails on it too, and says so in its own status.
 		c.notCompared = "its path is not in the default branch's head"
-		return false, nil
-	}
-	if c.cannot != "" && !d.dashboardConfigured(c.t.Repo) {
-		c.log.Debug("drift is not proposed for this target", "why", c.cannot)
 		return false, nil
 	}
 	return true, nil
@@ -1002,16 +990,13 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 	if err != nil {
 		return nil, err
 	}
-	// A plain directory is written back in the tree its reconciler builds,
-	// never into the kustomization it generates.
-	tree, generated, err := build.WriteBackTree(c.t, c.tree)
-	if err != nil {
-		return nil, err
-	}
+	// Every render of the write-back is the reconciler's; a plain
+	// directory's generated kustomization is never written.
+	wb, generated := build.WriteBack(c.t, c.tree)
 	plan, err := prgen.Make(ctx, prgen.Input{
-		Tree: tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
+		Tree: c.tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
 		Intents: r.intents, Unmanaged: unmanaged, Adopt: c.t.Policy.AdoptUnmanaged, Generated: generated,
-		Variables: c.variables,
+		Variables: c.variables, Build: wb,
 	})
 	if err != nil {
 		return nil, err

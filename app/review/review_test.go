@@ -15,18 +15,6 @@ import (
 	"github.com/driftback/driftback/render"
 )
 
-// dirTree is a tree of the given files.
-func dirTree(t *testing.T, files map[string]string) *render.Tree {
-	t.Helper()
-	dir := t.TempDir()
-	testfs.Write(t, dir, files)
-	tree, err := render.DirTree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tree
-}
-
 const (
 	claim = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: shop}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n"
 	notes = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes, namespace: shop}\ndata: {a: b}\n"
@@ -54,7 +42,7 @@ func pullRequest(t *testing.T) Input {
 		tg.Policy.FailOn = []drift.DangerReason{drift.DangerPVCRemoval}
 		return tg
 	}
-	b, h := dirTree(t, base), dirTree(t, head)
+	b, h := testfs.Tree(t, base), testfs.Tree(t, head)
 	changed, err := render.Changed(b, h)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +136,7 @@ func TestAffects(t *testing.T) {
 func TestAnUnrenderableTargetFailsItsCheck(t *testing.T) {
 	in := pullRequest(t)
 	broken := map[string]string{"apps/prod/kustomization.yaml": "resources: [missing.yaml]\n", "apps/dev/kustomization.yaml": "resources: []\n"}
-	in.Head = dirTree(t, broken)
+	in.Head = testfs.Tree(t, broken)
 	changed, err := render.Changed(in.Base, in.Head)
 	if err != nil {
 		t.Fatal(err)

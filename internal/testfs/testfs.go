@@ -1,10 +1,13 @@
-// Package testfs writes the files of a test's repository tree.
+// Package testfs writes the files of a test's repository tree, and reads
+// them as a render tree.
 package testfs
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/driftback/driftback/render"
 )
 
 // Write writes files (slash-separated paths below dir) with their parent
@@ -20,4 +23,16 @@ func Write(t testing.TB, dir string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Tree writes files to a temporary directory and reads it as a tree.
+func Tree(t testing.TB, files map[string]string) *render.Tree {
+	t.Helper()
+	dir := t.TempDir()
+	Write(t, dir, files)
+	tree, err := render.DirTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
 }

@@ -1,19 +1,20 @@
-package prgen
+package yamledit
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
-// spliceScalar replaces the scalar token of n in src with value, touching
+// SpliceScalar replaces the scalar token of n in src with value, touching
 // nothing else on the line (its comment, its alignment) or in the file. It
 // reports false when the token cannot be found exactly, and the caller then
 // rewrites the document instead.
-func spliceScalar(src []byte, n *yaml.Node, value any) ([]byte, bool) {
+func SpliceScalar(src []byte, n *yaml.Node, value any) ([]byte, bool) {
 	if text, ok := value.(string); ok && strings.Contains(text, "\n") {
 		return spliceBlock(src, n, text)
 	}
@@ -74,7 +75,7 @@ func spliceBlock(src []byte, n *yaml.Node, text string) ([]byte, bool) {
 		indicator = "|-"
 	}
 	lines[n.Line-1] = []byte(line[:start] + indicator + line[end:])
-	out, err := replaceBlock(bytes.Join(lines, nil), n, []byte(text))
+	out, err := ReplaceBlock(bytes.Join(lines, nil), n, []byte(text))
 	if err != nil {
 		return nil, false
 	}
@@ -115,8 +116,8 @@ func tokenEnd(line string, start int) (int, bool) {
 	return len(strings.TrimRight(line[:end], " \t")), true
 }
 
-// lookupAt finds the node at p without creating anything; nil when absent.
-func lookupAt(node *yaml.RNode, p fieldpath.Path) *yaml.RNode {
+// LookupAt finds the node at p without creating anything; nil when absent.
+func LookupAt(node *yaml.RNode, p fieldpath.Path) *yaml.RNode {
 	cur := node
 	for _, pe := range p {
 		if cur == nil {
@@ -133,7 +134,7 @@ func lookupAt(node *yaml.RNode, p fieldpath.Path) *yaml.RNode {
 			var keys, values []string
 			for _, f := range *pe.Key {
 				keys = append(keys, f.Name)
-				values = append(values, jsonScalar(f.Value.Unstructured()))
+				values = append(values, JSONScalar(f.Value.Unstructured()))
 			}
 			next, err := cur.Pipe(yaml.MatchElementList(keys, values))
 			if err != nil {
@@ -153,7 +154,7 @@ func lookupAt(node *yaml.RNode, p fieldpath.Path) *yaml.RNode {
 	return cur
 }
 
-func jsonScalar(v any) string {
+func JSONScalar(v any) string {
 	if s, ok := v.(string); ok {
 		return s
 	}
@@ -161,16 +162,96 @@ func jsonScalar(v any) string {
 	return string(b)
 }
 
-// editAt sets the value at p in one document of src: by splicing the scalar
+// EditAt sets the value at p in one document of src: by splicing the scalar
 // when it is there, else by rewriting the documents.
-func editAt(src []byte, docs []*yaml.RNode, doc *yaml.RNode, p fieldpath.Path, value any) ([]byte, error) {
-	if n := lookupAt(doc, p); n != nil {
-		if out, ok := spliceScalar(src, n.YNode(), value); ok {
+func EditAt(src []byte, docs []*yaml.RNode, doc *yaml.RNode, p fieldpath.Path, value any) ([]byte, error) {
+	if n := LookupAt(doc, p); n != nil {
+		if out, ok := SpliceScalar(src, n.YNode(), value); ok {
 			return out, nil
 		}
 	}
-	if err := setAt(doc, p, value); err != nil {
+	if err := SetAt(doc, p, value); err != nil {
 		return nil, err
 	}
-	return writeDocs(docs)
+	return WriteDocs(docs)
+}
+
+// ReplaceBlock writes text as the new content of the block scalar n (an
+// inline patch) in src, at the block's own indentation; a scalar that is not
+// a literal block is rewritten with the document.
+func ReplaceBlock(src []byte, n *yaml.Node, text []byte) ([]byte, error) {
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	if n.Style&yaml.LiteralStyle == 0 || n.Line < 1 || n.Line >= len(lines) {
+		return nil, fmt.Errorf("the inline patch at line %d is not a literal block (|): edit it by hand", n.Line)
+	}
+	first, indent := -1, ""
+	for i := n.Line; i < len(lines); i++ {
+		if t := strings.TrimSpace(string(lines[i])); t != "" {
+			first = i
+			indent = string(lines[i][:len(lines[i])-len(bytes.TrimLeft(lines[i], " "))])
+			break
+		}
+	}
+	if first < 0 || indent == "" {
+		return nil, fmt.Errorf("the inline patch at line %d is empty", n.Line)
+	}
+	end := first
+	for end < len(lines) {
+		l := lines[end]
+		if len(bytes.TrimSpace(l)) > 0 && !bytes.HasPrefix(l, []byte(indent)) {
+			break
+		}
+		end++
+	}
+	// Blank lines after the block belong to what follows it.
+	for end > first && len(bytes.TrimSpace(lines[end-1])) == 0 {
+		end--
+	}
+	var block []byte
+	for _, l := range bytes.SplitAfter(bytes.TrimRight(text, "\n"), []byte("\n")) {
+		if len(bytes.TrimSpace(l)) == 0 {
+			block = append(block, '\n')
+			continue
+		}
+		block = append(block, indent...)
+		block = append(block, bytes.TrimRight(l, "\n")...)
+		block = append(block, '\n')
+	}
+	out := append([]byte{}, bytes.Join(lines[:first], nil)...)
+	out = append(out, block...)
+	return append(out, bytes.Join(lines[end:], nil)...), nil
+}
+
+// AppendToList inserts item as the last entry of a top-level list, after its
+// last line, with the indentation of its entries.
+func AppendToList(src []byte, field *yaml.MapNode, item string) ([]byte, bool) {
+	items := field.Value.YNode().Content
+	if len(items) == 0 {
+		return nil, false
+	}
+	first, last := items[0], items[len(items)-1]
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	// The entry's dash sits two columns before its first field.
+	col := first.Column - 3
+	if col < 0 || last.Line < 1 || last.Line > len(lines) {
+		return nil, false
+	}
+	// The last entry ends before the next line that is not more indented.
+	end := last.Line
+	for end < len(lines) {
+		l := string(lines[end])
+		trimmed := strings.TrimLeft(l, " ")
+		if strings.TrimSpace(l) == "" || len(l)-len(trimmed) <= col {
+			break
+		}
+		end++
+	}
+	if end > 0 && !bytes.HasSuffix(lines[end-1], []byte("\n")) {
+		lines[end-1] = append(lines[end-1], '\n')
+	}
+	insert := []byte(strings.Repeat(" ", col) + item + "\n")
+	out := append([][]byte{}, lines[:end]...)
+	out = append(out, insert)
+	out = append(out, lines[end:]...)
+	return bytes.Join(out, nil), true
 }

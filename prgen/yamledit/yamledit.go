@@ -1,8 +1,13 @@
-package prgen
+// Package yamledit edits YAML manifests as text, the way a person would: a
+// value is spliced into its own token, keeping the line's comment, the
+// quoting, the indentation and every other document of the stream; only
+// what cannot be spliced rewrites its document.
+package yamledit
 
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -11,15 +16,68 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
-// readDocs parses a YAML stream keeping comments, document separators,
-// quoting and sequence indentation.
-func readDocs(b []byte) ([]*yaml.RNode, error) {
+// ReadDocs parses a YAML stream keeping comments, document separators,
+// quoting and sequence indentation. Node lines count from the top of the
+// stream, as the splices read them: kio numbers each document's from 1.
+func ReadDocs(b []byte) ([]*yaml.RNode, error) {
 	rw := &kio.ByteReader{Reader: bytes.NewReader(b), PreserveSeqIndent: true}
-	return rw.Read()
+	docs, err := rw.Read()
+	if err != nil {
+		return nil, err
+	}
+	offsets := documentLines(string(b))
+	for i, d := range docs {
+		if len(offsets) == len(docs) {
+			shiftLines(d.YNode(), offsets[i])
+		} else {
+			// Documents kio unwrapped or skipped otherwise: no line is
+			// known, and every edit rewrites the document instead.
+			shiftLines(d.YNode(), -1<<30)
+		}
+	}
+	return docs, nil
 }
 
-// writeDocs prints documents back as readDocs found them.
-func writeDocs(docs []*yaml.RNode) ([]byte, error) {
+// documentSeparator is where kio splits a stream into documents.
+var documentSeparator = regexp.MustCompile(`\n---.*\n`)
+
+// documentLines are the lines before each non-empty document of a stream,
+// found as kio splits and skips them.
+func documentLines(s string) []int {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	var out []int
+	prev := 0
+	add := func(start, end int) {
+		var n yaml.Node
+		err := yaml.NewDecoder(strings.NewReader(s[start:end])).Decode(&n)
+		if err != nil || (n.Kind == yaml.DocumentNode && len(n.Content) == 0) || yaml.IsMissingOrNull(yaml.NewRNode(&n)) {
+			return
+		}
+		out = append(out, strings.Count(s[:start], "\n"))
+	}
+	for _, loc := range documentSeparator.FindAllStringIndex(s, -1) {
+		add(prev, loc[0])
+		prev = loc[1]
+	}
+	add(prev, len(s))
+	return out
+}
+
+// shiftLines moves every node's line by n; a line moved below 1 is unknown (0).
+func shiftLines(node *yaml.Node, n int) {
+	if node == nil {
+		return
+	}
+	if node.Line > 0 {
+		node.Line = max(node.Line+n, 0)
+	}
+	for _, c := range node.Content {
+		shiftLines(c, n)
+	}
+}
+
+// WriteDocs prints documents back as ReadDocs found them.
+func WriteDocs(docs []*yaml.RNode) ([]byte, error) {
 	var out bytes.Buffer
 	w := kio.ByteWriter{Writer: &out, KeepReaderAnnotations: false}
 	if err := w.Write(docs); err != nil {
@@ -28,10 +86,10 @@ func writeDocs(docs []*yaml.RNode) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// setAt writes value at path p inside node, creating maps and keyed list items
+// SetAt writes value at path p inside node, creating maps and keyed list items
 // on the way. A scalar replacing a scalar is assigned in place, which keeps
 // its line comment (yaml.SetField would drop it).
-func setAt(node *yaml.RNode, p fieldpath.Path, value any) error {
+func SetAt(node *yaml.RNode, p fieldpath.Path, value any) error {
 	cur := node
 	for i, pe := range p {
 		last := i == len(p)-1
@@ -39,7 +97,7 @@ func setAt(node *yaml.RNode, p fieldpath.Path, value any) error {
 		case pe.FieldName != nil:
 			name := *pe.FieldName
 			if last {
-				return setField(cur, name, value)
+				return SetField(cur, name, value)
 			}
 			next, err := cur.Pipe(yaml.LookupCreate(nextKind(p[i+1]), name))
 			if err != nil {
@@ -58,7 +116,7 @@ func setAt(node *yaml.RNode, p fieldpath.Path, value any) error {
 			if item == nil {
 				item = yaml.NewMapRNode(nil)
 				for j := 0; j < len(match); j += 2 {
-					if err := setField(item, match[j], keyValue(pe, match[j])); err != nil {
+					if err := SetField(item, match[j], keyValue(pe, match[j])); err != nil {
 						return err
 					}
 				}
@@ -67,7 +125,7 @@ func setAt(node *yaml.RNode, p fieldpath.Path, value any) error {
 				}
 			}
 			if last {
-				return replaceNode(item, value)
+				return ReplaceNode(item, value)
 			}
 			cur = item
 		case pe.Index != nil:
@@ -76,7 +134,7 @@ func setAt(node *yaml.RNode, p fieldpath.Path, value any) error {
 				return fmt.Errorf("list index %d is not in the file", *pe.Index)
 			}
 			if last {
-				return replaceNode(items[*pe.Index], value)
+				return ReplaceNode(items[*pe.Index], value)
 			}
 			cur = items[*pe.Index]
 		default:
@@ -118,8 +176,8 @@ func nextKind(pe fieldpath.PathElement) yaml.Kind {
 	return yaml.SequenceNode
 }
 
-// setField sets one field of a map, in place when both old and new are scalars.
-func setField(m *yaml.RNode, name string, value any) error {
+// SetField sets one field of a map, in place when both old and new are scalars.
+func SetField(m *yaml.RNode, name string, value any) error {
 	existing := m.Field(name)
 	if existing != nil {
 		if s, ok := scalar(value); ok && existing.Value.YNode().Kind == yaml.ScalarNode {
@@ -143,8 +201,8 @@ func setField(m *yaml.RNode, name string, value any) error {
 	return m.PipeE(yaml.SetField(name, v))
 }
 
-// replaceNode replaces the content of n with value, keeping n's comments.
-func replaceNode(n *yaml.RNode, value any) error {
+// ReplaceNode replaces the content of n with value, keeping n's comments.
+func ReplaceNode(n *yaml.RNode, value any) error {
 	v, err := toNode(value)
 	if err != nil {
 		return err
