@@ -152,7 +152,7 @@ func (p *planner) buildManifest() (file string, src []byte, docs []*yaml.RNode, 
 	o := p.build
 	id := o.GetNamespace() + "/" + o.GetName()
 	if p.buildFile == "" {
-		f, d, ds, b, err := p.findInGit(o.GetAPIVersion(), o.GetKind(), id)
+		f, d, ds, b, err := p.findInGit(o.GetAPIVersion(), o.GetKind(), id, sameSource(o))
 		switch {
 		case err != nil:
 			return "", nil, nil, nil, err.Error()

@@ -20,8 +20,7 @@ import (
 // every `flux bootstrap` cluster directory). A scale is written into the
 // manifest file that holds the Deployment, its comment kept; the generated
 // kustomization is in no plan, and the new value verifies through Flux's
-// own generator. What the manifest cannot take is left for a person, never
-// patched through the generated kustomization.
+// own generator.
 func TestAPlainDirectoryIsWrittenInItsManifest(t *testing.T) {
 	const web = `# The web tier.
 apiVersion: apps/v1
@@ -103,14 +102,16 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The flow-style map's edit does not verify: a kustomize overlay would
-	// get a patch file, but a plain directory's kustomization is generated,
-	// so it is left for a person.
-	if len(plan.Codified) != 2 || len(plan.Manual) != 1 || plan.Manual[0].Object != "ConfigMap/shop/legacy" {
-		t.Fatalf("codified %+v, manual %+v; want two changes written, the flow-style one for a person", plan.Codified, plan.Manual)
+	// Each edit lands in the manifest that holds the object, a flow-style
+	// map's too, its braces kept.
+	if len(plan.Codified) != 3 || len(plan.Manual) != 0 {
+		t.Fatalf("codified %+v, manual %+v; want the three changes written", plan.Codified, plan.Manual)
 	}
-	if got := plan.Paths(); strings.Join(got, ",") != "clusters/prod/config/cm.yaml,clusters/prod/web.yaml" {
-		t.Fatalf("the plan writes %v, want the two manifests", got)
+	if got := plan.Paths(); strings.Join(got, ",") != "clusters/prod/config/cm.yaml,clusters/prod/legacy.yaml,clusters/prod/web.yaml" {
+		t.Fatalf("the plan writes %v, want the three manifests", got)
+	}
+	if got := string(plan.Files["clusters/prod/legacy.yaml"]); !strings.Contains(got, "data: {mode: b}\n") {
+		t.Errorf("the flow-style map is not written in place:\n%s", got)
 	}
 	if w := string(plan.Files["clusters/prod/web.yaml"]); !strings.Contains(w, "replicas: 5 # two for the PDB") || !strings.HasPrefix(w, "# The web tier.\n") {
 		t.Errorf("the manifest lost its comments or its value:\n%s", w)

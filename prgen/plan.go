@@ -556,7 +556,13 @@ func (p *planner) verifyAs(edits map[string][]byte, values map[string]string, bu
 			if i == index {
 				return false, fmt.Sprintf("%s renders as %v, not the live %v", fp, object.ValueAt(after[i].Object, fp), want)
 			}
-			return false, fmt.Sprintf("the edit also changes %s/%s", after[i].GetKind(), after[i].GetName())
+			// Named as Git writes it: a name substituted from a
+			// variable may hold a Secret's piece.
+			named := after[i]
+			if i < len(p.raw) {
+				named = p.raw[i]
+			}
+			return false, fmt.Sprintf("the edit also changes %s/%s", named.GetKind(), named.GetName())
 		}
 	}
 	return true, ""

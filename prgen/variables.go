@@ -2,8 +2,8 @@ package prgen
 
 import (
 	"fmt"
-	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -86,6 +86,13 @@ func (p *planner) codifyVariable(ch drift.Change, f object.Field, index int, obj
 			return nil, "the variable " + name + " did not verify: " + why
 		}
 		p.values, p.edits = values, edits
+		if b := p.build; vars.Inline[name] && b != nil && b.GetKind() == "Kustomization" && b.GetNamespace()+"/"+b.GetName() == vars.Kustomization {
+			// The reconciler's object as its manifest now says.
+			p.build = b.DeepCopy()
+			if err := unstructured.SetNestedField(p.build.Object, live, "spec", "postBuild", "substitute", name); err != nil {
+				return nil, err.Error()
+			}
+		}
 		if err := p.rerender(); err != nil {
 			return nil, err.Error()
 		}
@@ -156,27 +163,41 @@ func (p *planner) defineVariable(name, value string) (file string, content []byt
 	type source struct {
 		apiVersion, kind, id string
 		at                   []string
+		// prefer chooses among documents of one name: the one that is
+		// this Kustomization, or sets the value in force.
+		prefer func(*yaml.RNode) bool
 	}
 	var sources []source
 	if vars.Inline[name] {
-		sources = append(sources, source{"kustomize.toolkit.fluxcd.io/v1", "Kustomization", vars.Kustomization, []string{"spec", "postBuild", "substitute", name}})
+		var prefer func(*yaml.RNode) bool
+		if b := p.in.Build; b != nil && b.Object.GetKind() == "Kustomization" && b.Object.GetNamespace()+"/"+b.Object.GetName() == vars.Kustomization {
+			prefer = sameSource(b.Object)
+		}
+		sources = append(sources, source{"kustomize.toolkit.fluxcd.io/v1", "Kustomization", vars.Kustomization, []string{"spec", "postBuild", "substitute", name}, prefer})
 	} else {
+		inForce := func(d *yaml.RNode) bool {
+			n, err := d.Pipe(yaml.Lookup("data", name))
+			return err == nil && n != nil && n.YNode().Value == p.values[name]
+		}
 		for i := len(vars.ConfigMaps) - 1; i >= 0; i-- {
-			sources = append(sources, source{"v1", "ConfigMap", vars.ConfigMaps[i], []string{"data", name}})
+			sources = append(sources, source{"v1", "ConfigMap", vars.ConfigMaps[i], []string{"data", name}, inForce})
 		}
 	}
 	for _, s := range sources {
-		file, doc, docs, src, err := p.findInGit(s.apiVersion, s.kind, s.id)
+		all := p.allInGit(s.apiVersion, s.kind, s.id)
+		if s.kind == "ConfigMap" {
+			// Only the ConfigMaps that hold it: another of the list may set it.
+			all = slices.DeleteFunc(all, func(f inGit) bool { n, _ := f.doc.Pipe(yaml.Lookup(s.at...)); return n == nil })
+		}
+		found, err := choose(all, s.prefer, s.kind+" "+s.id)
 		if err != nil {
 			return "", nil, err.Error()
 		}
-		if doc == nil {
+		if found == nil {
 			continue
 		}
+		file, doc, docs, src := found.file, found.doc, found.docs, found.src
 		n, _ := doc.Pipe(yaml.Lookup(s.at...))
-		if n == nil && s.kind == "ConfigMap" {
-			continue // another ConfigMap of the list sets it
-		}
 		// The value in Git must be the one in force: else another source
 		// overrides it, or Git's is substituted itself, and writing it here
 		// would change nothing, or write over a reference.
@@ -203,38 +224,3 @@ func (p *planner) defineVariable(name, value string) (file string, content []byt
 	}
 	return "", nil, "the variable " + name + " is set in no ConfigMap of this repository that the Kustomization reads"
 }
-
-// findInGit finds the one document of kind, in apiVersion's group, with
-// namespace/name in the repository's YAML files.
-func (p *planner) findInGit(apiVersion, kind, id string) (file string, doc *yaml.RNode, docs []*yaml.RNode, src []byte, err error) {
-	ns, name, _ := strings.Cut(id, "/")
-	for _, f := range p.in.Tree.Files() {
-		if ext := path.Ext(f); ext != ".yaml" && ext != ".yml" {
-			continue
-		}
-		if n, err := p.in.Tree.Size(f); err != nil || n > maxVariableFile {
-			continue
-		}
-		b, err := p.read(f)
-		if err != nil || !strings.Contains(string(b), name) {
-			continue
-		}
-		ds, err := yamledit.ReadDocs(b)
-		if err != nil {
-			continue
-		}
-		for _, d := range ds {
-			if d.GetKind() != kind || d.GetName() != name || (d.GetNamespace() != "" && d.GetNamespace() != ns) || groupOf(d.GetApiVersion()) != groupOf(apiVersion) {
-				continue
-			}
-			if doc != nil {
-				return "", nil, nil, nil, fmt.Errorf("%s %s is in Git twice (%s and %s): driftback does not choose", kind, id, file, f)
-			}
-			file, doc, docs, src = f, d, ds, b
-		}
-	}
-	return file, doc, docs, src, nil
-}
-
-// maxVariableFile bounds the files searched for a variable's definition.
-const maxVariableFile = 1 << 20

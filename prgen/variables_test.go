@@ -80,6 +80,16 @@ data:
   LEVEL: info
   MODE: slow
 `,
+	// Another cluster's variables, of the same name: not the values in force.
+	"clusters/staging/vars.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cluster-vars
+  namespace: flux-system
+data:
+  REGISTRY: staging.example.com
+  LEVEL: warn
+`,
 }
 
 // TestAVariableIsWrittenWhereItIsSet: live changes to fields a Flux
@@ -87,7 +97,8 @@ data:
 // written into the Kustomization's postBuild.substitute in its manifest; the
 // image, ${REGISTRY} and text, keeps the reference and changes the text;
 // the level, ${LEVEL} from the substituteFrom ConfigMap, is written into
-// that ConfigMap's manifest. Left for a person: a variable Git sets from
+// that ConfigMap's manifest, the one of its name whose values are in force.
+// Left for a person: a variable Git sets from
 // another variable, one Git's ConfigMap does not hold in force, text whose
 // variable would move, and a
 // field from the Secret's TOKEN is never written; nothing is written over

@@ -15,6 +15,7 @@ import (
 	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/reconciler"
 )
 
 // shopWeb is an overlay whose image and replicas its reconciler's options
@@ -197,13 +198,58 @@ func TestAKustomizationsImagesAndPatchesAreWrittenInItsManifest(t *testing.T) {
 	}
 }
 
+// TestTheManifestOfThisClustersKustomizationIsWritten: one directory
+// shared by two clusters, each cluster directory holding its own
+// Kustomization flux-system/apps on that path, with its own replicas
+// variable and image. The cluster's live changes are written into the
+// manifest of the Kustomization the cluster has (its variables and images
+// are this one's), never the other cluster's.
+func TestTheManifestOfThisClustersKustomizationIsWritten(t *testing.T) {
+	ks := func(replicas, tag string) string {
+		return `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: flux-system}
+spec:
+  path: ./shop
+  postBuild:
+    substitute: {REPLICAS: "` + replicas + `"}
+  images:
+  - {name: web, newName: registry.example.com/web, newTag: ` + tag + `}
+`
+	}
+	files := map[string]string{"clusters/prod/apps.yaml": ks("3", "2.0.0"), "clusters/staging/apps.yaml": ks("1", "1.9.0")}
+	for k, v := range shopWeb {
+		files[k] = strings.Replace(v, "replicas: 1", "replicas: ${REPLICAS}", 1)
+	}
+	tree := testfs.Tree(t, files)
+	tg := fluxTarget(docOf(t, files["clusters/prod/apps.yaml"], 0))
+	vars := Vars{FluxVariables: reconciler.FluxVariables{Values: map[string]string{"REPLICAS": "3"}}}
+	plan := writeBackWith(t, tree, tg, vars, func(live *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(live.Object, int64(5), "spec", "replicas")
+		setImage(live, "registry.example.com/web:2.1.0")
+	})
+	if len(plan.Codified) != 2 || len(plan.Files) != 1 {
+		t.Fatalf("codified %+v, manual %+v, files %v; want both written into one manifest", plan.Codified, plan.Manual, plan.Paths())
+	}
+	want := strings.NewReplacer(`REPLICAS: "3"`, `REPLICAS: "5"`, "newTag: 2.0.0", "newTag: 2.1.0").Replace(files["clusters/prod/apps.yaml"])
+	if got := string(plan.Files["clusters/prod/apps.yaml"]); got != want {
+		t.Errorf("the production Kustomization's manifest is\n%s\nwant\n%s", got, want)
+	}
+}
+
 // writeBack renders the target as its reconciler does, changes the live
 // Deployment with change, and plans the write-back of the drift.
 func writeBack(t *testing.T, tree *render.Tree, tg targets.Target, change func(*unstructured.Unstructured)) *prgen.Plan {
 	t.Helper()
+	return writeBackWith(t, tree, tg, Vars{}, change)
+}
+
+// writeBackWith is writeBack for a target built with postBuild variables.
+func writeBackWith(t *testing.T, tree *render.Tree, tg targets.Target, vars Vars, change func(*unstructured.Unstructured)) *prgen.Plan {
+	t.Helper()
 	ctx := context.Background()
 	r := render.New(render.Options{Origins: true})
-	b := Target(ctx, r, tree, tg, Vars{})
+	b := Target(ctx, r, tree, tg, vars)
 	if len(b.Problems) > 0 {
 		t.Fatalf("the target does not build: %v", b.Problems)
 	}
@@ -232,7 +278,11 @@ func writeBack(t *testing.T, tree *render.Tree, tg targets.Target, change func(*
 		t.Fatalf("%d objects drifted, want the Deployment", len(changes))
 	}
 	wb, generated := WriteBack(tg, tree)
-	plan, err := prgen.Make(ctx, prgen.Input{Tree: tree, Overlay: tg.Path, Renderer: r, Drift: changes, Build: wb, Generated: generated})
+	variables, ok := WriteBackVariables(tg, vars)
+	if !ok {
+		t.Fatal("the variables are not read")
+	}
+	plan, err := prgen.Make(ctx, prgen.Input{Tree: tree, Overlay: tg.Path, Renderer: r, Drift: changes, Build: wb, Generated: generated, Variables: variables})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -767,9 +767,15 @@ type driftCheck struct {
 // render the target there, watch and compare, wait out the quiet period,
 // plan the change and publish it, and record what the dashboard shows of
 // it. wait is when to look again.
-func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targets.Target, log *slog.Logger) (time.Duration, error) {
+func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targets.Target, log *slog.Logger) (_ time.Duration, err error) {
 	c := &driftCheck{t: t, st: d.state(t), now: d.deps.Now(), log: log}
-	var err error
+	defer func() {
+		// The error goes to the log and the dashboard: what a Secret's
+		// variables set is hidden in it, as everywhere.
+		if err != nil && len(c.hidden) > 0 && !errors.Is(err, ghapp.ErrHeadMoved) {
+			err = errors.New(build.HideIn(err.Error(), c.hidden))
+		}
+	}()
 	if c.gh, c.token, err = d.readHead(ctx, t, c.st, c.now); err != nil {
 		return 0, err
 	}

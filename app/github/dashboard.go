@@ -129,7 +129,19 @@ func (i *Installation) WriteDashboard(ctx context.Context, owner, name string, d
 		if err != nil {
 			return d, fmt.Errorf("open the drift dashboard: %w", err)
 		}
-		return &Dashboard{Number: is.GetNumber(), Open: true, Body: body, Requests: d.Requests}, nil
+		created := &Dashboard{Number: is.GetNumber(), Open: true, Body: body, Requests: d.Requests}
+		// Replicas that watch different clusters may open it at the same
+		// moment: the oldest stays, a younger one is closed at once.
+		first, err := i.FindDashboard(ctx, owner, name, 0)
+		if err != nil || first.Number == 0 || first.Number >= created.Number {
+			return created, nil
+		}
+		closed, dup := "closed", fmt.Sprintf("A duplicate of #%d, the drift dashboard, opened at the same moment.", first.Number)
+		if _, _, err := i.gh.Issues.Edit(ctx, owner, name, created.Number, &github.IssueRequest{State: &closed, Body: &dup}); err != nil {
+			return created, fmt.Errorf("close the duplicate drift dashboard #%d: %w", created.Number, err)
+		}
+		first.Requests = d.Requests
+		return i.WriteDashboard(ctx, owner, name, first, body, labels)
 	case !d.Open || d.Body == body:
 		return d, nil
 	}

@@ -35,9 +35,23 @@ func SpliceScalar(src []byte, n *yaml.Node, value any) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
+	flow := false
+	if tok := line[start:end]; line[start] != '"' && line[start] != '\'' && tok != n.Value {
+		// A plain scalar ends before a flow collection's `,`, `}` or `]`
+		// ({name: web, newTag: 1.0}); any other difference is a token
+		// this does not read exactly (a multi-line scalar): rewrite.
+		rest := strings.TrimLeft(strings.TrimPrefix(tok, n.Value), " \t")
+		if !strings.HasPrefix(tok, n.Value) || rest == "" || !strings.ContainsRune(",}]", rune(rest[0])) {
+			return nil, false
+		}
+		end, flow = start+len(n.Value), true
+	}
 	text := s.Value
+	// Plain text that would read otherwise here is quoted: another type,
+	// a comment, a key, or in a flow collection its delimiters.
+	quote := needsQuotes(s.Value) || strings.Contains(s.Value, " #") || strings.Contains(s.Value, ": ") || (flow && strings.ContainsAny(s.Value, ",[]{}"))
 	switch {
-	case line[start] == '"' || (s.Tag == yaml.NodeTagString && needsQuotes(s.Value)):
+	case line[start] == '"' || (s.Tag == yaml.NodeTagString && quote):
 		b, _ := json.Marshal(s.Value) // a JSON string is a valid double-quoted YAML scalar
 		text = string(b)
 	case line[start] == '\'':

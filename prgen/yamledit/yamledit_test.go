@@ -40,3 +40,30 @@ d:
 		})
 	}
 }
+
+// TestAValueInAFlowCollectionKeepsItsDelimiters: a value inside a flow map
+// or list is spliced without the `,`, `}` or `]` after it; text that would
+// read as flow syntax or a comment is quoted.
+func TestAValueInAFlowCollectionKeepsItsDelimiters(t *testing.T) {
+	for _, c := range []struct {
+		src   string
+		path  fieldpath.Path
+		value any
+		want  string
+	}{
+		{"images:\n- {name: web, newTag: 2.0.0}\n", fieldpath.MakePathOrDie("images", 0, "newTag"), "2.1.0", "images:\n- {name: web, newTag: 2.1.0}\n"},
+		{"data: {a: x, b: y} # two\n", fieldpath.MakePathOrDie("data", "a"), "x2", "data: {a: x2, b: y} # two\n"},
+		{"args: [--v, 2]\n", fieldpath.MakePathOrDie("args", 1), int64(3), "args: [--v, 3]\n"},
+		{"data: {a: x}\n", fieldpath.MakePathOrDie("data", "a"), "p, q", "data: {a: \"p, q\"}\n"},
+		{"a: x # note\n", fieldpath.MakePathOrDie("a"), "y #z", "a: \"y #z\" # note\n"},
+	} {
+		docs, err := ReadDocs([]byte(c.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := EditAt([]byte(c.src), docs, docs[0], c.path, c.value)
+		if err != nil || string(out) != c.want {
+			t.Errorf("%q at %s = %v: got %q (%v), want %q", c.src, c.path, c.value, out, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package github
+
+import (
+	"context"
+	"testing"
+
+	"github.com/driftback/driftback/internal/githubfake"
+	"github.com/driftback/driftback/report"
+)
+
+// TestTwoReplicasOpenOneDashboard: another replica opened the dashboard
+// after this one looked and before it opened its own. The younger issue is
+// closed at once, without the dashboard's marker, and the body is written
+// into the older one, which every later look finds.
+func TestTwoReplicasOpenOneDashboard(t *testing.T) {
+	gh, err := githubfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gh.Close()
+	gh.AddRepo(&githubfake.Repo{Owner: "o", Name: "r", Installation: 5})
+	inst, err := NewClients(gh.AppID, gh.KeyPEM(), gh.URL(), RetryPolicy{}).Installation(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	body := func(s string) string { return s + "\n" + report.DashboardMarker }
+	none, err := inst.FindDashboard(ctx, "o", "r", 0)
+	if err != nil || none.Number != 0 {
+		t.Fatalf("a dashboard before any: %+v, %v", none, err)
+	}
+	other, err := inst.WriteDashboard(ctx, "o", "r", none, body("the other replica's"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := inst.WriteDashboard(ctx, "o", "r", none, body("this replica's"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine.Number != other.Number {
+		t.Errorf("this replica wrote #%d, want the older #%d", mine.Number, other.Number)
+	}
+	for _, is := range gh.Issues("o/r") {
+		switch {
+		case is.Number == other.Number && (is.State != "open" || is.Body != body("this replica's")):
+			t.Errorf("the dashboard #%d is %s with %q", is.Number, is.State, is.Body)
+		case is.Number != other.Number && (is.State != "closed" || IsDashboard(is.Body)):
+			t.Errorf("the duplicate #%d is %s with %q", is.Number, is.State, is.Body)
+		}
+	}
+	if got, err := inst.FindDashboard(ctx, "o", "r", 0); err != nil || got.Number != other.Number {
+		t.Errorf("found #%d (%v), want #%d", got.Number, err, other.Number)
+	}
+}
