@@ -207,7 +207,8 @@ func TestTheDashboardShowsEveryDriftAndActsForWriters(t *testing.T) {
 
 // TestARepositoryTurnsItsDashboardOff: dashboard: false in the
 // repository's .github/driftback.yml means no dashboard; a report-mode
-// target keeps its one issue instead.
+// target keeps its one issue instead. Turned on again, the dashboard shows
+// the drift, and the issue is closed, pointing there.
 func TestARepositoryTurnsItsDashboardOff(t *testing.T) {
 	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, func(p *config.Policy) { p.Codify = config.CodifyReport })
@@ -220,7 +221,19 @@ func TestARepositoryTurnsItsDashboardOff(t *testing.T) {
 	if _, ok := d.dashboard(); ok {
 		t.Error("a dashboard for a repository that turned it off")
 	}
-	if is := d.gh.Issues(fullName); len(is) != 1 || !strings.Contains(is[0].Body, "`3`") {
-		t.Errorf("issues %+v, want the target's drift issue", is)
+	is := d.gh.Issues(fullName)
+	if len(is) != 1 || !strings.Contains(is[0].Body, "`3`") {
+		t.Fatalf("issues %+v, want the target's drift issue", is)
 	}
+	on := d.commit(off, map[string]any{".github/driftback.yml": nil})
+	d.push(map[string]plumbing.Hash{"refs/heads/main": on})
+	d.dashboardSays("the drift, once the dashboard is on again", "Deployment/"+d.env.Namespace+"/web", "`3`")
+	d.waitFor("the drift issue closed", func() bool {
+		for _, i := range d.gh.Issues(fullName) {
+			if i.Number == is[0].Number {
+				return i.State == "closed" && commentsWith(d.gh, i.Number, "the drift dashboard shows this target's drift now") == 1
+			}
+		}
+		return false
+	})
 }

@@ -156,8 +156,9 @@ spec:
 // Flux builds with postBuild variables (set inline in its Kustomization's
 // manifest, from a ConfigMap in Git and from a Secret), and an overlay an
 // Argo CD Application sets the image of with kustomize options, the
-// Application's manifest in the app-of-apps directory. A person changes
-// each live. Each target gets a drift pull request editing the files where
+// Application's manifest in the app-of-apps directory (and a copy of it
+// for another cluster, told apart by what the app of apps applies). A
+// person changes each live. Each target gets a drift pull request editing the files where
 // the values live, comments kept: the plain manifest; the Kustomization's
 // substitute and the text beside a kept ${REGISTRY}; the Application's
 // images entry. Each branch, built as its reconciler builds it, renders
@@ -180,7 +181,9 @@ func TestEachTargetsDriftIsWrittenWhereItsValueLives(t *testing.T) {
 	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
 	files := map[string]any{"clusters/prod/web.yaml": plainWeb,
 		"apps/api/api.yaml": variablesAPI, "infra/api.yaml": variablesKustomization, "infra/vars.yaml": clusterVars,
-		"argocd/apps/shop.yaml": shopApplication(host)}
+		// The app of apps's copy, and a byte-identical one for another
+		// cluster: only the parent's render tells which is applied here.
+		"argocd/apps/shop.yaml": shopApplication(host), "argocd/staging/shop.yaml": shopApplication(host)}
 	for k, v := range shopOverlay {
 		files[k] = v
 	}
@@ -203,9 +206,19 @@ stringData: {TOKEN: ` + secret + `}`)
 	d.apply(variablesKustomization)
 	values := map[string]string{"REPLICAS": "2", "REGISTRY": "registry.example.com", "TOKEN": secret}
 	kubetest.Apply(t, d.env.Config, "kustomize-controller", d.fluxBuildWith(commit, "apps/api", values)...)
-	d.apply(shopApplication(host))
+	// The app of apps, and the Application it applied (Argo CD's label
+	// tracking).
+	d.apply(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: root, namespace: NS}
+spec:
+  project: default
+  source: {repoURL: 'https://` + host + `/acme/gitops', path: argocd/apps}
+  destination: {server: https://kubernetes.default.svc, namespace: NS}
+  syncPolicy: {automated: {prune: true, selfHeal: true}}`)
+	d.apply(strings.Replace(shopApplication(host), "  namespace: NS\n", "  namespace: NS\n  labels: {app.kubernetes.io/instance: root}\n", 1))
 	kubetest.Apply(t, d.env.Config, "argocd-controller", d.argoBuild(commit, shopApplication(host))...)
-	d.discovered("clusters/prod", "apps/api", "shop")
+	d.discovered("clusters/prod", "apps/api", "shop", "argocd/apps")
 	d.run()
 
 	// A person at work on each.

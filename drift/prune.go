@@ -70,6 +70,24 @@ func (t Tracking) selectors() ([]labels.Selector, error) {
 	return out, nil
 }
 
+// Owns says a live object is one the reconciler applied: its labels match
+// the tracking's selectors, or it carries Argo CD's tracking annotation.
+func (t Tracking) Owns(o *unstructured.Unstructured) bool {
+	if t.annotated(o) {
+		return true
+	}
+	sels, err := t.selectors()
+	if err != nil {
+		return false
+	}
+	for _, s := range sels {
+		if s.Matches(labels.Set(o.GetLabels())) {
+			return true
+		}
+	}
+	return false
+}
+
 // tracked reports whether a live object carries the Argo CD tracking annotation.
 func (t Tracking) annotated(o *unstructured.Unstructured) bool {
 	return t.ArgoCDApp != "" && t.ArgoCDTrackingMethod != "label" && strings.HasPrefix(o.GetAnnotations()[argoTrackingID], t.ArgoCDApp+":")

@@ -28,6 +28,11 @@ type Build struct {
 	// Tree is the tree the reconciler builds from a tree of Git's with
 	// obj's options, and how it renders it.
 	Tree func(tree *render.Tree, obj *unstructured.Unstructured) (*render.Tree, render.BuildOptions, error)
+	// Sources are the files the reconciler that applies the object (its
+	// parent Kustomization, its app of apps) takes each object from, by
+	// "Kind/namespace/name": among copies of one name in several cluster
+	// directories, the one it applies. Nil when not known.
+	Sources map[string]string
 }
 
 // Strategies that write into the reconciler object's build options.

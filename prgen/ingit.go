@@ -63,9 +63,27 @@ func choose(all []inGit, prefer func(*yaml.RNode) bool, what string) (*inGit, er
 }
 
 // allInGit are the documents of kind, in apiVersion's group, with
-// namespace/name in the repository's YAML files.
+// namespace/name in the repository's YAML files; the one of the file its
+// reconciler applies it from, when that is known (Build.Sources) and holds
+// it once, its namespace given there by a kustomization or not.
 func (p *planner) allInGit(apiVersion, kind, id string) []inGit {
 	ns, name, _ := strings.Cut(id, "/")
+	if b := p.in.Build; b != nil && b.Sources[kind+"/"+id] != "" {
+		f := b.Sources[kind+"/"+id]
+		if src, err := p.read(f); err == nil {
+			if ds, err := yamledit.ReadDocs(src); err == nil {
+				var in []inGit
+				for _, d := range ds {
+					if d.GetKind() == kind && d.GetName() == name && groupOf(d.GetApiVersion()) == groupOf(apiVersion) {
+						in = append(in, inGit{f, d, ds, src})
+					}
+				}
+				if len(in) == 1 {
+					return in
+				}
+			}
+		}
+	}
 	var all []inGit
 	for _, f := range p.in.Tree.Files() {
 		if ext := path.Ext(f); ext != ".yaml" && ext != ".yml" {

@@ -569,6 +569,73 @@ func WriteBack(t targets.Target, tree *render.Tree) (b *prgen.Build, generated s
 	return b, generated
 }
 
+// Parent is the target whose reconciler applied t's own reconciler object
+// (the flux-system Kustomization that applies a cluster directory's
+// Kustomizations, an app of apps), among all, on the same cluster and
+// repository; false when there is not exactly one.
+func Parent(t targets.Target, all []targets.Target) (targets.Target, bool) {
+	f := t.Found
+	if f == nil {
+		return targets.Target{}, false
+	}
+	obj := f.Flux
+	if obj == nil {
+		obj = f.Application
+	}
+	if obj == nil {
+		return targets.Target{}, false
+	}
+	var out []targets.Target
+	for _, p := range all {
+		pf := p.Found
+		if pf == nil || pf.Object == f.Object || pf.On != f.On || !strings.EqualFold(p.Repo, t.Repo) || !pf.Tracking.Owns(obj) {
+			continue
+		}
+		out = append(out, p)
+	}
+	if len(out) != 1 {
+		return targets.Target{}, false
+	}
+	return out[0], true
+}
+
+// Sources are where t's reconciler takes each object it applies from in
+// tree: by "Kind/namespace/name", the file; nil when it does not render.
+// A write-back finds there the manifest of an object it applies (another
+// reconciler object, a variables ConfigMap) among copies of one name.
+func Sources(ctx context.Context, r *render.Renderer, tree *render.Tree, t targets.Target) map[string]string {
+	f := t.Found
+	var ks *unstructured.Unstructured
+	var argo *discover.ArgoKustomize
+	if f != nil {
+		ks, argo = f.Flux, f.Kustomize
+	}
+	rt, opts, absent, err := reconcilerTree(t, tree, ks, argo)
+	if err != nil || absent {
+		return nil
+	}
+	res, err := r.RenderWith(ctx, rt, []string{t.Path}, opts)
+	if err != nil {
+		return nil
+	}
+	o := res.Overlays[0]
+	objs, err := o.Objects()
+	if err != nil || len(o.Origins) != len(objs) {
+		return nil
+	}
+	out := map[string]string{}
+	for i, obj := range objs {
+		if p := o.Origins[i].Path; p != "" {
+			ns := obj.GetNamespace()
+			if ns == "" && f != nil {
+				ns = f.DestinationNamespace
+			}
+			out[obj.GetKind()+"/"+ns+"/"+obj.GetName()] = p
+		}
+	}
+	return out
+}
+
 // WriteBackVariables are a Flux target's postBuild variables as the
 // write-back needs them: where each is set and how the reconciler
 // substitutes them; nil for a target whose reconciler substitutes none, and

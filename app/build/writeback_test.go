@@ -237,6 +237,50 @@ spec:
 	}
 }
 
+// TestTheCopyTheParentAppliesIsWritten: two cluster directories hold
+// byte-identical Kustomizations flux-system/apps (one shared path, the same
+// options), each applied by its cluster's flux-system Kustomization, and a
+// stale copy lies in an archive no Kustomization applies. Nothing in the
+// documents tells them apart: the parent of the cluster's Kustomization
+// (found by its owner labels) renders one file, and only that one is
+// written; with no parent known, driftback does not choose.
+func TestTheCopyTheParentAppliesIsWritten(t *testing.T) {
+	files := map[string]string{"clusters/prod/apps.yaml": fluxApps, "clusters/staging/apps.yaml": fluxApps, ".archive/apps.yaml": fluxApps}
+	for k, v := range shopWeb {
+		files[k] = v
+	}
+	tree := testfs.Tree(t, files)
+	ks := docOf(t, fluxApps, 0)
+	ks.SetLabels(map[string]string{"kustomize.toolkit.fluxcd.io/name": "flux-system", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"})
+	tg := fluxTarget(ks)
+	tg.Repo, tg.Found.On = "acme/gitops", "prod"
+	root := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+		"metadata": map[string]any{"name": "flux-system", "namespace": "flux-system"}, "spec": map[string]any{"path": "./clusters/prod"}}}
+	var parent targets.Target
+	parent.Repo, parent.Path = "acme/gitops", "clusters/prod"
+	parent.Found = &discover.Found{Reconciler: discover.ReconcilerFlux, Object: "Kustomization flux-system/flux-system", On: "prod", Path: "clusters/prod", Flux: root,
+		Tracking: drift.Tracking{FluxName: "flux-system", FluxNamespace: "flux-system"}}
+	tg.Found.Object = "Kustomization flux-system/apps"
+	edit := func(live *unstructured.Unstructured) { setImage(live, "registry.example.com/web:2.1.0") }
+
+	plan := writeBack(t, tree, tg, edit)
+	if len(plan.Codified) != 0 || len(plan.Manual) != 1 || !strings.Contains(plan.Manual[0].Reason, "in Git 3 times") {
+		t.Fatalf("without a parent: codified %+v, manual %+v; want the image left, three copies named", plan.Codified, plan.Manual)
+	}
+	found, ok := Parent(tg, []targets.Target{tg, parent})
+	if !ok || found.Path != "clusters/prod" {
+		t.Fatalf("the parent is %+v (%v), want the flux-system Kustomization on clusters/prod", found.Found, ok)
+	}
+	sources := Sources(context.Background(), render.New(render.Options{Origins: true}), tree, found)
+	if sources["Kustomization/flux-system/apps"] != "clusters/prod/apps.yaml" {
+		t.Fatalf("the parent applies the Kustomization from %q", sources["Kustomization/flux-system/apps"])
+	}
+	plan = writeBackSourced(t, tree, tg, sources, edit)
+	if len(plan.Codified) != 1 || strings.Join(plan.Paths(), ",") != "clusters/prod/apps.yaml" {
+		t.Fatalf("with its parent: codified %+v, manual %+v, files %v; want the production copy written", plan.Codified, plan.Manual, plan.Paths())
+	}
+}
+
 // writeBack renders the target as its reconciler does, changes the live
 // Deployment with change, and plans the write-back of the drift.
 func writeBack(t *testing.T, tree *render.Tree, tg targets.Target, change func(*unstructured.Unstructured)) *prgen.Plan {
@@ -246,6 +290,18 @@ func writeBack(t *testing.T, tree *render.Tree, tg targets.Target, change func(*
 
 // writeBackWith is writeBack for a target built with postBuild variables.
 func writeBackWith(t *testing.T, tree *render.Tree, tg targets.Target, vars Vars, change func(*unstructured.Unstructured)) *prgen.Plan {
+	t.Helper()
+	return writeBackAll(t, tree, tg, vars, nil, change)
+}
+
+// writeBackSourced is writeBack knowing the files the target's parent
+// applies objects from.
+func writeBackSourced(t *testing.T, tree *render.Tree, tg targets.Target, sources map[string]string, change func(*unstructured.Unstructured)) *prgen.Plan {
+	t.Helper()
+	return writeBackAll(t, tree, tg, Vars{}, sources, change)
+}
+
+func writeBackAll(t *testing.T, tree *render.Tree, tg targets.Target, vars Vars, sources map[string]string, change func(*unstructured.Unstructured)) *prgen.Plan {
 	t.Helper()
 	ctx := context.Background()
 	r := render.New(render.Options{Origins: true})
@@ -278,6 +334,7 @@ func writeBackWith(t *testing.T, tree *render.Tree, tg targets.Target, vars Vars
 		t.Fatalf("%d objects drifted, want the Deployment", len(changes))
 	}
 	wb, generated := WriteBack(tg, tree)
+	wb.Sources = sources
 	variables, ok := WriteBackVariables(tg, vars)
 	if !ok {
 		t.Fatal("the variables are not read")

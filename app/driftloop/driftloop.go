@@ -111,6 +111,9 @@ type targetState struct {
 	// view is the target's part of its repository's dashboard after the
 	// last check; nil when the dashboard does not show it.
 	view *report.DashboardTarget
+	// issueMoved says the target's drift issue, if it had one, was
+	// closed for the dashboard.
+	issueMoved bool
 	// checkAnswered is the latest "check again now" request acted on.
 	checkAnswered time.Time
 	// plan and outcome are the drift last published and where it stands
@@ -822,9 +825,18 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 		return 0, err
 	}
 	if c.t.Policy.Codify == config.CodifyReport && d.dashboardOn(t.Repo) {
-		// Shown on the dashboard, nothing to publish.
+		// Shown on the dashboard, nothing to publish; the issue the
+		// target kept before the dashboard is closed, once.
 		v := c.view(ready.entries, nil, ghapp.PullOutcome{}, fights)
 		d.setView(c.st, &v)
+		if !c.st.issueMoved {
+			ctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
+			defer cancel()
+			if err := d.publisher(c).CloseIssue(ctx, "the drift dashboard shows this target's drift now"); err != nil {
+				return 0, err
+			}
+			c.st.issueMoved = true
+		}
 		return wait, nil
 	}
 	if wait > 0 && !ready.asked {
@@ -999,6 +1011,13 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 	// Every render of the write-back is the reconciler's; a plain
 	// directory's generated kustomization is never written.
 	wb, generated := build.WriteBack(c.t, c.tree)
+	if all, _ := d.deps.Targets.All(); wb != nil {
+		// The files its parent applies it from tell one cluster
+		// directory's copy of a manifest from another's.
+		if parent, ok := build.Parent(c.t, all); ok {
+			wb.Sources = build.Sources(ctx, d.renderer, c.tree, parent)
+		}
+	}
 	plan, err := prgen.Make(ctx, prgen.Input{
 		Tree: c.tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
 		Intents: r.intents, Unmanaged: unmanaged, Adopt: c.t.Policy.AdoptUnmanaged, Generated: generated,
@@ -1010,6 +1029,14 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 	plan.Fights = fights
 	hidePlanValues(plan, c.hidden)
 	return plan, nil
+}
+
+// publisher publishes the target's drift on GitHub.
+func (d *DriftLoop) publisher(c *driftCheck) *ghapp.DriftPublisher {
+	return &ghapp.DriftPublisher{
+		Installation: c.gh, Repo: c.st.info, Head: c.st.head, Token: c.token, Target: c.t, Cache: d.deps.Cache, Log: c.log, Now: d.deps.Now,
+		BeforeAct: d.BeforeAct, Acted: d.deps.Metrics.DriftAction,
+	}
 }
 
 // publish opens, updates or closes the target's drift pull request (or its
@@ -1026,15 +1053,14 @@ func (d *DriftLoop) publish(ctx context.Context, c *driftCheck, plan *prgen.Plan
 			}
 		}
 	}
-	p := &ghapp.DriftPublisher{
-		Installation: c.gh, Repo: c.st.info, Head: c.st.head, Token: c.token, Target: c.t, Cache: d.deps.Cache, Log: c.log, Now: d.deps.Now,
-		BeforeAct: d.BeforeAct, Acted: d.deps.Metrics.DriftAction, Again: again,
-	}
+	p := d.publisher(c)
+	p.Again = again
 	ctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
 	defer cancel()
 	dashboard := d.dashboardOn(c.t.Repo)
 	switch {
 	case c.t.Policy.Codify == config.CodifyReport:
+		c.st.issueMoved = false // the dashboard is off: the issue is the target's again
 		return ghapp.PullOutcome{}, p.PublishIssue(ctx, plan)
 	case plan.OnlyFights():
 		// Nothing to write: a drift pull request still open for a field

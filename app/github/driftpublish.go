@@ -244,18 +244,18 @@ func (p *DriftPublisher) reportMarker() string {
 	return fmt.Sprintf("<!-- driftback:drift-report target=%s -->", p.Target.Slug())
 }
 
-// PublishIssue keeps one issue per target that describes its drift.
-func (p *DriftPublisher) PublishIssue(ctx context.Context, plan *prgen.Plan) error {
+// reportIssues are the target's drift issues, open and closed.
+func (p *DriftPublisher) reportIssues(ctx context.Context) ([]prgen.PullRequest, error) {
 	bot, err := p.Installation.botLogin(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opts := &github.IssueListByRepoOptions{State: "all", Creator: bot, ListOptions: github.ListOptions{PerPage: 100}}
 	var issues []prgen.PullRequest
 	for {
 		page, resp, err := p.Installation.gh.Issues.ListByRepo(ctx, p.Repo.Owner, p.Repo.Name, opts)
 		if err != nil {
-			return fmt.Errorf("list drift issues: %w", err)
+			return nil, fmt.Errorf("list drift issues: %w", err)
 		}
 		for _, is := range page {
 			if is == nil || is.IsPullRequest() || !strings.Contains(is.GetBody(), p.reportMarker()) {
@@ -264,9 +264,41 @@ func (p *DriftPublisher) PublishIssue(ctx context.Context, plan *prgen.Plan) err
 			issues = append(issues, prgen.PullRequest{Number: is.GetNumber(), Open: is.GetState() == "open", Body: is.GetBody()})
 		}
 		if resp.NextPage == 0 {
-			break
+			return issues, nil
 		}
 		opts.Page = resp.NextPage
+	}
+}
+
+// CloseIssue closes the target's open drift issue, saying why (the drift
+// dashboard shows its drift now); nothing when it has none.
+func (p *DriftPublisher) CloseIssue(ctx context.Context, why string) error {
+	issues, err := p.reportIssues(ctx)
+	if err != nil {
+		return err
+	}
+	for _, is := range issues {
+		if !is.Open {
+			continue
+		}
+		if err := p.commentOnce(ctx, is.Number, driftMarker("moved", ""), "Closing: "+why+"."); err != nil {
+			return err
+		}
+		closed := "closed"
+		if _, _, err := p.Installation.gh.Issues.Edit(ctx, p.Repo.Owner, p.Repo.Name, is.Number, &github.IssueRequest{State: &closed}); err != nil {
+			return fmt.Errorf("close drift issue #%d: %w", is.Number, err)
+		}
+		p.acted("issue", "closed")
+		p.Log.Info("drift issue closed", "issue", is.Number, "reason", why)
+	}
+	return nil
+}
+
+// PublishIssue keeps one issue per target that describes its drift.
+func (p *DriftPublisher) PublishIssue(ctx context.Context, plan *prgen.Plan) error {
+	issues, err := p.reportIssues(ctx)
+	if err != nil {
+		return err
 	}
 	d := prgen.Decide(plan, issues, false)
 	log := p.Log.With("decision", d.Action, "reason", d.Reason)
