@@ -208,7 +208,8 @@ func TestTheDashboardShowsEveryDriftAndActsForWriters(t *testing.T) {
 // TestARepositoryTurnsItsDashboardOff: dashboard: false in the
 // repository's .github/driftback.yml means no dashboard; a report-mode
 // target keeps its one issue instead. Turned on again, the dashboard shows
-// the drift, and the issue is closed, pointing there.
+// the drift, and the issue is closed, pointing there; closed by a person,
+// the dashboard gives the drift back to an issue.
 func TestARepositoryTurnsItsDashboardOff(t *testing.T) {
 	t.Parallel()
 	d := newDriftWorld(t, 300*time.Millisecond, func(p *config.Policy) { p.Codify = config.CodifyReport })
@@ -232,6 +233,18 @@ func TestARepositoryTurnsItsDashboardOff(t *testing.T) {
 		for _, i := range d.gh.Issues(fullName) {
 			if i.Number == is[0].Number {
 				return i.State == "closed" && commentsWith(d.gh, i.Number, "the drift dashboard shows this target's drift now") == 1
+			}
+		}
+		return false
+	})
+	// A person closes the dashboard: the drift is the issue's again,
+	// never taken for a person's decision against it.
+	db, _ := d.dashboard()
+	d.gh.SetIssueState(fullName, db.Number, "closed")
+	d.waitFor("the drift back in an open issue", func() bool {
+		for _, i := range d.gh.Issues(fullName) {
+			if i.Number != db.Number && i.State == "open" && strings.Contains(i.Body, "`3`") {
+				return true
 			}
 		}
 		return false

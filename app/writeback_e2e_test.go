@@ -154,7 +154,8 @@ spec:
 // discovered targets as public Flux and Argo CD repositories shape them: a
 // plain directory Flux builds (no kustomization of its own), a directory
 // Flux builds with postBuild variables (set inline in its Kustomization's
-// manifest, from a ConfigMap in Git and from a Secret), and an overlay an
+// manifest, from a ConfigMap in Git and from a Secret; both manifests
+// applied by another Kustomization), and an overlay an
 // Argo CD Application sets the image of with kustomize options, the
 // Application's manifest in the app-of-apps directory (and a copy of it
 // for another cluster, told apart by what the app of apps applies). A
@@ -171,6 +172,11 @@ func TestEachTargetsDriftIsWrittenWhereItsValueLives(t *testing.T) {
 	policy := d.cfg.Targets[0].Policy
 	d.cfg.Targets = []config.Target{{Repo: fullName, Path: "clusters/*", Cluster: "test", Policy: policy},
 		{Repo: fullName, Path: "apps/*", Cluster: "test", Policy: policy}, {Repo: fullName, Path: "shop", Cluster: "test", Policy: policy}}
+	// The Kustomization that applies infra/ (the api's Kustomization and
+	// its variables): compared, its own drift not proposed.
+	infra := config.Target{Repo: fullName, Path: "infra", Cluster: "test", Policy: policy}
+	infra.Policy.Codify = config.CodifyOff
+	d.cfg.Targets = append(d.cfg.Targets, infra)
 	ns := d.env.Namespace
 	cl := d.cfg.Clusters["test"]
 	cl.Discover = &config.Discover{Flux: true, ArgoCD: true, Namespaces: []string{ns}, ArgoCDNamespace: ns}
@@ -198,12 +204,17 @@ spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main
 	d.apply(fluxKustomization(ns, "prod-apps", "clusters/prod"))
 	d.applyFlux(commit, "clusters/prod")
 	const secret = "tok-9d1e55"
-	d.apply(clusterVars)
+	// What the infra Kustomization applied, with Flux's owner labels.
+	owned := func(y string) string {
+		return strings.Replace(y, "  namespace: NS\n", "  namespace: NS\n  labels: {kustomize.toolkit.fluxcd.io/name: infra, kustomize.toolkit.fluxcd.io/namespace: NS}\n", 1)
+	}
+	d.apply(fluxKustomization(ns, "infra", "infra"))
+	d.apply(owned(clusterVars))
 	d.apply(`apiVersion: v1
 kind: Secret
 metadata: {name: tokens, namespace: NS}
 stringData: {TOKEN: ` + secret + `}`)
-	d.apply(variablesKustomization)
+	d.apply(owned(variablesKustomization))
 	values := map[string]string{"REPLICAS": "2", "REGISTRY": "registry.example.com", "TOKEN": secret}
 	kubetest.Apply(t, d.env.Config, "kustomize-controller", d.fluxBuildWith(commit, "apps/api", values)...)
 	// The app of apps, and the Application it applied (Argo CD's label
@@ -218,7 +229,7 @@ spec:
   syncPolicy: {automated: {prune: true, selfHeal: true}}`)
 	d.apply(strings.Replace(shopApplication(host), "  namespace: NS\n", "  namespace: NS\n  labels: {app.kubernetes.io/instance: root}\n", 1))
 	kubetest.Apply(t, d.env.Config, "argocd-controller", d.argoBuild(commit, shopApplication(host))...)
-	d.discovered("clusters/prod", "apps/api", "shop", "argocd/apps")
+	d.discovered("clusters/prod", "apps/api", "shop", "argocd/apps", "infra")
 	d.run()
 
 	// A person at work on each.

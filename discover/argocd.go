@@ -31,7 +31,7 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 		Reconciler: ReconcilerArgoCD,
 		Object:     objectName("Application", app.GetNamespace(), app.GetName()),
 		Namespace:  app.GetNamespace(), Name: app.GetName(),
-		On: s.On, Application: app.DeepCopy(),
+		On: s.On, Application: applicationSpec(app),
 	}
 	str := func(fields ...string) string {
 		v, _, _ := unstructured.NestedString(app.Object, fields...)
@@ -164,6 +164,15 @@ func destination(server, name string, s Settings) (string, []string) {
 		dest = server
 	}
 	return "", []string{fmt.Sprintf("it applies to %q, which discover.destinations does not map to one of app.yml's clusters: the pull request is compared in Git only", dest)}
+}
+
+// applicationSpec is an Application as its build reads it: identity,
+// labels, annotations and spec, without its status and managed fields.
+func applicationSpec(app *unstructured.Unstructured) *unstructured.Unstructured {
+	out := app.DeepCopy()
+	unstructured.RemoveNestedField(out.Object, "status")
+	out.SetManagedFields(nil)
+	return out
 }
 
 // ApplicationKustomize reads an Application's kustomize options

@@ -1,6 +1,7 @@
 package prgen
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -28,10 +29,18 @@ type Build struct {
 	// Tree is the tree the reconciler builds from a tree of Git's with
 	// obj's options, and how it renders it.
 	Tree func(tree *render.Tree, obj *unstructured.Unstructured) (*render.Tree, render.BuildOptions, error)
+	// Finish does to the built objects what the reconciler does after the
+	// build when it substitutes no variables (Flux's commonMetadata and
+	// owner labels); nil for nothing. With variables, Variables.Substitute
+	// does it.
+	Finish func(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error)
 	// Sources are the files the reconciler that applies the object (its
 	// parent Kustomization, its app of apps) takes each object from, by
-	// "Kind/namespace/name": among copies of one name in several cluster
-	// directories, the one it applies. Nil when not known.
+	// "Kind/namespace/name". The object's manifest, and its variables'
+	// ConfigMaps, are written only there: never a copy in another
+	// cluster's directory, an archive, or a decoy. Nil when no reconciler
+	// driftback renders from the repository applies it: nothing is written
+	// into them then.
 	Sources map[string]string
 }
 
@@ -100,9 +109,28 @@ func (p *planner) buildAttempts(obj *unstructured.Unstructured, name string, fp 
 	if len(set) == 0 {
 		return nil, ""
 	}
-	file, src, docs, doc, why := p.buildManifest()
+	file, _, _, doc, why := p.buildManifest()
 	if doc == nil {
 		return nil, why
+	}
+	// Each attempt edits the manifest as parsed afresh: one that does not
+	// verify leaves nothing behind in the next one's documents.
+	fresh := func(field string, index int) (src []byte, docs []*yaml.RNode, list, item *yaml.RNode, err error) {
+		_, src, docs, doc, why := p.buildManifest()
+		if doc == nil {
+			return nil, nil, nil, nil, errors.New(why)
+		}
+		if list, err = doc.Pipe(yaml.Lookup(append(append([]string{}, p.in.Build.Options...), field)...)); err != nil || list == nil {
+			return nil, nil, nil, nil, fmt.Errorf("%s: no %s", file, field)
+		}
+		if index >= 0 {
+			items, err := list.Elements()
+			if err != nil || index >= len(items) {
+				return nil, nil, nil, nil, fmt.Errorf("%s: no %s entry %d", file, field, index)
+			}
+			item = items[index]
+		}
+		return src, docs, list, item, nil
 	}
 	var out []attempt
 	for _, field := range set {
@@ -122,27 +150,43 @@ func (p *planner) buildAttempts(obj *unstructured.Unstructured, name string, fp 
 				continue
 			}
 			out = append(out, attempt{strategy: StrategyBuildImages, file: file, build: reread, edit: func() ([]byte, error) {
+				src, docs, list, _, err := fresh(field, -1)
+				if err != nil {
+					return nil, err
+				}
 				if p.build.GetKind() == "Application" {
 					return editArgoImages(src, docs, list, s)
 				}
-				return editImageEntries(src, docs, items, s)
+				entries, err := list.Elements()
+				if err != nil {
+					return nil, err
+				}
+				return editImageEntries(src, docs, entries, s)
 			}})
 		case "replicas":
-			for _, it := range items {
+			for i, it := range items {
 				if n, _ := it.GetString("name"); n == name || n == obj.GetName() {
 					out = append(out, attempt{strategy: StrategyBuildReplicas, file: file, build: reread, edit: func() ([]byte, error) {
-						return yamledit.EditAt(src, docs, it, fieldpath.MakePathOrDie("count"), live)
+						src, docs, _, item, err := fresh(field, i)
+						if err != nil {
+							return nil, err
+						}
+						return yamledit.EditAt(src, docs, item, fieldpath.MakePathOrDie("count"), live)
 					}})
 				}
 			}
 		case "patches":
-			for _, e := range items {
-				pf := e.Field("patch")
-				if pf == nil || pf.Value.YNode().Kind != yaml.ScalarNode {
+			for i, e := range items {
+				if pf := e.Field("patch"); pf == nil || pf.Value.YNode().Kind != yaml.ScalarNode {
 					continue
 				}
-				ps := patchSource{file: file, inline: pf.Value.YNode(), content: []byte(pf.Value.YNode().Value), target: targetOf(e)}
 				out = append(out, attempt{strategy: StrategyBuildPatch, file: file, build: reread, edit: func() ([]byte, error) {
+					_, _, _, item, err := fresh(field, i)
+					if err != nil {
+						return nil, err
+					}
+					pf := item.Field("patch")
+					ps := patchSource{file: file, inline: pf.Value.YNode(), content: []byte(pf.Value.YNode().Value), target: targetOf(item)}
 					return p.editExistingPatch(ps, obj, name, fp, live)
 				}})
 			}
@@ -157,12 +201,12 @@ func (p *planner) buildManifest() (file string, src []byte, docs []*yaml.RNode, 
 	o := p.build
 	id := o.GetNamespace() + "/" + o.GetName()
 	if p.buildFile == "" {
-		f, d, ds, b, err := p.findInGit(o.GetAPIVersion(), o.GetKind(), id, sameSource(o))
+		f, d, ds, b, err := p.findInGit(o.GetAPIVersion(), o.GetKind(), id, nil)
 		switch {
 		case err != nil:
 			return "", nil, nil, nil, err.Error()
 		case d == nil:
-			return "", nil, nil, nil, fmt.Sprintf("its %s %s sets it, and its manifest is not in this repository", o.GetKind(), id)
+			return "", nil, nil, nil, fmt.Sprintf("its %s %s sets it, and its manifest is not in this repository", o.GetKind(), id) + p.unknownParent()
 		}
 		p.buildFile = f
 		return f, b, ds, d, ""
@@ -179,6 +223,16 @@ func (p *planner) buildManifest() (file string, src []byte, docs []*yaml.RNode, 
 		return p.buildFile, b, ds, d, ""
 	}
 	return "", nil, nil, nil, fmt.Sprintf("%s no longer holds %s %s", p.buildFile, o.GetKind(), id)
+}
+
+// unknownParent says, for a reason, that no reconciler object driftback
+// renders from this repository applies the target's own: a manifest here
+// is not known to be the one the cluster reads.
+func (p *planner) unknownParent() string {
+	if b := p.in.Build; b != nil && b.Sources == nil {
+		return " (no Kustomization or Application driftback renders from this repository applies it)"
+	}
+	return ""
 }
 
 // buildDoc is the reconciler object's document among docs.

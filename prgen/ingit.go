@@ -5,11 +5,9 @@ import (
 	"path"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/driftback/driftback/prgen/yamledit"
-	"github.com/driftback/driftback/render"
 )
 
 // maxManifestFile bounds the files searched for an object's manifest.
@@ -63,26 +61,36 @@ func choose(all []inGit, prefer func(*yaml.RNode) bool, what string) (*inGit, er
 }
 
 // allInGit are the documents of kind, in apiVersion's group, with
-// namespace/name in the repository's YAML files; the one of the file its
-// reconciler applies it from, when that is known (Build.Sources) and holds
-// it once, its namespace given there by a kustomization or not.
+// namespace/name in the repository's YAML files. For a target its
+// reconciler builds (Input.Build), only the file the reconciler that
+// applies the object takes it from counts (Build.Sources), its namespace
+// given there by a kustomization or not: a copy elsewhere (another
+// cluster's directory, an archive, a decoy) is not what the cluster reads.
 func (p *planner) allInGit(apiVersion, kind, id string) []inGit {
 	ns, name, _ := strings.Cut(id, "/")
-	if b := p.in.Build; b != nil && b.Sources[kind+"/"+id] != "" {
+	matches := func(d *yaml.RNode) bool {
+		return d.GetKind() == kind && d.GetName() == name && groupOf(d.GetApiVersion()) == groupOf(apiVersion)
+	}
+	if b := p.in.Build; b != nil {
 		f := b.Sources[kind+"/"+id]
-		if src, err := p.read(f); err == nil {
-			if ds, err := yamledit.ReadDocs(src); err == nil {
-				var in []inGit
-				for _, d := range ds {
-					if d.GetKind() == kind && d.GetName() == name && groupOf(d.GetApiVersion()) == groupOf(apiVersion) {
-						in = append(in, inGit{f, d, ds, src})
-					}
-				}
-				if len(in) == 1 {
-					return in
-				}
+		if f == "" {
+			return nil
+		}
+		src, err := p.read(f)
+		if err != nil {
+			return nil
+		}
+		ds, err := yamledit.ReadDocs(src)
+		if err != nil {
+			return nil
+		}
+		var in []inGit
+		for _, d := range ds {
+			if matches(d) {
+				in = append(in, inGit{f, d, ds, src})
 			}
 		}
+		return in
 	}
 	var all []inGit
 	for _, f := range p.in.Tree.Files() {
@@ -101,45 +109,10 @@ func (p *planner) allInGit(apiVersion, kind, id string) []inGit {
 			continue
 		}
 		for _, d := range ds {
-			if d.GetKind() == kind && d.GetName() == name && (d.GetNamespace() == "" || d.GetNamespace() == ns) && groupOf(d.GetApiVersion()) == groupOf(apiVersion) {
+			if matches(d) && (d.GetNamespace() == "" || d.GetNamespace() == ns) {
 				all = append(all, inGit{f, d, ds, b})
 			}
 		}
 	}
 	return all
-}
-
-// sameSource chooses, among documents of a reconciler object's name, the
-// one that builds what the cluster's builds: the same path, variables and
-// build options (one Kustomization flux-system/apps per cluster directory,
-// sharing a path with other variables), or the same repository, path,
-// kustomize options and destination (Argo CD).
-func sameSource(obj *unstructured.Unstructured) func(*yaml.RNode) bool {
-	want := buildIdentity(obj.Object)
-	return func(d *yaml.RNode) bool {
-		v, err := nodeValue(d)
-		m, ok := v.(map[string]any)
-		return err == nil && ok && sameJSON(buildIdentity(m), want)
-	}
-}
-
-// buildIdentity is what of a reconciler object decides what it builds.
-func buildIdentity(m map[string]any) map[string]any {
-	out := map[string]any{}
-	for _, f := range [][]string{{"spec", "postBuild"}, {"spec", "images"}, {"spec", "patches"}, {"spec", "targetNamespace"},
-		{"spec", "source", "kustomize"}, {"spec", "destination"}} {
-		if v, ok, _ := unstructured.NestedFieldNoCopy(m, f...); ok {
-			out[strings.Join(f, ".")] = v
-		}
-	}
-	if p, ok, _ := unstructured.NestedString(m, "spec", "path"); ok {
-		out["spec.path"] = render.CleanPath(p)
-	}
-	if p, ok, _ := unstructured.NestedString(m, "spec", "source", "path"); ok {
-		out["spec.source.path"] = render.CleanPath(p)
-	}
-	if r, ok, _ := unstructured.NestedString(m, "spec", "source", "repoURL"); ok {
-		out["spec.source.repoURL"] = strings.TrimSuffix(r, ".git")
-	}
-	return out
 }

@@ -339,14 +339,24 @@ func (p *planner) renderAs(edits map[string][]byte, values map[string]string, bu
 	if err := o.Err(); err != nil {
 		return o, nil, nil, err
 	}
-	if raw, err = o.Objects(); err != nil || p.in.Variables == nil {
+	if raw, err = o.Objects(); err != nil {
 		return o, raw, raw, err
+	}
+	finish := func(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+		return p.in.Variables.Substitute(objs, values)
+	}
+	switch {
+	case p.in.Variables != nil:
+	case p.in.Build != nil && p.in.Build.Finish != nil:
+		finish = p.in.Build.Finish
+	default:
+		return o, raw, raw, nil
 	}
 	copies := make([]*unstructured.Unstructured, len(raw))
 	for i, r := range raw {
 		copies[i] = r.DeepCopy()
 	}
-	objs, err = p.in.Variables.Substitute(copies, values)
+	objs, err = finish(copies)
 	if err == nil && len(objs) != len(raw) {
 		err = fmt.Errorf("substitution returned %d objects of %d", len(objs), len(raw))
 	}

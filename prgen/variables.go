@@ -163,17 +163,13 @@ func (p *planner) defineVariable(name, value string) (file string, content []byt
 	type source struct {
 		apiVersion, kind, id string
 		at                   []string
-		// prefer chooses among documents of one name: the one that is
-		// this Kustomization, or sets the value in force.
+		// prefer chooses among documents of one name: the one that
+		// sets the value in force.
 		prefer func(*yaml.RNode) bool
 	}
 	var sources []source
 	if vars.Inline[name] {
-		var prefer func(*yaml.RNode) bool
-		if b := p.in.Build; b != nil && b.Object.GetKind() == "Kustomization" && b.Object.GetNamespace()+"/"+b.Object.GetName() == vars.Kustomization {
-			prefer = sameSource(b.Object)
-		}
-		sources = append(sources, source{"kustomize.toolkit.fluxcd.io/v1", "Kustomization", vars.Kustomization, []string{"spec", "postBuild", "substitute", name}, prefer})
+		sources = append(sources, source{"kustomize.toolkit.fluxcd.io/v1", "Kustomization", vars.Kustomization, []string{"spec", "postBuild", "substitute", name}, nil})
 	} else {
 		inForce := func(d *yaml.RNode) bool {
 			n, err := d.Pipe(yaml.Lookup("data", name))
@@ -220,7 +216,7 @@ func (p *planner) defineVariable(name, value string) (file string, content []byt
 		return file, out, ""
 	}
 	if vars.Inline[name] {
-		return "", nil, "the variable " + name + " is set by Kustomization " + vars.Kustomization + ", whose manifest is not in this repository"
+		return "", nil, "the variable " + name + " is set by Kustomization " + vars.Kustomization + ", whose manifest is not in this repository" + p.unknownParent()
 	}
-	return "", nil, "the variable " + name + " is set in no ConfigMap of this repository that the Kustomization reads"
+	return "", nil, "the variable " + name + " is set in no ConfigMap of this repository that the Kustomization reads" + p.unknownParent()
 }

@@ -52,12 +52,7 @@ type Built struct {
 // Ignore) are left out.
 func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t targets.Target, vars Vars) Built {
 	f := t.Found
-	var argo *discover.ArgoKustomize
-	var ks *unstructured.Unstructured
-	if f != nil {
-		ks, argo = f.Flux, f.Kustomize
-	}
-	tree, opts, absent, err := reconcilerTree(t, tree, ks, argo)
+	tree, opts, absent, err := targetTree(t, tree)
 	switch {
 	case err != nil:
 		return Built{Problems: []string{err.Error()}}
@@ -131,6 +126,15 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 	}
 	b.Objects = objs
 	return b
+}
+
+// targetTree is reconcilerTree with the reconciler's objects as
+// discovered.
+func targetTree(t targets.Target, tree *render.Tree) (*render.Tree, render.BuildOptions, bool, error) {
+	if f := t.Found; f != nil {
+		return reconcilerTree(t, tree, f.Flux, f.Kustomize)
+	}
+	return reconcilerTree(t, tree, nil, nil)
 }
 
 // reconcilerTree is the tree t's reconciler builds from tree, Git's, and
@@ -547,6 +551,12 @@ func WriteBack(t targets.Target, tree *render.Tree) (b *prgen.Build, generated s
 	switch {
 	case f.Flux != nil:
 		b.Object, b.Options = f.Flux, []string{"spec"}
+		if _, subst, _ := unstructured.NestedMap(f.Flux.Object, "spec", "postBuild"); !subst {
+			// Without variables, what follows the build still happens.
+			b.Finish = func(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+				return reconciler.FluxFinish(objs, f.Flux, reconciler.FluxVariables{})
+			}
+		}
 	case f.Application != nil:
 		b.Object, b.Options = f.Application, []string{"spec", "source", "kustomize"}
 	default:
@@ -605,12 +615,7 @@ func Parent(t targets.Target, all []targets.Target) (targets.Target, bool) {
 // reconciler object, a variables ConfigMap) among copies of one name.
 func Sources(ctx context.Context, r *render.Renderer, tree *render.Tree, t targets.Target) map[string]string {
 	f := t.Found
-	var ks *unstructured.Unstructured
-	var argo *discover.ArgoKustomize
-	if f != nil {
-		ks, argo = f.Flux, f.Kustomize
-	}
-	rt, opts, absent, err := reconcilerTree(t, tree, ks, argo)
+	rt, opts, absent, err := targetTree(t, tree)
 	if err != nil || absent {
 		return nil
 	}

@@ -67,10 +67,11 @@ spec:
 
 // TestAnApplicationsKustomizeOptionsAreWrittenInItsManifest: an Argo CD
 // Application sets its overlay's image and replicas with kustomize options,
-// and its manifest is in the repository (app of apps). A person sets the
-// image and scales the Deployment: both are written into the Application's
-// manifest, comments kept, nothing else touched; built again as Argo CD
-// builds it from the edited manifest, the overlay renders the live values.
+// and its manifest is in the repository, where the app of apps applies it
+// from (found by Argo CD's tracking label). A person sets the image and
+// scales the Deployment: both are written into the Application's manifest,
+// comments kept, nothing else touched; built again as Argo CD builds it
+// from the edited manifest, the overlay renders the live values.
 func TestAnApplicationsKustomizeOptionsAreWrittenInItsManifest(t *testing.T) {
 	files := map[string]string{"apps/apps.yaml": shopApplication}
 	for k, v := range shopWeb {
@@ -78,8 +79,20 @@ func TestAnApplicationsKustomizeOptionsAreWrittenInItsManifest(t *testing.T) {
 	}
 	tree := testfs.Tree(t, files)
 	app := docOf(t, shopApplication, 1)
+	app.SetLabels(map[string]string{"app.kubernetes.io/instance": "root"})
 	tg := argoTarget(app)
-	plan := writeBack(t, tree, tg, func(live *unstructured.Unstructured) {
+	root := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": "root", "namespace": "argocd"}, "spec": map[string]any{"source": map[string]any{"path": "apps"}}}}
+	var parent targets.Target
+	parent.Repo, parent.Path = tg.Repo, "apps"
+	parent.Found = &discover.Found{Reconciler: discover.ReconcilerArgoCD, Object: "Application argocd/root", On: tg.Found.On, Path: "apps",
+		Application: root, Tracking: drift.Tracking{ArgoCDApp: "root"}, DestinationNamespace: "argocd"}
+	found, ok := Parent(tg, []targets.Target{parent, tg})
+	if !ok || found.Found.Object != "Application argocd/root" {
+		t.Fatalf("the parent is %+v (%v), want the app of apps", found.Found, ok)
+	}
+	sources := Sources(context.Background(), render.New(render.Options{Origins: true}), tree, found)
+	plan := writeBack(t, tree, tg, Vars{}, sources, func(live *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(live.Object, int64(4), "spec", "replicas")
 		setImage(live, "registry.example.com/web:2.1.0")
 	})
@@ -114,17 +127,19 @@ func TestAnApplicationsKustomizeOptionsAreWrittenInItsManifest(t *testing.T) {
 func TestAnOptionGitDoesNotSetIsNotWrittenThere(t *testing.T) {
 	for name, c := range map[string]struct{ git, why string }{
 		"patched between": {strings.Replace(shopApplication, "web:2.0.0", "web:1.9.0", 1), "is not what the cluster has"},
-		"not in Git":      {"", "manifest is not in this repository"},
+		"not in Git":      {"", "no Kustomization or Application driftback renders from this repository applies it"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			files := map[string]string{}
 			for k, v := range shopWeb {
 				files[k] = v
 			}
+			var sources map[string]string
 			if c.git != "" {
 				files["apps/apps.yaml"] = c.git
+				sources = map[string]string{"Application/argocd/shop": "apps/apps.yaml"}
 			}
-			plan := writeBack(t, testfs.Tree(t, files), argoTarget(docOf(t, shopApplication, 1)), func(live *unstructured.Unstructured) {
+			plan := writeBack(t, testfs.Tree(t, files), argoTarget(docOf(t, shopApplication, 1)), Vars{}, sources, func(live *unstructured.Unstructured) {
 				setImage(live, "registry.example.com/web:2.1.0")
 			})
 			if len(plan.Codified) != 0 || len(plan.Manual) != 1 {
@@ -177,7 +192,7 @@ func TestAKustomizationsImagesAndPatchesAreWrittenInItsManifest(t *testing.T) {
 		files[k] = v
 	}
 	tree := testfs.Tree(t, files)
-	plan := writeBack(t, tree, fluxTarget(docOf(t, fluxApps, 0)), func(live *unstructured.Unstructured) {
+	plan := writeBack(t, tree, fluxTarget(docOf(t, fluxApps, 0)), Vars{}, map[string]string{"Kustomization/flux-system/apps": "clusters/prod/apps.yaml"}, func(live *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(live.Object, int64(5), "spec", "replicas")
 		setImage(live, "registry.example.com/web:2.1.0")
 	})
@@ -201,9 +216,9 @@ func TestAKustomizationsImagesAndPatchesAreWrittenInItsManifest(t *testing.T) {
 // TestTheManifestOfThisClustersKustomizationIsWritten: one directory
 // shared by two clusters, each cluster directory holding its own
 // Kustomization flux-system/apps on that path, with its own replicas
-// variable and image. The cluster's live changes are written into the
-// manifest of the Kustomization the cluster has (its variables and images
-// are this one's), never the other cluster's.
+// variable and image. The cluster's live changes (a variable, an image) are
+// both written into the manifest its parent applies, one edit after the
+// other in one file, never the other cluster's.
 func TestTheManifestOfThisClustersKustomizationIsWritten(t *testing.T) {
 	ks := func(replicas, tag string) string {
 		return `apiVersion: kustomize.toolkit.fluxcd.io/v1
@@ -224,7 +239,7 @@ spec:
 	tree := testfs.Tree(t, files)
 	tg := fluxTarget(docOf(t, files["clusters/prod/apps.yaml"], 0))
 	vars := Vars{FluxVariables: reconciler.FluxVariables{Values: map[string]string{"REPLICAS": "3"}}}
-	plan := writeBackWith(t, tree, tg, vars, func(live *unstructured.Unstructured) {
+	plan := writeBack(t, tree, tg, vars, map[string]string{"Kustomization/flux-system/apps": "clusters/prod/apps.yaml"}, func(live *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(live.Object, int64(5), "spec", "replicas")
 		setImage(live, "registry.example.com/web:2.1.0")
 	})
@@ -253,19 +268,17 @@ func TestTheCopyTheParentAppliesIsWritten(t *testing.T) {
 	ks := docOf(t, fluxApps, 0)
 	ks.SetLabels(map[string]string{"kustomize.toolkit.fluxcd.io/name": "flux-system", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"})
 	tg := fluxTarget(ks)
-	tg.Repo, tg.Found.On = "acme/gitops", "prod"
 	root := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
 		"metadata": map[string]any{"name": "flux-system", "namespace": "flux-system"}, "spec": map[string]any{"path": "./clusters/prod"}}}
 	var parent targets.Target
 	parent.Repo, parent.Path = "acme/gitops", "clusters/prod"
 	parent.Found = &discover.Found{Reconciler: discover.ReconcilerFlux, Object: "Kustomization flux-system/flux-system", On: "prod", Path: "clusters/prod", Flux: root,
 		Tracking: drift.Tracking{FluxName: "flux-system", FluxNamespace: "flux-system"}}
-	tg.Found.Object = "Kustomization flux-system/apps"
 	edit := func(live *unstructured.Unstructured) { setImage(live, "registry.example.com/web:2.1.0") }
 
-	plan := writeBack(t, tree, tg, edit)
-	if len(plan.Codified) != 0 || len(plan.Manual) != 1 || !strings.Contains(plan.Manual[0].Reason, "in Git 3 times") {
-		t.Fatalf("without a parent: codified %+v, manual %+v; want the image left, three copies named", plan.Codified, plan.Manual)
+	plan := writeBack(t, tree, tg, Vars{}, nil, edit)
+	if len(plan.Codified) != 0 || len(plan.Manual) != 1 || !strings.Contains(plan.Manual[0].Reason, "applies it") {
+		t.Fatalf("without a parent: codified %+v, manual %+v; want the image left, the parent unknown", plan.Codified, plan.Manual)
 	}
 	found, ok := Parent(tg, []targets.Target{tg, parent})
 	if !ok || found.Path != "clusters/prod" {
@@ -275,33 +288,40 @@ func TestTheCopyTheParentAppliesIsWritten(t *testing.T) {
 	if sources["Kustomization/flux-system/apps"] != "clusters/prod/apps.yaml" {
 		t.Fatalf("the parent applies the Kustomization from %q", sources["Kustomization/flux-system/apps"])
 	}
-	plan = writeBackSourced(t, tree, tg, sources, edit)
+	plan = writeBack(t, tree, tg, Vars{}, sources, edit)
 	if len(plan.Codified) != 1 || strings.Join(plan.Paths(), ",") != "clusters/prod/apps.yaml" {
 		t.Fatalf("with its parent: codified %+v, manual %+v, files %v; want the production copy written", plan.Codified, plan.Manual, plan.Paths())
 	}
 }
 
-// writeBack renders the target as its reconciler does, changes the live
-// Deployment with change, and plans the write-back of the drift.
-func writeBack(t *testing.T, tree *render.Tree, tg targets.Target, change func(*unstructured.Unstructured)) *prgen.Plan {
-	t.Helper()
-	return writeBackWith(t, tree, tg, Vars{}, change)
+// TestWhatCommonMetadataSetsIsNotWrittenBelowIt: a Flux Kustomization
+// without variables sets a label on everything it applies
+// (commonMetadata). A person's scale is written into the manifest; their
+// change of that label is not: written into the manifest, Flux would set
+// it back, and the write-back, built as Flux builds, says so.
+func TestWhatCommonMetadataSetsIsNotWrittenBelowIt(t *testing.T) {
+	tree := testfs.Tree(t, shopWeb)
+	ks := docOf(t, `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: flux-system}
+spec:
+  path: ./shop
+  commonMetadata:
+    labels: {team: shop}
+`, 0)
+	plan := writeBack(t, tree, fluxTarget(ks), Vars{}, nil, func(live *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(live.Object, int64(3), "spec", "replicas")
+		_ = unstructured.SetNestedField(live.Object, "payments", "metadata", "labels", "team")
+	})
+	if len(plan.Codified) != 1 || plan.Codified[0].Path != ".spec.replicas" || len(plan.Manual) != 1 || plan.Manual[0].Path != ".metadata.labels.team" {
+		t.Fatalf("codified %+v, manual %+v; want the replicas written and the label left", plan.Codified, plan.Manual)
+	}
 }
 
-// writeBackWith is writeBack for a target built with postBuild variables.
-func writeBackWith(t *testing.T, tree *render.Tree, tg targets.Target, vars Vars, change func(*unstructured.Unstructured)) *prgen.Plan {
-	t.Helper()
-	return writeBackAll(t, tree, tg, vars, nil, change)
-}
-
-// writeBackSourced is writeBack knowing the files the target's parent
-// applies objects from.
-func writeBackSourced(t *testing.T, tree *render.Tree, tg targets.Target, sources map[string]string, change func(*unstructured.Unstructured)) *prgen.Plan {
-	t.Helper()
-	return writeBackAll(t, tree, tg, Vars{}, sources, change)
-}
-
-func writeBackAll(t *testing.T, tree *render.Tree, tg targets.Target, vars Vars, sources map[string]string, change func(*unstructured.Unstructured)) *prgen.Plan {
+// writeBack renders the target as its reconciler does (with vars),
+// changes the live Deployment with change, and plans the write-back of the
+// drift, the target's parent applying objects from sources.
+func writeBack(t *testing.T, tree *render.Tree, tg targets.Target, vars Vars, sources map[string]string, change func(*unstructured.Unstructured)) *prgen.Plan {
 	t.Helper()
 	ctx := context.Background()
 	r := render.New(render.Options{Origins: true})
@@ -348,16 +368,16 @@ func writeBackAll(t *testing.T, tree *render.Tree, tg targets.Target, vars Vars,
 
 func argoTarget(app *unstructured.Unstructured) targets.Target {
 	var tg targets.Target
-	tg.Path = "shop"
-	tg.Found = &discover.Found{Reconciler: discover.ReconcilerArgoCD, Path: "shop", Prune: true, Application: app,
-		Kustomize: discover.ApplicationKustomize(app), DestinationNamespace: "shop"}
+	tg.Repo, tg.Path = "acme/gitops", "shop"
+	tg.Found = &discover.Found{Reconciler: discover.ReconcilerArgoCD, Object: "Application argocd/" + app.GetName(), On: "prod", Path: "shop", Prune: true,
+		Application: app, Kustomize: discover.ApplicationKustomize(app), DestinationNamespace: "shop"}
 	return tg
 }
 
 func fluxTarget(ks *unstructured.Unstructured) targets.Target {
 	var tg targets.Target
-	tg.Path = "shop"
-	tg.Found = &discover.Found{Reconciler: discover.ReconcilerFlux, Path: "shop", Prune: true, Flux: ks}
+	tg.Repo, tg.Path = "acme/gitops", "shop"
+	tg.Found = &discover.Found{Reconciler: discover.ReconcilerFlux, Object: "Kustomization flux-system/" + ks.GetName(), On: "prod", Path: "shop", Prune: true, Flux: ks}
 	return tg
 }
 

@@ -89,6 +89,19 @@ func (d *DriftLoop) dashboardOn(repo string) bool {
 	return db.issue == nil || db.issue.Number == 0 || db.issue.Open
 }
 
+// dashboardShown says the dashboard is known to be open: read, and
+// neither closed nor off. Unknown (not read yet, or its read failed) is
+// not shown.
+func (d *DriftLoop) dashboardShown(repo string) bool {
+	if !d.dashboardConfigured(repo) {
+		return false
+	}
+	db := d.dashboardOf(repo)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.issue != nil && db.issue.Number != 0 && db.issue.Open
+}
+
 // requests reads what people asked of a target on its repository's
 // dashboard, from the cache when it is fresh.
 func (d *DriftLoop) requests(ctx context.Context, gh *ghapp.Installation, t targets.Target, now time.Time) ([]ghapp.Request, error) {

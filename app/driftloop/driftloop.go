@@ -826,10 +826,11 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 	}
 	if c.t.Policy.Codify == config.CodifyReport && d.dashboardOn(t.Repo) {
 		// Shown on the dashboard, nothing to publish; the issue the
-		// target kept before the dashboard is closed, once.
+		// target kept before the dashboard is closed, once the dashboard
+		// is known to be open.
 		v := c.view(ready.entries, nil, ghapp.PullOutcome{}, fights)
 		d.setView(c.st, &v)
-		if !c.st.issueMoved {
+		if !c.st.issueMoved && d.dashboardShown(t.Repo) {
 			ctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
 			defer cancel()
 			if err := d.publisher(c).CloseIssue(ctx, "the drift dashboard shows this target's drift now"); err != nil {

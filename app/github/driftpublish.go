@@ -284,8 +284,11 @@ func (p *DriftPublisher) CloseIssue(ctx context.Context, why string) error {
 		if err := p.commentOnce(ctx, is.Number, driftMarker("moved", ""), "Closing: "+why+"."); err != nil {
 			return err
 		}
-		closed := "closed"
-		if _, _, err := p.Installation.gh.Issues.Edit(ctx, p.Repo.Owner, p.Repo.Name, is.Number, &github.IssueRequest{State: &closed}); err != nil {
+		// Its body no longer carries the drift's fingerprint: closed by
+		// driftback, it is no person's decision, and the drift comes
+		// back to an issue if the dashboard goes.
+		closed, body := "closed", "This target's drift was shown here until "+why+".\n\n"+p.reportMarker()+"\n"
+		if _, _, err := p.Installation.gh.Issues.Edit(ctx, p.Repo.Owner, p.Repo.Name, is.Number, &github.IssueRequest{State: &closed, Body: &body}); err != nil {
 			return fmt.Errorf("close drift issue #%d: %w", is.Number, err)
 		}
 		p.acted("issue", "closed")

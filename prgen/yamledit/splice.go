@@ -27,13 +27,21 @@ func SpliceScalar(src []byte, n *yaml.Node, value any) ([]byte, bool) {
 		return nil, false
 	}
 	line := string(lines[n.Line-1])
-	start := n.Column - 1
-	if start >= len(line) {
+	start, ok := byteColumn(line, n.Column)
+	if !ok {
 		return nil, false
 	}
 	end, ok := tokenEnd(line, start)
 	if !ok {
 		return nil, false
+	}
+	if q := line[start]; q == '"' || q == '\'' {
+		// A quoted token must read as the node's value, or it is not
+		// the node's.
+		var v string
+		if err := yaml.Unmarshal([]byte(line[start:end]), &v); err != nil || v != n.Value {
+			return nil, false
+		}
 	}
 	flow := false
 	if tok := line[start:end]; line[start] != '"' && line[start] != '\'' && tok != n.Value {
@@ -61,6 +69,19 @@ func SpliceScalar(src []byte, n *yaml.Node, value any) ([]byte, bool) {
 	return bytes.Join(lines, nil), true
 }
 
+// byteColumn is the byte offset in line of the node's column, which counts
+// characters from 1.
+func byteColumn(line string, column int) (int, bool) {
+	n := 1
+	for i := range line {
+		if n == column {
+			return i, true
+		}
+		n++
+	}
+	return 0, false
+}
+
 // spliceBlock replaces the content of the literal block scalar n with the
 // multi-line text, at the block's indentation, setting its chomping
 // indicator to keep or strip the final newline as text does. It reports
@@ -76,8 +97,8 @@ func spliceBlock(src []byte, n *yaml.Node, text string) ([]byte, bool) {
 		return nil, false
 	}
 	line := string(lines[n.Line-1])
-	start := n.Column - 1
-	if start < 0 || start >= len(line) || line[start] != '|' {
+	start, ok := byteColumn(line, n.Column)
+	if !ok || line[start] != '|' {
 		return nil, false
 	}
 	end := start + 1

@@ -56,6 +56,9 @@ func TestAValueInAFlowCollectionKeepsItsDelimiters(t *testing.T) {
 		{"args: [--v, 2]\n", fieldpath.MakePathOrDie("args", 1), int64(3), "args: [--v, 3]\n"},
 		{"data: {a: x}\n", fieldpath.MakePathOrDie("data", "a"), "p, q", "data: {a: \"p, q\"}\n"},
 		{"a: x # note\n", fieldpath.MakePathOrDie("a"), "y #z", "a: \"y #z\" # note\n"},
+		// Characters of several bytes before the value.
+		{"args: [\"ééé\", \"x\"]\n", fieldpath.MakePathOrDie("args", 1), "y", "args: [\"ééé\", \"y\"]\n"},
+		{"data: {a: é, b: x}\n", fieldpath.MakePathOrDie("data", "b"), "y", "data: {a: é, b: y}\n"},
 	} {
 		docs, err := ReadDocs([]byte(c.src))
 		if err != nil {
