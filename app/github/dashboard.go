@@ -140,8 +140,11 @@ func (i *Installation) WriteDashboard(ctx context.Context, owner, name string, d
 		if _, _, err := i.gh.Issues.Edit(ctx, owner, name, created.Number, &github.IssueRequest{State: &closed, Body: &dup}); err != nil {
 			return created, fmt.Errorf("close the duplicate drift dashboard #%d: %w", created.Number, err)
 		}
+		// The older one is left as the other replica wrote it: this
+		// body was merged with none, and would drop its parts. The next
+		// look merges both into it.
 		first.Requests = d.Requests
-		return i.WriteDashboard(ctx, owner, name, first, body, labels)
+		return first, nil
 	case !d.Open || d.Body == body:
 		return d, nil
 	}

@@ -10,8 +10,9 @@ import (
 
 // TestTwoReplicasOpenOneDashboard: another replica opened the dashboard
 // after this one looked and before it opened its own. The younger issue is
-// closed at once, without the dashboard's marker, and the body is written
-// into the older one, which every later look finds.
+// closed at once, without the dashboard's marker; the older one keeps what
+// the other replica wrote (this body was merged with none), and every
+// later look finds it.
 func TestTwoReplicasOpenOneDashboard(t *testing.T) {
 	gh, err := githubfake.New()
 	if err != nil {
@@ -42,7 +43,7 @@ func TestTwoReplicasOpenOneDashboard(t *testing.T) {
 	}
 	for _, is := range gh.Issues("o/r") {
 		switch {
-		case is.Number == other.Number && (is.State != "open" || is.Body != body("this replica's")):
+		case is.Number == other.Number && (is.State != "open" || is.Body != body("the other replica's")):
 			t.Errorf("the dashboard #%d is %s with %q", is.Number, is.State, is.Body)
 		case is.Number != other.Number && (is.State != "closed" || IsDashboard(is.Body)):
 			t.Errorf("the duplicate #%d is %s with %q", is.Number, is.State, is.Body)
