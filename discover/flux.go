@@ -53,6 +53,10 @@ type Settings struct {
 	// FluxLenientSubstitution says kustomize-controller substitutes an
 	// unset variable with nothing rather than failing.
 	FluxLenientSubstitution bool
+	// FluxDefaultServiceAccount is the account a Kustomization without
+	// spec.serviceAccountName applies as (kustomize-controller's
+	// --default-service-account); empty for the controller's own.
+	FluxDefaultServiceAccount string
 }
 
 // FromFlux derives the target of a Flux Kustomization; sources are the
@@ -75,7 +79,9 @@ func FromFlux(ks *unstructured.Unstructured, sources map[string]*unstructured.Un
 	p, _, _ := unstructured.NestedString(ks.Object, "spec", "path")
 	f.Path = render.CleanPath(p)
 	f.Prune, _, _ = unstructured.NestedBool(ks.Object, "spec", "prune")
-	f.ServiceAccount = spec("serviceAccountName")
+	if f.ServiceAccount = spec("serviceAccountName"); f.ServiceAccount == "" {
+		f.ServiceAccount = s.FluxDefaultServiceAccount
+	}
 	f.Interval = parseDuration(spec("interval"))
 	if suspend, _, _ := unstructured.NestedBool(ks.Object, "spec", "suspend"); suspend {
 		f.Suspended = "the Kustomization is suspended (spec.suspend): merging changes nothing on this cluster until reconciliation resumes"

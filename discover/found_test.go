@@ -123,6 +123,18 @@ spec:
 	if f.Flux == nil || f.Flux.GetName() != "apps" {
 		t.Errorf("the Kustomization itself is kept for its build: %v", f.Flux)
 	}
+	// kustomize-controller locked down with --default-service-account: a
+	// Kustomization that names no account applies as that one; one that
+	// names its own keeps it.
+	locked := Settings{On: "prod", Host: "github.com", FluxDefaultServiceAccount: "tenant"}
+	if f := FromFlux(ks, sources, locked); f.ServiceAccount != "tenant" {
+		t.Errorf("a Kustomization naming no account applies as %q, want the controller's default", f.ServiceAccount)
+	}
+	named := ks.DeepCopy()
+	_ = unstructured.SetNestedField(named.Object, "apps-deployer", "spec", "serviceAccountName")
+	if f := FromFlux(named, sources, locked); f.ServiceAccount != "apps-deployer" {
+		t.Errorf("a Kustomization naming its account applies as %q, want apps-deployer", f.ServiceAccount)
+	}
 }
 
 func TestFromFluxSaysWhatItCannotRender(t *testing.T) {

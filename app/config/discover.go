@@ -32,6 +32,13 @@ type Discover struct {
 	// value or default fails the build) or "lenient" (earlier releases, or
 	// the StrictPostBuildSubstitutions feature gate off: it becomes empty).
 	FluxSubstitution string `yaml:"fluxSubstitution"`
+	// FluxDefaultServiceAccount is the account, in its own namespace, that
+	// a Kustomization without spec.serviceAccountName applies as when
+	// kustomize-controller runs with --default-service-account (the
+	// multi-tenancy lockdown). Such a Kustomization is compared only
+	// within what that account may apply, as one that names it. Empty:
+	// the controller's own account.
+	FluxDefaultServiceAccount string `yaml:"fluxDefaultServiceAccount"`
 	// Destinations map an Argo CD destination (its name or server URL) to
 	// a key of clusters; "https://kubernetes.default.svc" and "in-cluster"
 	// are the cluster discovered on. Nothing else is another cluster, not

@@ -172,7 +172,7 @@ func (s *Source) settings(cluster string) discover.Settings {
 	return discover.Settings{
 		On: cluster, Host: discover.HostOf(s.cfg.GitHub.APIURL),
 		Destinations: d.Destinations, ArgoCDNamespace: d.ArgoCDNamespace,
-		FluxLenientSubstitution: d.FluxSubstitution == "lenient",
+		FluxLenientSubstitution: d.FluxSubstitution == "lenient", FluxDefaultServiceAccount: d.FluxDefaultServiceAccount,
 	}
 }
 
