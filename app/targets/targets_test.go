@@ -278,3 +278,14 @@ func TestTwoObjectsOnOnePathProposeNeither(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoverySettingsFollowAppYml: what a cluster's discovery block says
+// of its reconcilers (lenient substitution, the controller's default
+// service account) reaches what discovery derives.
+func TestDiscoverySettingsFollowAppYml(t *testing.T) {
+	cfg := parseTestConfig(t, "clusters:\n  prod:\n    discover: {flux: true, fluxSubstitution: lenient, fluxDefaultServiceAccount: tenant}\n")
+	s := NewSource(cfg, nil).Options("prod").Settings
+	if !s.FluxLenientSubstitution || s.FluxDefaultServiceAccount != "tenant" || s.On != "prod" {
+		t.Errorf("settings %+v, want lenient substitution and the account tenant on prod", s)
+	}
+}
