@@ -201,7 +201,7 @@ func (p *planner) buildManifest() (file string, src []byte, docs []*yaml.RNode, 
 	o := p.build
 	id := o.GetNamespace() + "/" + o.GetName()
 	if p.buildFile == "" {
-		f, d, ds, b, err := p.findInGit(o.GetAPIVersion(), o.GetKind(), id, nil)
+		f, d, ds, b, err := p.findInGit(o.GetAPIVersion(), o.GetKind(), id)
 		switch {
 		case err != nil:
 			return "", nil, nil, nil, err.Error()

@@ -22,13 +22,11 @@ type inGit struct {
 	src  []byte
 }
 
-// findInGit finds the document of kind, in apiVersion's group, with
-// namespace/name in the repository's YAML files (a document without a
-// namespace takes the one its kustomization gives). Where several have that
-// name (a Kustomization flux-system/apps per cluster directory), the one
-// prefer chooses; if it chooses none or several, driftback does not.
-func (p *planner) findInGit(apiVersion, kind, id string, prefer func(*yaml.RNode) bool) (file string, doc *yaml.RNode, docs []*yaml.RNode, src []byte, err error) {
-	f, err := choose(p.allInGit(apiVersion, kind, id), prefer, kind+" "+id)
+// findInGit finds the one document of kind, in apiVersion's group, with
+// namespace/name where allInGit looks; of several, driftback does not
+// choose.
+func (p *planner) findInGit(apiVersion, kind, id string) (file string, doc *yaml.RNode, docs []*yaml.RNode, src []byte, err error) {
+	f, err := choose(p.allInGit(apiVersion, kind, id), nil, kind+" "+id)
 	if err != nil || f == nil {
 		return "", nil, nil, nil, err
 	}
