@@ -1012,9 +1012,10 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 	// Every render of the write-back is the reconciler's; a plain
 	// directory's generated kustomization is never written.
 	wb, generated := build.WriteBack(c.t, c.tree)
-	if all, _ := d.deps.Targets.All(); wb != nil {
+	if wb != nil {
 		// The files its parent applies it from tell one cluster
 		// directory's copy of a manifest from another's.
+		all, _ := d.deps.Targets.All()
 		if parent, ok := build.Parent(c.t, all); ok {
 			wb.Sources = build.Sources(ctx, d.renderer, c.tree, parent)
 		}
