@@ -401,6 +401,7 @@ func findRun(t *testing.T, runs []githubfake.CheckRun, name string) githubfake.C
 func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
+	w.srv.App.clients.Observe(w.srv.Metrics.GitHubCall) // the harness replaced the clients
 	w.liveProd()
 	clusterReads := w.countClusterReads()
 	base := w.commit(plumbing.ZeroHash, baseFiles)
@@ -412,6 +413,12 @@ func TestForkPullRequestNeedsAWriter(t *testing.T) {
 	runs := w.waitChecks(head.String(), 1)
 	if len(runs) != 1 {
 		t.Errorf("fork check runs: %+v, want the aggregate alone", runs)
+	}
+	// And its writes take the pace's normal lane: however often its author
+	// pushes, the repository's own reviewers' lane is not spent.
+	waitUntil(t, "the fork's comment", func() bool { return len(w.gh.Comments(fullName, 7)) == 1 })
+	if lanes := w.writesByLane(); lanes["urgent"] != 0 || lanes["normal"] < 2 {
+		t.Errorf("the fork's writes by lane: %v, want its comment and check in the normal lane", lanes)
 	}
 	wantAggregate(t, runs, "neutral")
 	body := w.gh.Comments(fullName, 7)[0].Body
@@ -671,6 +678,9 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		`driftback_job_duration_seconds_count{outcome="done"} 1`,
 		`driftback_github_requests_total{code="201",kind="comment",method="POST"}`,
 		`driftback_github_requests_total{code="201",kind="check-run",method="POST"}`,
+		// The comment and the required check: a reviewer reads them first.
+		`driftback_github_writes_total{lane="urgent"} 2`,
+		`driftback_github_writes_total{lane="normal"}`, // the target's own check
 		`driftback_render_duration_seconds_count`,
 		`driftback_queue_depth 0`,
 		`go_goroutines`,

@@ -349,6 +349,28 @@ func (w *world) countClusterReads() *atomic.Int64 {
 	}
 	return &n
 }
+// writesByLane counts the GitHub writes driftback made, by the lane of the
+// pace they took, as a scrape of its metrics tells (the clients must be
+// observed by the server's metrics).
+func (w *world) writesByLane() map[string]float64 {
+	w.t.Helper()
+	ms, err := w.srv.Metrics.Gather()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range ms {
+		if f.GetName() == "driftback_github_writes_total" {
+			for _, s := range f.GetMetric() {
+				for _, l := range s.GetLabel() {
+					out[l.GetValue()] += s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
 func parseTestConfig(t *testing.T, y string) *config.Config {
 	t.Helper()
 	cfg, err := config.ParseConfig([]byte(y), func(string) string { return "" })

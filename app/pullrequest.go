@@ -197,6 +197,9 @@ func (a *App) publishPullRequest(ctx context.Context, p *pullRequest, rep *drift
 		return nil
 	}
 	published := publishedChecks(checks, p.fork())
+	if p.fork() {
+		ctx = ghapp.Yielding(ctx)
+	}
 	if len(rep.Targets) == 0 && len(rep.Errors) == 0 && len(rep.NotRendered) == 0 {
 		said, err := p.gh.Commented(ctx, req.owner, req.repo, req.number)
 		if err != nil {

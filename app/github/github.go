@@ -212,8 +212,21 @@ func (p *pacer) turnAt(t time.Time, urgent bool) time.Time {
 type urgentKey struct{}
 
 // Urgent marks the writes under ctx as what a reviewer reads first: they
-// take the pace's urgent lane.
-func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
+// take the pace's urgent lane. Under Yielding it changes nothing.
+func Urgent(ctx context.Context) context.Context {
+	if v, ok := ctx.Value(urgentKey{}).(bool); ok && !v {
+		return ctx
+	}
+	return context.WithValue(ctx, urgentKey{}, true)
+}
+
+// Yielding marks the writes under ctx as never urgent, even a comment or a
+// required check: a fork's pull request, whose author pushes as often as
+// they like, must not spend the lane the repository's own reviewers read
+// from.
+func Yielding(ctx context.Context) context.Context {
+	return context.WithValue(ctx, urgentKey{}, false)
+}
 
 func isUrgent(ctx context.Context) bool { v, _ := ctx.Value(urgentKey{}).(bool); return v }
 
@@ -390,7 +403,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp, err := t.next.RoundTrip(r)
 		if t.observe != nil {
-			t.observe(callKind(req.URL.Path), req.Method, resp)
+			t.observe(callKind(req.URL.Path), req.Method, laneOf(req), resp)
 		}
 		wait, retry := t.verdict(req, resp, err, attempt)
 		if !retry || attempt == t.policy.Attempts-1 {
@@ -514,8 +527,21 @@ func callKind(path string) string {
 
 // CallObserver is told of every GitHub API call: what it is about
 // ("comment", "check-run", "label", "pull", "issue", "ref" or "other"), its
-// method, and GitHub's answer (nil when none came).
-type CallObserver func(kind, method string, resp *http.Response)
+// method, the pace's lane a write took ("urgent" or "normal"; "" for a
+// read), and GitHub's answer (nil when none came).
+type CallObserver func(kind, method, lane string, resp *http.Response)
+
+// laneOf is the lane of the pace req took.
+func laneOf(req *http.Request) string {
+	switch {
+	case req.Method == http.MethodGet || req.Method == http.MethodHead:
+		return ""
+	case isUrgent(req.Context()):
+		return "urgent"
+	default:
+		return "normal"
+	}
+}
 
 // Observe sets who is told of every API call. It must be called before the
 // first client is made.

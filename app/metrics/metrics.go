@@ -25,6 +25,7 @@ type Metrics struct {
 	jobs          *prometheus.HistogramVec
 	renders       prometheus.Histogram
 	githubCalls   *prometheus.CounterVec
+	githubWrites  *prometheus.CounterVec
 	rateRemaining prometheus.Gauge
 	errors        *prometheus.CounterVec
 	drifted       *prometheus.GaugeVec
@@ -59,6 +60,10 @@ func New(queueDepth func() float64) *Metrics {
 			Name: "driftback_github_requests_total",
 			Help: "GitHub API requests by kind (comment, check-run, pull, issue, label, ref, other), method and status code (\"error\" when no response came).",
 		}, []string{"kind", "method", "code"}),
+		githubWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "driftback_github_writes_total",
+			Help: "GitHub API writes by the lane of the installation's pace they took: urgent (a same-repository pull request's comment and required check) or normal (everything else, a fork's pull request included).",
+		}, []string{"lane"}),
 		rateRemaining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "driftback_github_rate_limit_remaining",
 			Help: "The primary rate limit's remaining requests, from the last GitHub response that said.",
@@ -88,7 +93,7 @@ func New(queueDepth func() float64) *Metrics {
 			Help: "1 for each cluster whose drift loop runs in this replica (it holds the cluster's Lease).",
 		}, []string{"cluster"}),
 	}
-	m.registry.MustRegister(m.deliveries, m.jobs, m.renders, m.githubCalls, m.rateRemaining, m.errors, m.drifted, m.fights, m.driftActions, m.leader, m.held,
+	m.registry.MustRegister(m.deliveries, m.jobs, m.renders, m.githubCalls, m.githubWrites, m.rateRemaining, m.errors, m.drifted, m.fights, m.driftActions, m.leader, m.held,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "driftback_queue_depth", Help: "Pull requests waiting or in progress."}, queueDepth),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -138,8 +143,9 @@ func (m *Metrics) Render(d time.Duration) {
 	}
 }
 
-// GitHubCall counts a GitHub API call and keeps the rate limit GitHub reports.
-func (m *Metrics) GitHubCall(kind, method string, resp *http.Response) {
+// GitHubCall counts a GitHub API call, and a write by the lane of the
+// installation's pace it took, and keeps the rate limit GitHub reports.
+func (m *Metrics) GitHubCall(kind, method, lane string, resp *http.Response) {
 	if m == nil {
 		return
 	}
@@ -153,6 +159,9 @@ func (m *Metrics) GitHubCall(kind, method string, resp *http.Response) {
 		}
 	}
 	m.githubCalls.WithLabelValues(kind, method, code).Inc()
+	if lane != "" {
+		m.githubWrites.WithLabelValues(lane).Inc()
+	}
 }
 
 // Failure counts a failure by where it happened.
