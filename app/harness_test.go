@@ -349,6 +349,7 @@ func (w *world) countClusterReads() *atomic.Int64 {
 	}
 	return &n
 }
+
 // writesByLane counts the GitHub writes driftback made, by the lane of the
 // pace they took, as a scrape of its metrics tells (the clients must be
 // observed by the server's metrics).
