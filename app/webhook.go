@@ -83,7 +83,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		source = r.RemoteAddr
 	}
 	in := &meteredBody{r: http.MaxBytesReader(w, r.Body, MaxWebhookBody), h: h, rc: http.NewResponseController(w), source: source,
-		large: r.ContentLength < 0 || r.ContentLength > smallBody, end: time.Now().Add(h.readTimeout())}
+		large: r.ContentLength < 0 || r.ContentLength > smallBody, start: time.Now(), end: time.Now().Add(h.readTimeout())}
 	defer in.release()
 	body, err := io.ReadAll(in)
 	var tooBig *http.MaxBytesError
@@ -152,9 +152,20 @@ var errBusy = errors.New("the budget of unverified bodies is spent")
 // off: what it holds is given back.
 const IdleRead = 2 * time.Second
 
+// MinBodyRate is the slowest an unverified body may arrive, on average from
+// its first second on (GitHub sends a delivery at once): a sender that
+// trickles a byte just within IdleRead is cut off as soon as it falls
+// behind, not at the end of the read timeout.
+const MinBodyRate = 32 << 10 // bytes a second
+
+// bodyGrace is how long a body may arrive at any rate before MinBodyRate
+// counts.
+const bodyGrace = time.Second
+
 // meteredBody pays for a body from the Webhook's budget as it arrives, and
-// cuts off a sender that stops: each read must bring bytes within IdleRead,
-// and the whole body within the read timeout.
+// cuts off a sender that stops or crawls: each read must bring bytes within
+// IdleRead, the body must keep up with MinBodyRate, and it must arrive whole
+// within the read timeout.
 type meteredBody struct {
 	r      io.Reader
 	h      *Webhook
@@ -162,17 +173,28 @@ type meteredBody struct {
 	source string
 	large  bool
 	held   int64
+	start  time.Time
 	end    time.Time
+}
+
+// deadline is when the next byte must have arrived: within IdleRead, by
+// the time the rate asks for it, and before the end.
+func (m *meteredBody) deadline(now time.Time) time.Time {
+	d := now.Add(IdleRead)
+	onRate := m.start.Add(bodyGrace + time.Duration(float64(m.held+1)/MinBodyRate*float64(time.Second)))
+	if onRate.Before(d) {
+		d = onRate
+	}
+	if m.end.Before(d) {
+		d = m.end
+	}
+	return d
 }
 
 func (m *meteredBody) Read(p []byte) (int, error) {
 	// Not every ResponseWriter can set deadlines (a test's recorder); the
 	// server's read timeout still bounds the body then.
-	deadline := time.Now().Add(IdleRead)
-	if m.end.Before(deadline) {
-		deadline = m.end
-	}
-	_ = m.rc.SetReadDeadline(deadline)
+	_ = m.rc.SetReadDeadline(m.deadline(time.Now()))
 	n, err := m.r.Read(p)
 	if n > 0 {
 		if !m.h.reserve(m.source, int64(n), m.large) {

@@ -362,3 +362,71 @@ func TestOneSourceCannotHoldTheWholeBudget(t *testing.T) {
 		t.Errorf("a delivery from another address: %d, want 202", rec.Code)
 	}
 }
+
+// TestATricklingSenderIsCutOff: a sender that sends a byte a second (each
+// just within IdleRead, a body that would take a minute) is cut off when it
+// falls behind MinBodyRate, about a second in, not at the end of the read
+// timeout; a signed delivery of the same size sent at once goes through.
+func TestATricklingSenderIsCutOff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := NewWebhook([]byte(testSecret), NewQueue(ctx, 1, 16, time.Minute, discard), &recordingRouter{}, discard)
+	h.ReadTimeout = time.Minute
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	pr, pw := io.Pipe()
+	go func() {
+		defer pw.Close()
+		for range 60 {
+			if _, err := pw.Write([]byte("x")); err != nil {
+				return
+			}
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, pr)
+	req.ContentLength = 60
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", "trickle")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	took := time.Since(start)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusAccepted {
+			t.Fatal("a trickled unsigned body was accepted")
+		}
+	}
+	if took > bodyGrace+IdleRead {
+		t.Errorf("a sender trickling a byte a second held its connection %s, want it cut off within %s", took, bodyGrace+IdleRead)
+	}
+	h.mu.Lock()
+	small, large := h.small, h.large
+	h.mu.Unlock()
+	if small != 0 || large != 0 {
+		t.Errorf("%d bytes still held after the sender was cut off", small+large)
+	}
+
+	body, err := json.Marshal(prEvent("e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signedReq, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(body))
+	signedReq.Header.Set("X-GitHub-Event", "pull_request")
+	signedReq.Header.Set("X-GitHub-Delivery", "at-once")
+	signedReq.Header.Set("X-Hub-Signature-256", signed(body))
+	resp, err = http.DefaultClient.Do(signedReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("a signed delivery sent at once: %d, want 202", resp.StatusCode)
+	}
+}
