@@ -80,6 +80,7 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 	if err != nil {
 		return nil, err
 	}
+	cache.FetchTimeout = cfg.Server.FetchTimeout
 	clients := ghapp.NewClients(cfg.GitHub.AppID, secrets.PrivateKey, cfg.GitHub.APIURL, ghapp.RetryPolicy{PerMinute: cfg.GitHub.Pace.PerMinute, PerHour: cfg.GitHub.Pace.PerHour})
 	var q *Queue
 	m := metrics.New(func() float64 { return float64(q.Depth()) })

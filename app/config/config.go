@@ -121,9 +121,14 @@ type ServerConfig struct {
 	QueueSize int `yaml:"queueSize"`
 	// CacheDir holds the bare clones of repositories (default a temporary folder).
 	CacheDir string `yaml:"cacheDir"`
-	// CacheMaxBytes bounds the clones on disk (default 4 GiB); the least
-	// recently used repositories are removed first.
+	// CacheMaxBytes bounds the clones on disk (default 4 GiB), what fetches
+	// under way download included; the least recently used repositories are
+	// removed first. Leave the volume some room above it for the indexes git
+	// writes beside what it downloads.
 	CacheMaxBytes int64 `yaml:"cacheMaxBytes"`
+	// FetchTimeout bounds one fetch of a repository (default 2m): every job
+	// on the repository waits while its clone is fetched into.
+	FetchTimeout time.Duration `yaml:"fetchTimeout"`
 	// JobTimeout bounds the work on one pull request (default 5m).
 	JobTimeout time.Duration `yaml:"jobTimeout"`
 	// DriftInterval is how often the drift loop looks at every target even
@@ -348,6 +353,9 @@ func (c *Config) defaults() {
 	}
 	if c.Server.JobTimeout <= 0 {
 		c.Server.JobTimeout = 5 * time.Minute
+	}
+	if c.Server.FetchTimeout <= 0 {
+		c.Server.FetchTimeout = 2 * time.Minute
 	}
 	if c.Server.MaxUnverifiedBytes <= 0 {
 		c.Server.MaxUnverifiedBytes = DefaultMaxUnverified
@@ -663,6 +671,7 @@ func (c *Config) Redacted(s *Secrets) map[string]any {
 		"server.queueSize":      c.Server.QueueSize,
 		"server.cacheDir":       c.Server.CacheDir,
 		"server.jobTimeout":     c.Server.JobTimeout.String(),
+		"server.fetchTimeout":   c.Server.FetchTimeout.String(),
 		"server.driftInterval":  c.Server.DriftInterval.String(),
 		"server.driftDashboard": fmt.Sprint(c.Server.Dashboard()),
 		"clusters":              len(c.Clusters),

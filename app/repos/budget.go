@@ -19,19 +19,23 @@ var ErrFetchTooLarge = errors.New("the fetch downloads more than the cache may h
 
 type budgetKey struct{}
 
-// fetchBudget is what a fetch may still download.
-type fetchBudget struct{ left atomic.Int64 }
+// fetchBudget is what a fetch may still download: take asks for n more
+// bytes.
+type fetchBudget struct {
+	take func(n int64) bool
+	out  atomic.Bool
+}
 
-// withFetchBudget bounds what the fetches under ctx download over HTTP.
-func withFetchBudget(ctx context.Context, bytes int64) (context.Context, *fetchBudget) {
-	b := &fetchBudget{}
-	b.left.Store(bytes)
+// withFetchBudget bounds what the fetches under ctx download over HTTP:
+// each read of a response asks take for its bytes.
+func withFetchBudget(ctx context.Context, take func(n int64) bool) (context.Context, *fetchBudget) {
+	b := &fetchBudget{take: take}
 	return context.WithValue(ctx, budgetKey{}, b), b
 }
 
 // spent says the budget ran out: go-git does not keep the error it was
 // given, only its text.
-func (b *fetchBudget) spent() bool { return b.left.Load() < 0 }
+func (b *fetchBudget) spent() bool { return b.out.Load() }
 
 // budgetTransport counts what a response's body delivers against its
 // request's fetch budget, if it has one.
@@ -52,7 +56,8 @@ type budgetedBody struct {
 
 func (r *budgetedBody) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
-	if r.budget.left.Add(-int64(n)) < 0 {
+	if n > 0 && !r.budget.take(int64(n)) {
+		r.budget.out.Store(true)
 		return n, ErrFetchTooLarge
 	}
 	return n, err

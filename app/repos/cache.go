@@ -30,10 +30,20 @@ import (
 type Cache struct {
 	dir string
 	max int64
+	// FetchTimeout bounds one fetch (0: DefaultFetchTimeout). A fetch holds
+	// its clone for writing: every job on the repository waits for it.
+	FetchTimeout time.Duration
 
 	mu    sync.Mutex
 	repos map[string]*cachedRepo
+	// fetching is what the fetches under way have downloaded and not yet
+	// counted in their clone's size: with the clones' sizes it stays under
+	// max, so the volume holds the cache whatever a push weighs.
+	fetching int64
 }
+
+// DefaultFetchTimeout bounds one fetch when the Cache does not say.
+const DefaultFetchTimeout = 2 * time.Minute
 
 type cachedRepo struct {
 	lock sync.RWMutex
@@ -91,10 +101,56 @@ func (c *Cache) Fetch(ctx context.Context, fullName, cloneURL, token string, ref
 			c.mu.Unlock()
 			return nil, nil, err
 		}
-		// What one fetch downloads is bounded by the whole cache: a clone
-		// larger than that could not be kept anyway.
-		bctx, budget := withFetchBudget(ctx, c.max)
+		// What fetches download comes out of the room the clones leave
+		// (least recently used ones that no job reads make way for it), so
+		// the cache's volume never holds more than the bound, however large
+		// a push, and however many fetches run at once.
+		// Once refused, or once the fetch returned (go-git may still
+		// read), nothing more is taken.
+		var (
+			takeMu       sync.Mutex
+			took, wanted int64
+			closed       bool
+		)
+		c.mu.Lock()
+		before := cr.size
+		c.mu.Unlock()
+		bctx, budget := withFetchBudget(ctx, func(n int64) bool {
+			takeMu.Lock()
+			defer takeMu.Unlock()
+			if closed || !c.makeRoom(cr, n) {
+				if !closed {
+					wanted = took + n
+				}
+				closed = true
+				return false
+			}
+			took += n
+			return true
+		})
+		bctx, cancel := context.WithTimeoutCause(bctx, c.fetchTimeout(), errFetchSlow)
 		err := fetch(bctx, cr.repo, cloneURL, token, refs)
+		cancel()
+		if err != nil {
+			removeTempPacks(cr.path) // what a stopped fetch had begun to write
+		}
+		// What was downloaded is now the clone's, counted in its size.
+		takeMu.Lock()
+		closed = true
+		takeMu.Unlock()
+		size = dirSize(cr.path)
+		c.mu.Lock()
+		c.fetching -= took
+		cr.size = size
+		c.mu.Unlock()
+		if err != nil && errors.Is(context.Cause(bctx), errFetchSlow) && ctx.Err() == nil {
+			err = fmt.Errorf("%w (%s)", errFetchSlow, c.fetchTimeout())
+		}
+		if err != nil && budget.spent() && before+wanted <= c.max {
+			// It would fit alone: the clones other jobs are reading now
+			// leave it no room.
+			return fail(fmt.Errorf("fetch %s: %w: the clones other jobs are reading leave no room for it under server.cacheMaxBytes (%d MiB); raise it to check this many repositories at once", fullName, ErrFetchTooLarge, c.max>>20))
+		}
 		if err != nil && budget.spent() {
 			// What it wrote goes with the clone, once no job reads it.
 			c.mu.Lock()
@@ -110,7 +166,6 @@ func (c *Cache) Fetch(ctx context.Context, fullName, cloneURL, token string, ref
 		if missing := missingOf(cr.repo, want); len(missing) > 0 {
 			return fail(fmt.Errorf("fetch %s: commits %s are not on the server", fullName, strings.Join(missing, ", ")))
 		}
-		size = dirSize(cr.path)
 	}
 	cr.lock.Unlock()
 	c.touch(cr, size)
@@ -201,6 +256,86 @@ func (c *Cache) entry(fullName string) (*cachedRepo, error) {
 	return cr, nil
 }
 
+// removeTempPacks removes the packs a stopped fetch had begun to write
+// into the bare clone at path.
+func removeTempPacks(path string) {
+	tmp, _ := filepath.Glob(filepath.Join(path, "objects", "pack", "tmp_*"))
+	for _, f := range tmp {
+		_ = os.Remove(f) // a leftover is counted in the clone's size
+	}
+}
+
+// errFetchSlow stops a fetch that takes longer than its time bound.
+var errFetchSlow = errors.New("the fetch took longer than its time bound")
+
+func (c *Cache) fetchTimeout() time.Duration {
+	if c.FetchTimeout > 0 {
+		return c.FetchTimeout
+	}
+	return DefaultFetchTimeout
+}
+
+// makeRoom takes n bytes for a fetch into cr: the clones' sizes and what
+// fetches under way downloaded stay under the bound, once the least
+// recently used clones no job reads are removed to make way. It reports
+// whether the room is there.
+func (c *Cache) makeRoom(cr *cachedRepo, n int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	used := c.fetching
+	for _, other := range c.repos {
+		used += other.size
+	}
+	if used+n > c.max {
+		for _, name := range c.leastRecent() {
+			other := c.repos[name]
+			if other == cr || other.users > 0 {
+				continue
+			}
+			if c.remove(name) {
+				used -= other.size
+			}
+			if used+n <= c.max {
+				break
+			}
+		}
+	}
+	if used+n > c.max {
+		return false
+	}
+	c.fetching += n
+	return true
+}
+
+// leastRecent are the clones' names, those on their way out first, then
+// the least recently used. c.mu is held.
+func (c *Cache) leastRecent() []string {
+	var names []string
+	for name := range c.repos {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, b := c.repos[names[i]], c.repos[names[j]]
+		if a.oversize != b.oversize {
+			return a.oversize
+		}
+		return a.lastUsed.Before(b.lastUsed)
+	})
+	return names
+}
+
+// remove deletes a clone no job uses from the disk and the cache. c.mu is
+// held.
+func (c *Cache) remove(name string) bool {
+	cr := c.repos[name]
+	if err := os.RemoveAll(cr.path); err != nil {
+		return false
+	}
+	delete(c.repos, name)
+	render.ForgetRepo(cr.repo)
+	return true
+}
+
 // touch marks a clone used now and records its size when size >= 0.
 func (c *Cache) touch(cr *cachedRepo, size int64) {
 	c.mu.Lock()
@@ -216,33 +351,22 @@ func (c *Cache) touch(cr *cachedRepo, size int64) {
 func (c *Cache) evict() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var total int64
-	var names []string
-	for name, cr := range c.repos {
+	total := c.fetching
+	for _, cr := range c.repos {
 		if !cr.oversize { // on its way out: no reason to evict others
 			total += cr.size
 		}
-		names = append(names, name)
 	}
-	sort.Slice(names, func(i, j int) bool {
-		a, b := c.repos[names[i]], c.repos[names[j]]
-		if a.oversize != b.oversize {
-			return a.oversize
-		}
-		return a.lastUsed.Before(b.lastUsed)
-	})
-	for _, name := range names {
-		if total <= c.max && !c.repos[name].oversize {
+	for _, name := range c.leastRecent() {
+		cr := c.repos[name]
+		if total <= c.max && !cr.oversize {
 			return
 		}
-		cr := c.repos[name]
 		if cr.users > 0 { // in use: not now
 			continue
 		}
-		if err := os.RemoveAll(cr.path); err == nil {
+		if c.remove(name) && !cr.oversize {
 			total -= cr.size
-			delete(c.repos, name)
-			render.ForgetRepo(cr.repo)
 		}
 	}
 }

@@ -4,9 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -178,5 +183,108 @@ func TestAFetchLargerThanTheCacheStops(t *testing.T) {
 	}
 	if n := len(cache.repos); n != 0 {
 		t.Errorf("%d clones kept after a fetch over the cache", n)
+	}
+}
+
+// TestFetchesShareTheCachesRoom: what fetches download comes out of the
+// room the clones leave, so the volume never holds more than the bound
+// however many fetches run. A clone a job is reading is not removed to make
+// room: the next repository's fetch stops, saying why, with the disk under
+// the bound. Once no job reads it, the least recently used clone makes way.
+func TestFetchesShareTheCachesRoom(t *testing.T) {
+	w := newServer(t)
+	blob := func() string {
+		b := make([]byte, 2<<20) // random: it does not compress
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	a := w.commit(plumbing.ZeroHash, map[string]string{"a.bin": blob()})
+	w.push(map[string]plumbing.Hash{"refs/heads/a": a})
+	// The worktree still has a.bin: b's commit holds both, 4 MiB.
+	b := w.commit(plumbing.ZeroHash, map[string]string{"b.bin": blob()})
+	w.push(map[string]plumbing.Hash{"refs/heads/b": b})
+	dir := t.TempDir()
+	const limit = 5 << 20 // one clone fits, not two
+	// What git writes beside the packs it downloads (indexes, refs) is not
+	// downloaded: the volume's headroom is for it.
+	const beside = 64 << 10
+	cache, err := New(dir, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, releaseA, err := cache.Fetch(ctx, "acme/a", w.url, testToken, []string{"refs/heads/a"}, []string{a.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = cache.Fetch(ctx, "acme/b", w.url, testToken, []string{"refs/heads/b"}, []string{b.String()})
+	if !errors.Is(err, ErrFetchTooLarge) || !strings.Contains(err.Error(), "other jobs are reading") {
+		t.Errorf("a second clone while the first is read: err %v, want it stopped for want of room", err)
+	}
+	if n := dirSize(dir); n > limit+beside {
+		t.Errorf("%d bytes on disk, over the cache's %d", n, limit)
+	}
+	if _, ok := cache.repos["acme/a"]; !ok {
+		t.Fatal("the clone a job reads was removed")
+	}
+
+	releaseA()
+	_, releaseB, err := cache.Fetch(ctx, "acme/b", w.url, testToken, []string{"refs/heads/b"}, []string{b.String()})
+	if err != nil {
+		t.Fatalf("the second clone once the first is not read: %v", err)
+	}
+	defer releaseB()
+	if n := dirSize(dir); n > limit+beside {
+		t.Errorf("%d bytes on disk, over the cache's %d", n, limit)
+	}
+	if _, ok := cache.repos["acme/a"]; ok {
+		t.Error("the least recently used clone did not make way")
+	}
+}
+
+// TestAFetchHasATimeBound: a fetch holds its clone for writing, so every job
+// on the repository waits for it: one that takes longer than the cache's
+// FetchTimeout stops, saying so, and the clone is free again.
+func TestAFetchHasATimeBound(t *testing.T) {
+	w := newServer(t)
+	c := w.commit(plumbing.ZeroHash, map[string]string{"deploy/prod/kustomization.yaml": "resources: []\n"})
+	w.push(map[string]plumbing.Hash{"refs/heads/main": c})
+	target, err := url.Parse(w.HTTPAddress())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	stop := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+			select { // a server that does not answer the fetch itself
+			case <-stop:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		proxy.ServeHTTP(rw, r)
+	}))
+	defer slow.Close()
+	defer close(stop)
+	cache, err := New(t.TempDir(), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache.FetchTimeout = 500 * time.Millisecond
+	start := time.Now()
+	_, _, err = cache.Fetch(context.Background(), fullName, slow.URL+"/"+fullName+".git", testToken, []string{"refs/heads/main"}, []string{c.String()})
+	if err == nil || !strings.Contains(err.Error(), "time bound") {
+		t.Errorf("err %v, want the fetch stopped by its time bound", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the fetch took %s, over its bound of %s", d, cache.FetchTimeout)
+	}
+	if _, release, err := cache.Fetch(context.Background(), fullName, w.url, testToken, []string{"refs/heads/main"}, []string{c.String()}); err != nil {
+		t.Errorf("the next fetch of the repository: %v", err)
+	} else {
+		release()
 	}
 }
