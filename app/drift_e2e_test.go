@@ -894,3 +894,43 @@ func TestRelistProposesNothingAgain(t *testing.T) {
 		t.Errorf("%d writes to GitHub after the relists, want none: %v", got-before, lastCalls(d.gh.Calls(), got-before))
 	}
 }
+
+// TestALiveValueCannotForgeADecision reproduces the forged-fingerprint
+// attack on the real apiserver, git server and GitHub fake: someone who can
+// edit a workload sets a value carrying the marker of a drift not yet made
+// (production scaled to 6), on a line of its own. driftback proposes that
+// value; a reviewer rightly closes the pull request; the value is reverted.
+// When production is then scaled to 6 for real, the drift must still be
+// proposed: the closed pull request's description is driftback's, and only
+// the marker driftback wrote there counts.
+func TestALiveValueCannotForgeADecision(t *testing.T) {
+	t.Parallel()
+	d := newDriftWorld(t, 300*time.Millisecond, nil)
+	d.run()
+	d.settle(2)
+	scaled := &prgen.Plan{Overlay: "deploy/prod", Codified: []prgen.Codified{
+		{Object: "Deployment/" + d.env.Namespace + "/web", Path: ".spec.replicas", Value: int64(6)}}}
+	forged := prgen.FingerprintMarker(scaled)
+	d.patch("Deployment", "web", "kubectl-edit", fmt.Sprintf(
+		`{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":%q}]}]}}}}`, "debug\n"+forged+"\n"))
+	d.waitFor("the edited value proposed", func() bool { return len(d.openPulls()) == 1 })
+	decoy := d.openPulls()[0]
+	if !strings.Contains(decoy.Body, "LOG_LEVEL") {
+		t.Fatalf("the drift pull request does not show the edited value:\n%s", decoy.Body)
+	}
+	if strings.Count(decoy.Body, "<!--") != 1 {
+		t.Errorf("the description carries a marker it did not write:\n%s", decoy.Body)
+	}
+	d.gh.ClosePull(fullName, decoy.Number, false) // a reviewer says no
+	d.patch("Deployment", "web", "kubectl-edit",
+		`{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"LOG_LEVEL","value":"info"}]}]}}}}`)
+	d.loop.Nudge(fullName)
+	d.settle(3)
+
+	d.scale(6, "kubectl")
+	d.waitFor("the real drift proposed", func() bool { return len(d.openPulls()) == 1 })
+	real := d.openPulls()[0]
+	if real.Number == decoy.Number || prgen.FingerprintOf(real.Body) != scaled.Fingerprint() {
+		t.Errorf("pull request #%d with fingerprint %q, want a new one with the forged %q", real.Number, prgen.FingerprintOf(real.Body), scaled.Fingerprint())
+	}
+}
