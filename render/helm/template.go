@@ -1,0 +1,124 @@
+// Package helm renders a Helm chart as `helm template` does, with the Helm
+// SDK (helm.sh/helm/v4, the major version helm-controller and Argo CD's
+// repo-server use): client-only, no cluster, `lookup` finding nothing. It
+// reads nothing but the files it is given and writes nothing; the render
+// package runs it in its sandboxed child.
+package helm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/action"
+	ci "helm.sh/helm/v4/pkg/chart"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	release "helm.sh/helm/v4/pkg/release/v1"
+)
+
+// Options are a release's settings, as the reconciler computes them.
+type Options struct {
+	ReleaseName string
+	Namespace   string
+	// KubeVersion is the target cluster's ("1.31.4"); "" is refused: Helm's
+	// default depends on how the program was built.
+	KubeVersion string
+	// APIVersions are the target cluster's group/versions (and
+	// group/version/Kind), as .Capabilities.APIVersions answers.
+	APIVersions []string
+	// SkipSchemaValidation does not check values against values.schema.json.
+	SkipSchemaValidation bool
+}
+
+// Hook is a chart's hook: run by the reconciler at its events, never
+// compared as an object.
+type Hook struct {
+	Kind, Name string
+	Events     []string
+	Path       string
+}
+
+// Rendered is a chart rendered for one release.
+type Rendered struct {
+	// Manifest is the objects the release applies, in Helm's install
+	// order, as one YAML stream, without hooks or the chart's crds/.
+	Manifest string
+	// CRDs is the chart's crds/ files (subcharts' included), untemplated,
+	// as one YAML stream.
+	CRDs  string
+	Hooks []Hook
+}
+
+// Template renders the chart whose files (paths relative to the chart's
+// root: Chart.yaml, values.yaml, templates/…, charts/…) are given, with the
+// user's values over the chart's defaults.
+func Template(ctx context.Context, files map[string][]byte, values map[string]any, o Options) (*Rendered, error) {
+	if o.KubeVersion == "" {
+		return nil, fmt.Errorf("no Kubernetes version to render for")
+	}
+	kv, err := common.ParseKubeVersion(o.KubeVersion)
+	if err != nil {
+		return nil, fmt.Errorf("Kubernetes version %q: %w", o.KubeVersion, err)
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	buffered := make([]*archive.BufferedFile, 0, len(files))
+	for _, n := range names {
+		buffered = append(buffered, &archive.BufferedFile{Name: n, Data: files[n]})
+	}
+	// A fresh chart and configuration each time: resolving dependencies
+	// changes the chart, and a client-only install its configuration.
+	chrt, err := loader.LoadFiles(buffered)
+	if err != nil {
+		return nil, fmt.Errorf("load chart: %w", err)
+	}
+	if deps := chrt.Metadata.Dependencies; len(deps) > 0 {
+		reqs := make([]ci.Dependency, len(deps))
+		for i, d := range deps {
+			reqs[i] = d
+		}
+		if err := action.CheckDependencies(chrt, reqs); err != nil {
+			return nil, fmt.Errorf("chart dependencies: %w", err)
+		}
+	}
+	install := action.NewInstall(action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil))))
+	install.DryRunStrategy = action.DryRunClient
+	install.Replace = true
+	install.ReleaseName, install.Namespace = o.ReleaseName, o.Namespace
+	install.KubeVersion = kv
+	install.APIVersions = common.VersionSet(o.APIVersions)
+	install.SkipSchemaValidation = o.SkipSchemaValidation
+	if values == nil {
+		values = map[string]any{}
+	}
+	out, err := install.RunWithContext(ctx, chrt, values)
+	if err != nil {
+		return nil, err
+	}
+	rel, ok := out.(*release.Release)
+	if !ok {
+		return nil, fmt.Errorf("helm returned a %T, not a release", out)
+	}
+	r := &Rendered{Manifest: rel.Manifest}
+	var crds strings.Builder
+	for _, c := range chrt.CRDObjects() {
+		fmt.Fprintf(&crds, "---\n# Source: %s\n%s\n", c.Filename, c.File.Data)
+	}
+	r.CRDs = crds.String()
+	for _, h := range rel.Hooks {
+		hook := Hook{Kind: h.Kind, Name: h.Name, Path: h.Path}
+		for _, e := range h.Events {
+			hook.Events = append(hook.Events, string(e))
+		}
+		r.Hooks = append(r.Hooks, hook)
+	}
+	return r, nil
+}
