@@ -8,8 +8,6 @@ package helm
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sort"
 	"strings"
 
@@ -89,7 +87,7 @@ func Template(ctx context.Context, files map[string][]byte, values map[string]an
 			return nil, fmt.Errorf("chart dependencies: %w", err)
 		}
 	}
-	install := action.NewInstall(action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil))))
+	install := action.NewInstall(action.NewConfiguration())
 	install.DryRunStrategy = action.DryRunClient
 	install.Replace = true
 	install.ReleaseName, install.Namespace = o.ReleaseName, o.Namespace
