@@ -44,6 +44,8 @@ type childRequest struct {
 	Origins   bool
 	// Build holds the overlays' build options other than the defaults.
 	Build map[string]BuildOptions
+	// Chart, when set, is rendered instead of overlays.
+	Chart *Chart
 }
 
 // childReply is sent once per overlay, in order, on the child's standard output.
@@ -53,6 +55,8 @@ type childReply struct {
 	Origins []Origin
 	Problem *Problem
 	Hooks   []string
+	// Chart answers a request's Chart.
+	Chart *chartReply
 }
 
 // ServeChild turns the process into a render child when it was started as one,
@@ -74,6 +78,20 @@ func runChild(in io.Reader, out io.Writer) int {
 	if err := gob.NewDecoder(bufio.NewReader(in)).Decode(&req); err != nil {
 		fmt.Fprintln(os.Stderr, "render child: read request:", err)
 		return 1
+	}
+	if req.Chart != nil {
+		if cpu, _ := strconv.Atoi(os.Getenv(childCPUEnv)); cpu > 0 {
+			if err := limitCPU(cpu); err != nil {
+				fmt.Fprintln(os.Stderr, "render child:", err)
+				return 1
+			}
+		}
+		reply := renderChart(req.Chart, req.MaxOutput)
+		if err := gob.NewEncoder(out).Encode(childReply{Chart: &reply}); err != nil {
+			fmt.Fprintln(os.Stderr, "render child: write reply:", err)
+			return 1
+		}
+		return 0
 	}
 	fs := filesys.MakeFsInMemory()
 	for p, b := range req.Files {

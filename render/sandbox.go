@@ -92,26 +92,10 @@ func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, err
 			req.Files[f] = b
 		}
 	}
-	exe := r.opts.Executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return 0, fmt.Errorf("find the render child: %w", err)
-		}
+	cmd, err := r.childCommand(len(jobs))
+	if err != nil {
+		return 0, err
 	}
-	cpu := int(max(lim.CPU/time.Second, 1))
-	cmd := exec.Command(exe)
-	cmd.Env = []string{
-		childEnv + "=1",
-		childMemoryEnv + "=" + strconv.FormatInt(lim.Memory, 10),
-		childCPUEnv + "=" + strconv.Itoa(cpu),
-		childTotalEnv + "=" + strconv.Itoa(cpu*len(jobs)+5),
-		"PATH=", // no program can be found: git bases and exec plugins fail
-		"GOMAXPROCS=1",
-		"GOTRACEBACK=single",
-	}
-	cmd.Dir = "/"
-	cmd.SysProcAttr = childProcAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return 0, err
@@ -189,6 +173,32 @@ loop:
 		done++
 	}
 	return done, nil
+}
+
+// childCommand is a render child, confined, for jobs renders.
+func (r *Renderer) childCommand(jobs int) (*exec.Cmd, error) {
+	lim := r.opts.Limits
+	exe := r.opts.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("find the render child: %w", err)
+		}
+	}
+	cpu := int(max(lim.CPU/time.Second, 1))
+	cmd := exec.Command(exe)
+	cmd.Env = []string{
+		childEnv + "=1",
+		childMemoryEnv + "=" + strconv.FormatInt(lim.Memory, 10),
+		childCPUEnv + "=" + strconv.Itoa(cpu),
+		childTotalEnv + "=" + strconv.Itoa(cpu*jobs+5),
+		"PATH=", // no program can be found: git bases and exec plugins fail
+		"GOMAXPROCS=1",
+		"GOTRACEBACK=single",
+	}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = childProcAttr()
+	return cmd, nil
 }
 
 // finish records a child's reply on its job, naming the file at fault when the

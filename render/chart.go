@@ -1,0 +1,178 @@
+package render
+
+import (
+	"context"
+	"encoding/gob"
+	"fmt"
+	"path"
+	"sort"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/render/helm"
+)
+
+// Chart is a Helm chart to render for one release, in a render child like
+// an overlay: no network, no disk, the same memory, CPU and time limits.
+type Chart struct {
+	// Name says which chart this is in problems ("podinfo 6.5.4", a path).
+	Name string
+	// Files are the chart's files by path from its root (Chart.yaml,
+	// values.yaml, templates/…, charts/…).
+	Files map[string][]byte
+	// Values are the release's values (YAML or JSON), over the chart's
+	// defaults.
+	Values  []byte
+	Release helm.Options
+}
+
+// RenderedChart is a chart rendered for one release.
+type RenderedChart struct {
+	// Objects are what the release applies, in Helm's install order.
+	Objects []*unstructured.Unstructured
+	// CRDs are the chart's crds/, untemplated.
+	CRDs  []*unstructured.Unstructured
+	Hooks []helm.Hook
+	// Problem says why the chart could not be rendered; nil when it was.
+	Problem *Problem
+}
+
+// chartReply is a render child's answer to a chart.
+type chartReply struct {
+	Manifest, CRDs string
+	Hooks          []helm.Hook
+	Problem        *Problem
+}
+
+// RenderChart renders c. The error is only for a failure to render at all
+// (the context ended, the child cannot start); what is wrong with the chart
+// is the result's Problem.
+func (r *Renderer) RenderChart(ctx context.Context, c Chart) (*RenderedChart, error) {
+	lim := r.opts.Limits
+	if p := checkChartSize(c, lim); p != nil {
+		return &RenderedChart{Problem: p}, nil
+	}
+	if err := r.slots.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer r.slots.release()
+	cmd, err := r.childCommand(1)
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr := &stderrBuffer{max: 4 << 10}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the render child: %w", err)
+	}
+	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) } // already gone is fine
+	go func() {
+		_ = gob.NewEncoder(stdin).Encode(&childRequest{MaxOutput: lim.MaxOutput, Chart: &c})
+		stdin.Close()
+	}()
+	replied := make(chan chartReply, 1)
+	go func() {
+		var rep childReply
+		if err := gob.NewDecoder(stdout).Decode(&rep); err == nil && rep.Chart != nil {
+			replied <- *rep.Chart
+		}
+		close(replied)
+	}()
+	timer := time.NewTimer(lim.Timeout)
+	defer timer.Stop()
+	var rep chartReply
+	var ok bool
+	select {
+	case rep, ok = <-replied:
+	case <-timer.C:
+		kill()
+		_ = cmd.Wait()
+		return &RenderedChart{Problem: &Problem{Overlay: c.Name, Reason: ReasonLimit,
+			Message: fmt.Sprintf("rendering took longer than the limit of %s", lim.Timeout)}}, nil
+	case <-ctx.Done():
+		kill()
+		_ = cmd.Wait()
+		return nil, ctx.Err()
+	}
+	waitErr := cmd.Wait()
+	if !ok {
+		p := exitProblem(waitErr, stderr.String(), lim)
+		p.Overlay = c.Name
+		return &RenderedChart{Problem: p}, nil
+	}
+	out := &RenderedChart{Hooks: rep.Hooks, Problem: rep.Problem}
+	if out.Problem != nil {
+		out.Problem.Overlay = c.Name
+		return out, nil
+	}
+	if out.Objects, err = ParseObjects([]byte(rep.Manifest)); err == nil {
+		out.CRDs, err = ParseObjects([]byte(rep.CRDs))
+	}
+	if err != nil {
+		out.Objects, out.CRDs = nil, nil
+		out.Problem = &Problem{Overlay: c.Name, Reason: ReasonInvalid, Message: "the chart renders YAML that does not parse: " + err.Error()}
+	}
+	return out, nil
+}
+
+// checkChartSize refuses a chart larger than an overlay may read.
+func checkChartSize(c Chart, lim Limits) *Problem {
+	total := int64(len(c.Values))
+	names := make([]string, 0, len(c.Files))
+	for n := range c.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		size := int64(len(c.Files[n]))
+		if size > lim.MaxFile {
+			return &Problem{Overlay: c.Name, File: n, Reason: ReasonLimit,
+				Message: fmt.Sprintf("%d bytes, over the limit of %d for one file", size, lim.MaxFile)}
+		}
+		total += size
+	}
+	if total > lim.MaxInput {
+		return &Problem{Overlay: c.Name, Reason: ReasonLimit,
+			Message: fmt.Sprintf("the chart and its values are %d bytes, over the limit of %d", total, lim.MaxInput)}
+	}
+	return nil
+}
+
+// renderChart is the child's side of RenderChart.
+func renderChart(c *Chart, maxOutput int64) (reply chartReply) {
+	defer func() {
+		if r := recover(); r != nil {
+			reply = chartReply{Problem: &Problem{Reason: ReasonPanic, Message: fmt.Sprintf("Helm crashed on this chart (%v)", r)}}
+		}
+	}()
+	values := map[string]any{}
+	if len(c.Values) > 0 {
+		if err := yaml.Unmarshal(c.Values, &values); err != nil {
+			return chartReply{Problem: &Problem{Reason: ReasonInvalid, Message: "values: " + err.Error()}}
+		}
+	}
+	files := make(map[string][]byte, len(c.Files))
+	for n, b := range c.Files {
+		files[path.Clean(n)] = b
+	}
+	out, err := helm.Template(context.Background(), files, values, c.Release)
+	if err != nil {
+		return chartReply{Problem: &Problem{Reason: ReasonHelm, Message: err.Error()}}
+	}
+	if size := int64(len(out.Manifest) + len(out.CRDs)); size > maxOutput {
+		return chartReply{Problem: &Problem{Reason: ReasonLimit,
+			Message: fmt.Sprintf("the chart renders %d bytes, over the limit of %d", size, maxOutput)}}
+	}
+	return chartReply{Manifest: out.Manifest, CRDs: out.CRDs, Hooks: out.Hooks}
+}
