@@ -43,6 +43,9 @@ type Built struct {
 	// Hooks names the Argo CD hooks left out of objs: Argo CD runs them at
 	// sync and never compares or prunes them.
 	Hooks []string
+	// Releases are the Helm releases of the render, their objects among
+	// Objects when they could be rendered.
+	Releases []Release
 }
 
 // Target renders t at tree as its reconciler builds it: plain
@@ -104,6 +107,16 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 			}
 		}
 		objs = withoutFluxIgnored(objs)
+	}
+	var ks *unstructured.Unstructured
+	if f != nil {
+		ks = f.Flux
+	}
+	var problems []string
+	objs, b.Releases, problems = helmReleases(ctx, r, tree, ks, objs, vars.Helm, vars.HelmNote)
+	if len(problems) > 0 {
+		b.Problems = append(b.Problems, problems...)
+		return b
 	}
 	if f != nil && f.Reconciler == discover.ReconcilerArgoCD {
 		b.Hooks = o.Hooks
@@ -259,8 +272,13 @@ func ArgoOptions(k *discover.ArgoKustomize) reconciler.ArgoCDKustomize {
 	return o
 }
 
-// Vars are the postBuild variables of one target's build.
+// Vars are what one target's build reads from its cluster: its postBuild
+// variables, and the capabilities its Helm charts are rendered for.
 type Vars struct {
+	// Helm is the cluster's capabilities; nil leaves Helm releases
+	// unrendered, for HelmNote's reason.
+	Helm     *Capabilities
+	HelmNote string
 	reconciler.FluxVariables
 	// Skip leaves substitution out: the variables could not, or may not,
 	// be read.

@@ -1,0 +1,165 @@
+package build
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/internal/testfs"
+	"github.com/driftback/driftback/render"
+)
+
+// withShopChart adds render/helm's shop chart to files, at dir.
+func withShopChart(t *testing.T, files map[string]string, dir string) map[string]string {
+	t.Helper()
+	root := filepath.Join("..", "..", "render", "helm", "testdata", "shop")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(root, p)
+		files[dir+"/"+filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+const shopRelease = `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: shop
+  namespace: shop
+spec:
+  interval: 10m
+  targetNamespace: prod
+  chart:
+    spec:
+      chart: ./charts/shop
+      sourceRef:
+        kind: GitRepository
+        name: flux-system
+        namespace: flux-system
+      valuesFiles:
+      - charts/shop/values.yaml
+      - apps/shop/values-prod.yaml
+  values:
+    replicaCount: 3
+`
+
+func shopKustomization(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(`apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: shop, namespace: flux-system}
+spec:
+  path: ./apps/shop
+  sourceRef: {kind: GitRepository, name: flux-system}
+  prune: true
+`), &m); err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// TestAHelmReleasesChartIsRenderedAsHelmControllerInstallsIt: a
+// Kustomization applies a HelmRelease whose chart is in the same
+// repository. The target's render holds the HelmRelease and the release's
+// objects: named as helm-controller names the release (targetNamespace-name),
+// in its target namespace, with its values over the valuesFiles over the
+// chart's defaults, helm-controller's labels on each, the chart's CRDs, and
+// the hook listed, not rendered.
+func TestAHelmReleasesChartIsRenderedAsHelmControllerInstallsIt(t *testing.T) {
+	files := withShopChart(t, map[string]string{
+		"apps/shop/kustomization.yaml": "resources: [release.yaml]\n",
+		"apps/shop/release.yaml":       shopRelease,
+		"apps/shop/values-prod.yaml":   "storage: {size: 20Gi}\ncache: {enabled: false}\n",
+	}, "charts/shop")
+	tg := fluxTarget(shopKustomization(t))
+	tg.Path = "apps/shop"
+	caps := &Capabilities{KubeVersion: "1.31.4", APIVersions: []string{"policy/v1/PodDisruptionBudget"}}
+	b := Target(context.Background(), render.New(render.Options{}), testfs.Tree(t, files), tg, Vars{Helm: caps})
+	if len(b.Problems) > 0 {
+		t.Fatal(b.Problems)
+	}
+	got := map[string]*unstructured.Unstructured{}
+	for _, o := range b.Objects {
+		got[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o
+	}
+	for _, want := range []string{"HelmRelease/shop/shop", "Deployment/prod/prod-shop", "PersistentVolumeClaim/prod/prod-shop-data",
+		"Service/prod/prod-shop", "PodDisruptionBudget/prod/prod-shop", "CustomResourceDefinition//orders.shop.example.com"} {
+		if got[want] == nil {
+			t.Errorf("the render lacks %s; it has %v", want, keysOf(got))
+		}
+	}
+	if got["ConfigMap/prod/prod-shop-cache"] != nil || got["Job/prod/prod-shop-migrate"] != nil {
+		t.Errorf("the turned-off subchart or the hook rendered: %v", keysOf(got))
+	}
+	if d := got["Deployment/prod/prod-shop"]; d != nil {
+		if replicasOf(d) != 3 || d.GetLabels()["helm.toolkit.fluxcd.io/name"] != "shop" || d.GetLabels()["helm.toolkit.fluxcd.io/namespace"] != "shop" {
+			t.Errorf("the Deployment: replicas %d, labels %v", replicasOf(d), d.GetLabels())
+		}
+		if _, ok := d.GetLabels()["kustomize.toolkit.fluxcd.io/name"]; ok {
+			t.Error("a release's object carries kustomize-controller's labels")
+		}
+	}
+	if pvc := got["PersistentVolumeClaim/prod/prod-shop-data"]; pvc != nil {
+		if size, _, _ := unstructured.NestedString(pvc.Object, "spec", "resources", "requests", "storage"); size != "20Gi" {
+			t.Errorf("the claim's size %q, want the values file's 20Gi", size)
+		}
+	}
+	if len(b.Releases) != 1 || b.Releases[0].Chart != "shop 1.2.0" || len(b.Releases[0].Hooks) != 1 || !strings.Contains(b.Releases[0].Hooks[0], "Job/prod-shop-migrate") {
+		t.Errorf("releases %+v", b.Releases)
+	}
+}
+
+// TestAReleaseItCannotRenderSaysWhy: a chart from a HelmRepository, one
+// from another GitRepository, and any release when the cluster's version is
+// unknown are not rendered, each with its reason; the HelmRelease itself is
+// still in the render.
+func TestAReleaseItCannotRenderSaysWhy(t *testing.T) {
+	for name, c := range map[string]struct {
+		release string
+		caps    *Capabilities
+		want    string
+	}{
+		"helm repository": {strings.Replace(shopRelease, "kind: GitRepository", "kind: HelmRepository", 1), &Capabilities{KubeVersion: "1.31.4"}, "HelmRepository flux-system/flux-system, which is not fetched yet"},
+		"other git":       {strings.Replace(shopRelease, "name: flux-system\n", "name: charts\n", 1), &Capabilities{KubeVersion: "1.31.4"}, "GitRepository flux-system/charts, not this target's repository"},
+		"no version":      {shopRelease, nil, "the cluster's Kubernetes version is not known"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			files := withShopChart(t, map[string]string{
+				"apps/shop/kustomization.yaml": "resources: [release.yaml]\n",
+				"apps/shop/release.yaml":       c.release,
+				"apps/shop/values-prod.yaml":   "{}\n",
+			}, "charts/shop")
+			tg := fluxTarget(shopKustomization(t))
+			tg.Path = "apps/shop"
+			b := Target(context.Background(), render.New(render.Options{}), testfs.Tree(t, files), tg, Vars{Helm: c.caps})
+			if len(b.Problems) > 0 || len(b.Objects) != 1 || b.Objects[0].GetKind() != "HelmRelease" {
+				t.Fatalf("problems %v, objects %d", b.Problems, len(b.Objects))
+			}
+			if len(b.Releases) != 1 || !strings.Contains(b.Releases[0].NotRendered, c.want) {
+				t.Errorf("releases %+v, want %q", b.Releases, c.want)
+			}
+		})
+	}
+}
+
+func keysOf(m map[string]*unstructured.Unstructured) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
