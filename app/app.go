@@ -114,6 +114,6 @@ func (a *App) publishTimeout() time.Duration {
 func (a *App) driftDeps() driftloop.Deps {
 	return driftloop.Deps{
 		Config: a.cfg, Targets: a.targets, GitHub: a.clients, Cache: a.cache, Now: a.now,
-		Kube: a.kubeClient, PublishTimeout: a.publishTimeout, Metrics: a.metrics,
+		Kube: a.kubeClient, Capabilities: a.capabilities, PublishTimeout: a.publishTimeout, Metrics: a.metrics,
 	}
 }

@@ -1,9 +1,11 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"github.com/driftback/driftback/app/build"
 	"github.com/driftback/driftback/app/review"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
@@ -38,6 +40,20 @@ func (a *App) kubeClient(cluster string) (client.Client, error) {
 	}
 	a.kubeClients[cluster] = c
 	return c, nil
+}
+
+// capabilities are a cluster's version and APIs, which its Helm charts
+// are rendered for.
+func (a *App) capabilities(ctx context.Context, cluster string) (*build.Capabilities, error) {
+	c := a.cluster(cluster)
+	if c.Err != nil {
+		return nil, c.Err
+	}
+	v, apis, err := c.Reader.Capabilities(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &build.Capabilities{KubeVersion: v, APIVersions: apis}, nil
 }
 
 // cluster connects to a named cluster once; a failure is tried again on the
@@ -76,7 +92,7 @@ func (a *App) cluster(name string) review.Cluster {
 // reviewer reviews pull requests with the App's renderer and clusters.
 func (a *App) reviewer() *review.Reviewer {
 	return &review.Reviewer{
-		Renderer: a.renderer, Cluster: a.cluster, Kube: a.kubeClient, Log: a.log,
+		Renderer: a.renderer, Cluster: a.cluster, Kube: a.kubeClient, Capabilities: a.capabilities, Log: a.log,
 		Rendered: a.metrics.Render,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/render/helm"
@@ -92,9 +93,9 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 			problems = append(problems, rel.Object+": "+err.Error())
 			continue
 		}
-		if crdPolicy(hr) != "Skip" {
-			placed = append(rendered.CRDs, placed...)
-		}
+		// The chart's crds/ are left out: helm-controller creates them
+		// when missing and never deletes one a chart drops, so a render
+		// without them would read as their deletion.
 		for _, o := range placed {
 			labels := o.GetLabels()
 			if labels == nil {
@@ -107,13 +108,6 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 		releases = append(releases, rel)
 	}
 	return out, releases, problems
-}
-
-// crdPolicy is the HelmRelease's policy for its chart's CRDs on upgrade:
-// helm-controller's default, Create, applies them.
-func crdPolicy(hr *unstructured.Unstructured) string {
-	p, _, _ := unstructured.NestedString(hr.Object, "spec", "upgrade", "crds")
-	return p
 }
 
 // releaseChart is the chart a HelmRelease installs, read from the target's
@@ -271,4 +265,49 @@ func releaseNamespace(hr *unstructured.Unstructured) string {
 		return tn
 	}
 	return hr.GetNamespace()
+}
+
+// CapabilitiesOf reads a cluster's capabilities.
+type CapabilitiesOf func(ctx context.Context, cluster string) (*Capabilities, error)
+
+// HelmCapabilities are the capabilities t's charts are rendered for, read
+// from its cluster, or why there are none: a fork's pull request reads
+// nothing of the cluster until a writer approves (live false).
+func HelmCapabilities(ctx context.Context, t targets.Target, live bool, of CapabilitiesOf) (*Capabilities, string) {
+	switch {
+	case !live:
+		return nil, "Helm charts are rendered for the cluster's version, which a fork's pull request does not read until someone with write access approves"
+	case of == nil:
+		return nil, ""
+	}
+	caps, err := of(ctx, t.Cluster)
+	if err != nil {
+		return nil, "the cluster's Kubernetes version could not be read: " + err.Error()
+	}
+	return caps, ""
+}
+
+// ReleaseNotes say, for the comment, what a pull request does to a
+// target's Helm releases beyond their objects: the chart version it moves
+// to, the hooks the reconciler runs (not compared), and why a release's
+// chart is not rendered.
+func ReleaseNotes(base, head []Release) []string {
+	was := map[string]Release{}
+	for _, r := range base {
+		was[r.Object] = r
+	}
+	var notes []string
+	for _, r := range head {
+		switch {
+		case r.NotRendered != "":
+			notes = append(notes, r.Object+" is compared as an object; its chart is not rendered: "+r.NotRendered+".")
+			continue
+		case was[r.Object].Chart != "" && was[r.Object].Chart != r.Chart:
+			notes = append(notes, fmt.Sprintf("%s: chart %s → %s.", r.Object, was[r.Object].Chart, r.Chart))
+		}
+		if len(r.Hooks) > 0 {
+			notes = append(notes, r.Object+" runs hooks, not compared: "+strings.Join(r.Hooks, ", ")+".")
+		}
+	}
+	return notes
 }

@@ -133,6 +133,9 @@ type Deps struct {
 	// Kube is a controller-runtime client of a cluster, for Flux's
 	// postBuild variables.
 	Kube build.Kube
+	// Capabilities reads a cluster's version and APIs, which its Helm
+	// charts are rendered for.
+	Capabilities build.CapabilitiesOf
 	// PublishTimeout bounds the work of publishing one drift pull request or
 	// issue; waits GitHub asks for are added to it.
 	PublishTimeout func() time.Duration
@@ -944,6 +947,7 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *driftCheck) error {
 	start := time.Now()
 	vars := build.Variables(ctx, c.t, true, d.deps.Kube)
+	vars.Helm, vars.HelmNote = build.HelmCapabilities(ctx, c.t, true, d.deps.Capabilities)
 	c.hidden = vars.Hidden
 	var ok bool
 	if c.variables, ok = build.WriteBackVariables(c.t, vars); !ok {

@@ -38,7 +38,10 @@ type Reviewer struct {
 	// Kube is the controller-runtime client of a cluster, for Flux's
 	// postBuild variables.
 	Kube build.Kube
-	Log  *slog.Logger
+	// Capabilities reads a cluster's version and APIs, which its Helm
+	// charts are rendered for.
+	Capabilities build.CapabilitiesOf
+	Log          *slog.Logger
 	// Rendered, when set, is told how long each render took.
 	Rendered func(time.Duration)
 }
@@ -133,6 +136,7 @@ func (r *Reviewer) render(ctx context.Context, t targets.Target, in Input) *targ
 	var vars build.Vars
 	if err := recovered("rendering the target", func() {
 		vars = build.Variables(ctx, t, live, r.Kube)
+		vars.Helm, vars.HelmNote = build.HelmCapabilities(ctx, t, live, r.Capabilities)
 		w = r.renderTarget(ctx, t, in.Base, in.Head, vars)
 		w.live = live
 		if w.live {
@@ -308,9 +312,11 @@ func scopeOf(ctx context.Context, live object.LiveReader, w *targetWork) (*scope
 // renderTarget renders one target at base and head.
 func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, head *render.Tree, vars build.Vars) *targetWork {
 	w := &targetWork{t: t, in: drift.Input{Path: t.Path}, notes: build.Notes(t, vars), hidden: vars.Hidden}
+	var releases []build.Release
 	objects := func(tree *render.Tree) []*unstructured.Unstructured {
 		start := time.Now()
 		b := build.Target(ctx, r.Renderer, tree, t, vars)
+		releases = b.Releases
 		if !b.Absent {
 			r.rendered(time.Since(start))
 		}
@@ -327,7 +333,9 @@ func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, hea
 	// An overlay new in this pull request has an empty base: everything in it
 	// is a change of the pull request, not drift.
 	w.in.Base, w.in.HasBase = objects(base), true
+	baseReleases := releases
 	w.in.Head = objects(head)
+	w.notes = append(w.notes, build.ReleaseNotes(baseReleases, releases)...)
 	if len(w.Hooks) > 0 {
 		w.notes = append(w.notes, build.HooksNote(w.Hooks))
 	}

@@ -44,6 +44,10 @@ type ClusterReader struct {
 	// paths are the OpenAPI v3 documents the cluster serves, and when read.
 	paths   map[string]openapi.GroupVersion
 	pathsAt time.Time
+	// capsVersion and capsAPIs are the cluster's Capabilities, read at capsAt.
+	capsVersion string
+	capsAPIs    []string
+	capsAt      time.Time
 }
 
 type cachedSchema struct {

@@ -1,0 +1,184 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/internal/kubetest"
+)
+
+// storeChart is a chart in the repository that a HelmRelease installs
+// from Flux's GitRepository: a Deployment whose replicas come from
+// replicaCount, a CRD among its templates, and a migration hook.
+func storeChart(version string, withCRD bool) map[string]any {
+	files := map[string]any{
+		"charts/store/Chart.yaml":  "apiVersion: v2\nname: store\nversion: " + version + "\n",
+		"charts/store/values.yaml": "replicaCount: 1\nimage: registry.example.com/store:1.0.0\n",
+		"charts/store/templates/deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  replicas: {{ .Values.replicaCount }}
+  selector:
+    matchLabels: {app: store}
+  template:
+    metadata:
+      labels: {app: store}
+    spec:
+      containers:
+      - name: store
+        image: {{ .Values.image }}
+`,
+		"charts/store/templates/migrate.yaml": `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-migrate
+  annotations: {helm.sh/hook: pre-upgrade}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: migrate, image: {{ .Values.image }}}]
+`,
+	}
+	if withCRD {
+		files["charts/store/templates/crd.yaml"] = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: carts.store.example.com
+spec:
+  group: store.example.com
+  names: {kind: Cart, plural: carts, singular: cart}
+  scope: Cluster
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+	} else {
+		files["charts/store/templates/crd.yaml"] = "# the carts moved to their own chart\n"
+	}
+	return files
+}
+
+// storeRelease is the HelmRelease a Kustomization applies.
+func storeRelease(replicas int) string {
+	return fmt.Sprintf(`apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: store, namespace: NS}
+spec:
+  interval: 10m
+  chart:
+    spec:
+      chart: ./charts/store
+      sourceRef: {kind: GitRepository, name: fleet}
+  values:
+    replicaCount: %d
+`, replicas)
+}
+
+// TestAHelmReleaseShowsWhatItsUpgradeDoes: a Flux Kustomization applies a
+// HelmRelease whose chart is in the same repository, and helm-controller
+// has installed it. A pull request that raises replicaCount and bumps the
+// chart to a version without its CRD shows, through serve on the real
+// apiserver: the Deployment's replicas going 2 → 3, the CRD's deletion as
+// a danger counting the live custom resources, the chart's version change
+// and its hook, not compared; the required check fails on the danger.
+func TestAHelmReleaseShowsWhatItsUpgradeDoes(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, func(c *config.Config) {
+		// app.yml names the discovered target to let it count the carts,
+		// a cluster-scoped kind its chart defines.
+		c.Targets = c.Targets[:1]
+		c.Targets[0].Name, c.Targets[0].Path = "store", "fleet/store"
+		c.Targets[0].Scope.ClusterKinds = []string{"Cart.store.example.com"}
+		cl := c.Clusters["test"]
+		cl.Discover = &config.Discover{Flux: true}
+		c.Clusters["test"] = cl
+	})
+	ns := w.env.Namespace
+	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
+	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns}
+	host := string(discover.HostOf(w.gh.URL()))
+	hostname, _, _ := strings.Cut(host, ":")
+	w.apply(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: NS}
+spec:
+  interval: 1m
+  url: ssh://git@` + hostname + `/acme/gitops.git
+  ref: {branch: main}`)
+	w.apply(`apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: store, namespace: NS}
+spec:
+  interval: 10m
+  path: ./fleet/store
+  prune: true
+  sourceRef: {kind: GitRepository, name: fleet}`)
+	// What helm-controller installed.
+	w.apply(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: store
+  namespace: NS
+  labels: {helm.toolkit.fluxcd.io/name: store, helm.toolkit.fluxcd.io/namespace: NS}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: store}}
+  template:
+    metadata: {labels: {app: store}}
+    spec:
+      containers: [{name: store, image: registry.example.com/store:1.0.0}]`)
+	crd := storeChart("1.2.0", true)["charts/store/templates/crd.yaml"].(string)
+	w.apply(strings.Replace(crd, "  name: carts.store.example.com\n", "  name: carts.store.example.com\n  labels: {helm.toolkit.fluxcd.io/name: store, helm.toolkit.fluxcd.io/namespace: NS}\n", 1))
+	eventually(t, func() bool {
+		_, err := w.env.Client.Discovery().ServerResourcesForGroupVersion("store.example.com/v1")
+		return err == nil
+	}, "the Cart CRD to be served", func() string { return "" })
+	for i := range 3 {
+		w.apply(fmt.Sprintf("apiVersion: store.example.com/v1\nkind: Cart\nmetadata: {name: cart-%d}\n", i))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.srv.App.targets.Run(ctx)
+
+	files := storeChart("1.2.0", true)
+	files["fleet/store/kustomization.yaml"] = "resources: [release.yaml]\n"
+	files["fleet/store/release.yaml"] = storeRelease(2)
+	base := w.commit(plumbing.ZeroHash, files)
+	change := storeChart("1.3.0", false)
+	change["fleet/store/release.yaml"] = storeRelease(3)
+	head := w.commit(base, change)
+	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
+	w.openPR(1, base, head, nil)
+	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	w.waitChecks(head.String(), 2)
+	body := w.gh.Comments(fullName, 1)[0].Body
+	for _, s := range []string{
+		"Deployment/" + ns + "/store", "`.spec.replicas`", "`2` → `3`",
+		"CustomResourceDefinition/carts.store.example.com", "removing the CRD deletes every Cart with it: 3 custom resources",
+		"HelmRelease/" + ns + "/store: chart store 1.2.0 → store 1.3.0",
+		"runs hooks, not compared: Job/store-migrate (pre-upgrade)",
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+	if strings.Contains(body, "kind: Job") || strings.Contains(body, "Job/"+ns+"/store-migrate") {
+		t.Errorf("the hook is compared as an object:\n%s", body)
+	}
+}
