@@ -35,7 +35,7 @@ const (
 
 // KnownAppliers are the field managers GitOps reconcilers apply with; the
 // applier of a live object is detected among them.
-var KnownAppliers = []string{"kustomize-controller", "argocd-controller", "argocd-application-controller"}
+var KnownAppliers = []string{"kustomize-controller", "helm-controller", "argocd-controller", "argocd-application-controller"}
 
 // Options configure a comparison. The zero value compares read-only, detects
 // the applier and ignores nothing; DefaultOptions ignores well-known controllers.
