@@ -38,6 +38,9 @@ const (
 	// today: a strategic-merge or JSON 6902 patch, in a file or inline.
 	StrategyExistingPatch Strategy = "the overlay's patch that sets it"
 	StrategyPatch         Strategy = "a strategic-merge patch in the overlay"
+	// StrategyChartValue edits the one value of a Helm release that sets
+	// the field.
+	StrategyChartValue Strategy = "the Helm release's value that sets it"
 )
 
 // Input is what a plan is made from.
@@ -76,6 +79,25 @@ type Input struct {
 	// is the reconciler's, and a value one of its build options sets is
 	// written into its manifest in Git. Nil for plain kustomize.
 	Build *Build
+	// Charts traces a field of an object a Helm chart renders to the one
+	// release value that sets it; nil when the render holds no release.
+	Charts ChartValues
+}
+
+// ChartValues traces drift on the objects of the Helm releases a target
+// renders.
+type ChartValues interface {
+	// Trace is the edit that makes the release render live at fp of obj
+	// ("Kind/namespace/name"): the file holding the value that sets it,
+	// its new content and what the value is; or why there is none. ok is
+	// false when obj is none of the releases'.
+	Trace(ctx context.Context, obj string, fp fieldpath.Path, live any) (t ChartEdit, why string, ok bool)
+}
+
+// ChartEdit is a release value changed in the file that sets it.
+type ChartEdit struct {
+	File    string
+	Content []byte
 }
 
 // Codified is one field written back to Git.
@@ -404,10 +426,21 @@ type attempt struct {
 // verifies.
 func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 	i, obj := p.find(ch)
+	fp := f.FieldPath()
+	if obj == nil && p.in.Charts != nil {
+		edit, why, ok := p.in.Charts.Trace(p.ctx, refString(ch), fp, f.Live)
+		switch {
+		case ok && why != "":
+			return nil, why
+		case ok:
+			p.edits[edit.File] = edit.Content
+			return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Was: f.Desired, Manager: f.Manager, Time: f.Time,
+				File: edit.File, Strategy: StrategyChartValue}, ""
+		}
+	}
 	if obj == nil {
 		return nil, "the object is not in the overlay's render"
 	}
-	fp := f.FieldPath()
 	var origin render.Origin
 	if i < len(p.current.Origins) {
 		origin = p.current.Origins[i]

@@ -46,6 +46,9 @@ type Built struct {
 	// Releases are the Helm releases of the render, their objects among
 	// Objects when they could be rendered.
 	Releases []Release
+	// Charts traces drift on the releases' objects to their values; nil
+	// when none was rendered.
+	Charts prgen.ChartValues
 }
 
 // Target renders t at tree as its reconciler builds it: plain
@@ -75,6 +78,14 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 	if err != nil {
 		b.Problems = append(b.Problems, err.Error())
 		return b
+	}
+	// The files the HelmReleases are applied from, where their values are
+	// written back.
+	releaseFiles := map[string]string{}
+	for i, obj := range objs {
+		if isHelmRelease(obj) && i < len(o.Origins) {
+			releaseFiles["HelmRelease/"+obj.GetName()] = o.Origins[i].Path
+		}
 	}
 	if f != nil && f.Flux != nil && len(b.Problems) == 0 {
 		ks := f.Flux
@@ -113,10 +124,14 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 		ks = f.Flux
 	}
 	var problems []string
-	objs, b.Releases, problems = helmReleases(ctx, r, tree, ks, objs, vars.Helm, vars.HelmNote)
+	var traced []*traceable
+	objs, b.Releases, traced, problems = helmReleases(ctx, r, tree, ks, objs, vars.Helm, vars.HelmNote, releaseFiles)
 	if len(problems) > 0 {
 		b.Problems = append(b.Problems, problems...)
 		return b
+	}
+	if len(traced) > 0 {
+		b.Charts = &chartValues{r: r, tree: tree, releases: traced}
 	}
 	if f != nil && f.Reconciler == discover.ReconcilerArgoCD {
 		b.Hooks = o.Hooks

@@ -54,7 +54,7 @@ func isHelmRelease(o *unstructured.Unstructured) bool {
 // added. A release that cannot be rendered (its chart is not in the
 // target's own repository, or the cluster's capabilities are unknown)
 // says why; one whose chart fails to render is a problem of the target.
-func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks *unstructured.Unstructured, objs []*unstructured.Unstructured, caps *Capabilities, capsNote string) (out []*unstructured.Unstructured, releases []Release, problems []string) {
+func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks *unstructured.Unstructured, objs []*unstructured.Unstructured, caps *Capabilities, capsNote string, files map[string]string) (out []*unstructured.Unstructured, releases []Release, traced []*traceable, problems []string) {
 	out = objs
 	for _, hr := range objs {
 		if !isHelmRelease(hr) {
@@ -106,8 +106,14 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 		}
 		out = append(out, placed...)
 		releases = append(releases, rel)
+		t := &traceable{release: hr, file: files["HelmRelease/"+hr.GetName()], chart: chart, objects: map[string]*unstructured.Unstructured{}}
+		t.values, _, _ = unstructured.NestedMap(hr.Object, "spec", "values")
+		for _, o := range placed {
+			t.objects[objectKey(o)] = o
+		}
+		traced = append(traced, t)
 	}
-	return out, releases, problems
+	return out, releases, traced, problems
 }
 
 // releaseChart is the chart a HelmRelease installs, read from the target's

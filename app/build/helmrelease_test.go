@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/internal/testfs"
@@ -163,4 +164,43 @@ func keysOf(m map[string]*unstructured.Unstructured) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestDriftOnAReleaseIsTracedToTheValueThatSetsIt: a person scales the
+// release's Deployment to 5. Of the HelmRelease's values equal to the
+// rendered 3 (replicaCount, and a decoy the chart never reads), only
+// replicaCount, rendered again at 5, changes the replicas and nothing else:
+// the edit is that value in the HelmRelease's manifest, comments kept. The
+// image, which no value of the HelmRelease sets (the chart's appVersion),
+// is not traced, and says why.
+func TestDriftOnAReleaseIsTracedToTheValueThatSetsIt(t *testing.T) {
+	release := strings.Replace(shopRelease, "  values:\n    replicaCount: 3\n", "  values:\n    replicaCount: 3 # the floor\n    notes: {copies: 3}\n", 1)
+	files := withShopChart(t, map[string]string{
+		"apps/shop/kustomization.yaml": "resources: [release.yaml]\n",
+		"apps/shop/release.yaml":       release,
+		"apps/shop/values-prod.yaml":   "cache: {enabled: false}\n",
+	}, "charts/shop")
+	tg := fluxTarget(shopKustomization(t))
+	tg.Path = "apps/shop"
+	r := render.New(render.Options{Origins: true})
+	tree := testfs.Tree(t, files)
+	b := Target(context.Background(), r, tree, tg, Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}})
+	if len(b.Problems) > 0 || b.Charts == nil {
+		t.Fatalf("problems %v, charts %v", b.Problems, b.Charts)
+	}
+	edit, why, ok := b.Charts.Trace(context.Background(), "Deployment/prod/prod-shop", fieldpath.MakePathOrDie("spec", "replicas"), int64(5))
+	if !ok || why != "" {
+		t.Fatalf("replicas not traced: %q (%v)", why, ok)
+	}
+	want := strings.Replace(release, "replicaCount: 3 # the floor", "replicaCount: 5 # the floor", 1)
+	if edit.File != "apps/shop/release.yaml" || string(edit.Content) != want {
+		t.Errorf("the edit of %s:\n%s\nwant:\n%s", edit.File, edit.Content, want)
+	}
+	image := fieldpath.MakePathOrDie("spec", "template", "spec", "containers", fieldpath.KeyByFields("name", "shop"), "image")
+	if _, why, ok := b.Charts.Trace(context.Background(), "Deployment/prod/prod-shop", image, "registry.example.com/shop:9.9.9"); !ok || !strings.Contains(why, "from no value of its values") {
+		t.Errorf("the image: %q (%v), want it not traced, saying why", why, ok)
+	}
+	if _, _, ok := b.Charts.Trace(context.Background(), "ConfigMap/prod/other", image, "x"); ok {
+		t.Error("an object of no release was claimed")
+	}
 }

@@ -742,11 +742,13 @@ func shortSHA(s string) string {
 
 // driftCheck is one check of one target as it goes through its steps.
 type driftCheck struct {
-	t   targets.Target
-	st  *targetState
-	now time.Time
-	log *slog.Logger
-	gh  *ghapp.Installation
+	// charts traces drift on the target's Helm releases to their values.
+	charts prgen.ChartValues
+	t      targets.Target
+	st     *targetState
+	now    time.Time
+	log    *slog.Logger
+	gh     *ghapp.Installation
 	// token fetches the repository, whose tree at the default branch's
 	// head is tree; release lets go of the read.
 	token   string
@@ -964,7 +966,7 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 	if len(b.Problems) > 0 {
 		return fmt.Errorf("%s does not render at %s: %s", c.t.Path, shortSHA(c.st.head), build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
 	}
-	c.desired, c.secretObjects = b.Objects, b.SecretObjects
+	c.desired, c.secretObjects, c.charts = b.Objects, b.SecretObjects, b.Charts
 	kinds, namespaces, err := watchScope(ctx, w, c.desired)
 	if err != nil {
 		return err
@@ -1027,7 +1029,7 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 	plan, err := prgen.Make(ctx, prgen.Input{
 		Tree: c.tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
 		Intents: r.intents, Unmanaged: unmanaged, Adopt: c.t.Policy.AdoptUnmanaged, Generated: generated,
-		Variables: c.variables, Build: wb,
+		Variables: c.variables, Build: wb, Charts: c.charts,
 	})
 	if err != nil {
 		return nil, err
