@@ -6,8 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
@@ -180,5 +183,83 @@ spec:
 	}
 	if strings.Contains(body, "kind: Job") || strings.Contains(body, "Job/"+ns+"/store-migrate") {
 		t.Errorf("the hook is compared as an object:\n%s", body)
+	}
+}
+
+// TestAScaledHelmDeploymentBecomesAValuesChange: helm-controller installed
+// a release whose Deployment's replicas come from the HelmRelease's
+// replicaCount. A person scales the Deployment to 4 with kubectl: the drift
+// pull request changes replicaCount in the HelmRelease's manifest, and
+// nothing else. A person then sets the image, which the chart takes from a
+// value the HelmRelease does not set: it is shown on the dashboard with
+// why, never guessed into a file.
+func TestAScaledHelmDeploymentBecomesAValuesChange(t *testing.T) {
+	t.Parallel()
+	d := newDriftWorld(t, 500*time.Millisecond, nil)
+	d.stop()
+	policy := d.cfg.Targets[0].Policy
+	d.cfg.Targets = []config.Target{{Repo: fullName, Path: "fleet/store", Cluster: "test", Policy: policy}}
+	ns := d.env.Namespace
+	cl := d.cfg.Clusters["test"]
+	cl.Discover = &config.Discover{Flux: true, Namespaces: []string{ns}}
+	d.cfg.Clusters["test"] = cl
+	d.start()
+	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)
+	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
+	files := storeChart("1.2.0", false)
+	files["fleet/store/kustomization.yaml"] = "resources: [release.yaml]\n"
+	files["fleet/store/release.yaml"] = strings.Replace(storeRelease(2), "replicaCount: 2", "replicaCount: 2 # two zones", 1)
+	commit := d.commit(d.main, files)
+	d.push(map[string]plumbing.Hash{"refs/heads/main": commit})
+	d.apply(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: NS}
+spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main}}`)
+	d.apply(fluxKustomization(ns, "store", "fleet/store"))
+	// What kustomize-controller and helm-controller applied.
+	d.apply(strings.Replace(storeRelease(2), "metadata: {name: store, namespace: NS}",
+		"metadata: {name: store, namespace: NS, labels: {kustomize.toolkit.fluxcd.io/name: store, kustomize.toolkit.fluxcd.io/namespace: NS}}", 1))
+	deployment := `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: store
+  namespace: NS
+  labels: {helm.toolkit.fluxcd.io/name: store, helm.toolkit.fluxcd.io/namespace: NS}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: store}}
+  template:
+    metadata: {labels: {app: store}}
+    spec:
+      containers: [{name: store, image: registry.example.com/store:1.0.0}]`
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(d.ns(deployment)), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Apply(t, d.env.Config, "helm-controller", u)
+	d.discovered("fleet/store")
+	d.run()
+	d.settle(2)
+	if p := d.openPulls(); len(p) != 0 {
+		t.Fatalf("the cluster matches the release, yet drift pull requests: %+v", p)
+	}
+
+	d.scale(4, "kubectl")
+	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	pr := d.openPulls()[0]
+	changed := d.changedFiles(d.branchNamed(pr.HeadRef))
+	want := d.ns(strings.Replace(files["fleet/store/release.yaml"].(string), "replicaCount: 2 # two zones", "replicaCount: 4 # two zones", 1))
+	if len(changed) != 1 || changed["fleet/store/release.yaml"] != want {
+		t.Errorf("the drift pull request changes %v, want the HelmRelease's replicaCount only:\n%s", keys(changed), changed["fleet/store/release.yaml"])
+	}
+	if !strings.Contains(pr.Body, "Deployment/"+ns+"/store") || !strings.Contains(pr.Body, ".spec.replicas") {
+		t.Errorf("the pull request does not say what drifted:\n%s", pr.Body)
+	}
+
+	d.patch("Deployment", "store", "kubectl-set", `{"spec":{"template":{"spec":{"containers":[{"name":"store","image":"registry.example.com/store:1.0.1"}]}}}}`)
+	d.dashboardSays("the image shown, not written", "registry.example.com/store:1.0.1", "from no value of its values")
+	tip := d.changedFiles(d.branchNamed(pr.HeadRef))
+	if strings.Contains(tip["fleet/store/release.yaml"], "1.0.1") || len(tip) != 1 {
+		t.Errorf("the untraced image was written: %v\n%s", keys(tip), tip["fleet/store/release.yaml"])
 	}
 }

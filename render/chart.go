@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/gob"
 	"fmt"
-	"path"
 	"sort"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/render/helm"
 )
@@ -55,10 +53,10 @@ func (r *Renderer) RenderChart(ctx context.Context, c Chart) (*RenderedChart, er
 	if p := checkChartSize(c, lim); p != nil {
 		return &RenderedChart{Problem: p}, nil
 	}
-	if err := r.slots.acquire(ctx); err != nil {
+	if err := r.slots.Acquire(ctx); err != nil {
 		return nil, err
 	}
-	defer r.slots.release()
+	defer r.slots.Release()
 	cmd, err := r.childCommand(1)
 	if err != nil {
 		return nil, err
@@ -150,23 +148,8 @@ func checkChartSize(c Chart, lim Limits) *Problem {
 }
 
 // renderChart is the child's side of RenderChart.
-func renderChart(c *Chart, maxOutput int64) (reply chartReply) {
-	defer func() {
-		if r := recover(); r != nil {
-			reply = chartReply{Problem: &Problem{Reason: ReasonPanic, Message: fmt.Sprintf("Helm crashed on this chart (%v)", r)}}
-		}
-	}()
-	values := map[string]any{}
-	if len(c.Values) > 0 {
-		if err := yaml.Unmarshal(c.Values, &values); err != nil {
-			return chartReply{Problem: &Problem{Reason: ReasonInvalid, Message: "values: " + err.Error()}}
-		}
-	}
-	files := make(map[string][]byte, len(c.Files))
-	for n, b := range c.Files {
-		files[path.Clean(n)] = b
-	}
-	out, err := helm.Template(context.Background(), files, values, c.Release)
+func renderChart(c *Chart, maxOutput int64) chartReply {
+	out, err := helm.Render(c.Files, c.Values, c.Release)
 	if err != nil {
 		return chartReply{Problem: &Problem{Reason: ReasonHelm, Message: err.Error()}}
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/slots"
 )
 
 // asDeployedEnv marks the re-executed test binary that renders as the pod
@@ -66,20 +67,20 @@ func TestChildMemoryAsDeployed(t *testing.T) {
 	c := d.Spec.Template.Spec.Containers[0]
 	wired := false
 	for _, e := range c.Env {
-		wired = wired || e.Name == render.MemoryLimitEnv
+		wired = wired || e.Name == slots.MemoryLimitEnv
 	}
 	if !wired {
-		t.Errorf("deploy/base does not give the container %s", render.MemoryLimitEnv)
+		t.Errorf("deploy/base does not give the container %s", slots.MemoryLimitEnv)
 	}
 	mem, cpu := resource.MustParse(c.Resources.Limits["memory"]), resource.MustParse(c.Resources.Limits["cpu"])
 	cores := max(1, int((cpu.MilliValue()+999)/1000))
-	_, child := render.FitMemory(mem.Value(), render.DefaultLimits().Memory, cores)
+	_, child := slots.Fit(mem.Value(), render.DefaultLimits().Memory, cores)
 	if child >= render.DefaultLimits().Memory {
 		t.Fatalf("the shipped pod's limits (%s, %s) leave a child the default %d MiB: the test would prove nothing", mem.String(), cpu.String(), child>>20)
 	}
 	want := fmt.Sprintf("more than the memory limit of %d MiB", child>>20)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChildMemoryAsDeployed$", "-test.v")
-	cmd.Env = append(os.Environ(), asDeployedEnv+"="+want, render.MemoryLimitEnv+"="+strconv.FormatInt(mem.Value(), 10), "GOMAXPROCS="+strconv.Itoa(cores))
+	cmd.Env = append(os.Environ(), asDeployedEnv+"="+want, slots.MemoryLimitEnv+"="+strconv.FormatInt(mem.Value(), 10), "GOMAXPROCS="+strconv.Itoa(cores))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("rendering as deployed (%s, %d CPU): %v\n%s", mem.String(), cores, err, out)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/driftback/driftback/render/slots"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
@@ -221,22 +222,22 @@ func DefaultOptions() Options {
 // Renderer renders overlays. It is safe for concurrent use.
 type Renderer struct {
 	opts  Options
-	slots *childSlots
+	slots *slots.Slots
 }
 
 // New returns a Renderer. Where the container has a memory limit, the
 // children of every Renderer in the process together stay within half of it
-// (see ContainerMemory): fewer run at once, or each gets less than
+// (see slots.ContainerMemory): fewer run at once, or each gets less than
 // Limits.Memory.
 func New(opts Options) *Renderer {
 	opts.Limits = opts.Limits.withDefaults()
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = runtime.GOMAXPROCS(0)
 	}
-	slots := processSlots()
-	opts.Parallelism = min(opts.Parallelism, cap(slots.free))
-	if slots.memory > 0 {
-		opts.Limits.Memory = min(opts.Limits.Memory, slots.memory)
+	slots := slots.Process(DefaultLimits().Memory)
+	opts.Parallelism = min(opts.Parallelism, slots.Size())
+	if m := slots.Memory(); m > 0 {
+		opts.Limits.Memory = min(opts.Limits.Memory, m)
 	}
 	return &Renderer{opts: opts, slots: slots}
 }

@@ -67,10 +67,10 @@ func (r *Renderer) runShare(ctx context.Context, t *Tree, jobs []*job) error {
 // result. A child that dies or overruns its time is blamed on the overlay it was
 // rendering, which gets a problem saying why.
 func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, error) {
-	if err := r.slots.acquire(ctx); err != nil {
+	if err := r.slots.Acquire(ctx); err != nil {
 		return 0, err
 	}
-	defer r.slots.release()
+	defer r.slots.Release()
 	lim := r.opts.Limits
 	req := childRequest{Files: map[string][]byte{}, MaxOutput: lim.MaxOutput, Origins: r.opts.Origins}
 	for _, j := range jobs {

@@ -8,6 +8,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 
@@ -17,6 +18,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // Options are a release's settings, as the reconciler computes them.
@@ -119,4 +121,25 @@ func Template(ctx context.Context, files map[string][]byte, values map[string]an
 		r.Hooks = append(r.Hooks, hook)
 	}
 	return r, nil
+}
+
+// Render is Template for a render child: values as YAML or JSON, file
+// paths cleaned, and a crash of Helm an error.
+func Render(files map[string][]byte, values []byte, o Options) (out *Rendered, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("Helm crashed on this chart (%v)", r)
+		}
+	}()
+	vals := map[string]any{}
+	if len(values) > 0 {
+		if err := yaml.Unmarshal(values, &vals); err != nil {
+			return nil, fmt.Errorf("values: %w", err)
+		}
+	}
+	clean := make(map[string][]byte, len(files))
+	for n, b := range files {
+		clean[path.Clean(n)] = b
+	}
+	return Template(context.Background(), clean, vals, o)
 }

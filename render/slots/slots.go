@@ -1,4 +1,6 @@
-package render
+// Package slots bounds the render children of a process by the container's
+// memory: how many run at once, and how much memory each may have.
+package slots
 
 import (
 	"context"
@@ -62,10 +64,10 @@ func containerMemory(files []string) int64 {
 	return 0
 }
 
-// fitMemory bounds the children by the container's memory limit (0: none):
-// it returns how many may run at once and the memory limit of each, never
-// more than perChild.
-func fitMemory(container, perChild int64, parallelism int) (int, int64) {
+// Fit bounds the children by the container's memory limit (0: none): it
+// returns how many may run at once and the memory limit of each, never more
+// than perChild.
+func Fit(container, perChild int64, parallelism int) (int, int64) {
 	if container <= 0 {
 		return parallelism, perChild
 	}
@@ -76,34 +78,41 @@ func fitMemory(container, perChild int64, parallelism int) (int, int64) {
 	return parallelism, max(min(perChild, budget/int64(parallelism)), min(perChild, minChildMemory))
 }
 
-// childSlots bound the render children of the whole process: every Renderer
+// Slots bound the render children of the whole process: every Renderer
 // (the pull-request flow's, the drift loop's) takes a slot for each child.
-type childSlots struct {
+type Slots struct {
 	free   chan struct{}
 	memory int64 // the most memory one child may have; 0: no container limit
 }
 
 var (
-	slotsOnce sync.Once
-	slots     *childSlots
+	once    sync.Once
+	process *Slots
 )
 
-// processSlots sizes the process's slots once, from the container's memory
-// limit and the CPUs Go may use.
-func processSlots() *childSlots {
-	slotsOnce.Do(func() {
+// Process sizes the process's slots once, from the container's memory
+// limit, perChild (the most one child may have) and the CPUs Go may use.
+func Process(perChild int64) *Slots {
+	once.Do(func() {
 		container := ContainerMemory()
-		n, mem := fitMemory(container, DefaultLimits().Memory, runtime.GOMAXPROCS(0))
+		n, mem := Fit(container, perChild, runtime.GOMAXPROCS(0))
 		if container == 0 {
 			mem = 0
 		}
-		slots = &childSlots{free: make(chan struct{}, n), memory: mem}
+		process = &Slots{free: make(chan struct{}, n), memory: mem}
 	})
-	return slots
+	return process
 }
 
-// acquire waits for a slot; release gives it back.
-func (s *childSlots) acquire(ctx context.Context) error {
+// Size is how many children may run at once.
+func (s *Slots) Size() int { return cap(s.free) }
+
+// Memory is the most memory one child may have; 0 when the container has
+// no limit.
+func (s *Slots) Memory() int64 { return s.memory }
+
+// Acquire waits for a slot; Release gives it back.
+func (s *Slots) Acquire(ctx context.Context) error {
 	select {
 	case s.free <- struct{}{}:
 		return nil
@@ -112,4 +121,5 @@ func (s *childSlots) acquire(ctx context.Context) error {
 	}
 }
 
-func (s *childSlots) release() { <-s.free }
+// Release gives a slot back.
+func (s *Slots) Release() { <-s.free }

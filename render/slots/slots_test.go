@@ -1,4 +1,4 @@
-package render
+package slots
 
 import (
 	"os"
@@ -25,7 +25,7 @@ func TestChildrenFitTheContainer(t *testing.T) {
 		{"512 MiB, 8 cores", 512 << 20, 2 << 30, 8, 1, 512 << 20},
 		{"a lower configured limit stays", 8 << 30, 256 << 20, 2, 2, 256 << 20},
 	} {
-		n, mem := fitMemory(c.container, c.perChild, c.cores)
+		n, mem := Fit(c.container, c.perChild, c.cores)
 		if n != c.wantN || mem != c.wantMem {
 			t.Errorf("%s: %d children of %d MiB, want %d of %d MiB", c.name, n, mem>>20, c.wantN, c.wantMem>>20)
 		}
