@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -198,7 +200,7 @@ func TestAScaledHelmDeploymentBecomesAValuesChange(t *testing.T) {
 	d := newDriftWorld(t, 500*time.Millisecond, nil)
 	d.stop()
 	policy := d.cfg.Targets[0].Policy
-	d.cfg.Targets = []config.Target{{Repo: fullName, Path: "fleet/store", Cluster: "test", Policy: policy}}
+	d.cfg.Targets = []config.Target{{Name: "store", Repo: fullName, Path: "fleet/store", Cluster: "test", Policy: policy}}
 	ns := d.env.Namespace
 	cl := d.cfg.Clusters["test"]
 	cl.Discover = &config.Discover{Flux: true, Namespaces: []string{ns}}
@@ -244,7 +246,11 @@ spec:
 		t.Fatalf("the cluster matches the release, yet drift pull requests: %+v", p)
 	}
 
-	d.scale(4, "kubectl")
+	if _, err := d.env.Client.AppsV1().Deployments(ns).UpdateScale(context.Background(), "store",
+		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "store", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 4}},
+		metav1.UpdateOptions{FieldManager: "kubectl"}); err != nil {
+		t.Fatal(err)
+	}
 	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
 	pr := d.openPulls()[0]
 	changed := d.changedFiles(d.branchNamed(pr.HeadRef))
