@@ -92,6 +92,29 @@ spec:
 `, replicas)
 }
 
+// installStore applies the store release's Deployment as helm-controller
+// installed it, with replicas.
+func (w *world) installStore(replicas int) {
+	w.t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(w.ns(fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: store
+  namespace: NS
+  labels: {helm.toolkit.fluxcd.io/name: store, helm.toolkit.fluxcd.io/namespace: NS}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: store}}
+  template:
+    metadata: {labels: {app: store}}
+    spec:
+      containers: [{name: store, image: registry.example.com/store:1.0.0}]`, replicas))), &u.Object); err != nil {
+		w.t.Fatal(err)
+	}
+	kubetest.Apply(w.t, w.env.Config, "helm-controller", u)
+}
+
 // TestAHelmReleaseShowsWhatItsUpgradeDoes: a Flux Kustomization applies a
 // HelmRelease whose chart is in the same repository, and helm-controller
 // has installed it. A pull request that raises replicaCount and bumps the
@@ -131,20 +154,7 @@ spec:
   path: ./fleet/store
   prune: true
   sourceRef: {kind: GitRepository, name: fleet}`)
-	// What helm-controller installed.
-	w.apply(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: store
-  namespace: NS
-  labels: {helm.toolkit.fluxcd.io/name: store, helm.toolkit.fluxcd.io/namespace: NS}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: store}}
-  template:
-    metadata: {labels: {app: store}}
-    spec:
-      containers: [{name: store, image: registry.example.com/store:1.0.0}]`)
+	w.installStore(2)
 	crd := storeChart("1.2.0", true)["charts/store/templates/crd.yaml"].(string)
 	w.apply(strings.Replace(crd, "  name: carts.store.example.com\n", "  name: carts.store.example.com\n  labels: {helm.toolkit.fluxcd.io/name: store, helm.toolkit.fluxcd.io/namespace: NS}\n", 1))
 	eventually(t, func() bool {
@@ -221,24 +231,7 @@ spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main
 	// What kustomize-controller and helm-controller applied.
 	d.apply(strings.Replace(storeRelease(2), "metadata: {name: store, namespace: NS}",
 		"metadata: {name: store, namespace: NS, labels: {kustomize.toolkit.fluxcd.io/name: store, kustomize.toolkit.fluxcd.io/namespace: NS}}", 1))
-	deployment := `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: store
-  namespace: NS
-  labels: {helm.toolkit.fluxcd.io/name: store, helm.toolkit.fluxcd.io/namespace: NS}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: store}}
-  template:
-    metadata: {labels: {app: store}}
-    spec:
-      containers: [{name: store, image: registry.example.com/store:1.0.0}]`
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(d.ns(deployment)), &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	kubetest.Apply(t, d.env.Config, "helm-controller", u)
+	d.installStore(2)
 	d.discovered("fleet/store")
 	d.run()
 	d.settle(2)
