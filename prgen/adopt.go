@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/prgen/yamledit"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -111,7 +112,7 @@ func (p *planner) adopt(live *unstructured.Unstructured) (*Adopted, string) {
 		if k == "metadata" || k == "apiVersion" || k == "kind" {
 			continue
 		}
-		if !sameJSON(clean.Object[k], found.Object[k]) {
+		if !object.SameJSON(clean.Object[k], found.Object[k]) {
 			return nil, fmt.Sprintf("adoption did not verify: the overlay's transformers change its %s", k)
 		}
 	}

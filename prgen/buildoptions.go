@@ -79,7 +79,7 @@ func (p *planner) setByOptions(index int, fp fieldpath.Path) (set, known bool) {
 	if with.GetKind() != without.GetKind() || with.GetName() != without.GetName() || with.GetNamespace() != without.GetNamespace() {
 		return false, false
 	}
-	return !sameJSON(object.ValueAt(with.Object, fp), object.ValueAt(without.Object, fp)), true
+	return !object.SameJSON(object.ValueAt(with.Object, fp), object.ValueAt(without.Object, fp)), true
 }
 
 // buildAttempts are the edits of the reconciler object's build options that
@@ -262,7 +262,7 @@ func (p *planner) buildList(file string, doc *yaml.RNode, field string) (*yaml.R
 		return nil, fmt.Sprintf("%s: %v", file, err)
 	}
 	cluster, _, _ := unstructured.NestedFieldNoCopy(p.build.Object, at...)
-	if !sameJSON(git, cluster) {
+	if !object.SameJSON(git, cluster) {
 		return nil, fmt.Sprintf("its %s's %s in %s is not what the cluster has: something between Git and the cluster sets it", p.build.GetKind(), strings.Join(at, "."), file)
 	}
 	return n, ""

@@ -8,10 +8,8 @@ package prgen
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"path"
-	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -589,13 +587,13 @@ func (p *planner) verifyAs(edits map[string][]byte, values map[string]string, bu
 	for i, o := range p.objs {
 		expected[i] = o.DeepCopy().Object
 	}
-	nv, err := setValue(expected[index], fp, want)
+	nv, err := object.SetValueAt(expected[index], fp, want)
 	if err != nil {
 		return false, err.Error()
 	}
 	expected[index] = nv.(map[string]any)
 	for i := range after {
-		if !sameJSON(expected[i], after[i].Object) {
+		if !object.SameJSON(expected[i], after[i].Object) {
 			if i == index {
 				return false, fmt.Sprintf("%s renders as %v, not the live %v", fp, object.ValueAt(after[i].Object, fp), want)
 			}
@@ -609,85 +607,6 @@ func (p *planner) verifyAs(edits map[string][]byte, values map[string]string, bu
 		}
 	}
 	return true, ""
-}
-
-func sameJSON(a, b any) bool {
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	if err1 != nil || err2 != nil {
-		return reflect.DeepEqual(a, b)
-	}
-	var x, y any
-	_ = json.Unmarshal(ja, &x) // both were just marshalled
-	_ = json.Unmarshal(jb, &y)
-	return reflect.DeepEqual(x, y)
-}
-
-// setValue returns cur with v written at p, creating maps and keyed list
-// items on the way.
-func setValue(cur any, p fieldpath.Path, v any) (any, error) {
-	if len(p) == 0 {
-		return v, nil
-	}
-	pe := p[0]
-	switch {
-	case pe.FieldName != nil:
-		m, ok := cur.(map[string]any)
-		if !ok {
-			if cur != nil {
-				return nil, fmt.Errorf("%s is not a map", *pe.FieldName)
-			}
-			m = map[string]any{}
-		}
-		nv, err := setValue(m[*pe.FieldName], p[1:], v)
-		if err != nil {
-			return nil, err
-		}
-		m[*pe.FieldName] = nv
-		return m, nil
-	case pe.Key != nil:
-		l, _ := cur.([]any)
-		for j, item := range l {
-			if im, ok := item.(map[string]any); ok && keyMatches(im, pe) {
-				nv, err := setValue(item, p[1:], v)
-				if err != nil {
-					return nil, err
-				}
-				l[j] = nv
-				return l, nil
-			}
-		}
-		item := map[string]any{}
-		for _, f := range *pe.Key {
-			item[f.Name] = f.Value.Unstructured()
-		}
-		nv, err := setValue(item, p[1:], v)
-		if err != nil {
-			return nil, err
-		}
-		return append(l, nv), nil
-	case pe.Index != nil:
-		l, ok := cur.([]any)
-		if !ok || *pe.Index >= len(l) {
-			return nil, fmt.Errorf("no list item %d", *pe.Index)
-		}
-		nv, err := setValue(l[*pe.Index], p[1:], v)
-		if err != nil {
-			return nil, err
-		}
-		l[*pe.Index] = nv
-		return l, nil
-	}
-	return nil, fmt.Errorf("%s: set-list members cannot be edited", p)
-}
-
-func keyMatches(m map[string]any, pe fieldpath.PathElement) bool {
-	for _, f := range *pe.Key {
-		if fmt.Sprint(m[f.Name]) != fmt.Sprint(f.Value.Unstructured()) {
-			return false
-		}
-	}
-	return true
 }
 
 func (p *planner) kustomizationFile() string {

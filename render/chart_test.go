@@ -3,8 +3,6 @@ package render_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,28 +10,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/render/helm"
 )
 
 // shopChart reads the shop chart of render/helm's testdata.
 func shopChart(t *testing.T) map[string][]byte {
-	t.Helper()
-	files := map[string][]byte{}
-	root := filepath.Join("helm", "testdata", "shop")
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(root, p)
-		files[filepath.ToSlash(rel)] = b
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
+	return testfs.Read(t, filepath.Join("helm", "testdata", "shop"))
 }
 
 // TestAChartRendersInTheChild: a chart renders in the sandboxed child as

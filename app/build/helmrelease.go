@@ -109,7 +109,7 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 		t := &traceable{release: hr, file: files["HelmRelease/"+hr.GetName()], chart: chart, objects: map[string]*unstructured.Unstructured{}}
 		t.values, _, _ = unstructured.NestedMap(hr.Object, "spec", "values")
 		for _, o := range placed {
-			t.objects[objectKey(o)] = o
+			t.objects[object.RefOf(o).String()] = o
 		}
 		traced = append(traced, t)
 	}
@@ -209,7 +209,7 @@ func mergeValuesFiles(tree *render.Tree, spec map[string]any, files map[string][
 		if err := yaml.Unmarshal(b, &v); err != nil {
 			return fmt.Sprintf("its valuesFiles %q: %v", f, err)
 		}
-		merged = mergeMaps(merged, v)
+		merged = helm.MergeValues(merged, v)
 	}
 	b, err := yaml.Marshal(merged)
 	if err != nil {
@@ -217,25 +217,6 @@ func mergeValuesFiles(tree *render.Tree, spec map[string]any, files map[string][
 	}
 	files["values.yaml"] = b
 	return ""
-}
-
-// mergeMaps merges b over a as Helm's MergeMaps does: maps deeply,
-// everything else replaced.
-func mergeMaps(a, b map[string]any) map[string]any {
-	out := make(map[string]any, len(a))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		if bm, ok := v.(map[string]any); ok {
-			if am, ok := out[k].(map[string]any); ok {
-				out[k] = mergeMaps(am, bm)
-				continue
-			}
-		}
-		out[k] = v
-	}
-	return out
 }
 
 // chartName is "name version" from the chart's Chart.yaml, or its path.

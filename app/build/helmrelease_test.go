@@ -2,8 +2,6 @@ package build
 
 import (
 	"context"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,18 +17,8 @@ import (
 // withShopChart adds render/helm's shop chart to files, at dir.
 func withShopChart(t *testing.T, files map[string]string, dir string) map[string]string {
 	t.Helper()
-	root := filepath.Join("..", "..", "render", "helm", "testdata", "shop")
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(root, p)
-		files[dir+"/"+filepath.ToSlash(rel)] = string(b)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+	for name, b := range testfs.Read(t, filepath.Join("..", "..", "render", "helm", "testdata", "shop")) {
+		files[dir+"/"+name] = string(b)
 	}
 	return files
 }

@@ -117,19 +117,21 @@ func (c *chartValues) setsOnly(ctx context.Context, rel *traceable, path []strin
 		return false, nil
 	}
 	for _, o := range placed {
-		key := objectKey(o)
+		key := object.RefOf(o).String()
 		was, ok := rel.objects[key]
 		if !ok {
 			return false, nil
 		}
 		want := was.DeepCopy()
 		if key == obj {
-			if err := setAt(want.Object, fp, live); err != nil {
+			set, err := object.SetValueAt(want.Object, fp, live)
+			if err != nil {
 				return false, nil
 			}
+			want.Object = set.(map[string]any)
 		}
 		o.SetLabels(want.GetLabels()) // the reconciler's labels, added after
-		if !sameJSON(o.Object, want.Object) {
+		if !object.SameJSON(o.Object, want.Object) {
 			return false, nil
 		}
 	}
@@ -151,7 +153,7 @@ func leavesEqual(m map[string]any, prefix []string, v any) [][]string {
 			out = append(out, leavesEqual(x, path, v)...)
 		case []any:
 		default:
-			if sameJSON(x, v) {
+			if object.SameJSON(x, v) {
 				out = append(out, path)
 			}
 		}
@@ -174,49 +176,10 @@ func setLeaf(m map[string]any, path []string, v any) map[string]any {
 	return out
 }
 
-// setAt sets the field at fp of obj (maps only) to v.
-func setAt(obj map[string]any, fp fieldpath.Path, v any) error {
-	cur := obj
-	for i, pe := range fp {
-		if pe.FieldName == nil {
-			return fmt.Errorf("not a field path: %s", fp)
-		}
-		if i == len(fp)-1 {
-			cur[*pe.FieldName] = v
-			return nil
-		}
-		next, ok := cur[*pe.FieldName].(map[string]any)
-		if !ok {
-			return fmt.Errorf("no %s", fp)
-		}
-		cur = next
-	}
-	return nil
-}
-
-func sameJSON(a, b any) bool {
-	x, err1 := json.Marshal(a)
-	y, err2 := json.Marshal(b)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	var u, w any
-	return json.Unmarshal(x, &u) == nil && json.Unmarshal(y, &w) == nil && fmt.Sprint(u) == fmt.Sprint(w)
-}
-
 func anySlice(s []string) []any {
 	out := make([]any, len(s))
 	for i, x := range s {
 		out[i] = x
 	}
 	return out
-}
-
-// objectKey is "Kind/namespace/name" ("Kind/name" cluster-scoped), as
-// drift names objects.
-func objectKey(o *unstructured.Unstructured) string {
-	if o.GetNamespace() == "" {
-		return o.GetKind() + "/" + o.GetName()
-	}
-	return o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
 }

@@ -3,6 +3,7 @@
 package testfs
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -35,4 +36,23 @@ func Tree(t testing.TB, files map[string]string) *render.Tree {
 		t.Fatal(err)
 	}
 	return tree
+}
+
+// Read reads every file below dir, by slash-separated path from dir.
+func Read(t testing.TB, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		files[filepath.ToSlash(rel)] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }

@@ -143,3 +143,7 @@ func Render(files map[string][]byte, values []byte, o Options) (out *Rendered, e
 	}
 	return Template(context.Background(), clean, vals, o)
 }
+
+// MergeValues merges b over a as Helm merges values files: maps deeply,
+// everything else replaced.
+func MergeValues(a, b map[string]any) map[string]any { return loader.MergeMaps(a, b) }
