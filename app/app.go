@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/app/charts"
 	"github.com/driftback/driftback/app/driftloop"
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/app/metrics"
@@ -33,8 +35,11 @@ type App struct {
 	clients  *ghapp.Clients
 	cache    *repos.Cache
 	renderer *render.Renderer
-	log      *slog.Logger
-	now      func() time.Time
+	// charts fetches Helm charts from the repositories app.yml and the
+	// default branches trust.
+	charts *build.Charts
+	log    *slog.Logger
+	now    func() time.Time
 
 	mu       sync.Mutex
 	clusters map[string]*review.Cluster
@@ -81,6 +86,11 @@ func NewApp(cfg *config.Config, clients *ghapp.Clients, cache *repos.Cache, log 
 		clusters:   map[string]*review.Cluster{},
 		publishing: map[string]*sync.Mutex{},
 		targets:    targets.NewSource(cfg, log),
+		charts: &build.Charts{
+			Fetcher: charts.New(charts.Options{PrivateHosts: cfg.Helm.PrivateHosts, MaxBytes: cfg.Helm.MaxBytes,
+				Timeout: cfg.Helm.FetchTimeout, CacheBytes: cfg.Helm.CacheBytes}),
+			Listed: charts.NewTrust(cfg.Helm.Repositories),
+		},
 	}
 }
 
@@ -114,6 +124,6 @@ func (a *App) publishTimeout() time.Duration {
 func (a *App) driftDeps() driftloop.Deps {
 	return driftloop.Deps{
 		Config: a.cfg, Targets: a.targets, GitHub: a.clients, Cache: a.cache, Now: a.now,
-		Kube: a.kubeClient, Capabilities: a.capabilities, PublishTimeout: a.publishTimeout, Metrics: a.metrics,
+		Kube: a.kubeClient, Capabilities: a.capabilities, Charts: a.charts, PublishTimeout: a.publishTimeout, Metrics: a.metrics,
 	}
 }

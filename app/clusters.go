@@ -92,7 +92,7 @@ func (a *App) cluster(name string) review.Cluster {
 // reviewer reviews pull requests with the App's renderer and clusters.
 func (a *App) reviewer() *review.Reviewer {
 	return &review.Reviewer{
-		Renderer: a.renderer, Cluster: a.cluster, Kube: a.kubeClient, Capabilities: a.capabilities, Log: a.log,
+		Renderer: a.renderer, Cluster: a.cluster, Kube: a.kubeClient, Capabilities: a.capabilities, Charts: a.charts, Log: a.log,
 		Rendered: a.metrics.Render,
 	}
 }

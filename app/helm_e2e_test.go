@@ -16,6 +16,7 @@ import (
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/internal/helmtest"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -260,5 +261,113 @@ spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main
 	tip := d.changedFiles(d.branchNamed(pr.HeadRef))
 	if strings.Contains(tip["fleet/store/release.yaml"], "1.0.1") || len(tip) != 1 {
 		t.Errorf("the untraced image was written: %v\n%s", keys(tip), tip["fleet/store/release.yaml"])
+	}
+}
+
+// TestAChartFromARepositoryIsFetchedOnlyOnceTrusted: the store chart is
+// served by an HTTP chart repository that the default branch names. A pull
+// request that raises replicaCount shows the Deployment's change, through
+// serve on the real apiserver, with the chart fetched at the version its
+// range picks. The same pull request adds a release from a repository the
+// default branch does not name: it is not asked anything, and the comment
+// says why its chart is not rendered.
+func TestAChartFromARepositoryIsFetchedOnlyOnceTrusted(t *testing.T) {
+	t.Parallel()
+	trusted, untrusted := helmtest.NewRepo(t), helmtest.NewRepo(t)
+	for _, v := range []string{"1.2.0", "1.3.0", "2.0.0"} {
+		chart := map[string][]byte{}
+		for p, content := range storeChart(v, false) {
+			chart[strings.TrimPrefix(p, "charts/store/")] = []byte(content.(string))
+		}
+		trusted.Add(t, chart)
+		untrusted.Add(t, chart)
+	}
+	w := newWorld(t, func(c *config.Config) {
+		c.Targets = c.Targets[:1]
+		c.Targets[0].Name, c.Targets[0].Path = "store", "fleet/store"
+		cl := c.Clusters["test"]
+		cl.Discover = &config.Discover{Flux: true}
+		c.Clusters["test"] = cl
+		// The test's repositories listen on loopback.
+		c.Helm.PrivateHosts = []string{"127.0.0.1"}
+	})
+	ns := w.env.Namespace
+	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
+	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns}
+	host := string(discover.HostOf(w.gh.URL()))
+	hostname, _, _ := strings.Cut(host, ":")
+	w.apply(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: NS}
+spec:
+  interval: 1m
+  url: ssh://git@` + hostname + `/acme/gitops.git
+  ref: {branch: main}`)
+	w.apply(`apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: store, namespace: NS}
+spec:
+  interval: 10m
+  path: ./fleet/store
+  prune: true
+  sourceRef: {kind: GitRepository, name: fleet}`)
+	w.installStore(2)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.srv.App.targets.Run(ctx)
+
+	release := func(name, repo string, replicas int) string {
+		return fmt.Sprintf(`apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: %s, namespace: NS}
+spec:
+  interval: 10m
+  chart:
+    spec:
+      chart: store
+      version: 1.x
+      sourceRef: {kind: HelmRepository, name: %s}
+  values:
+    replicaCount: %d
+---
+`, name, repo, replicas)
+	}
+	repository := func(name, url string) string {
+		return fmt.Sprintf("apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: %s, namespace: NS}\nspec: {url: %q}\n---\n", name, url)
+	}
+	base := w.commit(plumbing.ZeroHash, map[string]any{
+		"fleet/store/kustomization.yaml": "resources: [release.yaml]\n",
+		"fleet/store/release.yaml":       repository("charts", trusted.URL) + release("store", "charts", 2),
+	})
+	head := w.commit(base, map[string]any{
+		"fleet/store/release.yaml": repository("charts", trusted.URL) + release("store", "charts", 3) +
+			repository("elsewhere", untrusted.URL) + release("other", "elsewhere", 1),
+	})
+	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
+	w.openPR(1, base, head, nil)
+	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	w.waitChecks(head.String(), 2)
+	body := w.gh.Comments(fullName, 1)[0].Body
+	for _, s := range []string{
+		"Deployment/" + ns + "/store", "`.spec.replicas`", "`2` → `3`",
+		"HelmRelease/" + ns + "/other is compared as an object; its chart is not rendered: chart repository http:",
+		// Links are broken in the comment: the address is the pull request's.
+		strings.TrimPrefix(untrusted.URL, "http://") + " is not trusted yet",
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+	if strings.Contains(body, "Deployment/"+ns+"/other") {
+		t.Errorf("the untrusted repository's chart was rendered:\n%s", body)
+	}
+	if n := untrusted.Requests(); n != 0 {
+		t.Errorf("the repository new in the pull request got %d requests", n)
+	}
+	if n := trusted.Requests(); n == 0 {
+		t.Error("the trusted repository was never asked")
 	}
 }

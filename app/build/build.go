@@ -125,7 +125,7 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 	}
 	var problems []string
 	var traced []*traceable
-	objs, b.Releases, traced, problems = helmReleases(ctx, r, tree, ks, objs, vars.Helm, vars.HelmNote, releaseFiles)
+	objs, b.Releases, traced, problems = helmReleases(ctx, r, tree, ks, objs, vars, releaseFiles)
 	if len(problems) > 0 {
 		b.Problems = append(b.Problems, problems...)
 		return b
@@ -294,6 +294,9 @@ type Vars struct {
 	// unrendered, for HelmNote's reason.
 	Helm     *Capabilities
 	HelmNote string
+	// Charts fetches the charts that are not in the target's repository;
+	// nil fetches none.
+	Charts *ChartAccess
 	reconciler.FluxVariables
 	// Skip leaves substitution out: the variables could not, or may not,
 	// be read.

@@ -54,21 +54,24 @@ func isHelmRelease(o *unstructured.Unstructured) bool {
 // added. A release that cannot be rendered (its chart is not in the
 // target's own repository, or the cluster's capabilities are unknown)
 // says why; one whose chart fails to render is a problem of the target.
-func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks *unstructured.Unstructured, objs []*unstructured.Unstructured, caps *Capabilities, capsNote string, files map[string]string) (out []*unstructured.Unstructured, releases []Release, traced []*traceable, problems []string) {
+func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks *unstructured.Unstructured, objs []*unstructured.Unstructured, vars Vars, files map[string]string) (out []*unstructured.Unstructured, releases []Release, traced []*traceable, problems []string) {
 	out = objs
 	for _, hr := range objs {
 		if !isHelmRelease(hr) {
 			continue
 		}
 		rel := Release{Object: "HelmRelease/" + hr.GetNamespace() + "/" + hr.GetName()}
-		chart, why := releaseChart(tree, ks, hr)
+		caps := vars.Helm
+		var chart render.Chart
+		var why string
 		switch {
-		case why != "":
-			rel.NotRendered = why
-		case caps == nil && capsNote != "":
-			rel.NotRendered = capsNote
+		case caps == nil && vars.HelmNote != "":
+			rel.NotRendered = vars.HelmNote
 		case caps == nil:
 			rel.NotRendered = "the cluster's Kubernetes version is not known"
+		default:
+			chart, why = releaseChart(ctx, tree, ks, hr, objs, vars.Charts)
+			rel.NotRendered = why
 		}
 		if rel.NotRendered != "" {
 			releases = append(releases, rel)
@@ -117,28 +120,13 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 }
 
 // releaseChart is the chart a HelmRelease installs, read from the target's
-// own repository, with its values and release settings as helm-controller
-// computes them; or why it is not rendered.
-func releaseChart(tree *render.Tree, ks *unstructured.Unstructured, hr *unstructured.Unstructured) (render.Chart, string) {
+// own repository or fetched from a trusted chart repository, with its
+// values and release settings as helm-controller computes them; or why it
+// is not rendered.
+func releaseChart(ctx context.Context, tree *render.Tree, ks *unstructured.Unstructured, hr *unstructured.Unstructured, objs []*unstructured.Unstructured, access *ChartAccess) (render.Chart, string) {
 	spec, _, _ := unstructured.NestedMap(hr.Object, "spec")
-	if _, ok := spec["chartRef"]; ok {
-		return render.Chart{}, "its chart comes from an OCIRepository or HelmChart (chartRef), which is not fetched yet"
-	}
 	if s, _, _ := unstructured.NestedBool(spec, "suspend"); s {
 		return render.Chart{}, "it is suspended: helm-controller does not upgrade it"
-	}
-	chartPath, _, _ := unstructured.NestedString(spec, "chart", "spec", "chart")
-	kind, _, _ := unstructured.NestedString(spec, "chart", "spec", "sourceRef", "kind")
-	name, _, _ := unstructured.NestedString(spec, "chart", "spec", "sourceRef", "name")
-	ns, _, _ := unstructured.NestedString(spec, "chart", "spec", "sourceRef", "namespace")
-	if ns == "" {
-		ns = hr.GetNamespace()
-	}
-	if kind != "GitRepository" {
-		return render.Chart{}, fmt.Sprintf("its chart comes from %s %s/%s, which is not fetched yet", kind, ns, name)
-	}
-	if ks == nil || !sameSource(ks, name, ns) {
-		return render.Chart{}, fmt.Sprintf("its chart comes from GitRepository %s/%s, not this target's repository", ns, name)
 	}
 	if vf, _, _ := unstructured.NestedSlice(spec, "valuesFrom"); len(vf) > 0 {
 		return render.Chart{}, "its values come from ConfigMaps or Secrets (valuesFrom), which are not read yet"
@@ -146,21 +134,38 @@ func releaseChart(tree *render.Tree, ks *unstructured.Unstructured, hr *unstruct
 	if pr, _, _ := unstructured.NestedSlice(spec, "postRenderers"); len(pr) > 0 {
 		return render.Chart{}, "it has postRenderers, which are not applied yet"
 	}
-	dir := render.CleanPath(chartPath)
-	if dir == "" || dir == "." || !tree.HasDir(dir) {
-		return render.Chart{}, fmt.Sprintf("its chart %q is not a directory of the repository", chartPath)
-	}
-	files := map[string][]byte{}
-	for _, f := range tree.Files() {
-		if rel, ok := strings.CutPrefix(f, dir+"/"); ok {
-			b, err := tree.ReadFile(f)
-			if err != nil {
-				return render.Chart{}, fmt.Sprintf("its chart's %s cannot be read: %v", f, err)
+	kind, _, _ := unstructured.NestedString(spec, "chart", "spec", "sourceRef", "kind")
+	var files map[string][]byte
+	var name string
+	var readValues func(string) ([]byte, error)
+	if _, ref := spec["chartRef"]; !ref && kind == "GitRepository" {
+		var why string
+		if files, why = gitChart(tree, ks, hr, spec); why != "" {
+			return render.Chart{}, why
+		}
+		chartPath, _, _ := unstructured.NestedString(spec, "chart", "spec", "chart")
+		name = chartName(files, render.CleanPath(chartPath))
+		// A Git chart's valuesFiles are paths from the source's root.
+		readValues = func(p string) ([]byte, error) { return tree.ReadFile(render.CleanPath(p)) }
+	} else {
+		c, why := fetchedChart(ctx, access, objs, hr)
+		if why != "" {
+			return render.Chart{}, why
+		}
+		// The cached chart is shared: values files are merged into a copy.
+		files = make(map[string][]byte, len(c.Files))
+		for k, v := range c.Files {
+			files[k] = v
+		}
+		name = strings.TrimSpace(c.Name + " " + c.Version)
+		readValues = func(p string) ([]byte, error) {
+			if b, ok := c.Files[render.CleanPath(p)]; ok {
+				return b, nil
 			}
-			files[rel] = b
+			return nil, fmt.Errorf("%s is not in the chart", p)
 		}
 	}
-	if why := mergeValuesFiles(tree, spec, files); why != "" {
+	if why := mergeValuesFiles(readValues, spec, files); why != "" {
 		return render.Chart{}, why
 	}
 	values, _, _ := unstructured.NestedMap(spec, "values")
@@ -168,12 +173,40 @@ func releaseChart(tree *render.Tree, ks *unstructured.Unstructured, hr *unstruct
 	if err != nil {
 		return render.Chart{}, "its values: " + err.Error()
 	}
-	c := render.Chart{Name: chartName(files, dir), Files: files, Values: vb, Release: helm.Options{
+	c := render.Chart{Name: name, Files: files, Values: vb, Release: helm.Options{
 		ReleaseName: releaseName(hr), Namespace: releaseNamespace(hr)}}
 	if off, _, _ := unstructured.NestedBool(spec, "upgrade", "disableSchemaValidation"); off {
 		c.Release.SkipSchemaValidation = true
 	}
 	return c, ""
+}
+
+// gitChart reads a chart from the target's own GitRepository.
+func gitChart(tree *render.Tree, ks, hr *unstructured.Unstructured, spec map[string]any) (map[string][]byte, string) {
+	chartPath, _, _ := unstructured.NestedString(spec, "chart", "spec", "chart")
+	name, _, _ := unstructured.NestedString(spec, "chart", "spec", "sourceRef", "name")
+	ns, _, _ := unstructured.NestedString(spec, "chart", "spec", "sourceRef", "namespace")
+	if ns == "" {
+		ns = hr.GetNamespace()
+	}
+	if ks == nil || !sameSource(ks, name, ns) {
+		return nil, fmt.Sprintf("its chart comes from GitRepository %s/%s, not this target's repository", ns, name)
+	}
+	dir := render.CleanPath(chartPath)
+	if dir == "" || dir == "." || !tree.HasDir(dir) {
+		return nil, fmt.Sprintf("its chart %q is not a directory of the repository", chartPath)
+	}
+	files := map[string][]byte{}
+	for _, f := range tree.Files() {
+		if rel, ok := strings.CutPrefix(f, dir+"/"); ok {
+			b, err := tree.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Sprintf("its chart's %s cannot be read: %v", f, err)
+			}
+			files[rel] = b
+		}
+	}
+	return files, ""
 }
 
 // sameSource says the Kustomization ks builds from GitRepository ns/name.
@@ -187,10 +220,10 @@ func sameSource(ks *unstructured.Unstructured, name, ns string) bool {
 	return kind == "GitRepository" && n == name && s == ns
 }
 
-// mergeValuesFiles applies a Git chart's valuesFiles as source-controller
-// does: merged in order from the source's root, they replace the chart's
+// mergeValuesFiles applies a chart's valuesFiles as source-controller
+// does: merged in order (read by read), they replace the chart's
 // values.yaml (which counts only when listed).
-func mergeValuesFiles(tree *render.Tree, spec map[string]any, files map[string][]byte) string {
+func mergeValuesFiles(read func(string) ([]byte, error), spec map[string]any, files map[string][]byte) string {
 	list, _, _ := unstructured.NestedStringSlice(spec, "chart", "spec", "valuesFiles")
 	if len(list) == 0 || len(list) == 1 && path.Base(list[0]) == "values.yaml" {
 		return ""
@@ -198,7 +231,7 @@ func mergeValuesFiles(tree *render.Tree, spec map[string]any, files map[string][
 	ignoreMissing, _, _ := unstructured.NestedBool(spec, "chart", "spec", "ignoreMissingValuesFiles")
 	merged := map[string]any{}
 	for _, f := range list {
-		b, err := tree.ReadFile(render.CleanPath(f))
+		b, err := read(f)
 		if err != nil {
 			if ignoreMissing {
 				continue

@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 
+	"github.com/driftback/driftback/app/charts"
+	"github.com/driftback/driftback/internal/helmtest"
 	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/render"
 )
@@ -123,7 +125,7 @@ func TestAReleaseItCannotRenderSaysWhy(t *testing.T) {
 		caps    *Capabilities
 		want    string
 	}{
-		"helm repository": {strings.Replace(shopRelease, "kind: GitRepository", "kind: HelmRepository", 1), &Capabilities{KubeVersion: "1.31.4"}, "HelmRepository flux-system/flux-system, which is not fetched yet"},
+		"helm repository": {strings.Replace(shopRelease, "kind: GitRepository", "kind: HelmRepository", 1), &Capabilities{KubeVersion: "1.31.4"}, "HelmRepository flux-system/flux-system, and charts are not fetched here"},
 		"other git":       {strings.Replace(shopRelease, "name: flux-system\n", "name: charts\n", 1), &Capabilities{KubeVersion: "1.31.4"}, "GitRepository flux-system/charts, not this target's repository"},
 		"no version":      {shopRelease, nil, "the cluster's Kubernetes version is not known"},
 	} {
@@ -141,6 +143,78 @@ func TestAReleaseItCannotRenderSaysWhy(t *testing.T) {
 			}
 			if len(b.Releases) != 1 || !strings.Contains(b.Releases[0].NotRendered, c.want) {
 				t.Errorf("releases %+v, want %q", b.Releases, c.want)
+			}
+		})
+	}
+}
+
+// TestAChartFromARepositoryIsFetchedOnlyWhenTrusted: a HelmRelease whose
+// chart is in an HTTP repository, and one whose chartRef is an
+// OCIRepository. A repository the default branch does not name is not
+// asked anything; once it does, the chart is fetched at the version the
+// range picks and rendered.
+func TestAChartFromARepositoryIsFetchedOnlyWhenTrusted(t *testing.T) {
+	shop := func(v string) map[string][]byte {
+		files := testfs.Read(t, filepath.Join("..", "..", "render", "helm", "testdata", "shop"))
+		files["Chart.yaml"] = []byte(strings.Replace(string(files["Chart.yaml"]), "version: 1.2.0", "version: "+v, 1))
+		return files
+	}
+	repo, reg := helmtest.NewRepo(t), helmtest.NewRegistry(t)
+	for _, v := range []string{"1.2.0", "1.3.0", "2.0.0"} {
+		repo.Add(t, shop(v))
+		reg.Push(t, "charts", shop(v))
+	}
+	for name, c := range map[string]struct{ sources, source string }{
+		"http": {`apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {name: charts, namespace: shop}
+spec: {url: "` + repo.URL + `"}
+`, `  chart:
+    spec:
+      chart: shop
+      version: 1.x
+      sourceRef: {kind: HelmRepository, name: charts}
+`},
+		"oci": {`apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: shop, namespace: shop}
+spec:
+  url: oci://` + reg.Host() + `/charts/shop
+  ref: {semver: 1.x}
+`, `  chartRef: {kind: OCIRepository, name: shop}
+`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			release := "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: shop, namespace: shop}\nspec:\n" + c.source + "  values: {replicaCount: 4}\n"
+			tree := testfs.Tree(t, map[string]string{
+				"apps/shop/kustomization.yaml": "resources: [sources.yaml, release.yaml]\n",
+				"apps/shop/sources.yaml":       c.sources,
+				"apps/shop/release.yaml":       release,
+			})
+			tg := fluxTarget(shopKustomization(t))
+			tg.Path = "apps/shop"
+			fetcher := charts.New(charts.Options{PrivateHosts: []string{"127.0.0.1"}})
+			before := repo.Requests() + reg.Requests()
+			vars := Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}, Charts: &ChartAccess{Fetcher: fetcher, Trust: charts.NewTrust(nil)}}
+			b := Target(context.Background(), render.New(render.Options{}), tree, tg, vars)
+			if len(b.Releases) != 1 || !strings.Contains(b.Releases[0].NotRendered, "is not trusted yet") {
+				t.Fatalf("a repository new in the pull request: %+v %v", b.Releases, b.Problems)
+			}
+			if n := repo.Requests() + reg.Requests() - before; n != 0 {
+				t.Errorf("an untrusted repository got %d requests", n)
+			}
+			// Merged, the default branch names it.
+			vars.Charts.Trust = charts.NewTrust(nil).With(tree)
+			b = Target(context.Background(), render.New(render.Options{}), tree, tg, vars)
+			if len(b.Problems) > 0 || len(b.Releases) != 1 || b.Releases[0].NotRendered != "" || b.Releases[0].Chart != "shop 1.3.0" {
+				t.Fatalf("trusted: releases %+v, problems %v", b.Releases, b.Problems)
+			}
+			got := map[string]*unstructured.Unstructured{}
+			for _, o := range b.Objects {
+				got[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o
+			}
+			if d := got["Deployment/shop/shop"]; d == nil || replicasOf(d) != 4 {
+				t.Errorf("the release's Deployment: %v", keysOf(got))
 			}
 		})
 	}

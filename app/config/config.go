@@ -41,6 +41,8 @@ type Config struct {
 	// Clusters are named connections targets refer to.
 	Clusters map[string]Cluster `yaml:"clusters"`
 	Targets  []Target           `yaml:"targets"`
+	// Helm says where charts may be fetched from.
+	Helm Helm `yaml:"helm"`
 }
 
 // Manifest is the GitHub App manifest (docs.github.com: "Registering a GitHub
@@ -424,7 +426,7 @@ func KnownDangers() []drift.DangerReason {
 }
 
 func (c *Config) validate() error {
-	var errs []string
+	errs := c.Helm.validate()
 	for name, cl := range c.Clusters {
 		if cl.Mode != drift.ModeReadOnly && cl.Mode != drift.ModeDryRun {
 			errs = append(errs, fmt.Sprintf("clusters.%s.mode: %q is neither read-only nor dry-run", name, cl.Mode))

@@ -136,6 +136,9 @@ type Deps struct {
 	// Capabilities reads a cluster's version and APIs, which its Helm
 	// charts are rendered for.
 	Capabilities build.CapabilitiesOf
+	// Charts fetches the charts that are not in a repository; nil
+	// fetches none.
+	Charts *build.Charts
 	// PublishTimeout bounds the work of publishing one drift pull request or
 	// issue; waits GitHub asks for are added to it.
 	PublishTimeout func() time.Duration
@@ -950,6 +953,8 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 	start := time.Now()
 	vars := build.Variables(ctx, c.t, true, d.deps.Kube)
 	vars.Helm, vars.HelmNote = build.HelmCapabilities(ctx, c.t, true, d.deps.Capabilities)
+	// The tree is the default branch: what it names is trusted.
+	vars.Charts = d.deps.Charts.Access(c.t, d.deps.Charts.TrustIn(c.tree), true, d.deps.Kube)
 	c.hidden = vars.Hidden
 	var ok bool
 	if c.variables, ok = build.WriteBackVariables(c.t, vars); !ok {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/app/charts"
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
@@ -41,7 +42,10 @@ type Reviewer struct {
 	// Capabilities reads a cluster's version and APIs, which its Helm
 	// charts are rendered for.
 	Capabilities build.CapabilitiesOf
-	Log          *slog.Logger
+	// Charts fetches the charts that are not in a repository; nil
+	// fetches none.
+	Charts *build.Charts
+	Log    *slog.Logger
 	// Rendered, when set, is told how long each render took.
 	Rendered func(time.Duration)
 }
@@ -95,6 +99,7 @@ func (r *Reviewer) Review(ctx context.Context, in Input) (*drift.Report, []Check
 	unrenderable := in.Unrenderable
 	var work []*targetWork
 	var at []int
+	trust := r.Charts.TrustIn(in.Scope)
 	for i, t := range in.Targets {
 		if why := cmp.Or(build.NotRenderedAt(t, in.Head), build.NotRenderedAt(t, in.Base)); why != "" {
 			dup := *t.Found
@@ -107,7 +112,7 @@ func (r *Reviewer) Review(ctx context.Context, in Input) (*drift.Report, []Check
 			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", Unaffected: true}
 			continue
 		}
-		work = append(work, r.render(ctx, t, in))
+		work = append(work, r.render(ctx, t, in, trust))
 		at = append(at, i)
 	}
 	rep.Errors, rep.NotRendered = in.Problems, targets.NotRendered(targets.Touched(unrenderable, in.Changed))
@@ -129,14 +134,16 @@ func (r *Reviewer) Review(ctx context.Context, in Input) (*drift.Report, []Check
 }
 
 // render renders one affected target at base and head, and at the tip of
-// its branch for its scope when live data may be shown.
-func (r *Reviewer) render(ctx context.Context, t targets.Target, in Input) *targetWork {
+// its branch for its scope when live data may be shown; its charts come
+// from the repositories trust allows.
+func (r *Reviewer) render(ctx context.Context, t targets.Target, in Input, trust *charts.Trust) *targetWork {
 	live := !in.Fork || t.Policy.ForkLive || in.ForceLive
 	var w *targetWork
 	var vars build.Vars
 	if err := recovered("rendering the target", func() {
 		vars = build.Variables(ctx, t, live, r.Kube)
 		vars.Helm, vars.HelmNote = build.HelmCapabilities(ctx, t, live, r.Capabilities)
+		vars.Charts = r.Charts.Access(t, trust, live, r.Kube)
 		w = r.renderTarget(ctx, t, in.Base, in.Head, vars)
 		w.live = live
 		if w.live {

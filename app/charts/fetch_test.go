@@ -1,0 +1,225 @@
+package charts
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/driftback/driftback/internal/helmtest"
+	"github.com/driftback/driftback/internal/testfs"
+)
+
+// shop is the fixture chart at version v.
+func shop(t *testing.T, v string) map[string][]byte {
+	files := testfs.Read(t, filepath.Join("..", "..", "render", "helm", "testdata", "shop"))
+	files["Chart.yaml"] = []byte(strings.Replace(string(files["Chart.yaml"]), "version: 1.2.0", "version: "+v, 1))
+	return files
+}
+
+// local lets the fetcher reach the test's servers on loopback.
+func local(o Options) *Fetcher {
+	o.PrivateHosts = append(o.PrivateHosts, "127.0.0.1")
+	return New(o)
+}
+
+func TestAnHTTPRepositoryResolvesRangesAsSourceControllerDoes(t *testing.T) {
+	repo := helmtest.NewRepo(t)
+	for _, v := range []string{"1.2.0", "1.3.0", "1.4.0-rc.1", "2.0.0"} {
+		repo.Add(t, shop(t, v))
+	}
+	f := local(Options{})
+	for _, c := range []struct{ want, got string }{
+		{"", "2.0.0"}, {"*", "2.0.0"}, {"1.x", "1.3.0"}, {"~1.2", "1.2.0"},
+		{">=1.4.0-0 <2", "1.4.0-rc.1"}, {"1.4.0-rc.1", "1.4.0-rc.1"},
+	} {
+		ch, err := f.Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop", Version: c.want})
+		if err != nil {
+			t.Fatalf("%q: %v", c.want, err)
+		}
+		if ch.Version != c.got || ch.Name != "shop" || len(ch.Files["templates/deployment.yaml"]) == 0 {
+			t.Errorf("version %q gave %s %s (%d files), want %s", c.want, ch.Name, ch.Version, len(ch.Files), c.got)
+		}
+	}
+	if _, err := f.Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop", Version: "3.x"}); err == nil || !strings.Contains(err.Error(), `no version matches "3.x"`) {
+		t.Errorf("a range nothing matches: %v", err)
+	}
+	if _, err := f.Fetch(context.Background(), Source{URL: repo.URL, Chart: "till"}); err == nil || !strings.Contains(err.Error(), `no chart "till"`) {
+		t.Errorf("a chart the repository lacks: %v", err)
+	}
+}
+
+func TestChartsAreCachedByDigest(t *testing.T) {
+	repo := helmtest.NewRepo(t)
+	repo.Add(t, shop(t, "1.2.0"))
+	f := local(Options{})
+	first, err := f.Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop", Version: "1.2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := repo.Requests(); n != 2 {
+		t.Fatalf("the first fetch made %d requests, want the index and the archive", n)
+	}
+	again, err := f.Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop", Version: "1.x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := repo.Requests(); n != 2 || again.Digest != first.Digest {
+		t.Errorf("the second fetch made %d requests in all (want none more), digest %s vs %s", n, again.Digest, first.Digest)
+	}
+	// A fresh index (its time passed) still finds the archive by digest.
+	f.o.IndexTTL = -1
+	if _, err := f.Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := repo.Requests(); n != 3 {
+		t.Errorf("with the index read again: %d requests in all, want 3 (no archive)", n)
+	}
+}
+
+func TestAnArchiveMustMatchTheIndexDigest(t *testing.T) {
+	repo := helmtest.NewRepo(t)
+	repo.Add(t, shop(t, "1.2.0"))
+	// Another archive under the same name: what a compromised file host
+	// serves behind an unchanged index.
+	tampered := helmtest.NewRepo(t)
+	tampered.Add(t, shop(t, "1.2.0"))
+	swap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/index.yaml" {
+			repo.Config.Handler.ServeHTTP(w, r)
+			return
+		}
+		files := shop(t, "1.2.0")
+		files["templates/extra.yaml"] = []byte("kind: ConfigMap\napiVersion: v1\nmetadata: {name: extra}\n")
+		_, _ = w.Write(helmtest.Package(t, files))
+	}))
+	defer swap.Close()
+	_, err := local(Options{}).Fetch(context.Background(), Source{URL: swap.URL, Chart: "shop"})
+	if err == nil || !strings.Contains(err.Error(), "not the index's sha256:") {
+		t.Fatalf("a swapped archive: %v", err)
+	}
+}
+
+func TestFetchesDoNotReachInsideTheNetwork(t *testing.T) {
+	repo := helmtest.NewRepo(t)
+	repo.Add(t, shop(t, "1.2.0"))
+	_, err := New(Options{}).Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop"})
+	var private *PrivateAddressError
+	if !errors.As(err, &private) || private.IP != "127.0.0.1" {
+		t.Fatalf("a loopback repository: %v", err)
+	}
+	if n := repo.Requests(); n != 0 {
+		t.Errorf("the repository got %d requests", n)
+	}
+	for _, ip := range []string{"10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "::1", "fe80::1", "fd00::1", "0.0.0.0"} {
+		if !internal(parseIP(t, ip)) {
+			t.Errorf("%s is not counted as inside the network", ip)
+		}
+	}
+	for _, ip := range []string{"8.8.8.8", "140.82.112.3", "2606:4700::1111"} {
+		if internal(parseIP(t, ip)) {
+			t.Errorf("%s is counted as inside the network", ip)
+		}
+	}
+}
+
+func TestRedirectsStayOnTheirHost(t *testing.T) {
+	repo := helmtest.NewRepo(t)
+	repo.Add(t, shop(t, "1.2.0"))
+	u, _ := url.Parse(repo.URL)
+	// localhost and 127.0.0.1 are two hosts for the redirect rule.
+	away := httptest.NewServer(http.RedirectHandler("http://localhost:"+u.Port()+"/index.yaml", http.StatusFound))
+	defer away.Close()
+	f := local(Options{PrivateHosts: []string{"localhost"}})
+	_, err := f.Fetch(context.Background(), Source{URL: away.URL, Chart: "shop"})
+	if err == nil || !strings.Contains(err.Error(), "redirected to another host") {
+		t.Fatalf("a redirect to another host: %v", err)
+	}
+	if n := repo.Requests(); n != 0 {
+		t.Errorf("the other host got %d requests", n)
+	}
+	same := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved/index.yaml" {
+			http.Redirect(w, r, "/index.yaml", http.StatusMovedPermanently)
+			return
+		}
+		repo.Config.Handler.ServeHTTP(w, r)
+	}))
+	defer same.Close()
+	if _, err := f.Fetch(context.Background(), Source{URL: same.URL + "/moved", Chart: "shop"}); err != nil && !strings.Contains(err.Error(), "404") {
+		t.Errorf("a redirect on the same host was refused: %v", err)
+	}
+}
+
+func TestADownloadIsBounded(t *testing.T) {
+	repo := helmtest.NewRepo(t)
+	repo.Add(t, shop(t, "1.2.0"))
+	_, err := local(Options{MaxBytes: 64}).Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop"})
+	if err == nil || !strings.Contains(err.Error(), "larger than 64 bytes") {
+		t.Fatalf("an index over the bound: %v", err)
+	}
+}
+
+func TestCredentialsGoOnlyToTheRepository(t *testing.T) {
+	repo := helmtest.NewRepo(t)
+	repo.Auth = &[2]string{"reader", "s3cret-token"}
+	repo.Add(t, shop(t, "1.2.0"))
+	f := local(Options{})
+	_, err := f.Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop"})
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("without credentials: %v", err)
+	}
+	if _, err := f.Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop", Auth: &Auth{"reader", "s3cret-token"}}); err != nil {
+		t.Fatalf("with credentials: %v", err)
+	}
+}
+
+func TestAnOCIRegistryServesCharts(t *testing.T) {
+	reg := helmtest.NewRegistry(t)
+	var digest string
+	for _, v := range []string{"1.2.0", "1.3.0+build.7", "2.0.0-beta.1"} {
+		digest = reg.Push(t, "charts", shop(t, v))
+	}
+	f := local(Options{})
+	base := "oci://" + reg.Host() + "/charts"
+	for _, c := range []struct{ version, digest, got string }{
+		{"", "", "1.3.0+build.7"}, {"1.2.0", "", "1.2.0"}, {">=2.0.0-0", "", "2.0.0-beta.1"}, {"", digest, "2.0.0-beta.1"},
+	} {
+		ch, err := f.Fetch(context.Background(), Source{URL: base, Chart: "shop", Version: c.version, Digest: c.digest})
+		if err != nil {
+			t.Fatalf("%q %s: %v", c.version, c.digest, err)
+		}
+		if ch.Version != c.got || len(ch.Files["values.yaml"]) == 0 {
+			t.Errorf("%q %s gave %s", c.version, c.digest, ch.Version)
+		}
+	}
+	// An OCIRepository names the chart's repository itself.
+	ch, err := f.Fetch(context.Background(), Source{URL: base + "/shop", Version: "1.x"})
+	if err != nil || ch.Version != "1.3.0+build.7" {
+		t.Fatalf("the repository's own URL: %v %+v", err, ch)
+	}
+	before := reg.Requests()
+	if _, err := f.Fetch(context.Background(), Source{URL: base, Chart: "shop", Version: "1.2.0"}); err != nil {
+		t.Fatal(err)
+	}
+	// The manifest is read again (a tag moves); the layer is not.
+	if n := reg.Requests() - before; n > 2 {
+		t.Errorf("a cached chart took %d requests", n)
+	}
+	if _, err := New(Options{}).Fetch(context.Background(), Source{URL: base, Chart: "shop"}); err == nil || !strings.Contains(err.Error(), "inside the network") {
+		t.Errorf("a loopback registry without privateHosts: %v", err)
+	}
+}
+
+func parseIP(t *testing.T, s string) net.IP {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		t.Fatalf("%s is not an IP", s)
+	}
+	return ip
+}

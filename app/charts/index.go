@@ -1,0 +1,159 @@
+package charts
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"sigs.k8s.io/yaml"
+)
+
+// index is the part of a repository's index.yaml a fetch reads.
+type index struct {
+	Entries map[string][]indexEntry `json:"entries"`
+}
+
+type indexEntry struct {
+	Version string   `json:"version"`
+	URLs    []string `json:"urls"`
+	Digest  string   `json:"digest"`
+}
+
+type cachedIndex struct {
+	at    time.Time
+	index *index
+}
+
+// fetchHTTP fetches a chart from an HTTP repository: its index, the
+// version the range resolves to, then the archive the index names, which
+// must match the index's digest when it gives one.
+func (f *Fetcher) fetchHTTP(ctx context.Context, repo *url.URL, src Source) (*Chart, error) {
+	idx, err := f.index(ctx, repo, src.Auth)
+	if err != nil {
+		return nil, err
+	}
+	entries, ok := idx.Entries[src.Chart]
+	if !ok || len(entries) == 0 {
+		return nil, fmt.Errorf("repository %s has no chart %q", redacted(repo), src.Chart)
+	}
+	versions := make([]string, len(entries))
+	for i, e := range entries {
+		versions[i] = e.Version
+	}
+	v, err := Resolve(versions, src.Version)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s in %s: %w", src.Chart, redacted(repo), err)
+	}
+	var entry indexEntry
+	for _, e := range entries {
+		if e.Version == v {
+			entry = e
+			break
+		}
+	}
+	if len(entry.URLs) == 0 {
+		return nil, fmt.Errorf("chart %s %s in %s has no URL", src.Chart, v, redacted(repo))
+	}
+	digest := ""
+	if entry.Digest != "" {
+		digest = "sha256:" + strings.TrimPrefix(entry.Digest, "sha256:")
+		if c := f.cachedChart(digest); c != nil {
+			return c, nil
+		}
+	}
+	ref, err := url.Parse(entry.URLs[0])
+	if err != nil {
+		return nil, fmt.Errorf("chart %s %s: URL %q: %w", src.Chart, v, entry.URLs[0], err)
+	}
+	base := *repo
+	base.Path = strings.TrimSuffix(base.Path, "/") + "/"
+	chartURL := base.ResolveReference(ref)
+	if chartURL.Scheme != "https" && chartURL.Scheme != "http" || repo.Scheme == "https" && chartURL.Scheme != "https" {
+		return nil, fmt.Errorf("chart %s %s: the index names %s, not an https address", src.Chart, v, redacted(chartURL))
+	}
+	b, err := f.get(ctx, chartURL, src.Auth, repo.Host)
+	if err != nil {
+		return nil, err
+	}
+	got := digestOf(b)
+	if digest != "" && got != digest {
+		return nil, fmt.Errorf("chart %s %s from %s: its digest is %s, not the index's %s", src.Chart, v, redacted(chartURL), got, digest)
+	}
+	files, err := load(b)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s %s from %s: %w", src.Chart, v, redacted(chartURL), err)
+	}
+	c := &Chart{Name: src.Chart, Version: v, Digest: got, Files: files}
+	f.keep(got, c)
+	return c, nil
+}
+
+// index reads repo's index.yaml, or the copy read less than IndexTTL ago.
+func (f *Fetcher) index(ctx context.Context, repo *url.URL, auth *Auth) (*index, error) {
+	key := redacted(repo)
+	f.mu.Lock()
+	c, ok := f.indexes[key]
+	f.mu.Unlock()
+	if ok && time.Since(c.at) < f.o.IndexTTL {
+		return c.index, nil
+	}
+	u := *repo
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/index.yaml"
+	b, err := f.get(ctx, &u, auth, repo.Host)
+	if err != nil {
+		return nil, err
+	}
+	idx := &index{}
+	if err := yaml.Unmarshal(b, idx); err != nil {
+		return nil, fmt.Errorf("index of %s: %w", key, err)
+	}
+	f.mu.Lock()
+	for k, old := range f.indexes {
+		if time.Since(old.at) >= f.o.IndexTTL {
+			delete(f.indexes, k)
+		}
+	}
+	f.indexes[key] = cachedIndex{at: time.Now(), index: idx}
+	f.mu.Unlock()
+	return idx, nil
+}
+
+// Resolve picks the version a chart's version field asks for among
+// versions, as source-controller does: an exact match first; else the
+// highest version the range allows, "" and "*" meaning the latest stable
+// one (prereleases count only for a range that names one).
+func Resolve(versions []string, want string) (string, error) {
+	for _, v := range versions {
+		if want != "" && v == want {
+			return v, nil
+		}
+	}
+	if want == "" {
+		want = "*"
+	}
+	c, err := semver.NewConstraint(want)
+	if err != nil {
+		return "", fmt.Errorf("version %q is not a semver range: %w", want, err)
+	}
+	type candidate struct {
+		v   *semver.Version
+		raw string
+	}
+	var ok []candidate
+	for _, raw := range versions {
+		v, err := semver.NewVersion(raw)
+		if err != nil || !c.Check(v) {
+			continue
+		}
+		ok = append(ok, candidate{v, raw})
+	}
+	if len(ok) == 0 {
+		return "", fmt.Errorf("no version matches %q", want)
+	}
+	sort.SliceStable(ok, func(i, j int) bool { return ok[i].v.GreaterThan(ok[j].v) })
+	return ok[0].raw, nil
+}
