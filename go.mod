@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/Masterminds/semver/v3 v3.5.0
 	github.com/bradleyfalzon/ghinstallation/v2 v2.19.0
+	github.com/fluxcd/pkg/apis/meta v1.33.0
+	github.com/fluxcd/pkg/chartutil v1.30.0
 	github.com/fluxcd/pkg/gittestserver v0.25.0
 	github.com/fluxcd/pkg/kustomize v1.41.0
 	github.com/fluxcd/pkg/ssa v0.78.0

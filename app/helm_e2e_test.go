@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strings"
@@ -264,36 +265,23 @@ spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main
 	}
 }
 
-// TestAChartFromARepositoryIsFetchedOnlyOnceTrusted: the store chart is
-// served by an HTTP chart repository that the default branch names. A pull
-// request that raises replicaCount shows the Deployment's change, through
-// serve on the real apiserver, with the chart fetched at the version its
-// range picks. The same pull request adds a release from a repository the
-// default branch does not name: it is not asked anything, and the comment
-// says why its chart is not rendered.
-func TestAChartFromARepositoryIsFetchedOnlyOnceTrusted(t *testing.T) {
-	t.Parallel()
-	trusted, untrusted := helmtest.NewRepo(t), helmtest.NewRepo(t)
-	for _, v := range []string{"1.2.0", "1.3.0", "2.0.0"} {
-		chart := map[string][]byte{}
-		for p, content := range storeChart(v, false) {
-			chart[strings.TrimPrefix(p, "charts/store/")] = []byte(content.(string))
-		}
-		trusted.Add(t, chart)
-		untrusted.Add(t, chart)
-	}
+// storeWorld is a cluster where a Flux Kustomization applies fleet/store
+// of the test's repository, discovered as the target "store" (app.yml's
+// settings changed by configure), with the store release's Deployment
+// installed at 2 replicas.
+func storeWorld(t *testing.T, configure func(*config.Config)) *world {
 	w := newWorld(t, func(c *config.Config) {
 		c.Targets = c.Targets[:1]
 		c.Targets[0].Name, c.Targets[0].Path = "store", "fleet/store"
 		cl := c.Clusters["test"]
 		cl.Discover = &config.Discover{Flux: true}
 		c.Clusters["test"] = cl
-		// The test's repositories listen on loopback.
-		c.Helm.PrivateHosts = []string{"127.0.0.1"}
+		if configure != nil {
+			configure(c)
+		}
 	})
-	ns := w.env.Namespace
 	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
-	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns}
+	w.cfg.Clusters["test"].Discover.Namespaces = []string{w.env.Namespace}
 	host := string(discover.HostOf(w.gh.URL()))
 	hostname, _, _ := strings.Cut(host, ":")
 	w.apply(`apiVersion: source.toolkit.fluxcd.io/v1
@@ -312,6 +300,32 @@ spec:
   prune: true
   sourceRef: {kind: GitRepository, name: fleet}`)
 	w.installStore(2)
+	return w
+}
+
+// TestAChartFromARepositoryIsFetchedOnlyOnceTrusted: the store chart is
+// served by an HTTP chart repository that the default branch names. A pull
+// request that raises replicaCount shows the Deployment's change, through
+// serve on the real apiserver, with the chart fetched at the version its
+// range picks. The same pull request adds a release from a repository the
+// default branch does not name: it is not asked anything, and the comment
+// says why its chart is not rendered.
+func TestAChartFromARepositoryIsFetchedOnlyOnceTrusted(t *testing.T) {
+	t.Parallel()
+	trusted, untrusted := helmtest.NewRepo(t), helmtest.NewRepo(t)
+	for _, v := range []string{"1.2.0", "1.3.0", "2.0.0"} {
+		chart := map[string][]byte{}
+		for p, content := range storeChart(v, false) {
+			chart[strings.TrimPrefix(p, "charts/store/")] = []byte(content.(string))
+		}
+		trusted.Add(t, chart)
+		untrusted.Add(t, chart)
+	}
+	w := storeWorld(t, func(c *config.Config) {
+		// The test's repositories listen on loopback.
+		c.Helm.PrivateHosts = []string{"127.0.0.1"}
+	})
+	ns := w.env.Namespace
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -369,5 +383,81 @@ spec:
 	}
 	if n := trusted.Requests(); n == 0 {
 		t.Error("the trusted repository was never asked")
+	}
+}
+
+// TestValuesFromASecretAppearNowhere: the store release takes its image
+// from a Secret and its replicas from a ConfigMap (valuesFrom, a
+// targetPath), as helm-controller merges them. A pull request that bumps
+// the chart shows, through serve: the ConfigMap's replicas in what the
+// chart renders, the objects that use the Secret's value with every value
+// hidden, and the value itself nowhere: comment, check runs or logs, as
+// given or base64-encoded.
+func TestValuesFromASecretAppearNowhere(t *testing.T) {
+	t.Parallel()
+	w := storeWorld(t, nil)
+	ns := w.env.Namespace
+	const image = "registry.example.com/store:s3cr3t-tag-9f8e7d"
+	w.logs.secret(image)
+	w.apply(`apiVersion: v1
+kind: Secret
+metadata: {name: store-values, namespace: NS}
+stringData:
+  values.yaml: "image: ` + image + `\n"`)
+	w.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: store-config, namespace: NS}\ndata: {replicas: \"3\"}\n")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.srv.App.targets.Run(ctx)
+
+	release := `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: store, namespace: NS}
+spec:
+  interval: 10m
+  chart:
+    spec:
+      chart: ./charts/store
+      sourceRef: {kind: GitRepository, name: fleet}
+  valuesFrom:
+  - {kind: Secret, name: store-values}
+  - {kind: ConfigMap, name: store-config, valuesKey: replicas, targetPath: replicaCount}
+`
+	settings := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: '{{ .Release.Name }}-settings'}\ndata: {replicas: '{{ .Values.replicaCount }}'}\n"
+	files := storeChart("1.2.0", false)
+	files["charts/store/templates/settings.yaml"] = settings
+	files["fleet/store/kustomization.yaml"] = "resources: [release.yaml]\n"
+	files["fleet/store/release.yaml"] = release
+	base := w.commit(plumbing.ZeroHash, files)
+	change := storeChart("1.3.0", false)
+	change["charts/store/templates/settings.yaml"] = settings
+	head := w.commit(base, change)
+	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
+	w.openPR(1, base, head, nil)
+	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	w.waitChecks(head.String(), 2)
+	body := w.gh.Comments(fullName, 1)[0].Body
+	for _, s := range []string{
+		"ConfigMap/" + ns + "/store-settings", "replicas: \"3\"",
+		"Deployment/" + ns + "/store", "`.spec.template.spec.containers[name=\"store\"].image`: a sync after merging sets it from live `(value hidden)`",
+		// The object uses the Secret's value: none of its values is shown.
+		"`.spec.replicas`: a sync after merging sets it from live `(value hidden)`",
+		"HelmRelease/" + ns + "/store: chart store 1.2.0 → store 1.3.0",
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+	for _, s := range []string{"s3cr3t-tag-9f8e7d", base64.StdEncoding.EncodeToString([]byte(image))} {
+		if strings.Contains(body, s) {
+			t.Errorf("the comment shows the Secret's value (%q):\n%s", s, body)
+		}
+		for _, r := range w.gh.CheckRuns(fullName, head.String()) {
+			if strings.Contains(r.Summary+r.Text+r.Title, s) {
+				t.Errorf("check run %s shows the Secret's value", r.Name)
+			}
+		}
 	}
 }

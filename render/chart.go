@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/gob"
 	"fmt"
-	"sort"
-	"syscall"
+	"maps"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,32 +57,14 @@ func (r *Renderer) RenderChart(ctx context.Context, c Chart) (*RenderedChart, er
 		return nil, err
 	}
 	defer r.slots.Release()
-	cmd, err := r.childCommand(1)
+	ch, err := r.startChild(1, &childRequest{MaxOutput: lim.MaxOutput, Chart: &c})
 	if err != nil {
 		return nil, err
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr := &stderrBuffer{max: 4 << 10}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the render child: %w", err)
-	}
-	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) } // already gone is fine
-	go func() {
-		_ = gob.NewEncoder(stdin).Encode(&childRequest{MaxOutput: lim.MaxOutput, Chart: &c})
-		stdin.Close()
-	}()
 	replied := make(chan chartReply, 1)
 	go func() {
 		var rep childReply
-		if err := gob.NewDecoder(stdout).Decode(&rep); err == nil && rep.Chart != nil {
+		if err := gob.NewDecoder(ch.stdout).Decode(&rep); err == nil && rep.Chart != nil {
 			replied <- *rep.Chart
 		}
 		close(replied)
@@ -94,18 +76,18 @@ func (r *Renderer) RenderChart(ctx context.Context, c Chart) (*RenderedChart, er
 	select {
 	case rep, ok = <-replied:
 	case <-timer.C:
-		kill()
-		_ = cmd.Wait()
+		ch.kill()
+		_ = ch.cmd.Wait()
 		return &RenderedChart{Problem: &Problem{Overlay: c.Name, Reason: ReasonLimit,
 			Message: fmt.Sprintf("rendering took longer than the limit of %s", lim.Timeout)}}, nil
 	case <-ctx.Done():
-		kill()
-		_ = cmd.Wait()
+		ch.kill()
+		_ = ch.cmd.Wait()
 		return nil, ctx.Err()
 	}
-	waitErr := cmd.Wait()
+	waitErr := ch.cmd.Wait()
 	if !ok {
-		p := exitProblem(waitErr, stderr.String(), lim)
+		p := exitProblem(waitErr, ch.stderr.String(), lim)
 		p.Overlay = c.Name
 		return &RenderedChart{Problem: p}, nil
 	}
@@ -127,12 +109,7 @@ func (r *Renderer) RenderChart(ctx context.Context, c Chart) (*RenderedChart, er
 // checkChartSize refuses a chart larger than an overlay may read.
 func checkChartSize(c Chart, lim Limits) *Problem {
 	total := int64(len(c.Values))
-	names := make([]string, 0, len(c.Files))
-	for n := range c.Files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(c.Files)) {
 		size := int64(len(c.Files[n]))
 		if size > lim.MaxFile {
 			return &Problem{Overlay: c.Name, File: n, Reason: ReasonLimit,

@@ -63,6 +63,43 @@ func (r *Renderer) runShare(ctx context.Context, t *Tree, jobs []*job) error {
 	return nil
 }
 
+// child is a started render child, its request on the way.
+type child struct {
+	cmd    *exec.Cmd
+	stdout io.ReadCloser
+	stderr *stderrBuffer
+}
+
+// startChild starts a render child for jobs renders and sends it req.
+func (r *Renderer) startChild(jobs int, req *childRequest) (*child, error) {
+	cmd, err := r.childCommand(jobs)
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr := &stderrBuffer{max: 4 << 10}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the render child: %w", err)
+	}
+	go func() {
+		// A child that dies early closes the pipe; its exit status says why.
+		_ = gob.NewEncoder(stdin).Encode(req)
+		stdin.Close()
+	}()
+	return &child{cmd: cmd, stdout: stdout, stderr: stderr}, nil
+}
+
+// kill ends the child's process group; already gone is fine.
+func (c *child) kill() { _ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) }
+
 // runChild starts one child for jobs and returns how many of them now have a
 // result. A child that dies or overruns its time is blamed on the overlay it was
 // rendering, which gets a problem saying why.
@@ -92,34 +129,14 @@ func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, err
 			req.Files[f] = b
 		}
 	}
-	cmd, err := r.childCommand(len(jobs))
+	ch, err := r.startChild(len(jobs), &req)
 	if err != nil {
 		return 0, err
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return 0, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return 0, err
-	}
-	stderr := &stderrBuffer{max: 4 << 10}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start the render child: %w", err)
-	}
-	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) } // already gone is fine
-	go func() {
-		// A child that dies early closes the pipe; its exit status says why.
-		_ = gob.NewEncoder(stdin).Encode(&req)
-		stdin.Close()
-	}()
-
 	replies := make(chan childReply)
 	readErr := make(chan error, 1)
 	go func() {
-		dec := gob.NewDecoder(stdout)
+		dec := gob.NewDecoder(ch.stdout)
 		for {
 			var rep childReply
 			if err := dec.Decode(&rep); err != nil {
@@ -144,20 +161,20 @@ loop:
 		case <-readErr:
 			break loop
 		case <-timer.C:
-			kill()
+			ch.kill()
 			blame = &Problem{Reason: ReasonLimit,
 				Message: fmt.Sprintf("rendering took longer than the limit of %s", lim.Timeout)}
 			break loop
 		case <-ctx.Done():
-			kill()
-			_ = cmd.Wait() // reap; the context error is what matters
+			ch.kill()
+			_ = ch.cmd.Wait() // reap; the context error is what matters
 			return done, ctx.Err()
 		}
 	}
 	if done == len(jobs) {
-		_ = stdout.Close() // the child exits on its own after the last reply
+		_ = ch.stdout.Close() // the child exits on its own after the last reply
 	}
-	waitErr := cmd.Wait()
+	waitErr := ch.cmd.Wait()
 	var exit *exec.ExitError
 	if errors.As(waitErr, &exit) && exit.ExitCode() == exitAfterPanic {
 		// The child reported a panic and stepped down; a fresh one takes the rest.
@@ -165,7 +182,7 @@ loop:
 	}
 	if done < len(jobs) {
 		if blame == nil {
-			blame = exitProblem(waitErr, stderr.String(), lim)
+			blame = exitProblem(waitErr, ch.stderr.String(), lim)
 		}
 		blame.Overlay = jobs[done].overlay.Path
 		blame.File = KustomizationFile(t, jobs[done].overlay.Path)

@@ -90,6 +90,11 @@ func (t *Tree) kustomization(file string) (*kustomization, error) {
 	return k, nil
 }
 
+// ClosureFiles are the files overlay's build reads, sorted.
+func (t *Tree) ClosureFiles(overlay string) []string {
+	return append([]string(nil), t.closure(overlay).files...)
+}
+
 // closure computes an overlay's dependency closure once per tree.
 func (t *Tree) closure(overlay string) *closure {
 	t.mu.Lock()

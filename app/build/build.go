@@ -46,6 +46,9 @@ type Built struct {
 	// Releases are the Helm releases of the render, their objects among
 	// Objects when they could be rendered.
 	Releases []Release
+	// Hidden are values read from Secrets for the releases (valuesFrom),
+	// never shown.
+	Hidden []string
 	// Charts traces drift on the releases' objects to their values; nil
 	// when none was rendered.
 	Charts prgen.ChartValues
@@ -123,15 +126,20 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 	if f != nil {
 		ks = f.Flux
 	}
-	var problems []string
-	var traced []*traceable
-	objs, b.Releases, traced, problems = helmReleases(ctx, r, tree, ks, objs, vars, releaseFiles)
-	if len(problems) > 0 {
-		b.Problems = append(b.Problems, problems...)
+	rb := helmReleases(ctx, r, tree, ks, objs, vars, releaseFiles)
+	objs, b.Releases, b.Hidden = rb.objects, rb.releases, rb.hidden
+	for k, v := range rb.secretObjects {
+		if b.SecretObjects == nil {
+			b.SecretObjects = map[string]AsWritten{}
+		}
+		b.SecretObjects[k] = v
+	}
+	if len(rb.problems) > 0 {
+		b.Problems = append(b.Problems, rb.problems...)
 		return b
 	}
-	if len(traced) > 0 {
-		b.Charts = &chartValues{r: r, tree: tree, releases: traced}
+	if len(rb.traced) > 0 {
+		b.Charts = &chartValues{r: r, tree: tree, releases: rb.traced}
 	}
 	if f != nil && f.Reconciler == discover.ReconcilerArgoCD {
 		b.Hooks = o.Hooks
@@ -442,6 +450,22 @@ func HideSubstituted(t *drift.Target, objects map[string]AsWritten) {
 			}
 		}
 	}
+}
+
+// WithHidden is hidden with more values, longest first, so that a value
+// that contains another is hidden whole.
+func WithHidden(hidden, more []string) []string {
+	if len(more) == 0 {
+		return hidden
+	}
+	out := append(slices.Clone(hidden), more...)
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) > len(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return slices.Compact(out)
 }
 
 // HideIn replaces every hidden value in s.

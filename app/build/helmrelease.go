@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/app/targets"
@@ -49,13 +50,25 @@ func isHelmRelease(o *unstructured.Unstructured) bool {
 	return o.GetKind() == "HelmRelease" && strings.HasPrefix(o.GetAPIVersion(), "helm.toolkit.fluxcd.io/")
 }
 
+// releasesBuilt is what rendering a target's Helm releases adds to it.
+type releasesBuilt struct {
+	objects  []*unstructured.Unstructured
+	releases []Release
+	traced   []*traceable
+	problems []string
+	// secretObjects are the objects a chart renders from a Secret's value
+	// (valuesFrom): none of their values is shown. hidden are those values.
+	secretObjects map[string]AsWritten
+	hidden        []string
+}
+
 // helmReleases renders the charts of the Flux HelmReleases among objs, as
 // helm-controller installs them, and returns objs with their objects
 // added. A release that cannot be rendered (its chart is not in the
 // target's own repository, or the cluster's capabilities are unknown)
 // says why; one whose chart fails to render is a problem of the target.
-func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks *unstructured.Unstructured, objs []*unstructured.Unstructured, vars Vars, files map[string]string) (out []*unstructured.Unstructured, releases []Release, traced []*traceable, problems []string) {
-	out = objs
+func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks *unstructured.Unstructured, objs []*unstructured.Unstructured, vars Vars, files map[string]string) releasesBuilt {
+	out := releasesBuilt{objects: objs}
 	for _, hr := range objs {
 		if !isHelmRelease(hr) {
 			continue
@@ -63,73 +76,152 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 		rel := Release{Object: "HelmRelease/" + hr.GetNamespace() + "/" + hr.GetName()}
 		caps := vars.Helm
 		var chart render.Chart
-		var why string
+		var vals *releaseValues
 		switch {
 		case caps == nil && vars.HelmNote != "":
 			rel.NotRendered = vars.HelmNote
 		case caps == nil:
 			rel.NotRendered = "the cluster's Kubernetes version is not known"
 		default:
-			chart, why = releaseChart(ctx, tree, ks, hr, objs, vars.Charts)
-			rel.NotRendered = why
+			chart, vals, rel.NotRendered = releaseChart(ctx, tree, ks, hr, objs, vars.Charts)
 		}
 		if rel.NotRendered != "" {
-			releases = append(releases, rel)
+			out.releases = append(out.releases, rel)
 			continue
 		}
+		out.hidden = append(out.hidden, vals.hidden...)
 		chart.Release.KubeVersion, chart.Release.APIVersions = caps.KubeVersion, caps.APIVersions
-		rendered, err := r.RenderChart(ctx, chart)
+		placed, err := renderRelease(ctx, r, chart, hr, &rel)
 		if err != nil {
-			problems = append(problems, err.Error())
+			out.problems = append(out.problems, HideIn(err.Error(), vals.hidden))
 			continue
 		}
-		if rendered.Problem != nil {
-			problems = append(problems, rel.Object+": "+rendered.Problem.Error())
-			continue
-		}
-		rel.Chart = chart.Name
-		for _, h := range rendered.Hooks {
-			rel.Hooks = append(rel.Hooks, fmt.Sprintf("%s/%s (%s)", h.Kind, h.Name, strings.Join(h.Events, ", ")))
-		}
-		placed, err := object.Place(ctx, nil, rendered.Objects, chart.Release.Namespace)
-		if err != nil {
-			problems = append(problems, rel.Object+": "+err.Error())
-			continue
-		}
-		// The chart's crds/ are left out: helm-controller creates them
-		// when missing and never deletes one a chart drops, so a render
-		// without them would read as their deletion.
-		for _, o := range placed {
-			labels := o.GetLabels()
-			if labels == nil {
-				labels = map[string]string{}
+		if vals.probe != nil || vals.allSecret {
+			secret := secretUsing(ctx, r, chart, hr, placed, vals)
+			if out.secretObjects == nil {
+				out.secretObjects = map[string]AsWritten{}
 			}
-			labels[fluxHelmNameLabel], labels[fluxHelmNamespaceLabel] = hr.GetName(), hr.GetNamespace()
-			o.SetLabels(labels)
+			for k, v := range secret {
+				out.secretObjects[k] = v
+			}
 		}
-		out = append(out, placed...)
-		releases = append(releases, rel)
+		out.objects = append(out.objects, placed...)
+		out.releases = append(out.releases, rel)
+		if vals.fromRefs {
+			// Values merged from the cluster are not the HelmRelease's to
+			// edit: its drift is shown, not traced.
+			continue
+		}
 		t := &traceable{release: hr, file: files["HelmRelease/"+hr.GetName()], chart: chart, objects: map[string]*unstructured.Unstructured{}}
 		t.values, _, _ = unstructured.NestedMap(hr.Object, "spec", "values")
 		for _, o := range placed {
 			t.objects[object.RefOf(o).String()] = o
 		}
-		traced = append(traced, t)
+		out.traced = append(out.traced, t)
 	}
-	return out, releases, traced, problems
+	return out
 }
+
+// renderRelease renders chart as helm-controller installs it for hr: its
+// objects placed in the release's namespace and labelled as hr's, rel's
+// chart and hooks noted.
+func renderRelease(ctx context.Context, r *render.Renderer, chart render.Chart, hr *unstructured.Unstructured, rel *Release) ([]*unstructured.Unstructured, error) {
+	rendered, err := r.RenderChart(ctx, chart)
+	if err != nil {
+		return nil, err
+	}
+	if rendered.Problem != nil {
+		return nil, fmt.Errorf("%s: %w", rel.Object, rendered.Problem)
+	}
+	rel.Chart = chart.Name
+	rel.Hooks = nil
+	for _, h := range rendered.Hooks {
+		rel.Hooks = append(rel.Hooks, fmt.Sprintf("%s/%s (%s)", h.Kind, h.Name, strings.Join(h.Events, ", ")))
+	}
+	placed, err := object.Place(ctx, nil, rendered.Objects, chart.Release.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", rel.Object, err)
+	}
+	// The chart's crds/ are left out: helm-controller creates them
+	// when missing and never deletes one a chart drops, so a render
+	// without them would read as their deletion.
+	for _, o := range placed {
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[fluxHelmNameLabel], labels[fluxHelmNamespaceLabel] = hr.GetName(), hr.GetNamespace()
+		o.SetLabels(labels)
+	}
+	return placed, nil
+}
+
+// secretUsing are the objects of a release that use a value read from a
+// Secret: those the chart renders differently when every such value is
+// changed, or all of them when it cannot render that. An object whose
+// name comes from a Secret is named as hidden.
+func secretUsing(ctx context.Context, r *render.Renderer, chart render.Chart, hr *unstructured.Unstructured, placed []*unstructured.Unstructured, vals *releaseValues) map[string]AsWritten {
+	out := map[string]AsWritten{}
+	var probed []*unstructured.Unstructured
+	all := vals.allSecret
+	if !all {
+		probe := chart
+		b, err := json.Marshal(vals.probe)
+		probe.Values = b
+		var rel Release
+		if err == nil {
+			probed, err = renderRelease(ctx, r, probe, hr, &rel)
+		}
+		all = err != nil
+	}
+	same := map[string]*unstructured.Unstructured{}
+	for _, o := range probed {
+		same[object.RefOf(o).String()] = o
+	}
+	for _, o := range placed {
+		p, ok := same[object.RefOf(o).String()]
+		switch {
+		case all || !ok:
+			// Not rendered under the same name without the Secret's values:
+			// its name may carry them.
+			out[substitutedKey(o.GetKind(), o.GetName())] = AsWritten{name: secretNamed}
+		case !object.SameJSON(o.Object, p.Object):
+			out[substitutedKey(o.GetKind(), o.GetName())] = AsWritten{}
+		}
+	}
+	return out
+}
+
+// secretNamed stands for the name of an object whose name may come from a
+// Secret's value.
+const secretNamed = "(named from a Secret's value)"
 
 // releaseChart is the chart a HelmRelease installs, read from the target's
 // own repository or fetched from a trusted chart repository, with its
 // values and release settings as helm-controller computes them; or why it
 // is not rendered.
-func releaseChart(ctx context.Context, tree *render.Tree, ks *unstructured.Unstructured, hr *unstructured.Unstructured, objs []*unstructured.Unstructured, access *ChartAccess) (render.Chart, string) {
+func releaseChart(ctx context.Context, tree *render.Tree, ks *unstructured.Unstructured, hr *unstructured.Unstructured, objs []*unstructured.Unstructured, access *ChartAccess) (render.Chart, *releaseValues, string) {
+	c, why := releaseChartOnly(ctx, tree, ks, hr, objs, access)
+	if why != "" {
+		return c, nil, why
+	}
+	vals, why := loadReleaseValues(ctx, access, hr)
+	if why != "" {
+		return c, nil, why
+	}
+	vb, err := json.Marshal(vals.merged)
+	if err != nil {
+		return c, nil, "its values: " + err.Error()
+	}
+	c.Values = vb
+	return c, vals, ""
+}
+
+// releaseChartOnly is releaseChart without its values.
+func releaseChartOnly(ctx context.Context, tree *render.Tree, ks *unstructured.Unstructured, hr *unstructured.Unstructured, objs []*unstructured.Unstructured, access *ChartAccess) (render.Chart, string) {
 	spec, _, _ := unstructured.NestedMap(hr.Object, "spec")
 	if s, _, _ := unstructured.NestedBool(spec, "suspend"); s {
 		return render.Chart{}, "it is suspended: helm-controller does not upgrade it"
-	}
-	if vf, _, _ := unstructured.NestedSlice(spec, "valuesFrom"); len(vf) > 0 {
-		return render.Chart{}, "its values come from ConfigMaps or Secrets (valuesFrom), which are not read yet"
 	}
 	if pr, _, _ := unstructured.NestedSlice(spec, "postRenderers"); len(pr) > 0 {
 		return render.Chart{}, "it has postRenderers, which are not applied yet"
@@ -168,12 +260,7 @@ func releaseChart(ctx context.Context, tree *render.Tree, ks *unstructured.Unstr
 	if why := mergeValuesFiles(readValues, spec, files); why != "" {
 		return render.Chart{}, why
 	}
-	values, _, _ := unstructured.NestedMap(spec, "values")
-	vb, err := json.Marshal(values)
-	if err != nil {
-		return render.Chart{}, "its values: " + err.Error()
-	}
-	c := render.Chart{Name: name, Files: files, Values: vb, Release: helm.Options{
+	c := render.Chart{Name: name, Files: files, Release: helm.Options{
 		ReleaseName: releaseName(hr), Namespace: releaseNamespace(hr)}}
 	if off, _, _ := unstructured.NestedBool(spec, "upgrade", "disableSchemaValidation"); off {
 		c.Release.SkipSchemaValidation = true
@@ -330,4 +417,44 @@ func ReleaseNotes(base, head []Release) []string {
 		}
 	}
 	return notes
+}
+
+// ChartPaths are the charts and values files in the repository that the
+// HelmReleases among files (a target's closure) install from a
+// GitRepository: a change to them changes what the target applies.
+func ChartPaths(tree *render.Tree, files []string) []string {
+	var out []string
+	for _, f := range files {
+		if ext := path.Ext(f); ext != ".yaml" && ext != ".yml" {
+			continue
+		}
+		b, err := tree.ReadFile(f)
+		if err != nil || !strings.Contains(string(b), "HelmRelease") {
+			continue
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(b)), 4096)
+		for {
+			var o unstructured.Unstructured
+			if err := dec.Decode(&o.Object); err != nil {
+				break
+			}
+			if o.Object == nil || !isHelmRelease(&o) {
+				continue
+			}
+			if kind, _, _ := unstructured.NestedString(o.Object, "spec", "chart", "spec", "sourceRef", "kind"); kind != "GitRepository" {
+				continue
+			}
+			chart, _, _ := unstructured.NestedString(o.Object, "spec", "chart", "spec", "chart")
+			if p := render.CleanPath(chart); p != "" && p != "." {
+				out = append(out, p)
+			}
+			vf, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "chart", "spec", "valuesFiles")
+			for _, v := range vf {
+				if p := render.CleanPath(v); p != "" {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
 }

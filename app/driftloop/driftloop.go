@@ -972,6 +972,7 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 		return fmt.Errorf("%s does not render at %s: %s", c.t.Path, shortSHA(c.st.head), build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
 	}
 	c.desired, c.secretObjects, c.charts = b.Objects, b.SecretObjects, b.Charts
+	c.hidden = build.WithHidden(c.hidden, b.Hidden)
 	kinds, namespaces, err := watchScope(ctx, w, c.desired)
 	if err != nil {
 		return err

@@ -328,6 +328,7 @@ func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, hea
 			r.rendered(time.Since(start))
 		}
 		w.Problems = append(w.Problems, b.Problems...)
+		w.hidden = build.WithHidden(w.hidden, b.Hidden)
 		w.Hooks = b.Hooks
 		for k, v := range b.SecretObjects {
 			if w.SecretObjects == nil {
@@ -368,7 +369,21 @@ func Affects(t targets.Target, branch string, base, head *render.Tree, changed [
 	if b, h, ok := reconcilerTrees(t, base, head); ok {
 		base, head = b, h
 	}
-	return len(render.Affected(base, head, []string{t.Path}, changed)) > 0
+	if len(render.Affected(base, head, []string{t.Path}, changed)) > 0 {
+		return true
+	}
+	// A chart in the repository that a HelmRelease of the target installs,
+	// and its values files, are the target's too.
+	for _, tree := range []*render.Tree{base, head} {
+		for _, p := range build.ChartPaths(tree, tree.ClosureFiles(t.Path)) {
+			for _, c := range changed {
+				if c == p || strings.HasPrefix(c, p+"/") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // reconcilerTrees are the trees a target's reconciler builds, for finding
