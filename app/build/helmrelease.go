@@ -145,14 +145,6 @@ func renderRelease(ctx context.Context, r *render.Renderer, chart render.Chart, 
 	// The chart's crds/ are left out: helm-controller creates them
 	// when missing and never deletes one a chart drops, so a render
 	// without them would read as their deletion.
-	for _, o := range placed {
-		labels := o.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[fluxHelmNameLabel], labels[fluxHelmNamespaceLabel] = hr.GetName(), hr.GetNamespace()
-		o.SetLabels(labels)
-	}
 	return placed, nil
 }
 
@@ -223,9 +215,6 @@ func releaseChartOnly(ctx context.Context, tree *render.Tree, ks *unstructured.U
 	if s, _, _ := unstructured.NestedBool(spec, "suspend"); s {
 		return render.Chart{}, "it is suspended: helm-controller does not upgrade it"
 	}
-	if pr, _, _ := unstructured.NestedSlice(spec, "postRenderers"); len(pr) > 0 {
-		return render.Chart{}, "it has postRenderers, which are not applied yet"
-	}
 	kind, _, _ := unstructured.NestedString(spec, "chart", "spec", "sourceRef", "kind")
 	var files map[string][]byte
 	var name string
@@ -261,11 +250,52 @@ func releaseChartOnly(ctx context.Context, tree *render.Tree, ks *unstructured.U
 		return render.Chart{}, why
 	}
 	c := render.Chart{Name: name, Files: files, Release: helm.Options{
-		ReleaseName: releaseName(hr), Namespace: releaseNamespace(hr)}}
+		ReleaseName: releaseName(hr), Namespace: releaseNamespace(hr),
+		Labels: map[string]string{fluxHelmNameLabel: hr.GetName(), fluxHelmNamespaceLabel: hr.GetNamespace()}}}
+	if why := postRendering(spec, &c.Release); why != "" {
+		return render.Chart{}, why
+	}
 	if off, _, _ := unstructured.NestedBool(spec, "upgrade", "disableSchemaValidation"); off {
 		c.Release.SkipSchemaValidation = true
 	}
 	return c, ""
+}
+
+// postRendering sets what helm-controller does to a chart's output: the
+// HelmRelease's kustomize postRenderers (patches and images), its
+// postRenderStrategy and its commonMetadata.
+func postRendering(spec map[string]any, o *helm.Options) string {
+	var s struct {
+		PostRenderers []struct {
+			Kustomize *helm.PostRenderer `json:"kustomize"`
+		} `json:"postRenderers"`
+		PostRenderStrategy string `json:"postRenderStrategy"`
+		CommonMetadata     struct {
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"commonMetadata"`
+	}
+	b, err := json.Marshal(spec)
+	if err == nil {
+		err = json.Unmarshal(b, &s)
+	}
+	if err != nil {
+		return "its postRenderers or commonMetadata cannot be read: " + err.Error()
+	}
+	for _, p := range s.PostRenderers {
+		if p.Kustomize == nil {
+			continue
+		}
+		// Flux's patches are inline: a path or options would be dropped
+		// by its API.
+		for i := range p.Kustomize.Patches {
+			p.Kustomize.Patches[i].Path, p.Kustomize.Patches[i].Options = "", nil
+		}
+		o.PostRenderers = append(o.PostRenderers, *p.Kustomize)
+	}
+	o.PostRenderStrategy = s.PostRenderStrategy
+	o.CommonLabels, o.CommonAnnotations = s.CommonMetadata.Labels, s.CommonMetadata.Annotations
+	return ""
 }
 
 // gitChart reads a chart from the target's own GitRepository.

@@ -115,6 +115,56 @@ func TestAHelmReleasesChartIsRenderedAsHelmControllerInstallsIt(t *testing.T) {
 	}
 }
 
+// TestPostRenderersChangeWhatTheChartRenders: a HelmRelease's kustomize
+// postRenderers (a patch and an image) and its commonMetadata are applied
+// as helm-controller applies them, its own labels last.
+func TestPostRenderersChangeWhatTheChartRenders(t *testing.T) {
+	release := shopRelease + `  commonMetadata:
+    labels: {team: payments, helm.toolkit.fluxcd.io/name: not-this}
+    annotations: {owner: payments@example.com}
+  postRenderers:
+  - kustomize:
+      patches:
+      - target: {kind: Deployment}
+        patch: |
+          - op: add
+            path: /spec/template/spec/priorityClassName
+            value: critical
+      images:
+      - {name: registry.example.com/shop, newName: mirror.example.com/shop, newTag: 9.9.9}
+`
+	files := withShopChart(t, map[string]string{
+		"apps/shop/kustomization.yaml": "resources: [release.yaml]\n",
+		"apps/shop/release.yaml":       release,
+		"apps/shop/values-prod.yaml":   "{}\n",
+	}, "charts/shop")
+	tg := fluxTarget(shopKustomization(t))
+	tg.Path = "apps/shop"
+	b := Target(context.Background(), render.New(render.Options{}), testfs.Tree(t, files), tg, Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}})
+	if len(b.Problems) > 0 || len(b.Releases) != 1 || b.Releases[0].NotRendered != "" {
+		t.Fatalf("problems %v, releases %+v", b.Problems, b.Releases)
+	}
+	var d *unstructured.Unstructured
+	for _, o := range b.Objects {
+		if o.GetKind() == "Deployment" {
+			d = o
+		}
+	}
+	if d == nil {
+		t.Fatal("no Deployment")
+	}
+	pc, _, _ := unstructured.NestedString(d.Object, "spec", "template", "spec", "priorityClassName")
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	image, _, _ := unstructured.NestedString(containers[0].(map[string]any), "image")
+	if pc != "critical" || image != "mirror.example.com/shop:9.9.9" {
+		t.Errorf("patched priorityClassName %q, image %q", pc, image)
+	}
+	l, a := d.GetLabels(), d.GetAnnotations()
+	if l["team"] != "payments" || a["owner"] != "payments@example.com" || l[fluxHelmNameLabel] != "shop" || l[fluxHelmNamespaceLabel] != "shop" {
+		t.Errorf("labels %v, annotations %v", l, a)
+	}
+}
+
 // TestAReleaseItCannotRenderSaysWhy: a chart from a HelmRepository, one
 // from another GitRepository, and any release when the cluster's version is
 // unknown are not rendered, each with its reason; the HelmRelease itself is

@@ -33,6 +33,15 @@ type Options struct {
 	APIVersions []string
 	// SkipSchemaValidation does not check values against values.schema.json.
 	SkipSchemaValidation bool
+	// PostRenderers change what the chart renders, in order (a Flux
+	// HelmRelease's postRenderers); PostRenderStrategy says whether hooks
+	// go through them ("combined", the default, "separate" or "nohooks").
+	PostRenderers      []PostRenderer
+	PostRenderStrategy string
+	// CommonLabels and CommonAnnotations are set on every object after the
+	// post-renderers, then Labels, which win (helm-controller's
+	// commonMetadata, then its own labels).
+	CommonLabels, CommonAnnotations, Labels map[string]string
 }
 
 // Hook is a chart's hook: run by the reconciler at its events, never
@@ -96,6 +105,10 @@ func Template(ctx context.Context, files map[string][]byte, values map[string]an
 	install.KubeVersion = kv
 	install.APIVersions = common.VersionSet(o.APIVersions)
 	install.SkipSchemaValidation = o.SkipSchemaValidation
+	if len(o.PostRenderers)+len(o.CommonLabels)+len(o.CommonAnnotations)+len(o.Labels) > 0 {
+		install.PostRenderer = postRenderers{kustomize: o.PostRenderers, common: o.CommonLabels, annotations: o.CommonAnnotations, origin: o.Labels}
+		install.PostRenderStrategy = strategy(o.PostRenderStrategy)
+	}
 	if values == nil {
 		values = map[string]any{}
 	}
