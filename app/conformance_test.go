@@ -288,35 +288,49 @@ stringData: {TOKEN: SeCrEtVaLuE-4242xyz}
 			"pre-post-sync": "so they are not compared here: ConfigMap before, ConfigMap helm-test",
 		},
 	}, {
-		// argocd-example-apps: jsonnet, a chart found by its Chart.yaml, a
-		// helm: block, a plugin and several sources are listed as not
+		// argocd-example-apps: jsonnet and a plugin are listed as not
 		// rendered, with the reason, when a pull request touches them.
 		name: "Argo CD sources driftback does not render are listed with the reason",
 		reconcilers: argoApp("jsonnet", "{repoURL: 'https://HOST/acme/gitops', path: jsonnet-guestbook}", "") +
-			argoApp("chart", "{repoURL: 'https://HOST/acme/gitops', path: helm-guestbook}", "") +
-			argoApp("helm-block", "{repoURL: 'https://HOST/acme/gitops', path: helm-values, helm: {valueFiles: [values.yaml]}}", "") +
 			argoApp("plugin", "{repoURL: 'https://HOST/acme/gitops', path: plugin-app, plugin: {name: cdk8s}}", ""),
 		base: map[string]any{
 			"jsonnet-guestbook/guestbook-ui.jsonnet": "{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'j' } }\n",
-			"helm-guestbook/Chart.yaml":              "apiVersion: v2\nname: guestbook\nversion: 0.1.0\n",
-			"helm-guestbook/values.yaml":             "replicaCount: 1\n",
-			"helm-values/Chart.yaml":                 "apiVersion: v2\nname: values\nversion: 0.1.0\n",
-			"helm-values/values.yaml":                "replicaCount: 1\n",
 			"plugin-app/main.ts":                     "// cdk8s\n",
 		},
 		head: map[string]any{
 			"jsonnet-guestbook/guestbook-ui.jsonnet": "{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'k' } }\n",
-			"helm-guestbook/values.yaml":             "replicaCount: 2\n",
-			"helm-values/values.yaml":                "replicaCount: 2\n",
 			"plugin-app/main.ts":                     "// cdk8s v2\n",
 		},
-		targets: map[string]string{"jsonnet-guestbook": "argocd: jsonnet at main", "helm-guestbook": "argocd: a Helm chart at main"},
+		targets: map[string]string{"jsonnet-guestbook": "argocd: jsonnet at main"},
 		notRendered: map[string]string{
-			"Application NS/jsonnet":    "Argo CD evaluates jsonnet (jsonnet-guestbook/guestbook-ui.jsonnet)",
-			"Application NS/chart":      "Argo CD renders it as a Helm chart (Chart.yaml)",
-			"Application NS/helm-block": "it is a Helm source",
-			"Application NS/plugin":     "config management plugin",
+			"Application NS/jsonnet": "Argo CD evaluates jsonnet (jsonnet-guestbook/guestbook-ui.jsonnet)",
+			"Application NS/plugin":  "config management plugin",
 		},
+	}, {
+		// argocd-example-apps' helm-guestbook: a chart found by its
+		// Chart.yaml, with a helm: block (releaseName, a value file, a
+		// parameter), rendered as the repo-server runs helm template; its
+		// hook is Argo CD's, not compared.
+		name: "Argo CD Helm chart in the repository, with its helm: options",
+		reconcilers: argoApp("guestbook", "{repoURL: 'https://HOST/acme/gitops', path: helm-guestbook, helm: {releaseName: gb, valueFiles: [values-production.yaml], "+
+			"parameters: [{name: service.port, value: '8080'}, {name: image.tag, value: '0.2', forceString: true}]}}", ""),
+		live: map[string]string{"argocd-controller": withMeta(inNS(deployment("gb-guestbook", "guestbook:0.2", "2")), "labels: {app.kubernetes.io/instance: guestbook}") + "---\n" +
+			withMeta(inNS(strings.Replace(service("gb-guestbook"), "port: 80,", "port: 8080,", 1)), "labels: {app.kubernetes.io/instance: guestbook}")},
+		base: map[string]any{
+			"helm-guestbook/Chart.yaml":                "apiVersion: v2\nname: guestbook\nversion: 0.1.0\n",
+			"helm-guestbook/values.yaml":               "replicaCount: 1\nimage: {repository: guestbook, tag: '0.1'}\nservice: {port: 80}\n",
+			"helm-guestbook/values-production.yaml":    "replicaCount: 2\n",
+			"helm-guestbook/templates/deployment.yaml": deployment("{{ .Release.Name }}-guestbook", "{{ .Values.image.repository }}:{{ .Values.image.tag }}", "{{ .Values.replicaCount }}"),
+			"helm-guestbook/templates/service.yaml":    strings.Replace(service("{{ .Release.Name }}-guestbook"), "port: 80,", "port: {{ .Values.service.port }},", 1),
+			"helm-guestbook/templates/migrate.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: '{{ .Release.Name }}-migrate'\n  annotations: {helm.sh/hook: pre-upgrade}\n",
+		},
+		head:    map[string]any{"helm-guestbook/values-production.yaml": "replicaCount: 3\n"},
+		targets: map[string]string{"helm-guestbook": "argocd: a Helm chart at main"},
+		objects: map[string]map[string]drift.Action{"helm-guestbook": {
+			ref("Deployment", "gb-guestbook"): drift.ActionUpdate, ref("Service", "gb-guestbook"): drift.ActionUnchanged,
+		}},
+		fields: map[string][]string{"helm-guestbook": {ref("Deployment", "gb-guestbook") + " .spec.replicas: 2 → 3"}},
+		notes:  map[string]string{"helm-guestbook": "so they are not compared here: ConfigMap gb-migrate"},
 	}, {
 		// flux bootstrap's clusters/<name> and Argo CD's path ".": the
 		// repository root ('.' doesn't exist).

@@ -180,6 +180,9 @@ func sourceAt(t targets.Target, trees func(repo, branch string) (*render.Tree, s
 	case f != nil && f.Flux != nil:
 		return "plain manifests" + at + " (Flux generates the kustomization)", "", ""
 	case f != nil && f.Reconciler == discover.ReconcilerArgoCD:
+		if why := build.NotWritable(t, tree); why != "" {
+			return "a Helm chart" + at, "", why
+		}
 		if why := build.NotRenderedAt(t, tree); why != "" {
 			kind := "jsonnet"
 			if reconciler.ArgoCDSourceType(tree, t.Path) == "Helm" {

@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
@@ -95,9 +96,6 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 	case srcStr("chart") != "":
 		f.NotRendered = "it installs the Helm chart " + srcStr("chart")
 		return f
-	case has("helm"):
-		f.NotRendered = "it is a Helm source"
-		return f
 	case has("plugin"):
 		f.NotRendered = "it is rendered by a config management plugin"
 		return f
@@ -119,6 +117,16 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 		f.Branch = strings.TrimPrefix(rev, "refs/heads/")
 	}
 	f.Kustomize = ApplicationKustomize(app)
+	if h, ok := src["helm"].(map[string]any); ok {
+		f.Helm = &ArgoHelm{}
+		b, err := json.Marshal(h)
+		if err == nil {
+			err = json.Unmarshal(b, f.Helm)
+		}
+		if err != nil {
+			f.NotRendered = "its Helm options cannot be read: " + err.Error()
+		}
+	}
 	if d, ok := src["directory"].(map[string]any); ok {
 		f.Directory = &reconciler.ArgoCDDirectory{}
 		f.Directory.Recurse, _ = d["recurse"].(bool)

@@ -96,6 +96,44 @@ type Found struct {
 	// reads a path without a kustomization or a chart as a directory
 	// either way.
 	Directory *reconciler.ArgoCDDirectory `json:"directory,omitempty"`
+	// Helm is an Argo CD Application's Helm options (spec.source.helm);
+	// nil when it has none or for Flux. A path with a Chart.yaml is a Helm
+	// source either way.
+	Helm *ArgoHelm `json:"helm,omitempty"`
+}
+
+// ArgoHelm are the Helm options of an Argo CD Application source
+// (spec.source.helm), as its repo-server passes them to helm template.
+type ArgoHelm struct {
+	// ReleaseName is the release's name (default: the Application's).
+	ReleaseName string `json:"releaseName,omitempty"`
+	// ValueFiles are values files, from the chart's directory, in order.
+	ValueFiles []string `json:"valueFiles,omitempty"`
+	// Values is a values document; ValuesObject, when set, replaces it.
+	Values       string         `json:"values,omitempty"`
+	ValuesObject map[string]any `json:"valuesObject,omitempty"`
+	// Parameters are --set (--set-string with forceString) values.
+	Parameters []ArgoHelmParameter `json:"parameters,omitempty"`
+	// FileParameters are --set-file values.
+	FileParameters []ArgoHelmParameter `json:"fileParameters,omitempty"`
+	// Namespace, KubeVersion and APIVersions replace the destination's.
+	Namespace   string   `json:"namespace,omitempty"`
+	KubeVersion string   `json:"kubeVersion,omitempty"`
+	APIVersions []string `json:"apiVersions,omitempty"`
+	// SkipCrds leaves the chart's crds/ out; SkipSchemaValidation does not
+	// check values against values.schema.json; IgnoreMissingValueFiles
+	// passes over value files that are not there.
+	SkipCrds                bool `json:"skipCrds,omitempty"`
+	SkipSchemaValidation    bool `json:"skipSchemaValidation,omitempty"`
+	IgnoreMissingValueFiles bool `json:"ignoreMissingValueFiles,omitempty"`
+}
+
+// ArgoHelmParameter is a Helm parameter of an Argo CD Application.
+type ArgoHelmParameter struct {
+	Name        string `json:"name"`
+	Value       string `json:"value,omitempty"`
+	Path        string `json:"path,omitempty"`
+	ForceString bool   `json:"forceString,omitempty"`
 }
 
 // Key identifies the target a Found object implies: repository, path and

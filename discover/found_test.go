@@ -240,8 +240,9 @@ spec:
 	}{
 		{name: "a Helm chart", source: "source: {repoURL: https://charts.example.com, chart: redis, targetRevision: 18.0.0}", dest: inCluster,
 			want: Found{Cluster: "prod", NotRendered: "it installs the Helm chart redis", Suspended: "x"}},
+		// A chart in the repository is rendered: its options are read.
 		{name: "a Helm path", source: "source: {repoURL: https://github.com/acme/gitops, path: charts/shop, helm: {releaseName: shop}}", dest: inCluster,
-			want: Found{Repo: "acme/gitops", Path: "charts/shop", Cluster: "prod", NotRendered: "it is a Helm source", Suspended: "x"}},
+			want: Found{Repo: "acme/gitops", Path: "charts/shop", Cluster: "prod", Suspended: "x"}},
 		{name: "several sources", source: "sources: [{repoURL: https://github.com/acme/gitops, path: a}, {repoURL: https://github.com/acme/gitops, path: b}]", dest: inCluster,
 			want: Found{Cluster: "prod", NotRendered: "it has 2 sources (spec.sources); driftback renders single-source kustomize Applications", Suspended: "x"}},
 		{name: "a plugin", source: "source: {repoURL: https://github.com/acme/gitops, path: a, plugin: {name: cdk8s}}", dest: inCluster,

@@ -80,6 +80,10 @@ type Input struct {
 	// Charts traces a field of an object a Helm chart renders to the one
 	// release value that sets it; nil when the render holds no release.
 	Charts ChartValues
+	// NotWritable says why nothing of the drift can be written back (the
+	// target is rendered from a chart whose values are not traced): every
+	// field is listed with it, nothing is rendered or edited.
+	NotWritable string
 }
 
 // ChartValues traces drift on the objects of the Helm releases a target
@@ -231,8 +235,10 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 	if in.Build != nil {
 		p.build = in.Build.Object.DeepCopy()
 	}
-	if err := p.rerender(); err != nil {
-		return nil, err
+	if in.NotWritable == "" {
+		if err := p.rerender(); err != nil {
+			return nil, err
+		}
 	}
 	plan := &Plan{Overlay: in.Overlay, Files: map[string][]byte{}, Codified: []Codified{}, Manual: []Manual{}, Deleted: []string{}, Secrets: []SecretDrift{},
 		Adopted: []Adopted{}, Unmanaged: []Manual{}, Autoscaled: []Manual{}}
@@ -262,7 +268,10 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 					Reason: "replicas belong to " + f.Autoscaler + "; to change them for good, change " + name + "'s bounds in Git"})
 				continue
 			}
-			c, reason := p.codify(ch, f)
+			c, reason := (*Codified)(nil), in.NotWritable
+			if reason == "" {
+				c, reason = p.codify(ch, f)
+			}
 			if c != nil {
 				plan.Codified = append(plan.Codified, *c)
 			} else {
@@ -275,6 +284,8 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 		switch {
 		case obj.GetKind() == "Secret" && obj.GroupVersionKind().Group == "":
 			plan.Unmanaged = append(plan.Unmanaged, Manual{Object: ref, Reason: "a Secret: driftback never writes Secret values to Git"})
+		case in.NotWritable != "":
+			plan.Unmanaged = append(plan.Unmanaged, Manual{Object: ref, Reason: "created live, not in Git; " + in.NotWritable})
 		case !in.Adopt:
 			plan.Unmanaged = append(plan.Unmanaged, Manual{Object: ref, Reason: "created live, not in Git (adoptUnmanaged is off)"})
 		case in.Generated != "":

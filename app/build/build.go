@@ -61,6 +61,9 @@ type Built struct {
 // Ignore) are left out.
 func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t targets.Target, vars Vars) Built {
 	f := t.Found
+	if isArgoCDChart(t, tree) {
+		return argoCDChart(ctx, r, tree, t, vars)
+	}
 	tree, opts, absent, err := targetTree(t, tree)
 	switch {
 	case err != nil:
@@ -218,7 +221,7 @@ func NotRenderedAt(t targets.Target, tree *render.Tree) string {
 	case "Kustomize":
 		return ""
 	case "Helm":
-		return "Argo CD renders it as a Helm chart (Chart.yaml)"
+		return ""
 	}
 	var js *reconciler.JsonnetError
 	if _, err := reconciler.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f)); errors.As(err, &js) {

@@ -225,6 +225,9 @@ func releaseChartOnly(ctx context.Context, tree *render.Tree, ks *unstructured.U
 			return render.Chart{}, why
 		}
 		chartPath, _, _ := unstructured.NestedString(spec, "chart", "spec", "chart")
+		if why := chartDependencies(ctx, access, tree, render.CleanPath(chartPath), files); why != "" {
+			return render.Chart{}, why
+		}
 		name = chartName(files, render.CleanPath(chartPath))
 		// A Git chart's valuesFiles are paths from the source's root.
 		readValues = func(p string) ([]byte, error) { return tree.ReadFile(render.CleanPath(p)) }

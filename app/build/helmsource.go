@@ -3,12 +3,14 @@ package build
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/app/charts"
 	"github.com/driftback/driftback/app/targets"
@@ -191,4 +193,77 @@ func (c *Charts) Access(t targets.Target, trust *charts.Trust, live bool, kube K
 		a.Live, _ = kube(t.Cluster)
 	}
 	return a
+}
+
+// chartDependencies adds to a chart's files (from dir in tree) the
+// dependencies its Chart.yaml lists and its charts/ lacks, as `helm
+// dependency build` does for Argo CD and source-controller: at Chart.lock's
+// version, from a file:// path in the repository or a trusted chart
+// repository. It says why when one cannot be had.
+func chartDependencies(ctx context.Context, access *ChartAccess, tree *render.Tree, dir string, files map[string][]byte) string {
+	type dep struct{ Name, Version, Repository string }
+	var meta, lock struct{ Dependencies []dep }
+	if err := yaml.Unmarshal(files["Chart.yaml"], &meta); err != nil {
+		return "its Chart.yaml: " + err.Error()
+	}
+	_ = yaml.Unmarshal(files["Chart.lock"], &lock)
+	locked := map[string]string{}
+	for _, d := range lock.Dependencies {
+		locked[d.Name+"\x00"+d.Repository] = d.Version
+	}
+	for _, d := range meta.Dependencies {
+		if vendored(files, d.Name) || d.Repository == "" {
+			continue
+		}
+		var got map[string][]byte
+		switch repo := d.Repository; {
+		case strings.HasPrefix(repo, "file://"):
+			src := render.CleanPath(path.Join(dir, strings.TrimPrefix(repo, "file://")))
+			if src == "" || !tree.HasDir(src) {
+				return fmt.Sprintf("its dependency %s (%s) is not a directory of the repository", d.Name, repo)
+			}
+			got = map[string][]byte{}
+			for _, f := range tree.Files() {
+				if rel, ok := strings.CutPrefix(f, src+"/"); ok {
+					b, err := tree.ReadFile(f)
+					if err != nil {
+						return err.Error()
+					}
+					got[rel] = b
+				}
+			}
+		case access == nil || access.Fetcher == nil:
+			return fmt.Sprintf("its dependency %s is not in charts/, and charts are not fetched here", d.Name)
+		case !access.Trust.Allows(repo):
+			return fmt.Sprintf("its dependency %s comes from chart repository %s, which is not trusted yet: it is fetched from once the default branch names it, or app.yml's helm.repositories lists it", d.Name, repo)
+		default:
+			version := d.Version
+			if v, ok := locked[d.Name+"\x00"+repo]; ok {
+				version = v
+			}
+			c, err := access.Fetcher.Fetch(ctx, charts.Source{URL: repo, Chart: d.Name, Version: version})
+			if err != nil {
+				return fmt.Sprintf("its dependency %s could not be fetched: %v", d.Name, err)
+			}
+			got = c.Files
+		}
+		for rel, b := range got {
+			files["charts/"+d.Name+"/"+rel] = b
+		}
+	}
+	return ""
+}
+
+// vendored says a chart's charts/ holds the dependency name, as a
+// directory or an archive.
+func vendored(files map[string][]byte, name string) bool {
+	if _, ok := files["charts/"+name+"/Chart.yaml"]; ok {
+		return true
+	}
+	for f := range files {
+		if rest, ok := strings.CutPrefix(f, "charts/"+name+"-"); ok && strings.HasSuffix(rest, ".tgz") && !strings.Contains(rest, "/") {
+			return true
+		}
+	}
+	return false
 }
