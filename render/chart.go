@@ -1,11 +1,16 @@
 package render
 
 import (
+	"container/list"
 	"context"
+	"crypto/sha256"
 	"encoding/gob"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -53,6 +58,21 @@ func (r *Renderer) RenderChart(ctx context.Context, c Chart) (*RenderedChart, er
 	if p := checkChartSize(c, lim); p != nil {
 		return &RenderedChart{Problem: p}, nil
 	}
+	key := chartKey(c)
+	if out := r.charts.get(key); out != nil {
+		return out, nil
+	}
+	out, err := r.renderChart(ctx, c)
+	if err == nil && (out.Problem == nil || out.Problem.Reason != ReasonLimit) {
+		// What the machine's limits decided is not the chart's answer.
+		r.charts.put(key, out)
+	}
+	return out, err
+}
+
+// renderChart renders c in a child.
+func (r *Renderer) renderChart(ctx context.Context, c Chart) (*RenderedChart, error) {
+	lim := r.opts.Limits
 	if err := r.slots.Acquire(ctx); err != nil {
 		return nil, err
 	}
@@ -135,4 +155,100 @@ func renderChart(c *Chart, maxOutput int64) chartReply {
 			Message: fmt.Sprintf("the chart renders %d bytes, over the limit of %d", size, maxOutput)}}
 	}
 	return chartReply{Manifest: out.Manifest, CRDs: out.CRDs, Hooks: out.Hooks}
+}
+
+// CachedCharts is how many chart renders the cache answered.
+func (r *Renderer) CachedCharts() int64 {
+	r.charts.mu.Lock()
+	defer r.charts.mu.Unlock()
+	return r.charts.hits
+}
+
+// chartKey identifies a chart's render: its files, values and release
+// settings, and what renders them.
+func chartKey(c Chart) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%shelm/v4.3.2\n%q\n", cacheSalt, c.Name)
+	for _, n := range slices.Sorted(maps.Keys(c.Files)) {
+		fmt.Fprintf(h, "%q %d\n", n, len(c.Files[n]))
+		h.Write(c.Files[n])
+	}
+	fmt.Fprintf(h, "%d\n", len(c.Values))
+	h.Write(c.Values)
+	o, _ := json.Marshal(c.Release)
+	h.Write(o)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// chartCache keeps rendered charts, most recently used first, up to a
+// number of manifest bytes. Each get is a copy: callers change what they
+// are given. A nil *chartCache keeps nothing.
+type chartCache struct {
+	mu      sync.Mutex
+	max     int64
+	size    int64
+	order   *list.List // of *chartEntry
+	entries map[string]*list.Element
+	hits    int64
+}
+
+type chartEntry struct {
+	key  string
+	out  *RenderedChart
+	size int64
+}
+
+func newChartCache(max int64) *chartCache {
+	return &chartCache{max: max, order: list.New(), entries: map[string]*list.Element{}}
+}
+
+func (c *chartCache) get(key string) *RenderedChart {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok {
+		return nil
+	}
+	c.hits++
+	c.order.MoveToFront(e)
+	return e.Value.(*chartEntry).out.copy()
+}
+
+func (c *chartCache) put(key string, out *RenderedChart) {
+	if c == nil {
+		return
+	}
+	var size int64 = 1 << 10
+	for _, o := range append(slices.Clone(out.Objects), out.CRDs...) {
+		b, _ := json.Marshal(o.Object)
+		size += int64(len(b))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[key]; ok || size > c.max {
+		return
+	}
+	c.entries[key] = c.order.PushFront(&chartEntry{key: key, out: out.copy(), size: size})
+	for c.size += size; c.size > c.max; {
+		last := c.order.Back()
+		old := last.Value.(*chartEntry)
+		c.order.Remove(last)
+		delete(c.entries, old.key)
+		c.size -= old.size
+	}
+}
+
+// copy is a deep copy of r.
+func (r *RenderedChart) copy() *RenderedChart {
+	out := &RenderedChart{Hooks: slices.Clone(r.Hooks), Problem: r.Problem}
+	for _, o := range r.Objects {
+		out.Objects = append(out.Objects, o.DeepCopy())
+	}
+	for _, o := range r.CRDs {
+		out.CRDs = append(out.CRDs, o.DeepCopy())
+	}
+	return out
 }

@@ -50,6 +50,30 @@ func TestAChartRendersInTheChild(t *testing.T) {
 	}
 }
 
+// TestAChartRenderIsCached: the same chart and values render once; what
+// the cache gives is a copy, and other values render again.
+func TestAChartRenderIsCached(t *testing.T) {
+	r := render.New(render.Options{})
+	c := render.Chart{Name: "shop", Files: shopChart(t), Values: []byte("replicaCount: 4\n"),
+		Release: helm.Options{ReleaseName: "shop", Namespace: "prod", KubeVersion: "1.31.4"}}
+	first, err := r.RenderChart(context.Background(), c)
+	if err != nil || first.Problem != nil {
+		t.Fatal(err, first.Problem)
+	}
+	first.Objects[0].SetName("changed-by-the-caller")
+	again, err := r.RenderChart(context.Background(), c)
+	if err != nil || again.Problem != nil {
+		t.Fatal(err, again.Problem)
+	}
+	if r.CachedCharts() != 1 || again.Objects[0].GetName() != "shop-cache" {
+		t.Errorf("cache hits %d, first object %s", r.CachedCharts(), again.Objects[0].GetName())
+	}
+	c.Values = []byte("replicaCount: 5\n")
+	if _, err := r.RenderChart(context.Background(), c); err != nil || r.CachedCharts() != 1 {
+		t.Errorf("other values: %v, hits %d", err, r.CachedCharts())
+	}
+}
+
 // TestAHostileChartIsContained: a chart whose template doubles a string
 // until it needs terabytes, one that loops for ever, and one larger than
 // an overlay may read are each refused with the limit they hit; the

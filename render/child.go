@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/driftback/driftback/internal/argocd"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/types"
@@ -197,7 +198,7 @@ func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins b
 	dir := path.Join("/", overlay) // "/" for the repository root
 	if b.WithoutArgoCDHooks {
 		var err error
-		if reply.Hooks, err = dropArgoCDHooks(fs, dir); err != nil {
+		if reply.Hooks, err = argocd.DropHooks(fs, dir); err != nil {
 			reply.Problem = &Problem{Overlay: overlay, Reason: ReasonInvalid, Message: err.Error()}
 			return reply, false
 		}

@@ -1,11 +1,8 @@
 package render
 
 import (
-	"bytes"
 	"path"
 	"strings"
-
-	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"sort"
 )
@@ -65,73 +62,6 @@ func Affected(base, head *Tree, candidates, changed []string) []string {
 			out = append(out, o)
 		}
 	}
-	return out
-}
-
-// maxReconcilerFile bounds the files read when looking for reconciler objects:
-// a manifest declaring Kustomizations or Applications is small.
-const maxReconcilerFile = 1 << 20
-
-// ReconcilerPaths returns the directories holding a kustomization file that a
-// Flux Kustomization (spec.path) or an Argo CD Application (spec.source.path,
-// spec.sources[].path) written in the tree names, sorted. Such a directory is
-// deployed on its own even when another overlay also uses it as a base.
-// Files that do not parse, and templates, are skipped: this only adds
-// overlays.
-func ReconcilerPaths(t *Tree) []string {
-	seen := map[string]bool{}
-	for _, f := range t.Files() {
-		if ext := path.Ext(f); ext != ".yaml" && ext != ".yml" {
-			continue
-		}
-		if n, err := t.Size(f); err != nil || n > maxReconcilerFile {
-			continue
-		}
-		b, err := t.ReadFile(f)
-		if err != nil || !bytes.Contains(b, []byte("kind:")) {
-			continue
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		for {
-			var obj struct {
-				APIVersion string `yaml:"apiVersion"`
-				Kind       string `yaml:"kind"`
-				Spec       struct {
-					Path   string `yaml:"path"`
-					Source struct {
-						Path string `yaml:"path"`
-					} `yaml:"source"`
-					Sources []struct {
-						Path string `yaml:"path"`
-					} `yaml:"sources"`
-				} `yaml:"spec"`
-			}
-			if err := dec.Decode(&obj); err != nil {
-				break // the end, or a document that is not one of ours
-			}
-			group := strings.SplitN(obj.APIVersion, "/", 2)[0]
-			var paths []string
-			switch {
-			case obj.Kind == "Kustomization" && group == "kustomize.toolkit.fluxcd.io":
-				paths = append(paths, obj.Spec.Path)
-			case obj.Kind == "Application" && group == "argoproj.io":
-				paths = append(paths, obj.Spec.Source.Path)
-				for _, s := range obj.Spec.Sources {
-					paths = append(paths, s.Path)
-				}
-			}
-			for _, p := range paths {
-				if p = CleanPath(p); p != "" && t.HasKustomization(p) {
-					seen[p] = true
-				}
-			}
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for p := range seen {
-		out = append(out, p)
-	}
-	sort.Strings(out)
 	return out
 }
 

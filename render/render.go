@@ -223,6 +223,8 @@ func DefaultOptions() Options {
 type Renderer struct {
 	opts  Options
 	slots *slots.Slots
+	// charts are rendered charts, by what they were rendered from.
+	charts *chartCache
 }
 
 // New returns a Renderer. Where the container has a memory limit, the
@@ -239,8 +241,11 @@ func New(opts Options) *Renderer {
 	if m := slots.Memory(); m > 0 {
 		opts.Limits.Memory = min(opts.Limits.Memory, m)
 	}
-	return &Renderer{opts: opts, slots: slots}
+	return &Renderer{opts: opts, slots: slots, charts: newChartCache(chartCacheBytes)}
 }
+
+// chartCacheBytes bounds the rendered charts a Renderer keeps.
+const chartCacheBytes = 64 << 20
 
 // Render renders the given overlays of t. Every overlay gets an entry in the
 // result, with its problems if it could not be rendered; the error is only for a

@@ -23,6 +23,7 @@ import (
 	"github.com/driftback/driftback/app/build"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/render/reconciler"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -160,7 +161,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		candidates := union(union(render.Discover(baseTree), render.Discover(headTree)),
-			union(render.ReconcilerPaths(baseTree), render.ReconcilerPaths(headTree)))
+			union(reconciler.Paths(baseTree), reconciler.Paths(headTree)))
 		overlays = render.Affected(baseTree, headTree, candidates, changed)
 		throughOthers(stderr, headTree, overlays, changed)
 	}

@@ -1,4 +1,4 @@
-package render
+package argocd
 
 import (
 	"bytes"
@@ -9,14 +9,13 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
-
-	"github.com/driftback/driftback/internal/argocd"
 )
 
-// dropArgoCDHooks removes Argo CD's hooks from the resource files the
-// kustomization in dir lists (an ArgoCDDirectoryTree's), in the child's
-// in-memory copy, and names what it removed.
-func dropArgoCDHooks(fs filesys.FileSystem, dir string) ([]string, error) {
+// DropHooks removes Argo CD's hooks from the resource files the
+// kustomization in dir lists (an Argo CD directory source's, as
+// render/reconciler writes it), in a render's in-memory copy, and names
+// what it removed.
+func DropHooks(fs filesys.FileSystem, dir string) ([]string, error) {
 	file := path.Join(dir, "kustomization.yaml")
 	b, err := fs.ReadFile(file)
 	if err != nil {
@@ -46,7 +45,7 @@ func dropArgoCDHooks(fs filesys.FileSystem, dir string) ([]string, error) {
 		}
 		var keep []*yaml.RNode
 		for _, o := range nodes {
-			if !argocd.IsHook(o.GetAnnotations()) {
+			if !IsHook(o.GetAnnotations()) {
 				keep = append(keep, o)
 				continue
 			}
