@@ -1,10 +1,12 @@
 # driftback — build, test and benchmark.
 #
 #   make build     build bin/driftback
-#   make testbin   build the kube-apiserver and etcd the tests run against, and
-#                  bring Flux's and Argo CD's CRDs into the module cache (cached)
+#   make testbin   build the kube-apiserver and etcd the tests run against and
+#                  helm (the render fidelity test compares with its helm
+#                  template), and bring Flux's and Argo CD's CRDs into the
+#                  module cache (cached)
 #   make test      testbin, go vet, and every test (race detector on)
-#   make bench     every benchmark (builds kubectl for the baselines); figures
+#   make bench     every benchmark (builds kubectl and helm for the baselines); figures
 #                  go in BENCHMARKS.md
 #   make fuzz      every fuzz target for FUZZTIME each (default 30s); make
 #                  test runs their seed corpora
@@ -49,6 +51,7 @@ build:
 # Prints its progress on stderr and the assets folder on its last stdout line.
 testbin:
 	@hack/testbin/build.sh >/dev/null
+	@hack/helm/build.sh >/dev/null
 	@hack/testbin/crds.sh >/dev/null
 
 vet:
@@ -57,16 +60,19 @@ vet:
 test: testbin vet
 	@set -eo pipefail; assets=$$(hack/testbin/build.sh 2>/dev/null | tail -n1); \
 	crds=$$(hack/testbin/crds.sh | tail -n1); \
+	helm=$$(hack/helm/build.sh 2>/dev/null | tail -n1); \
 	echo "testing with KUBEBUILDER_ASSETS=$$assets"; \
-	KUBEBUILDER_ASSETS=$$assets DRIFTBACK_RECONCILER_CRDS=$$crds $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) -parallel $(TESTPARALLEL) $(TESTFLAGS) ./... && \
+	KUBEBUILDER_ASSETS=$$assets DRIFTBACK_RECONCILER_CRDS=$$crds DRIFTBACK_HELM=$$helm $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) -parallel $(TESTPARALLEL) $(TESTFLAGS) ./... && \
 	echo "render limits without the race detector (the memory limit as shipped):" && \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -count=1 -run 'TestHostileInput|TestChild' ./render
 
 # kubectl, built from the same release, is the baselines' (kubectl kustomize,
 # kubectl diff --server-side); it is put on PATH for the benchmarks only.
+# helm, of the Helm SDK's version, is the chart render's (helm template).
 bench: testbin
 	@assets=$$(hack/testbin/build.sh kubectl | tail -n1); \
-	PATH=$$assets:$$PATH KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem -timeout 90m ./...
+	helm=$$(hack/helm/build.sh | tail -n1); \
+	PATH=$$assets:$$PATH KUBEBUILDER_ASSETS=$$assets DRIFTBACK_HELM=$$helm $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem -timeout 90m ./...
 
 # Each fuzz target on its own (go test -fuzz takes one at a time). A failing
 # input is written under the package's testdata/fuzz/ and fails make test
