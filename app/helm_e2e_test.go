@@ -17,8 +17,10 @@ import (
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/helmtest"
 	"github.com/driftback/driftback/internal/kubetest"
+	"github.com/driftback/driftback/render"
 )
 
 // storeChart is a chart in the repository that a HelmRelease installs
@@ -458,6 +460,105 @@ spec:
 			if strings.Contains(r.Summary+r.Text+r.Title, s) {
 				t.Errorf("check run %s shows the Secret's value", r.Name)
 			}
+		}
+	}
+}
+
+// TestAForksHelmReleaseReadsNothingLive: the same release, its values from
+// a Secret, changed by a fork's pull request. Until someone with write
+// access approves, nothing of the cluster is read for it: not the
+// cluster's version, not valuesFrom, not a chart repository's credentials.
+// The comment says why its chart is not rendered, and the HelmRelease is
+// compared as an object, in Git.
+func TestAForksHelmReleaseReadsNothingLive(t *testing.T) {
+	t.Parallel()
+	w := storeWorld(t, nil)
+	ns := w.env.Namespace
+	const image = "registry.example.com/store:fork-canary-51c2"
+	w.logs.secret(image)
+	w.apply(`apiVersion: v1
+kind: Secret
+metadata: {name: store-values, namespace: NS}
+stringData:
+  values.yaml: "image: ` + image + `\n"`)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.srv.App.targets.Run(ctx)
+
+	files := storeChart("1.2.0", false)
+	files["fleet/store/kustomization.yaml"] = "resources: [release.yaml]\n"
+	files["fleet/store/release.yaml"] = storeRelease(2) + "  valuesFrom:\n  - {kind: Secret, name: store-values}\n"
+	base := w.commit(plumbing.ZeroHash, files)
+	head := w.commit(base, map[string]any{"fleet/store/release.yaml": storeRelease(3) + "  valuesFrom:\n  - {kind: Secret, name: store-values}\n"})
+	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
+	reads := w.countClusterReads()
+	w.openPR(1, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
+	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	// A fork's pull request gets the required check alone.
+	w.waitChecks(head.String(), 1)
+	waitUntil(t, "the fork's comment", func() bool { return len(w.gh.Comments(fullName, 1)) == 1 })
+	body := w.gh.Comments(fullName, 1)[0].Body
+	for _, s := range []string{
+		"HelmRelease/" + ns + "/store is compared as an object; its chart is not rendered: Helm charts are rendered for the cluster's version, which a fork's pull request does not read until someone with write access approves",
+		"`.spec.values.replicaCount`",
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+	if strings.Contains(body, "Deployment/"+ns+"/store") || strings.Contains(body, "fork-canary") {
+		t.Errorf("the fork's pull request shows the release's objects or its Secret's value:\n%s", body)
+	}
+	if n := reads.Load(); n != 0 {
+		t.Errorf("the fork's pull request read the cluster %d times", n)
+	}
+}
+
+// TestAChartOverTheMemoryLimitIsRefusedAlone: a pull request whose chart
+// doubles a string until it needs gigabytes, through serve with render
+// children of 512 MiB: its target says the chart needed more than the
+// memory limit and is not compared, and another pull request right after
+// renders its release as usual.
+func TestAChartOverTheMemoryLimitIsRefusedAlone(t *testing.T) {
+	t.Parallel()
+	w := storeWorld(t, nil)
+	ns := w.env.Namespace
+	w.srv.App.renderer = render.New(render.Options{Limits: render.Limits{Memory: 512 << 20, CPU: 10 * time.Second, Timeout: 30 * time.Second}})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.srv.App.targets.Run(ctx)
+
+	files := storeChart("1.2.0", false)
+	files["fleet/store/kustomization.yaml"] = "resources: [release.yaml]\n"
+	files["fleet/store/release.yaml"] = storeRelease(2)
+	base := w.commit(plumbing.ZeroHash, files)
+	bomb := w.commit(base, map[string]any{
+		"charts/store/templates/bomb.yaml": `{{ $s := "xxxxxxxxxxxxxxxx" }}{{ range until 40 }}{{ $s = printf "%s%s" $s $s }}{{ end }}data: {{ $s }}`,
+	})
+	sane := w.commit(base, map[string]any{"fleet/store/release.yaml": storeRelease(3)})
+	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
+
+	w.openPR(1, base, bomb, nil)
+	if code := w.deliver("pull_request", "d-bomb", prPayload("opened", 1, bomb.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	w.waitChecks(bomb.String(), 2)
+	if body := w.gh.Comments(fullName, 1)[0].Body; !strings.Contains(body, "rendering needed more than the memory limit of 512 MiB") {
+		t.Errorf("the bomb's comment does not say it hit the memory limit:\n%s", body)
+	}
+	w.openPR(2, base, sane, nil)
+	if code := w.deliver("pull_request", "d-sane", prPayload("opened", 2, sane.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	w.waitChecks(sane.String(), 2)
+	body := w.gh.Comments(fullName, 2)[0].Body
+	for _, s := range []string{"Deployment/" + ns + "/store", "`2` → `3`"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the next pull request's comment does not say %q:\n%s", s, body)
 		}
 	}
 }
