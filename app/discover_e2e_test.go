@@ -41,6 +41,7 @@ data:
 	"fleet/shop/web.yaml":           "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop, namespace: NS}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: shop}}\n  template:\n    metadata: {labels: {app: shop}}\n    spec:\n      containers: [{name: web, image: 'web:1.0.0'}]\n",
 	"fleet/chart/Chart.yaml":        "apiVersion: v2\nname: cache\nversion: 1.0.0\n",
 	"fleet/chart/values.yaml":       "replicas: 1\n",
+	"fleet/chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: '{{ .Release.Name }}-settings', namespace: NS}\ndata: {replicas: '{{ .Values.replicas }}'}\n",
 }
 
 // dbPassword is a Secret's value Flux substitutes into a ConfigMap: it must
@@ -152,8 +153,8 @@ data: {dsn: "postgres://app:` + dbPassword + `@db.internal/shop", loud: ` + stri
 		}
 	}
 
-	// An Application added while serving is a target without a restart; a
-	// Helm one is listed as not rendered.
+	// An Application added while serving is a target without a restart; so
+	// is a Helm one, rendered as Argo CD's repo-server renders its chart.
 	w.apply(`apiVersion: argoproj.io/v1alpha1
 kind: Application
 metadata: {name: shop, namespace: NS}
@@ -189,14 +190,14 @@ spec:
 	if code := w.deliver("pull_request", "d-open-2", prPayload("opened", 2, head2.String())); code != http.StatusAccepted {
 		t.Fatalf("opened: %d", code)
 	}
-	shop := "test/" + ns + "/shop"
-	runs = w.waitChecks(head2.String(), 2)
-	if got := conclusions(runs); len(runs) != 2 || got["driftback / "+shop] == "" {
-		t.Errorf("check runs: the aggregate and the new target's: %+v", runs)
+	shop, cache := "test/"+ns+"/shop", "test/"+ns+"/cache"
+	runs = w.waitChecks(head2.String(), 3)
+	if got := conclusions(runs); len(runs) != 3 || got["driftback / "+shop] == "" || got["driftback / "+cache] == "" {
+		t.Errorf("check runs: the aggregate and the new targets': %+v", runs)
 	}
 	body = w.gh.Comments(fullName, 2)[0].Body
 	for _, s := range []string{"### `" + shop + "` (`fleet/shop`) on cluster `test`", "Deployment/" + ns + "/shop",
-		"registry.example.com/web:2.0.0", "### Not rendered", "`Application " + ns + "/cache` (`fleet/chart`) on cluster `test`: not rendered: Argo CD renders it as a Helm chart (Chart.yaml)"} {
+		"registry.example.com/web:2.0.0", "### `" + cache + "` (`fleet/chart`) on cluster `test`", "ConfigMap/" + ns + "/cache-settings"} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
 		}

@@ -562,3 +562,65 @@ func TestAChartOverTheMemoryLimitIsRefusedAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestAnApplicationsChartFromARepositoryIsRendered: a target applies an
+// Argo CD Application (an app of apps) that installs the store chart from
+// an HTTP chart repository into the cluster Argo CD runs in. A pull request
+// that bumps its targetRevision and sets replicaCount shows, through serve,
+// what the repo-server renders: the Deployment's replicas 2 → 3 and the
+// chart's version, with the chart fetched at the version asked.
+func TestAnApplicationsChartFromARepositoryIsRendered(t *testing.T) {
+	t.Parallel()
+	repo := helmtest.NewRepo(t)
+	for _, v := range []string{"1.2.0", "1.3.0"} {
+		chart := map[string][]byte{}
+		for p, content := range storeChart(v, false) {
+			chart[strings.TrimPrefix(p, "charts/store/")] = []byte(content.(string))
+		}
+		repo.Add(t, chart)
+	}
+	w := storeWorld(t, func(c *config.Config) { c.Helm.PrivateHosts = []string{"127.0.0.1"} })
+	ns := w.env.Namespace
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.srv.App.targets.Run(ctx)
+
+	app := func(version string, replicas int) string {
+		return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: store, namespace: NS}
+spec:
+  project: default
+  source:
+    repoURL: %s
+    chart: store
+    targetRevision: %s
+    helm:
+      parameters:
+      - {name: replicaCount, value: "%d"}
+  destination: {server: https://kubernetes.default.svc, namespace: NS}
+  syncPolicy: {automated: {prune: true}}
+`, repo.URL, version, replicas)
+	}
+	base := w.commit(plumbing.ZeroHash, map[string]any{
+		"fleet/store/kustomization.yaml": "resources: [app.yaml]\n",
+		"fleet/store/app.yaml":           app("1.2.0", 2),
+	})
+	head := w.commit(base, map[string]any{"fleet/store/app.yaml": app("1.3.0", 3)})
+	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
+	w.openPR(1, base, head, nil)
+	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	w.waitChecks(head.String(), 2)
+	body := w.gh.Comments(fullName, 1)[0].Body
+	for _, s := range []string{
+		"Deployment/" + ns + "/store", "`.spec.replicas`", "`2` → `3`",
+		"Application/" + ns + "/store: chart store 1.2.0 → store 1.3.0",
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+}

@@ -94,7 +94,7 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 	}
 	switch {
 	case srcStr("chart") != "":
-		f.NotRendered = "it installs the Helm chart " + srcStr("chart")
+		f.NotRendered = "it installs the Helm chart " + srcStr("chart") + " from a chart repository: its objects are compared with the target that applies the Application"
 		return f
 	case has("plugin"):
 		f.NotRendered = "it is rendered by a config management plugin"

@@ -239,7 +239,7 @@ spec:
 		want                   Found
 	}{
 		{name: "a Helm chart", source: "source: {repoURL: https://charts.example.com, chart: redis, targetRevision: 18.0.0}", dest: inCluster,
-			want: Found{Cluster: "prod", NotRendered: "it installs the Helm chart redis", Suspended: "x"}},
+			want: Found{Cluster: "prod", NotRendered: "it installs the Helm chart redis from a chart repository: its objects are compared with the target that applies the Application", Suspended: "x"}},
 		// A chart in the repository is rendered: its options are read.
 		{name: "a Helm path", source: "source: {repoURL: https://github.com/acme/gitops, path: charts/shop, helm: {releaseName: shop}}", dest: inCluster,
 			want: Found{Repo: "acme/gitops", Path: "charts/shop", Cluster: "prod", Suspended: "x"}},

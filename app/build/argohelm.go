@@ -72,7 +72,7 @@ func argoCDChart(ctx context.Context, r *render.Renderer, tree *render.Tree, t t
 	if why := chartDependencies(ctx, vars.Charts, tree, t.Path, files); why != "" {
 		return Built{Problems: []string{name + ": " + why}}
 	}
-	values, why := argoValues(tree, t.Path, h)
+	values, why := argoValues(func(p string) ([]byte, error) { return tree.ReadFile(render.CleanPath(path.Join(t.Path, p))) }, h)
 	if why != "" {
 		return Built{Problems: []string{name + ": " + why}}
 	}
@@ -117,18 +117,17 @@ func argoCDChart(ctx context.Context, r *render.Renderer, tree *render.Tree, t t
 }
 
 // argoValues merges an Application's values as Argo CD's repo-server
-// passes them to helm template: valueFiles in order (from the chart's
-// directory; missing ones an error unless ignoreMissingValueFiles), then
+// passes them to helm template: valueFiles in order (read from the
+// chart's directory; missing ones an error unless ignoreMissingValueFiles), then
 // values, or valuesObject in its place, then parameters as --set or
 // --set-string.
-func argoValues(tree *render.Tree, dir string, h *discover.ArgoHelm) (map[string]any, string) {
+func argoValues(read func(string) ([]byte, error), h *discover.ArgoHelm) (map[string]any, string) {
 	merged := map[string]any{}
 	for _, vf := range h.ValueFiles {
 		if strings.HasPrefix(vf, "$") || strings.Contains(vf, "://") {
 			return nil, fmt.Sprintf("its value file %q is in another source or at an address, which is not read", vf)
 		}
-		p := render.CleanPath(path.Join(dir, vf))
-		b, err := tree.ReadFile(p)
+		b, err := read(vf)
 		if err != nil {
 			if h.IgnoreMissingValueFiles {
 				continue

@@ -130,6 +130,8 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 		ks = f.Flux
 	}
 	rb := helmReleases(ctx, r, tree, ks, objs, vars, releaseFiles)
+	apps := chartApplications(ctx, r, rb.objects, vars)
+	rb.objects, rb.releases, rb.problems = apps.objects, append(rb.releases, apps.releases...), append(rb.problems, apps.problems...)
 	objs, b.Releases, b.Hidden = rb.objects, rb.releases, rb.hidden
 	for k, v := range rb.secretObjects {
 		if b.SecretObjects == nil {

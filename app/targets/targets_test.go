@@ -57,7 +57,7 @@ func TestDiscoveredAndConfiguredTargetsMerge(t *testing.T) {
 	billing := &discover.Found{Object: "Kustomization flux-system/billing", Namespace: "flux-system", Name: "billing", On: "prod", Repo: "acme/gitops",
 		Path: "apps/billing", Cluster: "prod", SelfHeal: true}
 	helm := &discover.Found{Object: "Application argocd/cache", On: "prod", Repo: "acme/gitops", Path: "charts/cache", NotRendered: "it is a Helm source"}
-	chartRepo := &discover.Found{Object: "Application argocd/redis", On: "prod", NotRendered: "it installs the Helm chart redis"}
+	chartRepo := &discover.Found{Object: "Application argocd/redis", On: "prod", NotRendered: "it installs the Helm chart redis from a chart repository: its objects are compared with the target that applies the Application"}
 
 	twin := &discover.Found{Object: "Kustomization flux-system/billing-eu", Namespace: "flux-system", Name: "billing-eu", On: "prod", Repo: "acme/gitops",
 		Path: "apps/billing", Cluster: "prod"}

@@ -52,7 +52,7 @@ targets:
 		"flux", "Kustomization " + env.Namespace + "/apps on cluster prod",
 		"tenants/* (glob)", "app.yml",
 		"note: prod/" + env.Namespace + "/apps: the Kustomization is suspended",
-		"not rendered: Application " + env.Namespace + "/redis on prod: it installs the Helm chart redis",
+		"not rendered: Application " + env.Namespace + "/redis on prod: it installs the Helm chart redis from a chart repository: its objects are compared with the target that applies the Application",
 	} {
 		if !strings.Contains(stdout, s) {
 			t.Errorf("the listing does not say %q:\n%s", s, stdout)
@@ -152,7 +152,7 @@ func TestTargetsReadThePathAtTheBranch(t *testing.T) {
 		"apps/kustomize": {"a kustomization at main", "", "manual"},
 		"apps/guestbook": {"plain manifests at main (Argo CD reads the directory)", "", "manual"},
 		"apps/jsonnet":   {"jsonnet at main", "Argo CD evaluates jsonnet (apps/jsonnet/guestbook.jsonnet), which driftback does not render", "off (not rendered)"},
-		"apps/chart":     {"a Helm chart at main", "Argo CD renders it as a Helm chart (Chart.yaml)", "off (not rendered)"},
+		"apps/chart":     {"a Helm chart at main", "", "off (Argo CD renders it from a Helm chart, whose values drift is not traced to yet)"},
 		"apps/gone":      {"nothing at main", "", "manual"},
 	} {
 		got, ok := byPath[p]
