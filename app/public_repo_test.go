@@ -237,7 +237,11 @@ func syncAt(t *testing.T, w *world, repo *git.Repository, rev string, ts []targe
 	}
 	ctx := context.Background()
 	for _, tg := range ts {
-		b := build.Target(ctx, render.New(render.DefaultOptions()), tree, tg, build.Vars{})
+		// Charts render for the test cluster, as the reconciler renders them.
+		var vars build.Vars
+		vars.Helm, vars.HelmNote = build.HelmCapabilities(ctx, tg, true, w.srv.App.capabilities)
+		vars.Charts = w.srv.App.charts.Access(tg, w.srv.App.charts.TrustIn(tree), true, w.srv.App.kubeClient)
+		b := build.Target(ctx, render.New(render.DefaultOptions()), tree, tg, vars)
 		manager := "kustomize-controller"
 		applied, failed := 0, 0
 		for _, o := range b.Objects {
