@@ -190,7 +190,7 @@ spec:
 	for _, s := range []string{
 		"Deployment/" + ns + "/store", "`.spec.replicas`", "`2` → `3`",
 		"CustomResourceDefinition/carts.store.example.com", "removing the CRD deletes every Cart with it: 3 custom resources",
-		"HelmRelease/" + ns + "/store: chart store 1.2.0 → store 1.3.0",
+		"HelmRelease/" + ns + "/store: chart store 1.2.0 → store 1.3.0; values: replicaCount 2 → 3.",
 		"runs hooks, not compared: Job/store-migrate (pre-upgrade)",
 	} {
 		if !strings.Contains(body, s) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,6 +38,8 @@ type Release struct {
 	// NotRendered says why the release's objects are not in the render;
 	// its HelmRelease is still compared as an object.
 	NotRendered string
+	// Values are the HelmRelease's own values, as Git writes them.
+	Values map[string]any
 }
 
 // Helm-controller's labels on every object of a release.
@@ -74,6 +77,7 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 			continue
 		}
 		rel := Release{Object: "HelmRelease/" + hr.GetNamespace() + "/" + hr.GetName()}
+		rel.Values, _, _ = unstructured.NestedMap(hr.Object, "spec", "values")
 		caps := vars.Helm
 		var chart render.Chart
 		var vals *releaseValues
@@ -429,8 +433,9 @@ func HelmCapabilities(ctx context.Context, t targets.Target, live bool, of Capab
 
 // ReleaseNotes say, for the comment, what a pull request does to a
 // target's Helm releases beyond their objects: the chart version it moves
-// to, the hooks the reconciler runs (not compared), and why a release's
-// chart is not rendered.
+// to and the values it changes ("podinfo 6.5.4 → 6.6.0; values:
+// replicaCount 2 → 3"), the hooks the reconciler runs (not compared),
+// and why a release's chart is not rendered.
 func ReleaseNotes(base, head []Release) []string {
 	was := map[string]Release{}
 	for _, r := range base {
@@ -438,18 +443,93 @@ func ReleaseNotes(base, head []Release) []string {
 	}
 	var notes []string
 	for _, r := range head {
-		switch {
-		case r.NotRendered != "":
+		old, existed := was[r.Object]
+		var change []string
+		if old.Chart != "" && r.Chart != "" && old.Chart != r.Chart {
+			change = append(change, fmt.Sprintf("chart %s → %s", old.Chart, r.Chart))
+		}
+		if existed {
+			if v := valueChanges(old.Values, r.Values); v != "" {
+				change = append(change, "values: "+v)
+			}
+		}
+		if len(change) > 0 {
+			notes = append(notes, r.Object+": "+strings.Join(change, "; ")+".")
+		}
+		if r.NotRendered != "" {
 			notes = append(notes, r.Object+" is compared as an object; its chart is not rendered: "+r.NotRendered+".")
 			continue
-		case was[r.Object].Chart != "" && was[r.Object].Chart != r.Chart:
-			notes = append(notes, fmt.Sprintf("%s: chart %s → %s.", r.Object, was[r.Object].Chart, r.Chart))
 		}
 		if len(r.Hooks) > 0 {
 			notes = append(notes, r.Object+" runs hooks, not compared: "+strings.Join(r.Hooks, ", ")+".")
 		}
 	}
 	return notes
+}
+
+// valueChanges says which values differ between a and b, by their dotted
+// paths: "replicaCount 2 → 3, image.tag added: \"1.2\"". At most a few are
+// named; long values are cut.
+func valueChanges(a, b map[string]any) string {
+	before, after := map[string]string{}, map[string]string{}
+	flattenValues("", a, before)
+	flattenValues("", b, after)
+	var keys []string
+	for k := range before {
+		keys = append(keys, k)
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	const most = 5
+	var out []string
+	changed := 0
+	for _, k := range keys {
+		x, inA := before[k]
+		y, inB := after[k]
+		var s string
+		switch {
+		case !inA:
+			s = fmt.Sprintf("%s added: %s", k, y)
+		case !inB:
+			s = fmt.Sprintf("%s removed", k)
+		case x != y:
+			s = fmt.Sprintf("%s %s → %s", k, x, y)
+		default:
+			continue
+		}
+		if changed++; changed <= most {
+			out = append(out, s)
+		}
+	}
+	if changed > most {
+		out = append(out, fmt.Sprintf("and %d more", changed-most))
+	}
+	return strings.Join(out, ", ")
+}
+
+// flattenValues writes v's leaves into out by dotted path, as JSON cut to
+// a short length; a list is one leaf.
+func flattenValues(prefix string, v map[string]any, out map[string]string) {
+	for k, e := range v {
+		p := k
+		if prefix != "" {
+			p = prefix + "." + k
+		}
+		if m, ok := e.(map[string]any); ok && len(m) > 0 {
+			flattenValues(p, m, out)
+			continue
+		}
+		b, _ := json.Marshal(e)
+		s := string(b)
+		if len(s) > 40 {
+			s = s[:37] + "…"
+		}
+		out[p] = s
+	}
 }
 
 // ChartPaths are the charts and values files in the repository that the
