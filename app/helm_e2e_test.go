@@ -128,37 +128,10 @@ spec:
 // and its hook, not compared; the required check fails on the danger.
 func TestAHelmReleaseShowsWhatItsUpgradeDoes(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(c *config.Config) {
-		// app.yml names the discovered target to let it count the carts,
-		// a cluster-scoped kind its chart defines.
-		c.Targets = c.Targets[:1]
-		c.Targets[0].Name, c.Targets[0].Path = "store", "fleet/store"
-		c.Targets[0].Scope.ClusterKinds = []string{"Cart.store.example.com"}
-		cl := c.Clusters["test"]
-		cl.Discover = &config.Discover{Flux: true}
-		c.Clusters["test"] = cl
-	})
+	// app.yml names the discovered target to let it count the carts, a
+	// cluster-scoped kind its chart defines.
+	w := storeWorld(t, func(c *config.Config) { c.Targets[0].Scope.ClusterKinds = []string{"Cart.store.example.com"} })
 	ns := w.env.Namespace
-	kubetest.InstallCRDs(t, w.env, kubetest.ReconcilerCRDs(t)...)
-	w.cfg.Clusters["test"].Discover.Namespaces = []string{ns}
-	host := string(discover.HostOf(w.gh.URL()))
-	hostname, _, _ := strings.Cut(host, ":")
-	w.apply(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata: {name: fleet, namespace: NS}
-spec:
-  interval: 1m
-  url: ssh://git@` + hostname + `/acme/gitops.git
-  ref: {branch: main}`)
-	w.apply(`apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {name: store, namespace: NS}
-spec:
-  interval: 10m
-  path: ./fleet/store
-  prune: true
-  sourceRef: {kind: GitRepository, name: fleet}`)
-	w.installStore(2)
 	crd := storeChart("1.2.0", true)["charts/store/templates/crd.yaml"].(string)
 	w.apply(strings.Replace(crd, "  name: carts.store.example.com\n", "  name: carts.store.example.com\n  labels: {helm.toolkit.fluxcd.io/name: store, helm.toolkit.fluxcd.io/namespace: NS}\n", 1))
 	eventually(t, func() bool {
@@ -180,13 +153,7 @@ spec:
 	change := storeChart("1.3.0", false)
 	change["fleet/store/release.yaml"] = storeRelease(3)
 	head := w.commit(base, change)
-	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
-	w.openPR(1, base, head, nil)
-	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
-		t.Fatalf("opened: %d", code)
-	}
-	w.waitChecks(head.String(), 2)
-	body := w.gh.Comments(fullName, 1)[0].Body
+	body := w.reviewed(1, base, head)
 	for _, s := range []string{
 		"Deployment/" + ns + "/store", "`.spec.replicas`", "`2` → `3`",
 		"CustomResourceDefinition/carts.store.example.com", "removing the CRD deletes every Cart with it: 3 custom resources",
@@ -305,6 +272,26 @@ spec:
 	return w
 }
 
+// discovered waits until the store target is discovered.
+func (w *world) discovered() {
+	w.t.Helper()
+	eventually(w.t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
+}
+
+// reviewed opens pull request number from base to head once the store
+// target is discovered, and returns its comment once its two checks (the
+// target's and the required one) are done.
+func (w *world) reviewed(number int, base, head plumbing.Hash) string {
+	w.t.Helper()
+	w.discovered()
+	w.openPR(number, base, head, nil)
+	if code := w.deliver("pull_request", fmt.Sprintf("d-open-%d", number), prPayload("opened", number, head.String())); code != http.StatusAccepted {
+		w.t.Fatalf("opened: %d", code)
+	}
+	w.waitChecks(head.String(), 2)
+	return w.gh.Comments(fullName, number)[0].Body
+}
+
 // TestAChartFromARepositoryIsFetchedOnlyOnceTrusted: the store chart is
 // served by an HTTP chart repository that the default branch names. A pull
 // request that raises replicaCount shows the Deployment's change, through
@@ -360,13 +347,7 @@ spec:
 		"fleet/store/release.yaml": repository("charts", trusted.URL) + release("store", "charts", 3) +
 			repository("elsewhere", untrusted.URL) + release("other", "elsewhere", 1),
 	})
-	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
-	w.openPR(1, base, head, nil)
-	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
-		t.Fatalf("opened: %d", code)
-	}
-	w.waitChecks(head.String(), 2)
-	body := w.gh.Comments(fullName, 1)[0].Body
+	body := w.reviewed(1, base, head)
 	for _, s := range []string{
 		"Deployment/" + ns + "/store", "`.spec.replicas`", "`2` → `3`",
 		"HelmRelease/" + ns + "/other is compared as an object; its chart is not rendered: chart repository http:",
@@ -434,13 +415,7 @@ spec:
 	change := storeChart("1.3.0", false)
 	change["charts/store/templates/settings.yaml"] = settings
 	head := w.commit(base, change)
-	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
-	w.openPR(1, base, head, nil)
-	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
-		t.Fatalf("opened: %d", code)
-	}
-	w.waitChecks(head.String(), 2)
-	body := w.gh.Comments(fullName, 1)[0].Body
+	body := w.reviewed(1, base, head)
 	for _, s := range []string{
 		"ConfigMap/" + ns + "/store-settings", "replicas: \"3\"",
 		"Deployment/" + ns + "/store", "`.spec.template.spec.containers[name=\"store\"].image`: a sync after merging sets it from live `(value hidden)`",
@@ -491,7 +466,7 @@ stringData:
 	files["fleet/store/release.yaml"] = storeRelease(2) + "  valuesFrom:\n  - {kind: Secret, name: store-values}\n"
 	base := w.commit(plumbing.ZeroHash, files)
 	head := w.commit(base, map[string]any{"fleet/store/release.yaml": storeRelease(3) + "  valuesFrom:\n  - {kind: Secret, name: store-values}\n"})
-	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
+	w.discovered()
 	reads := w.countClusterReads()
 	w.openPR(1, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
 	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
@@ -540,22 +515,11 @@ func TestAChartOverTheMemoryLimitIsRefusedAlone(t *testing.T) {
 		"charts/store/templates/bomb.yaml": `{{ $s := "xxxxxxxxxxxxxxxx" }}{{ range until 40 }}{{ $s = printf "%s%s" $s $s }}{{ end }}data: {{ $s }}`,
 	})
 	sane := w.commit(base, map[string]any{"fleet/store/release.yaml": storeRelease(3)})
-	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
 
-	w.openPR(1, base, bomb, nil)
-	if code := w.deliver("pull_request", "d-bomb", prPayload("opened", 1, bomb.String())); code != http.StatusAccepted {
-		t.Fatalf("opened: %d", code)
-	}
-	w.waitChecks(bomb.String(), 2)
-	if body := w.gh.Comments(fullName, 1)[0].Body; !strings.Contains(body, "rendering needed more than the memory limit of 512 MiB") {
+	if body := w.reviewed(1, base, bomb); !strings.Contains(body, "rendering needed more than the memory limit of 512 MiB") {
 		t.Errorf("the bomb's comment does not say it hit the memory limit:\n%s", body)
 	}
-	w.openPR(2, base, sane, nil)
-	if code := w.deliver("pull_request", "d-sane", prPayload("opened", 2, sane.String())); code != http.StatusAccepted {
-		t.Fatalf("opened: %d", code)
-	}
-	w.waitChecks(sane.String(), 2)
-	body := w.gh.Comments(fullName, 2)[0].Body
+	body := w.reviewed(2, base, sane)
 	for _, s := range []string{"Deployment/" + ns + "/store", "`2` → `3`"} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the next pull request's comment does not say %q:\n%s", s, body)
@@ -608,13 +572,7 @@ spec:
 		"fleet/store/app.yaml":           app("1.2.0", 2),
 	})
 	head := w.commit(base, map[string]any{"fleet/store/app.yaml": app("1.3.0", 3)})
-	eventually(t, func() bool { ts, _ := w.srv.App.targetsOf(fullName); return len(ts) == 1 }, "the Kustomization to be discovered", func() string { return "" })
-	w.openPR(1, base, head, nil)
-	if code := w.deliver("pull_request", "d-open", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
-		t.Fatalf("opened: %d", code)
-	}
-	w.waitChecks(head.String(), 2)
-	body := w.gh.Comments(fullName, 1)[0].Body
+	body := w.reviewed(1, base, head)
 	for _, s := range []string{
 		"Deployment/" + ns + "/store", "`.spec.replicas`", "`2` → `3`",
 		"Application/" + ns + "/store: chart store 1.2.0 → store 1.3.0",

@@ -1035,7 +1035,7 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 	plan, err := prgen.Make(ctx, prgen.Input{
 		Tree: c.tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
 		Intents: r.intents, Unmanaged: unmanaged, Adopt: c.t.Policy.AdoptUnmanaged, Generated: generated,
-		Variables: c.variables, Build: wb, Charts: c.charts,
+		Variables: c.variables, Build: wb, Charts: c.charts, NotWritable: build.NotWritable(c.t, c.tree),
 	})
 	if err != nil {
 		return nil, err
