@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/driftback/driftback/render"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -18,6 +19,10 @@ import (
 type Trust struct {
 	exact    map[string]bool
 	prefixes []string
+	// tree, when set, is a default branch whose repositories are read the
+	// first time they are asked about: most renders fetch nothing.
+	tree *render.Tree
+	once sync.Once
 }
 
 // NewTrust trusts the repositories app.yml lists, and what is under them.
@@ -40,6 +45,7 @@ func (t *Trust) Allows(u string) bool {
 	if n == "" {
 		return false
 	}
+	t.once.Do(t.scan)
 	if t.exact[n] {
 		return true
 	}
@@ -56,32 +62,37 @@ func (t *Trust) Allows(u string) bool {
 // repoURL of its Argo CD Applications and ApplicationSets, and the
 // repository of its charts' dependencies.
 func (t *Trust) With(tree *render.Tree) *Trust {
-	out := &Trust{exact: map[string]bool{}, prefixes: t.prefixes}
+	t.once.Do(t.scan)
+	out := &Trust{exact: map[string]bool{}, prefixes: t.prefixes, tree: tree}
 	for k := range t.exact {
 		out.exact[k] = true
 	}
-	if tree == nil {
-		return out
+	return out
+}
+
+// scan reads the repositories t's tree names into exact.
+func (t *Trust) scan() {
+	if t.tree == nil {
+		return
 	}
-	for _, f := range tree.Files() {
+	for _, f := range t.tree.Files() {
 		ext := path.Ext(f)
 		if ext != ".yaml" && ext != ".yml" {
 			continue
 		}
-		if size, err := tree.Size(f); err != nil || size > maxScannedFile {
+		if size, err := t.tree.Size(f); err != nil || size > maxScannedFile {
 			continue
 		}
-		b, err := tree.ReadFile(f)
+		b, err := t.tree.ReadFile(f)
 		if err != nil || !mayNameRepository(b) {
 			continue
 		}
 		for _, u := range repositoriesIn(b, path.Base(f) == "Chart.yaml") {
 			if n := Normalize(u); n != "" {
-				out.exact[n] = true
+				t.exact[n] = true
 			}
 		}
 	}
-	return out
 }
 
 // maxScannedFile is the largest file read for repositories.
