@@ -788,6 +788,56 @@ func TestPullRequestCannotReadBeyondItsTarget(t *testing.T) {
 	}
 }
 
+// TestAPullRequestIntoASideBranchReadsNothing: a writer pushes a branch
+// whose prod overlay also renders kube-system's aws-auth, and opens a pull
+// request into that branch. prod follows the default branch, so the pull
+// request changes nothing its reconciler applies: no target is affected,
+// nothing of the cluster is read, no comment is written, and the required
+// check says so. The branch a pull request merges into never decides what
+// is read from the cluster.
+func TestAPullRequestIntoASideBranchReadsNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	w.liveProd()
+	name := "aws-auth-" + w.env.Namespace
+	awsAuth := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": "kube-system"},
+		"data":     map[string]any{"mapRoles": "arn:aws:iam::111122223333:role/node-admin"}}}
+	kubetest.Apply(t, w.env.Config, "eksctl", awsAuth)
+	t.Cleanup(func() {
+		_ = w.env.Client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	clusterReads := w.countClusterReads()
+	base := w.commit(plumbing.ZeroHash, baseFiles)
+	side := w.commit(base, map[string]any{
+		"deploy/prod/kustomization.yaml":       "resources:\n- app\n- steal\n",
+		"deploy/prod/data.yaml":                nil,
+		"deploy/prod/app/kustomization.yaml":   "namespace: NS\nresources:\n- ../../base\n- data.yaml\n",
+		"deploy/prod/app/data.yaml":            baseFiles["deploy/prod/data.yaml"],
+		"deploy/prod/steal/kustomization.yaml": "resources:\n- aws-auth.yaml\n",
+		"deploy/prod/steal/aws-auth.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: kube-system\ndata:\n  mapRoles: harmless\n",
+	})
+	head := w.commit(side, map[string]any{
+		"deploy/prod/steal/aws-auth.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: kube-system\ndata:\n  mapRoles: guess\n",
+	})
+	w.push(map[string]plumbing.Hash{"refs/heads/side": side})
+	w.openPR(13, base, head, func(p *githubfake.Pull) { p.BaseSHA, p.BaseRef = side.String(), "side" })
+	w.deliver("pull_request", "d-side", prPayload("opened", 13, head.String()))
+	runs := w.waitChecks(head.String(), 1)
+	if c := findRun(t, runs, "driftback"); c.Conclusion != "success" || !strings.Contains(c.Summary, "not affected") {
+		t.Errorf("the required check of a pull request into a side branch: %s %q %q", c.Conclusion, c.Title, c.Summary)
+	}
+	if len(runs) != 1 {
+		t.Errorf("%d check runs, want the required one alone", len(runs))
+	}
+	if cs := w.gh.Comments(fullName, 13); len(cs) != 0 {
+		t.Errorf("a pull request into a side branch got a comment:\n%s", cs[0].Body)
+	}
+	if n := clusterReads.Load(); n != 0 {
+		t.Errorf("a pull request into a side branch made %d cluster reads", n)
+	}
+}
+
 // TestDangersFailWithoutTheCluster: a danger is known from Git, so a fork's
 // pull request and a target whose cluster cannot be read fail on a failOn
 // danger as a readable cluster does; the ack label works the same.

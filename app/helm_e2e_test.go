@@ -2,10 +2,13 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -371,11 +374,14 @@ spec:
 
 // TestValuesFromASecretAppearNowhere: the store release takes its image
 // from a Secret and its replicas from a ConfigMap (valuesFrom, a
-// targetPath), as helm-controller merges them. A pull request that bumps
-// the chart shows, through serve: the ConfigMap's replicas in what the
-// chart renders, the objects that use the Secret's value with every value
-// hidden, and the value itself nowhere: comment, check runs or logs, as
-// given or base64-encoded.
+// targetPath), as helm-controller merges them. Its chart also tries to
+// carry the Secret's value out: in hex in a ConfigMap, upper-cased, hashed,
+// and in a hook's name. A pull request that bumps the chart shows, through
+// serve: the ConfigMap's replicas in what the chart renders, the objects
+// that use the Secret's value with every value hidden, their fields that
+// take it compared Git against Git (the live image is not called a live
+// change), and the value itself nowhere, in no form: comment, check runs
+// or logs.
 func TestValuesFromASecretAppearNowhere(t *testing.T) {
 	t.Parallel()
 	w := storeWorld(t, nil)
@@ -407,6 +413,25 @@ spec:
   - {kind: ConfigMap, name: store-config, valuesKey: replicas, targetPath: replicaCount}
 `
 	settings := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: '{{ .Release.Name }}-settings'}\ndata: {replicas: '{{ .Values.replicaCount }}'}\n"
+	leak := `apiVersion: v1
+kind: ConfigMap
+metadata: {name: '{{ .Release.Name }}-about'}
+data:
+  hex: {{ printf "%x" .Values.image | quote }}
+  upper: {{ upper .Values.image | quote }}
+  hash: {{ sha256sum .Values.image | quote }}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: report-{{ printf "%x" .Values.image | trunc 40 }}
+  annotations: {helm.sh/hook: post-upgrade}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: report, image: busybox}]
+`
 	files := storeChart("1.2.0", false)
 	files["charts/store/templates/settings.yaml"] = settings
 	files["fleet/store/kustomization.yaml"] = "resources: [release.yaml]\n"
@@ -414,20 +439,28 @@ spec:
 	base := w.commit(plumbing.ZeroHash, files)
 	change := storeChart("1.3.0", false)
 	change["charts/store/templates/settings.yaml"] = settings
+	change["charts/store/templates/leak.yaml"] = leak
 	head := w.commit(base, change)
 	body := w.reviewed(1, base, head)
 	for _, s := range []string{
 		"ConfigMap/" + ns + "/store-settings", "replicas: \"3\"",
-		"Deployment/" + ns + "/store", "`.spec.template.spec.containers[name=\"store\"].image`: a sync after merging sets it from live `(value hidden)`",
 		// The object uses the Secret's value: none of its values is shown.
-		"`.spec.replicas`: a sync after merging sets it from live `(value hidden)`",
-		"HelmRelease/" + ns + "/store: chart store 1.2.0 → store 1.3.0",
+		"Deployment/" + ns + "/store", "`.spec.replicas`: a sync after merging sets it from live `(value hidden)`",
+		"ConfigMap/" + ns + "/store-about", "HelmRelease/" + ns + "/store: chart store 1.2.0 → store 1.3.0",
+		"runs hooks, not compared: Job/report-",
 	} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
 		}
 	}
-	for _, s := range []string{"s3cr3t-tag-9f8e7d", base64.StdEncoding.EncodeToString([]byte(image))} {
+	// The image takes the Secret's value: compared Git against Git, the
+	// live one is not a live change.
+	if strings.Contains(body, "containers[name=\"store\"].image") {
+		t.Errorf("the field set from the Secret is compared with the live value:\n%s", body)
+	}
+	forms := []string{"s3cr3t-tag-9f8e7d", base64.StdEncoding.EncodeToString([]byte(image)), hex.EncodeToString([]byte(image))[:40],
+		strings.ToUpper("s3cr3t-tag-9f8e7d"), fmt.Sprintf("%x", sha256.Sum256([]byte(image)))}
+	for _, s := range forms {
 		if strings.Contains(body, s) {
 			t.Errorf("the comment shows the Secret's value (%q):\n%s", s, body)
 		}
@@ -580,5 +613,96 @@ spec:
 		if !strings.Contains(body, s) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
 		}
+	}
+}
+
+// TestAPullRequestReadsNoSecretOutsideItsScope: the store target renders
+// into its own namespace. A pull request adds a HelmRelease in another
+// team's namespace whose values come from that team's Secret (valuesFrom),
+// and points the store release at that team's HelmRepository, whose
+// credentials are a Secret there too. Through serve on the real
+// apiserver: nothing in the other namespace is requested, and the comment
+// says each read is outside the target's scope.
+func TestAPullRequestReadsNoSecretOutsideItsScope(t *testing.T) {
+	t.Parallel()
+	w := storeWorld(t, nil)
+	ns := w.env.Namespace
+	victim := ns + "-payroll"
+	w.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: " + victim + "}\n")
+	w.apply(`apiVersion: v1
+kind: Secret
+metadata: {name: payroll-values, namespace: ` + victim + `}
+stringData: {values.yaml: "image: payroll-s3cr3t-0d9c\n"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: payroll-charts, namespace: ` + victim + `}
+stringData: {username: payroll, password: charts-s3cr3t-7b1a}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {name: payroll, namespace: ` + victim + `}
+spec: {url: "https://charts.payroll.example.com", secretRef: {name: payroll-charts}}
+`)
+	var outside atomic.Int64
+	w.srv.App.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if strings.Contains(r.URL.Path, "/namespaces/"+victim+"/") {
+				outside.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.srv.App.targets.Run(ctx)
+
+	files := storeChart("1.2.0", false)
+	files["fleet/store/kustomization.yaml"] = "resources: [release.yaml]\n"
+	files["fleet/store/release.yaml"] = storeRelease(2)
+	base := w.commit(plumbing.ZeroHash, files)
+	head := w.commit(base, map[string]any{
+		"fleet/store/kustomization.yaml": "resources: [release.yaml, steal.yaml]\n",
+		"fleet/store/steal.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: steal, namespace: ` + victim + `}
+spec:
+  interval: 10m
+  chart:
+    spec:
+      chart: ./charts/store
+      sourceRef: {kind: GitRepository, name: fleet, namespace: ` + ns + `}
+  valuesFrom:
+  - {kind: Secret, name: payroll-values}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: borrow, namespace: NS}
+spec:
+  interval: 10m
+  chart:
+    spec:
+      chart: payroll
+      sourceRef: {kind: HelmRepository, name: payroll, namespace: ` + victim + `}
+`,
+	})
+	body := w.reviewed(1, base, head)
+	for _, s := range []string{
+		"HelmRelease/" + victim + "/steal is compared as an object; its chart is not rendered: its valuesFrom:",
+		"Secret " + victim + "/payroll-values is outside this target's scope",
+		"HelmRelease/" + ns + "/borrow is compared as an object; its chart is not rendered:",
+		"HelmRepository " + victim + "/payroll is outside this target's scope",
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+	for _, s := range []string{"payroll-s3cr3t", "charts-s3cr3t"} {
+		if strings.Contains(body, s) {
+			t.Errorf("the comment shows another team's Secret (%q):\n%s", s, body)
+		}
+	}
+	if n := outside.Load(); n != 0 {
+		t.Errorf("%d requests reached the other team's namespace", n)
 	}
 }

@@ -143,7 +143,8 @@ func (a *App) reviewInput(ctx context.Context, p *pullRequest) (review.Input, er
 	}
 	// What a pull request may read from the cluster is bounded by what its
 	// targets render at the tip of the branch they follow, the one the pull
-	// request merges into: a change cannot widen its own scope.
+	// request merges into (a pull request into a branch a target does not
+	// follow does not affect it): a change cannot widen its own scope.
 	branch := p.pr.BaseRef
 	if branch == "" {
 		branch = p.repo.DefaultBranch
@@ -159,7 +160,7 @@ func (a *App) reviewInput(ctx context.Context, p *pullRequest) (review.Input, er
 	}
 	return review.Input{
 		Targets: ts, Unrenderable: p.unrenderable, Problems: p.problems,
-		Base: base, Head: head, Scope: scope, Changed: changed, Branch: p.pr.BaseRef,
+		Base: base, Head: head, Scope: scope, Changed: changed, Branch: p.pr.BaseRef, DefaultBranch: p.repo.DefaultBranch,
 		Fork:      p.fork(),
 		ForceLive: p.req.forceLive,
 		Labels:    labels,

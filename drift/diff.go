@@ -70,6 +70,13 @@ type Options struct {
 	// someone who may not read them (a fork's author) cannot learn from the
 	// comparison whether a value they guess is the live one.
 	SecretsFromGit bool
+	// GitOnly, when set, gives the fields of a rendered object whose live
+	// values stand for the base's (the head's, for an object new in Git):
+	// fields rendered from stand-ins of a Secret's value, whose live value
+	// is the Secret's. What is left to compare there is what Git changes,
+	// and a guess written in Git reads the same whether it is the live
+	// value or not.
+	GitOnly func(*unstructured.Unstructured) []fieldpath.Path
 }
 
 // DefaultManager is the applier assumed when no live object names one.
@@ -309,6 +316,9 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 	}
 	if c.opts.SecretsFromGit {
 		secretsFromGit(liveObjs, base, head)
+	}
+	if c.opts.GitOnly != nil {
+		valuesFromGit(liveObjs, base, head, c.opts.GitOnly)
 	}
 	for _, o := range append(append([]*unstructured.Unstructured{}, base...), head...) {
 		c.opts.Tracking.keepTracking(o, liveObjs[object.RefOf(o).Key()])

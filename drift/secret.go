@@ -10,6 +10,7 @@ import (
 	"github.com/driftback/driftback/drift/object"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // secretKey keys the tokens Secret values are replaced with. It is random per
@@ -133,6 +134,42 @@ func secretsFromGit(live map[string]*unstructured.Unstructured, base, head []*un
 		if g := inGit[k]; g != nil {
 			if d, ok := g.Object["data"]; ok {
 				o.Object["data"] = runtime.DeepCopyJSONValue(d)
+			}
+		}
+	}
+}
+
+// valuesFromGit puts in each live object, at the fields gitOnly gives for
+// its base or head render, the base's values (the head's, when base has
+// no such object; none, when Git sets none there).
+func valuesFromGit(live map[string]*unstructured.Unstructured, base, head []*unstructured.Unstructured, gitOnly func(*unstructured.Unstructured) []fieldpath.Path) {
+	inGit := map[string]*unstructured.Unstructured{}
+	paths := map[string][]fieldpath.Path{}
+	for _, objs := range [][]*unstructured.Unstructured{head, base} { // base wins
+		for _, o := range objs {
+			k := object.RefOf(o).Key()
+			inGit[k] = o
+			paths[k] = append(paths[k], gitOnly(o)...)
+		}
+	}
+	for k, ps := range paths {
+		l := live[k]
+		if l == nil || len(ps) == 0 {
+			continue
+		}
+		g := inGit[k]
+		for _, p := range ps {
+			v := object.ValueAt(g.Object, p)
+			if v == nil {
+				object.RemoveValueAt(l.Object, p)
+				continue
+			}
+			if set, err := object.SetValueAt(l.Object, p, runtime.DeepCopyJSONValue(v)); err == nil {
+				l.Object = set.(map[string]any)
+			} else {
+				// The live object has no place for Git's value: the
+				// field is taken out, never compared with the live one.
+				object.RemoveValueAt(l.Object, p)
 			}
 		}
 	}

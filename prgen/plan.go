@@ -89,17 +89,24 @@ type Input struct {
 // ChartValues traces drift on the objects of the Helm releases a target
 // renders.
 type ChartValues interface {
-	// Trace is the edit that makes the release render live at fp of obj
-	// ("Kind/namespace/name"): the file holding the value that sets it,
-	// its new content and what the value is; or why there is none. ok is
-	// false when obj is none of the releases'.
+	// Trace is the field of the release's HelmRelease whose value, set
+	// to live, makes the release render live at fp of obj
+	// ("Kind/namespace/name") and nothing else differently; or why there
+	// is none. ok is false when obj is none of the releases'.
 	Trace(ctx context.Context, obj string, fp fieldpath.Path, live any) (t ChartEdit, why string, ok bool)
 }
 
-// ChartEdit is a release value changed in the file that sets it.
+// ChartEdit is the field of a HelmRelease of the overlay that sets a
+// field of its chart's objects: written as any field of the overlay's
+// objects is, within the overlay, and verified by rendering it again.
 type ChartEdit struct {
-	File    string
-	Content []byte
+	// Release is the HelmRelease as the overlay renders it: matched by
+	// its namespace and name, never its name alone.
+	Release object.Ref
+	// Path is the value's field in the HelmRelease (.spec.values.…).
+	Path fieldpath.Path
+	// Was is the value Git renders there now.
+	Was any
 }
 
 // Codified is one field written back to Git.
@@ -442,9 +449,7 @@ func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 		case ok && why != "":
 			return nil, why
 		case ok:
-			p.edits[edit.File] = edit.Content
-			return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Was: f.Desired, Manager: f.Manager, Time: f.Time,
-				File: edit.File, Strategy: StrategyChartValue}, ""
+			return p.codifyChartValue(ch, f, edit)
 		}
 	}
 	if obj == nil {
@@ -564,6 +569,27 @@ func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 		}
 	}
 	return nil, reason
+}
+
+// codifyChartValue writes the HelmRelease value that sets a field of its
+// chart's object as any field of the overlay is written: into the
+// overlay's own files or a patch in it, never a base other overlays
+// share, composed with the plan's other edits, and kept only when the
+// overlay renders the HelmRelease with that value and nothing else
+// changed. The chart's own render with the value is the tracer's to
+// verify.
+func (p *planner) codifyChartValue(ch drift.Change, f object.Field, edit ChartEdit) (*Codified, string) {
+	rel := drift.Change{Kind: edit.Release.Kind, Namespace: edit.Release.Namespace, Name: edit.Release.Name, APIVersion: edit.Release.APIVersion()}
+	if _, obj := p.find(rel); obj == nil {
+		return nil, "its " + refString(rel) + " is not in the overlay's render"
+	}
+	value := object.Field{Path: edit.Path.String(), Live: f.Live, Desired: edit.Was, Manager: f.Manager, Time: f.Time}.WithFieldPath(edit.Path)
+	c, why := p.codify(rel, value)
+	if c == nil {
+		return nil, fmt.Sprintf("set by %s's %s, which could not be written: %s", refString(rel), edit.Path, why)
+	}
+	c.Object, c.Path, c.Was, c.Strategy = refString(ch), f.Path, f.Desired, StrategyChartValue
+	return c, ""
 }
 
 func clone(m map[string][]byte) map[string][]byte {
@@ -748,17 +774,25 @@ func (p *planner) editResource(file string, obj *unstructured.Unstructured, fp f
 }
 
 // matchDoc finds the document of obj in a file: same kind, and the name as
-// rendered or as the document says before prefixes and suffixes.
+// rendered (in its namespace first: two teams' objects may share a name)
+// or as the document says before prefixes and suffixes.
 func matchDoc(docs []*yaml.RNode, obj *unstructured.Unstructured) *yaml.RNode {
-	var byKind []*yaml.RNode
+	var byKind, byName []*yaml.RNode
 	for _, d := range docs {
 		if d.GetKind() != obj.GetKind() {
 			continue
 		}
 		if d.GetName() == obj.GetName() {
-			return d
+			if d.GetNamespace() == obj.GetNamespace() {
+				return d
+			}
+			byName = append(byName, d)
+			continue
 		}
 		byKind = append(byKind, d)
+	}
+	if len(byName) > 0 {
+		return byName[0]
 	}
 	for _, d := range byKind {
 		if strings.Contains(obj.GetName(), d.GetName()) {

@@ -20,6 +20,7 @@ import (
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
@@ -52,6 +53,10 @@ type Built struct {
 	// Charts traces drift on the releases' objects to their values; nil
 	// when none was rendered.
 	Charts prgen.ChartValues
+	// GitOnly are, for objects of SecretObjects (by substitutedKey), the
+	// fields that take a Secret's value in the cluster: rendered from
+	// stand-ins, they are compared Git against Git (GitOnlyFields).
+	GitOnly map[string][]fieldpath.Path
 }
 
 // Target renders t at tree as its reconciler builds it: plain
@@ -85,14 +90,7 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 		b.Problems = append(b.Problems, err.Error())
 		return b
 	}
-	// The files the HelmReleases are applied from, where their values are
-	// written back.
-	releaseFiles := map[string]string{}
-	for i, obj := range objs {
-		if isHelmRelease(obj) && i < len(o.Origins) {
-			releaseFiles["HelmRelease/"+obj.GetName()] = o.Origins[i].Path
-		}
-	}
+	var standIns map[*unstructured.Unstructured][2]*unstructured.Unstructured
 	if f != nil && f.Flux != nil && len(b.Problems) == 0 {
 		ks := f.Flux
 		if vars.Skip {
@@ -111,7 +109,12 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 				written[i].namespace = o.GetNamespace()
 			}
 		}
+		raw := objs
 		if objs, err = reconciler.FluxFinish(objs, ks, vars.FluxVariables); err != nil {
+			b.Problems = append(b.Problems, err.Error())
+			return b
+		}
+		if standIns, err = releaseStandIns(raw, objs, uses, ks, vars); err != nil {
 			b.Problems = append(b.Problems, err.Error())
 			return b
 		}
@@ -129,10 +132,10 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 	if f != nil {
 		ks = f.Flux
 	}
-	rb := helmReleases(ctx, r, tree, ks, objs, vars, releaseFiles)
+	rb := helmReleases(ctx, r, tree, ks, objs, vars, standIns)
 	apps := chartApplications(ctx, r, rb.objects, vars)
 	rb.objects, rb.releases, rb.problems = apps.objects, append(rb.releases, apps.releases...), append(rb.problems, apps.problems...)
-	objs, b.Releases, b.Hidden = rb.objects, rb.releases, rb.hidden
+	objs, b.Releases, b.Hidden, b.GitOnly = rb.objects, rb.releases, rb.hidden, rb.gitOnly
 	for k, v := range rb.secretObjects {
 		if b.SecretObjects == nil {
 			b.SecretObjects = map[string]AsWritten{}

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/app/targets"
@@ -60,8 +61,12 @@ type releasesBuilt struct {
 	traced   []*traceable
 	problems []string
 	// secretObjects are the objects a chart renders from a Secret's value
-	// (valuesFrom): none of their values is shown. hidden are those values.
+	// (valuesFrom, or a postBuild variable from a Secret in the
+	// HelmRelease): none of their values is shown, and gitOnly are their
+	// fields that take a Secret's value, compared Git against Git.
+	// hidden are the Secrets' values, redacted from what the cluster shows.
 	secretObjects map[string]AsWritten
+	gitOnly       map[string][]fieldpath.Path
 	hidden        []string
 }
 
@@ -70,14 +75,21 @@ type releasesBuilt struct {
 // added. A release that cannot be rendered (its chart is not in the
 // target's own repository, or the cluster's capabilities are unknown)
 // says why; one whose chart fails to render is a problem of the target.
-func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks *unstructured.Unstructured, objs []*unstructured.Unstructured, vars Vars, files map[string]string) releasesBuilt {
+// standIns are, for a HelmRelease whose source uses a Secret's postBuild
+// variable, the HelmRelease with that variable's first and second
+// stand-ins: its chart is given those, never the Secret's value.
+func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks *unstructured.Unstructured, objs []*unstructured.Unstructured, vars Vars, standIns map[*unstructured.Unstructured][2]*unstructured.Unstructured) releasesBuilt {
 	out := releasesBuilt{objects: objs}
 	for _, hr := range objs {
 		if !isHelmRelease(hr) {
 			continue
 		}
+		given, probe := hr, (*unstructured.Unstructured)(nil)
+		if s, ok := standIns[hr]; ok {
+			given, probe = s[0], s[1]
+		}
 		rel := Release{Object: "HelmRelease/" + hr.GetNamespace() + "/" + hr.GetName()}
-		rel.Values, _, _ = unstructured.NestedMap(hr.Object, "spec", "values")
+		rel.Values, _, _ = unstructured.NestedMap(given.Object, "spec", "values")
 		caps := vars.Helm
 		var chart render.Chart
 		var vals *releaseValues
@@ -87,7 +99,7 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 		case caps == nil:
 			rel.NotRendered = "the cluster's Kubernetes version is not known"
 		default:
-			chart, vals, rel.NotRendered = releaseChart(ctx, tree, ks, hr, objs, vars.Charts)
+			chart, vals, rel.NotRendered = releaseChart(ctx, tree, ks, given, probe, objs, vars.Charts)
 		}
 		if rel.NotRendered != "" {
 			out.releases = append(out.releases, rel)
@@ -101,22 +113,26 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 			continue
 		}
 		if vals.probe != nil || vals.allSecret {
-			secret := secretUsing(ctx, r, chart, hr, placed, vals)
+			secret, gitOnly := secretUsing(ctx, r, chart, hr, placed, vals)
 			if out.secretObjects == nil {
-				out.secretObjects = map[string]AsWritten{}
+				out.secretObjects, out.gitOnly = map[string]AsWritten{}, map[string][]fieldpath.Path{}
 			}
 			for k, v := range secret {
 				out.secretObjects[k] = v
 			}
+			for k, v := range gitOnly {
+				out.gitOnly[k] = v
+			}
 		}
 		out.objects = append(out.objects, placed...)
 		out.releases = append(out.releases, rel)
-		if vals.fromRefs {
+		if vals.fromRefs || probe != nil {
 			// Values merged from the cluster are not the HelmRelease's to
-			// edit: its drift is shown, not traced.
+			// edit, and values substituted from a Secret are stand-ins:
+			// its drift is shown, not traced.
 			continue
 		}
-		t := &traceable{release: hr, file: files["HelmRelease/"+hr.GetName()], chart: chart, objects: map[string]*unstructured.Unstructured{}}
+		t := &traceable{release: hr, chart: chart, objects: map[string]*unstructured.Unstructured{}}
 		t.values, _, _ = unstructured.NestedMap(hr.Object, "spec", "values")
 		for _, o := range placed {
 			t.objects[object.RefOf(o).String()] = o
@@ -153,11 +169,13 @@ func renderRelease(ctx context.Context, r *render.Renderer, chart render.Chart, 
 }
 
 // secretUsing are the objects of a release that use a value read from a
-// Secret: those the chart renders differently when every such value is
-// changed, or all of them when it cannot render that. An object whose
-// name comes from a Secret is named as hidden.
-func secretUsing(ctx context.Context, r *render.Renderer, chart render.Chart, hr *unstructured.Unstructured, placed []*unstructured.Unstructured, vals *releaseValues) map[string]AsWritten {
-	out := map[string]AsWritten{}
+// Secret: those the chart renders differently with the second stand-ins,
+// or all of them when it cannot render that; and, by object, the fields
+// that differ, which take the Secret's value in the cluster. An object
+// not rendered under the same name with the second stand-ins is named as
+// hidden, and compared Git against Git whole.
+func secretUsing(ctx context.Context, r *render.Renderer, chart render.Chart, hr *unstructured.Unstructured, placed []*unstructured.Unstructured, vals *releaseValues) (map[string]AsWritten, map[string][]fieldpath.Path) {
+	out, gitOnly := map[string]AsWritten{}, map[string][]fieldpath.Path{}
 	var probed []*unstructured.Unstructured
 	all := vals.allSecret
 	if !all {
@@ -175,17 +193,20 @@ func secretUsing(ctx context.Context, r *render.Renderer, chart render.Chart, hr
 		same[object.RefOf(o).String()] = o
 	}
 	for _, o := range placed {
+		key := substitutedKey(o.GetKind(), o.GetName())
 		p, ok := same[object.RefOf(o).String()]
 		switch {
 		case all || !ok:
-			// Not rendered under the same name without the Secret's values:
-			// its name may carry them.
-			out[substitutedKey(o.GetKind(), o.GetName())] = AsWritten{name: secretNamed}
+			// Not rendered under the same name with other stand-ins: its
+			// name may come from them.
+			out[key] = AsWritten{name: secretNamed}
+			gitOnly[key] = wholeObject(o)
 		case !object.SameJSON(o.Object, p.Object):
-			out[substitutedKey(o.GetKind(), o.GetName())] = AsWritten{}
+			out[key] = AsWritten{}
+			gitOnly[key] = differingFields(o, p)
 		}
 	}
-	return out
+	return out, gitOnly
 }
 
 // secretNamed stands for the name of an object whose name may come from a
@@ -195,13 +216,14 @@ const secretNamed = "(named from a Secret's value)"
 // releaseChart is the chart a HelmRelease installs, read from the target's
 // own repository or fetched from a trusted chart repository, with its
 // values and release settings as helm-controller computes them; or why it
-// is not rendered.
-func releaseChart(ctx context.Context, tree *render.Tree, ks *unstructured.Unstructured, hr *unstructured.Unstructured, objs []*unstructured.Unstructured, access *ChartAccess) (render.Chart, *releaseValues, string) {
+// is not rendered. probe is hr with the second stand-ins of its Secret
+// variables, or nil.
+func releaseChart(ctx context.Context, tree *render.Tree, ks *unstructured.Unstructured, hr, probe *unstructured.Unstructured, objs []*unstructured.Unstructured, access *ChartAccess) (render.Chart, *releaseValues, string) {
 	c, why := releaseChartOnly(ctx, tree, ks, hr, objs, access)
 	if why != "" {
 		return c, nil, why
 	}
-	vals, why := loadReleaseValues(ctx, access, hr)
+	vals, why := loadReleaseValues(ctx, access, hr, probe)
 	if why != "" {
 		return c, nil, why
 	}

@@ -11,8 +11,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/app/charts"
+	"github.com/driftback/driftback/app/targets"
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/helmtest"
 	"github.com/driftback/driftback/internal/testfs"
+	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
 )
 
@@ -282,7 +287,8 @@ func keysOf(m map[string]*unstructured.Unstructured) []string {
 // release's Deployment to 5. Of the HelmRelease's values equal to the
 // rendered 3 (replicaCount, and a decoy the chart never reads), only
 // replicaCount, rendered again at 5, changes the replicas and nothing else:
-// the edit is that value in the HelmRelease's manifest, comments kept. The
+// the edit is that value of the HelmRelease, named by its namespace and
+// name (the planner writes it: TestAReleaseValueIsWrittenInItsOverlay). The
 // image, which no value of the HelmRelease sets (the chart's appVersion),
 // is not traced, and says why.
 func TestDriftOnAReleaseIsTracedToTheValueThatSetsIt(t *testing.T) {
@@ -304,9 +310,8 @@ func TestDriftOnAReleaseIsTracedToTheValueThatSetsIt(t *testing.T) {
 	if !ok || why != "" {
 		t.Fatalf("replicas not traced: %q (%v)", why, ok)
 	}
-	want := strings.Replace(release, "replicaCount: 3 # the floor", "replicaCount: 5 # the floor", 1)
-	if edit.File != "apps/shop/release.yaml" || string(edit.Content) != want {
-		t.Errorf("the edit of %s:\n%s\nwant:\n%s", edit.File, edit.Content, want)
+	if got := edit.Release.String() + " " + edit.Path.String(); got != "HelmRelease/shop/shop .spec.values.replicaCount" || !object.SameJSON(edit.Was, 3) {
+		t.Errorf("traced to %s (was %v), want HelmRelease/shop/shop .spec.values.replicaCount (3)", got, edit.Was)
 	}
 	image := fieldpath.MakePathOrDie("spec", "template", "spec", "containers", fieldpath.KeyByFields("name", "shop"), "image")
 	if _, why, ok := b.Charts.Trace(context.Background(), "Deployment/prod/prod-shop", image, "registry.example.com/shop:9.9.9"); !ok || !strings.Contains(why, "from no value of its values") {
@@ -315,4 +320,181 @@ func TestDriftOnAReleaseIsTracedToTheValueThatSetsIt(t *testing.T) {
 	if _, _, ok := b.Charts.Trace(context.Background(), "ConfigMap/prod/other", image, "x"); ok {
 		t.Error("an object of no release was claimed")
 	}
+}
+
+// sharedShopBase is the usual Flux layout of one release for two
+// clusters: the HelmRelease in a base, each overlay patching its values.
+func sharedShopBase(t *testing.T) map[string]string {
+	return withShopChart(t, map[string]string{
+		"apps/base/shop/kustomization.yaml": "resources: [release.yaml]\n",
+		"apps/base/shop/release.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: shop, namespace: shop}
+spec:
+  chart:
+    spec:
+      chart: ./charts/shop
+      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
+  values:
+    replicaCount: 2 # both clusters
+    cache: {enabled: false}
+`,
+		"apps/staging/kustomization.yaml": `resources: [../base/shop]
+patches:
+- path: shop-values.yaml
+`,
+		"apps/staging/shop-values.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: shop, namespace: shop}
+spec:
+  values:
+    image: {tag: 1.3.0-rc.1}
+`,
+		"apps/production/kustomization.yaml": "resources: [../base/shop]\n",
+	}, "charts/shop")
+}
+
+// chartWriteBack renders tg as its reconciler does, scales the release's
+// Deployment named deployment to replicas live, and plans the write-back
+// of that drift with the chart's values traced.
+func chartWriteBack(t *testing.T, tree *render.Tree, tg targets.Target, deployment string, replicas int64) *prgen.Plan {
+	t.Helper()
+	ctx := context.Background()
+	r := render.New(render.Options{Origins: true})
+	vars := Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}}
+	b := Target(ctx, r, tree, tg, vars)
+	if len(b.Problems) > 0 || b.Charts == nil {
+		t.Fatalf("the target does not build: %v", b.Problems)
+	}
+	var live []*unstructured.Unstructured
+	for _, o := range b.Objects {
+		l := o.DeepCopy()
+		if l.GetKind() == "Deployment" && l.GetNamespace()+"/"+l.GetName() == deployment {
+			if err := unstructured.SetNestedField(l.Object, replicas, "spec", "replicas"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		live = append(live, l)
+	}
+	target, err := drift.Compare(ctx, livestate.NewObjectReader(live), drift.Input{Path: tg.Path, Head: b.Objects}, drift.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []drift.Change
+	for _, ch := range target.Drift {
+		if ch.Action != drift.ActionUpdate {
+			continue
+		}
+		for i := range ch.Fields {
+			ch.Fields[i].Manager = "kubectl-scale" // a dump records no managers
+		}
+		changes = append(changes, ch)
+	}
+	if len(changes) != 1 {
+		t.Fatalf("%d objects drifted, want the Deployment", len(changes))
+	}
+	wb, generated := WriteBack(tg, tree)
+	plan, err := prgen.Make(ctx, prgen.Input{Tree: tree, Overlay: tg.Path, Renderer: r, Drift: changes, Build: wb, Generated: generated, Charts: b.Charts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+// TestAReleaseValueIsWrittenInItsOverlay: the staging cluster's shop is
+// scaled to 4. Its HelmRelease is in a base production builds too, so the
+// value is written in staging's own patch of it, never the base, and the
+// staging overlay, rendered again as Flux builds it, gives the
+// HelmRelease replicaCount 4 and nothing else changed; production's render
+// is as it was.
+func TestAReleaseValueIsWrittenInItsOverlay(t *testing.T) {
+	files := sharedShopBase(t)
+	tree := testfs.Tree(t, files)
+	ks := shopKustomization(t)
+	_ = unstructured.SetNestedField(ks.Object, "./apps/staging", "spec", "path")
+	tg := fluxTarget(ks)
+	tg.Path = "apps/staging"
+	plan := chartWriteBack(t, tree, tg, "shop/shop", 4)
+	if len(plan.Codified) != 1 || len(plan.Manual) != 0 {
+		t.Fatalf("codified %+v, manual %+v; want the replicas written", plan.Codified, plan.Manual)
+	}
+	c := plan.Codified[0]
+	if c.Object != "Deployment/shop/shop" || c.Path != ".spec.replicas" || c.Strategy != prgen.StrategyChartValue {
+		t.Errorf("codified %+v", c)
+	}
+	for f := range plan.Files {
+		if !strings.HasPrefix(f, "apps/staging/") {
+			t.Errorf("the plan edits %s, outside the staging overlay:\n%s", f, plan.Files[f])
+		}
+	}
+	edited := map[string]string{}
+	for k, v := range files {
+		edited[k] = v
+	}
+	for f, b := range plan.Files {
+		edited[f] = string(b)
+	}
+	r := render.New(render.Options{})
+	for _, overlay := range []struct {
+		path     string
+		replicas int64
+	}{{"apps/staging", 4}, {"apps/production", 2}} {
+		res, err := r.Render(context.Background(), testfs.Tree(t, edited), []string{overlay.path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := res.Overlays[0].Objects()
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("%s: %v %v", overlay.path, objs, err)
+		}
+		if n, _, _ := unstructured.NestedFieldNoCopy(objs[0].Object, "spec", "values", "replicaCount"); !sameNumber(n, overlay.replicas) {
+			t.Errorf("%s renders replicaCount %v, want %d", overlay.path, n, overlay.replicas)
+		}
+	}
+}
+
+// TestAReleaseIsMatchedByNamespaceAndName: two teams' HelmReleases share
+// the name shop in one file of the overlay. Team b's Deployment is
+// scaled: team b's HelmRelease is edited, team a's is as it was.
+func TestAReleaseIsMatchedByNamespaceAndName(t *testing.T) {
+	release := func(ns string) string {
+		return `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: shop, namespace: ` + ns + `}
+spec:
+  chart:
+    spec:
+      chart: ./charts/shop
+      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
+  values:
+    replicaCount: 2
+    cache: {enabled: false}
+`
+	}
+	files := withShopChart(t, map[string]string{
+		"apps/shop/kustomization.yaml": "resources: [releases.yaml]\n",
+		"apps/shop/releases.yaml":      release("team-a") + "---\n" + release("team-b"),
+	}, "charts/shop")
+	tg := fluxTarget(shopKustomization(t))
+	tg.Path = "apps/shop"
+	plan := chartWriteBack(t, testfs.Tree(t, files), tg, "team-b/shop", 5)
+	if len(plan.Codified) != 1 || plan.Codified[0].Object != "Deployment/team-b/shop" {
+		t.Fatalf("codified %+v, manual %+v", plan.Codified, plan.Manual)
+	}
+	want := release("team-a") + "---\n" + strings.Replace(release("team-b"), "replicaCount: 2", "replicaCount: 5", 1)
+	if got := string(plan.Files["apps/shop/releases.yaml"]); got != want {
+		t.Errorf("releases.yaml:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func sameNumber(v any, n int64) bool {
+	switch x := v.(type) {
+	case int64:
+		return x == n
+	case float64:
+		return x == float64(n)
+	case int:
+		return int64(x) == n
+	}
+	return false
 }

@@ -5,21 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/prgen"
-	"github.com/driftback/driftback/prgen/yamledit"
 	"github.com/driftback/driftback/render"
 )
 
 // traceable is a rendered release, as a write-back traces its values.
 type traceable struct {
 	release *unstructured.Unstructured // the HelmRelease as rendered
-	file    string                     // the manifest it is applied from
 	chart   render.Chart
 	values  map[string]any // its spec.values
 	objects map[string]*unstructured.Unstructured
@@ -36,7 +33,9 @@ type chartValues struct {
 // Trace finds the one value of the HelmRelease's values that sets obj's
 // field at fp: among its values equal to what the chart renders there, the
 // one that, changed to live and rendered again, changes that field to live
-// and nothing else. The edit is that value, in the HelmRelease's manifest.
+// and nothing else. The edit is that field of the HelmRelease, which the
+// planner writes and verifies as it does any field of the overlay's
+// objects.
 func (c *chartValues) Trace(ctx context.Context, obj string, fp fieldpath.Path, live any) (prgen.ChartEdit, string, bool) {
 	var rel *traceable
 	var rendered *unstructured.Unstructured
@@ -67,29 +66,11 @@ func (c *chartValues) Trace(ctx context.Context, obj string, fp fieldpath.Path, 
 	if len(found) != 1 {
 		return prgen.ChartEdit{}, fmt.Sprintf("rendered by %s's chart, from %d of its values", name, len(found)), true
 	}
-	if rel.file == "" {
-		return prgen.ChartEdit{}, name + "'s manifest is not in the repository", true
-	}
-	src, err := c.tree.ReadFile(rel.file)
-	if err != nil {
-		return prgen.ChartEdit{}, err.Error(), true
-	}
-	docs, err := yamledit.ReadDocs(src)
-	if err != nil {
-		return prgen.ChartEdit{}, err.Error(), true
-	}
-	for _, doc := range docs {
-		if doc.GetKind() != "HelmRelease" || doc.GetName() != rel.release.GetName() {
-			continue
-		}
-		parts := append([]any{"spec", "values"}, anySlice(found[0])...)
-		out, err := yamledit.EditAt(src, docs, doc, fieldpath.MakePathOrDie(parts...), live)
-		if err != nil {
-			return prgen.ChartEdit{}, fmt.Sprintf("%s's value %s could not be written: %v", name, strings.Join(found[0], "."), err), true
-		}
-		return prgen.ChartEdit{File: rel.file, Content: out}, "", true
-	}
-	return prgen.ChartEdit{}, name + " is not in " + rel.file, true
+	return prgen.ChartEdit{
+		Release: object.RefOf(rel.release),
+		Path:    fieldpath.MakePathOrDie(append([]any{"spec", "values"}, anySlice(found[0])...)...),
+		Was:     git,
+	}, "", true
 }
 
 // setsOnly says that with the value at path changed to live, the chart

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/chartutil"
@@ -19,16 +20,23 @@ import (
 
 // releaseValues are a HelmRelease's values as helm-controller merges
 // them: its valuesFrom ConfigMaps and Secrets in order, then its values.
+// A chart is never given a Secret's value: a template can turn it into
+// anything (hex, a slice, a hash, an error, a hook's name), and no search
+// for the value finds what it turned it into. Each value read from a
+// Secret is given as one of two stand-ins of its type instead; what the
+// chart renders differently with the second uses a Secret's value.
 type releaseValues struct {
+	// merged are the values with the first stand-ins.
 	merged map[string]any
-	// probe is merged with every value read from a Secret changed: what
-	// the chart renders differently with it uses a Secret's value. nil
-	// when no Secret was read.
+	// probe are the values with the second stand-ins; nil when no Secret
+	// was read and the release's own values use no Secret's variable.
 	probe map[string]any
 	// allSecret says the probe could not be made: every object of the
 	// release is taken to use a Secret's value.
 	allSecret bool
-	// hidden are the Secrets' values, as given and base64-encoded.
+	// hidden are the Secrets' real values, as given and base64-encoded:
+	// never given to a chart, they are still redacted from what the
+	// cluster shows.
 	hidden []string
 	// fromRefs says valuesFrom gave values: drift is not traced to the
 	// HelmRelease's own values then.
@@ -42,15 +50,29 @@ const minHidden = 4
 
 // loadReleaseValues merges hr's values, reading its valuesFrom through
 // the cluster with the read-only rights postBuild variables are read
-// with; or says why they cannot be (a fork's pull request reads none).
-func loadReleaseValues(ctx context.Context, access *ChartAccess, hr *unstructured.Unstructured) (*releaseValues, string) {
+// with, each Secret's values replaced by stand-ins; or says why they
+// cannot be (a fork's pull request reads none). probeRelease, when not
+// nil, is hr with the second stand-ins of the Secret variables its source
+// uses (postBuild substituteFrom): its values are the probe's.
+func loadReleaseValues(ctx context.Context, access *ChartAccess, hr, probeRelease *unstructured.Unstructured) (*releaseValues, string) {
 	values, _, _ := unstructured.NestedMap(hr.Object, "spec", "values")
 	if values == nil {
 		values = map[string]any{}
 	}
+	probeValues := values
+	if probeRelease != nil {
+		probeValues, _, _ = unstructured.NestedMap(probeRelease.Object, "spec", "values")
+		if probeValues == nil {
+			probeValues = map[string]any{}
+		}
+	}
 	raw, _, _ := unstructured.NestedSlice(hr.Object, "spec", "valuesFrom")
 	if len(raw) == 0 {
-		return &releaseValues{merged: values}, ""
+		out := &releaseValues{merged: values}
+		if probeRelease != nil {
+			out.probe = probeValues
+		}
+		return out, ""
 	}
 	var refs []meta.ValuesReference
 	if b, err := json.Marshal(raw); err != nil || json.Unmarshal(b, &refs) != nil {
@@ -60,14 +82,16 @@ func loadReleaseValues(ctx context.Context, access *ChartAccess, hr *unstructure
 		return nil, "its values come from ConfigMaps or Secrets in the cluster (valuesFrom), which a fork's pull request does not read"
 	}
 	out := &releaseValues{fromRefs: true}
-	seen := &secretsSeen{Client: access.Live}
+	seen := &secretsSeen{Client: access.Live, standIn: 1}
 	merged, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), seen, hr.GetNamespace(), copyValues(values), refs...)
 	if err != nil {
 		return nil, "its valuesFrom: " + HideIn(err.Error(), seen.hidden)
 	}
 	out.merged, out.hidden = merged, seen.hidden
-	if seen.read {
-		out.probe, err = chartutil.ChartValuesFromReferences(ctx, logr.Discard(), &secretsSeen{Client: access.Live, change: true}, hr.GetNamespace(), copyValues(values), refs...)
+	if seen.read || probeRelease != nil {
+		second := &secretsSeen{Client: access.Live, standIn: 2}
+		out.probe, err = chartutil.ChartValuesFromReferences(ctx, logr.Discard(), second, hr.GetNamespace(), copyValues(probeValues), refs...)
+		out.hidden = append(out.hidden, second.hidden...)
 		out.allSecret = err != nil
 	}
 	return out, ""
@@ -77,13 +101,14 @@ func loadReleaseValues(ctx context.Context, access *ChartAccess, hr *unstructure
 // it is given.
 func copyValues(v map[string]any) map[string]any { return runtime.DeepCopyJSON(v) }
 
-// secretsSeen is a client that notes the Secrets it reads: their values
-// are hidden; with change, it gives every value changed, for the probe.
+// secretsSeen is a client that gives every Secret it reads with each
+// value replaced by its stand-in (standIn 1 or 2), and notes the real
+// values, to be redacted wherever the cluster's own objects show them.
 type secretsSeen struct {
 	client.Client
-	change bool
-	read   bool
-	hidden []string
+	standIn int
+	read    bool
+	hidden  []string
 }
 
 func (s *secretsSeen) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -101,9 +126,11 @@ func (s *secretsSeen) Get(ctx context.Context, key client.ObjectKey, obj client.
 		if yaml.Unmarshal(v, &doc) == nil {
 			walkLeaves(doc, s.hide)
 		}
-		if s.change {
-			secret.Data[k] = changed(v)
-		}
+		secret.Data[k] = standInFor(v, s.standIn)
+	}
+	for k, v := range secret.StringData {
+		s.hide(v)
+		secret.StringData[k] = string(standInFor([]byte(v), s.standIn))
 	}
 	return nil
 }
@@ -135,43 +162,78 @@ func walkLeaves(v any, f func(string)) {
 	}
 }
 
-// changed is a Secret's value with every scalar changed, keeping its
-// shape: a values document stays one, a single value stays of its type.
-func changed(v []byte) []byte {
+// standInStrings and standInNumbers are what a chart is given for a
+// Secret's value, first and second: fixed and public, so that nothing
+// rendered from them tells anything of the value but its type. The two
+// strings differ in every character and in length, so that a slice, a
+// case change or a length of them differs too; both are valid names.
+var (
+	standInStrings = [3]string{"", "xxxxxxxxxxxxxxxx", "yyyyyyyyyyyyyyyyyyyyyyyy"}
+	standInNumbers = [3]float64{0, 1, 2}
+)
+
+// standInFor is a Secret's value with every scalar replaced by stand-in
+// n, keeping its shape: a values document stays one with its keys (as a
+// Secret's keys are shown), a number stays a number, a boolean a boolean.
+func standInFor(v []byte, n int) []byte {
 	var doc any
 	if err := yaml.Unmarshal(v, &doc); err == nil {
-		if m, ok := doc.(map[string]any); ok {
-			if b, err := yaml.Marshal(changeLeaves(m)); err == nil {
+		switch doc.(type) {
+		case map[string]any, []any:
+			if b, err := yaml.Marshal(standInLeaves(doc, n)); err == nil {
 				return b
 			}
 		}
 	}
-	if n, err := strconv.ParseFloat(string(v), 64); err == nil {
-		return []byte(strconv.FormatFloat(n+1, 'f', -1, 64))
+	s := strings.TrimSpace(string(v))
+	switch {
+	case s == "true" || s == "false":
+		return []byte(strconv.FormatBool(n == 2))
+	case isNumber(s):
+		return []byte(strconv.FormatFloat(standInNumbers[n], 'f', -1, 64))
 	}
-	return append(append([]byte{}, v...), "-changed"...)
+	return []byte(standInStrings[n])
 }
 
-func changeLeaves(v any) any {
+// StandInVariable is what a Secret's postBuild variable is substituted
+// with in what a chart is given: stand-in n of the value's type.
+func StandInVariable(v string, n int) string {
+	switch s := strings.TrimSpace(v); {
+	case s == "true" || s == "false":
+		return strconv.FormatBool(n == 2)
+	case isNumber(s):
+		return strconv.FormatFloat(standInNumbers[n], 'f', -1, 64)
+	}
+	return standInStrings[n]
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil && s != "" && !strings.ContainsAny(s, "xXnN") // no hex, NaN or Inf
+}
+
+func standInLeaves(v any, n int) any {
 	switch x := v.(type) {
 	case map[string]any:
+		out := make(map[string]any, len(x))
 		for k, e := range x {
-			x[k] = changeLeaves(e)
+			out[k] = standInLeaves(e, n)
 		}
-		return x
+		return out
 	case []any:
+		out := make([]any, len(x))
 		for i, e := range x {
-			x[i] = changeLeaves(e)
+			out[i] = standInLeaves(e, n)
 		}
-		return x
+		return out
 	case string:
-		return x + "-changed"
-	case float64:
-		return x + 1
-	case int64:
-		return x + 1
+		return standInStrings[n]
+	case float64, int64, int, uint64:
+		return standInNumbers[n]
 	case bool:
-		return !x
+		return n == 2
+	case nil:
+		return nil
 	}
-	return v
+	return standInStrings[n]
 }

@@ -196,6 +196,62 @@ func load(b []byte) (map[string][]byte, error) {
 	return files, nil
 }
 
+// accessKey names a repository as one caller reaches it: its address and
+// the credentials it gives. Indexes and charts are cached under it.
+func accessKey(repo string, auth *Auth) string {
+	h := sha256.New()
+	h.Write([]byte(repo))
+	if auth != nil {
+		h.Write([]byte{0})
+		h.Write([]byte(auth.Username))
+		h.Write([]byte{0})
+		h.Write([]byte(auth.Password))
+	}
+	return fmt.Sprintf("%x/", h.Sum(nil))
+}
+
+// boundedTransport holds every response body to max bytes while it is
+// read: a registry's tag list or manifest cannot fill the memory.
+type boundedTransport struct {
+	rt  http.RoundTripper
+	max int64
+}
+
+func (b *boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.rt.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContentLength > b.max {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: the response is %d bytes, more than the %d a chart download may be", redacted(r.URL), resp.ContentLength, b.max)
+	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: b.max, what: redacted(r.URL), max: b.max}
+	return resp, nil
+}
+
+// boundedBody fails a read past its bound.
+type boundedBody struct {
+	io.ReadCloser
+	left, max int64
+	what      string
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, fmt.Errorf("%s is larger than %d bytes, the most a chart download may be", b.what, b.max)
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, fmt.Errorf("%s is larger than %d bytes, the most a chart download may be", b.what, b.max)
+	}
+	return n, err
+}
+
 // digestOf is b's sha256 digest, as OCI and Helm indexes write it.
 func digestOf(b []byte) string { return fmt.Sprintf("sha256:%x", sha256.Sum256(b)) }
 

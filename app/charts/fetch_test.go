@@ -223,3 +223,96 @@ func parseIP(t *testing.T, s string) net.IP {
 	}
 	return ip
 }
+
+// TestTheCacheServesOnlyWhatTheCallerCouldFetch: one fetcher serves every
+// installation. A chart fetched from a private repository with its
+// credentials is not served from the cache to a fetch without them (the
+// index is not either), nor to a repository whose index names the same
+// digest, nor to a registry whose manifest names the same layer.
+func TestTheCacheServesOnlyWhatTheCallerCouldFetch(t *testing.T) {
+	ctx := context.Background()
+	private := helmtest.NewRepo(t)
+	private.Auth = &[2]string{"reader", "s3cret-token"}
+	private.Add(t, shop(t, "1.2.0"))
+	f := local(Options{})
+	got, err := f.Fetch(ctx, Source{URL: private.URL, Chart: "shop", Auth: &Auth{"reader", "s3cret-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Fetch(ctx, Source{URL: private.URL, Chart: "shop"}); err == nil || !strings.Contains(err.Error(), "index.yaml: 401") {
+		t.Errorf("without credentials, after a fetch with them: %v, want the repository's 401 for its index", err)
+	}
+
+	// Another repository's index names the private chart's digest; it has
+	// no such archive.
+	index := "apiVersion: v1\nentries:\n  shop:\n  - {name: shop, version: 1.2.0, urls: [charts/shop-1.2.0.tgz], digest: " + strings.TrimPrefix(got.Digest, "sha256:") + "}\n"
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/index.yaml" {
+			_, _ = w.Write([]byte(index))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer other.Close()
+	if c, err := f.Fetch(ctx, Source{URL: other.URL, Chart: "shop"}); err == nil {
+		t.Errorf("another repository naming the digest got the private chart (%d files)", len(c.Files))
+	}
+
+	// A registry behind credentials, and another whose manifest names the
+	// same layer.
+	reg := helmtest.NewRegistry(t)
+	reg.Auth = &[2]string{"reader", "s3cret-token"}
+	reg.Push(t, "private", shop(t, "1.2.0"))
+	layer, err := f.Fetch(ctx, Source{URL: "oci://" + reg.Host() + "/private", Chart: "shop", Version: "1.2.0", Auth: &Auth{"reader", "s3cret-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Fetch(ctx, Source{URL: "oci://" + reg.Host() + "/private", Chart: "shop", Version: "1.2.0"}); err == nil {
+		t.Error("a registry's chart without its credentials, after a fetch with them")
+	}
+	manifest := `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",` +
+		`"config":{"mediaType":"application/vnd.cncf.helm.config.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2},` +
+		`"layers":[{"mediaType":"application/vnd.cncf.helm.chart.content.v1.tar+gzip","digest":"` + layer.Digest + `","size":100}]}`
+	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v2/":
+			w.WriteHeader(http.StatusOK)
+		case strings.HasSuffix(r.URL.Path, "/manifests/1.2.0"):
+			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+			_, _ = w.Write([]byte(manifest))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer attacker.Close()
+	u, _ := url.Parse(attacker.URL)
+	if c, err := f.Fetch(ctx, Source{URL: "oci://" + u.Host + "/charts", Chart: "shop", Version: "1.2.0"}); err == nil {
+		t.Errorf("a registry whose manifest names the layer got the private chart (%d files)", len(c.Files))
+	}
+}
+
+// TestRegistryResponsesAreBoundedWhileRead: a registry's tag list larger
+// than the bound is refused as it is read, whatever length it announces.
+func TestRegistryResponsesAreBoundedWhileRead(t *testing.T) {
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v2/":
+			w.WriteHeader(http.StatusOK)
+		case strings.HasSuffix(r.URL.Path, "/tags/list"):
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"name":"charts/shop","tags":["`))
+			for i := 0; i < 1<<16; i++ {
+				_, _ = w.Write([]byte(`1.0.0","`))
+			}
+			_, _ = w.Write([]byte(`1.0.1"]}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer huge.Close()
+	u, _ := url.Parse(huge.URL)
+	_, err := local(Options{MaxBytes: 64 << 10}).Fetch(context.Background(), Source{URL: "oci://" + u.Host + "/charts", Chart: "shop", Version: "1.x"})
+	if err == nil || !strings.Contains(err.Error(), "larger than 65536 bytes") {
+		t.Errorf("a tag list over the bound: %v", err)
+	}
+}

@@ -58,10 +58,15 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, repo *url.URL, src Source) (*Ch
 	if len(entry.URLs) == 0 {
 		return nil, fmt.Errorf("chart %s %s in %s has no URL", src.Chart, v, redacted(repo))
 	}
+	// A chart is served from the cache only by the digest this caller's
+	// own index names, under the repository and credentials it reached
+	// that index with: never to a caller without them, nor to another
+	// repository's index that names the same digest.
+	access := accessKey(redacted(repo), src.Auth)
 	digest := ""
 	if entry.Digest != "" {
 		digest = "sha256:" + strings.TrimPrefix(entry.Digest, "sha256:")
-		if c := f.cachedChart(digest); c != nil {
+		if c := f.cachedChart(access + digest); c != nil {
 			return c, nil
 		}
 	}
@@ -88,13 +93,15 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, repo *url.URL, src Source) (*Ch
 		return nil, fmt.Errorf("chart %s %s from %s: %w", src.Chart, v, redacted(chartURL), err)
 	}
 	c := &Chart{Name: src.Chart, Version: v, Digest: got, Files: files}
-	f.keep(got, c)
+	f.keep(access+got, c)
 	return c, nil
 }
 
-// index reads repo's index.yaml, or the copy read less than IndexTTL ago.
+// index reads repo's index.yaml, or the copy read less than IndexTTL ago
+// with the same credentials: an index read with credentials is never
+// given to a caller without them.
 func (f *Fetcher) index(ctx context.Context, repo *url.URL, auth *Auth) (*index, error) {
-	key := redacted(repo)
+	key := accessKey(redacted(repo), auth)
 	f.mu.Lock()
 	c, ok := f.indexes[key]
 	f.mu.Unlock()
@@ -109,7 +116,7 @@ func (f *Fetcher) index(ctx context.Context, repo *url.URL, auth *Auth) (*index,
 	}
 	idx := &index{}
 	if err := yaml.Unmarshal(b, idx); err != nil {
-		return nil, fmt.Errorf("index of %s: %w", key, err)
+		return nil, fmt.Errorf("index of %s: %w", redacted(repo), err)
 	}
 	f.mu.Lock()
 	for k, old := range f.indexes {

@@ -34,7 +34,9 @@ func (f *Fetcher) fetchOCI(ctx context.Context, u *url.URL, src Source) (*Chart,
 	if err != nil {
 		return nil, fmt.Errorf("registry repository %q: %w", repoPath, err)
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(f.client.Transport), remote.WithUserAgent("driftback")}
+	// Every response, the tag list and manifests included, is held to
+	// MaxBytes while it is read.
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(&boundedTransport{rt: f.client.Transport, max: f.o.MaxBytes}), remote.WithUserAgent("driftback")}
 	if src.Auth != nil {
 		opts = append(opts, remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: src.Auth.Username, Password: src.Auth.Password})))
 	}
@@ -86,7 +88,10 @@ func (f *Fetcher) fetchOCI(ctx context.Context, u *url.URL, src Source) (*Chart,
 		if l.MediaType != helmChartMediaType {
 			continue
 		}
-		if c := f.cachedChart(l.Digest); c != nil {
+		// The digest is this caller's manifest's, read with its
+		// credentials: cached under the registry repository and those.
+		access := accessKey("oci://"+repo.Name(), src.Auth)
+		if c := f.cachedChart(access + l.Digest); c != nil {
 			return c, nil
 		}
 		if l.Size > f.o.MaxBytes {
@@ -113,7 +118,7 @@ func (f *Fetcher) fetchOCI(ctx context.Context, u *url.URL, src Source) (*Chart,
 			return nil, fmt.Errorf("chart %s: %w", ref, err)
 		}
 		c := &Chart{Name: repo.RepositoryStr()[strings.LastIndex(repo.RepositoryStr(), "/")+1:], Version: chartVersion(files, version), Digest: l.Digest, Files: files}
-		f.keep(l.Digest, c)
+		f.keep(access+l.Digest, c)
 		return c, nil
 	}
 	return nil, fmt.Errorf("chart %s has no chart layer (%s)", ref, helmChartMediaType)

@@ -31,6 +31,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/targets"
@@ -768,6 +769,9 @@ type driftCheck struct {
 	// secretObjects are the objects built with a Secret's variable: their
 	// values are hidden whole, never shown nor written back.
 	secretObjects map[string]build.AsWritten
+	// gitOnly are, of those, the fields rendered from a Secret's
+	// stand-ins: never compared with the live value.
+	gitOnly func(*unstructured.Unstructured) []fieldpath.Path
 	// requests are what people asked of the target on the dashboard.
 	requests []ghapp.Request
 	// notCompared says why the target is not compared at all.
@@ -971,7 +975,7 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 	if len(b.Problems) > 0 {
 		return fmt.Errorf("%s does not render at %s: %s", c.t.Path, shortSHA(c.st.head), build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
 	}
-	c.desired, c.secretObjects, c.charts = b.Objects, b.SecretObjects, b.Charts
+	c.desired, c.secretObjects, c.charts, c.gitOnly = b.Objects, b.SecretObjects, b.Charts, build.GitOnlyFields(b.GitOnly)
 	c.hidden = build.WithHidden(c.hidden, b.Hidden)
 	kinds, namespaces, err := watchScope(ctx, w, c.desired)
 	if err != nil {
@@ -996,6 +1000,7 @@ func (d *DriftLoop) settled(ctx context.Context, w *livestate.Watcher, c *driftC
 	}
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
 	opts.NoPrune, opts.DefaultNamespace = build.ReconcilerOptions(t)
+	opts.GitOnly = c.gitOnly
 	target, err := drift.Compare(ctx, w, drift.Input{Path: t.Path, Head: c.desired}, opts)
 	if err != nil {
 		return ready{}, nil, 0, err

@@ -29,6 +29,7 @@ import (
 	"github.com/driftback/driftback/render/reconciler"
 	"github.com/driftback/driftback/report"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // Reviewer reviews pull requests.
@@ -77,6 +78,9 @@ type Input struct {
 	Base, Head, Scope *render.Tree
 	Changed           []string
 	Branch            string
+	// DefaultBranch is the repository's: the branch a target that names
+	// none follows.
+	DefaultBranch string
 	// Fork says the head comes from another repository: live data is shown
 	// only where the target allows it or ForceLive (a writer approved the
 	// commit).
@@ -108,7 +112,7 @@ func (r *Reviewer) Review(ctx context.Context, in Input) (*drift.Report, []Check
 			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", Unaffected: true}
 			continue
 		}
-		if !Affects(t, in.Branch, in.Base, in.Head, in.Changed) {
+		if !Affects(t, in.Branch, in.DefaultBranch, in.Base, in.Head, in.Changed) {
 			checks[i] = CheckResult{Name: checkName(t), Conclusion: "success", Unaffected: true}
 			continue
 		}
@@ -144,16 +148,18 @@ func (r *Reviewer) render(ctx context.Context, t targets.Target, in Input, trust
 		vars = build.Variables(ctx, t, live, r.Kube)
 		vars.Helm, vars.HelmNote = build.HelmCapabilities(ctx, t, live, r.Capabilities)
 		vars.Charts = r.Charts.Access(t, trust, live, r.Kube)
-		w = r.renderTarget(ctx, t, in.Base, in.Head, vars)
-		w.live = live
-		if w.live {
-			w.defaults = r.renderDefaults(ctx, t, in.Scope, vars)
+		var defaults []*unstructured.Unstructured
+		var sc *scope.Scope
+		if live {
+			defaults, sc, vars.Charts = r.renderDefaults(ctx, t, in.Scope, vars)
 		}
+		w = r.renderTarget(ctx, t, in.Base, in.Head, vars)
+		w.live, w.defaults, w.scope = live, defaults, sc
 	}); err != nil {
 		r.Log.Error("a target failed", "target", t.Name, "err", build.HideIn(err.Error(), vars.Hidden))
 		w = &targetWork{t: t, in: drift.Input{Path: t.Path}, Problems: []string{err.Error()}, hidden: vars.Hidden}
 	}
-	w.history, w.reverts, w.fork = in.History, in.Reverts, in.Fork
+	w.history, w.reverts = in.History, in.Reverts
 	return w
 }
 
@@ -261,9 +267,6 @@ type targetWork struct {
 	Problems []string // render problems: nothing is compared
 	// live says live cluster data may be shown (not a fork, or approved).
 	live bool
-	// fork says the head comes from another repository: its author may not
-	// read the cluster's Secrets, so they are compared in Git only.
-	fork bool
 	// ignore are ignore rules the build adds (Flux's IfNotPresent objects).
 	ignore []object.IgnoreRule
 	// notes say what the reconciler does that changes what merging means.
@@ -280,6 +283,9 @@ type targetWork struct {
 	// secretObjects are the objects (by kind and name) whose Git source
 	// uses a variable from a Secret: none of their values is shown.
 	SecretObjects map[string]build.AsWritten
+	// gitOnly are, of those, the fields rendered from a Secret's
+	// stand-ins, compared Git against Git.
+	gitOnly map[string][]fieldpath.Path
 	// defaults is the default branch's render of the target, which bounds
 	// its scope; scope is set when the cluster is read.
 	defaults []*unstructured.Unstructured
@@ -288,13 +294,59 @@ type targetWork struct {
 
 // renderDefaults renders a target at the tip of the branch it follows, for
 // its scope. A failure leaves the scope to app.yml alone: it fails closed.
-func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *render.Tree, vars build.Vars) []*unstructured.Unstructured {
+// The chart reads of the pull request's own renders (access) go through
+// that scope: the namespaces it covers, and what the branch's render read
+// itself (a HelmRepository another Kustomization applies, its
+// credentials); the scope is nil, and the access reads nothing, when the
+// cluster cannot be read.
+func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *render.Tree, vars build.Vars) ([]*unstructured.Unstructured, *scope.Scope, *build.ChartAccess) {
+	access := vars.Charts
+	var reads *build.Reads
+	if access != nil && access.Live != nil {
+		reads = build.NewReads(access.Live)
+		own := *access
+		own.Live = reads
+		vars.Charts = &own
+	}
 	b := build.Target(ctx, r.Renderer, tree, t, vars)
+	var defaults []*unstructured.Unstructured
 	if len(b.Problems) > 0 {
 		r.Log.Warn("the target's branch does not render; its scope is app.yml's alone", "target", t.Name, "err", build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
+	} else {
+		defaults = b.Objects
+	}
+	if access == nil || access.Live == nil {
+		return defaults, nil, access
+	}
+	scoped := *access
+	sc := r.scopeEarly(ctx, t, defaults)
+	scoped.Live = build.NewScoped(access.Live, func(kind, namespace, name string) bool {
+		return (sc != nil && namespace != "" && sc.CoversNamespace(namespace)) || reads.Has(kind, namespace, name)
+	})
+	return defaults, sc, &scoped
+}
+
+// scopeEarly is t's scope, before its cluster's snapshot is read, for the
+// reads its render makes; nil (nothing read) when the cluster cannot be
+// read.
+func (r *Reviewer) scopeEarly(ctx context.Context, t targets.Target, defaults []*unstructured.Unstructured) *scope.Scope {
+	if r.Cluster == nil || t.Cluster == "" {
 		return nil
 	}
-	return b.Objects
+	conn := r.Cluster(t.Cluster)
+	if conn.Err != nil || conn.Reader == nil {
+		return nil
+	}
+	_, ns := build.ReconcilerOptions(t)
+	placed, err := object.Place(ctx, conn.Reader, defaults, ns)
+	if err != nil {
+		return nil
+	}
+	sc, err := scopeOf(ctx, conn.Reader, &targetWork{t: t, defaults: placed})
+	if err != nil {
+		return nil
+	}
+	return sc
 }
 
 // scopeOf is what a pull request may read from the cluster for a target:
@@ -336,6 +388,12 @@ func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, hea
 			}
 			w.SecretObjects[k] = v
 		}
+		for k, v := range b.GitOnly {
+			if w.gitOnly == nil {
+				w.gitOnly = map[string][]fieldpath.Path{}
+			}
+			w.gitOnly[k] = append(w.gitOnly[k], v...)
+		}
 		return b.Objects
 	}
 	// An overlay new in this pull request has an empty base: everything in it
@@ -354,9 +412,17 @@ func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, hea
 }
 
 // Affects says whether a pull request into branch can change what a
-// target applies.
-func Affects(t targets.Target, branch string, base, head *render.Tree, changed []string) bool {
-	if t.Branch != "" && branch != "" && t.Branch != branch {
+// target applies: only one into the branch the target follows (the
+// repository's default branch when it names none). A pull request into
+// any other branch changes nothing the reconciler applies, and must not
+// have its base branch, which its author may have pushed, decide what is
+// read from the cluster.
+func Affects(t targets.Target, branch, defaultBranch string, base, head *render.Tree, changed []string) bool {
+	follows := t.Branch
+	if follows == "" {
+		follows = defaultBranch
+	}
+	if follows != "" && branch != "" && follows != branch {
 		return false
 	}
 	if t.Found != nil && !base.HasKustomization(t.Path) && !head.HasKustomization(t.Path) {
@@ -459,9 +525,11 @@ func (r *Reviewer) snapshot(ctx context.Context, name string, ws []*targetWork) 
 			}
 			*objs = placed
 		}
-		var err error
-		if w.scope, err = scopeOf(ctx, conn.Reader, w); err != nil {
-			return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+		if w.scope == nil {
+			var err error
+			if w.scope, err = scopeOf(ctx, conn.Reader, w); err != nil {
+				return &clusterRead{err: fmt.Sprintf("cluster %s could not be read: %v", name, err)}
+			}
 		}
 		in, _, err := w.scope.Split(ctx, conn.Reader, append(append([]*unstructured.Unstructured{}, w.in.Base...), w.in.Head...))
 		if err != nil {
@@ -511,7 +579,12 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
 	opts.Tracking = t.Tracking
 	opts.Scope = w.scope
-	opts.SecretsFromGit = w.fork
+	// A pull request's author may not read the cluster's Secrets: their
+	// values, and what a chart renders from them, are compared Git
+	// against Git, so a guess in Git reads the same whether it is the live
+	// value or not.
+	opts.SecretsFromGit = true
+	opts.GitOnly = build.GitOnlyFields(w.gitOnly)
 
 	var reader object.LiveReader
 	liveErr := ""

@@ -115,19 +115,28 @@ func TestChecksDecideFromTheReview(t *testing.T) {
 }
 
 // TestAffects: a pull request affects a target when a file its build reads
-// changed, and only on the branch the target follows.
+// changed, and only on the branch the target follows (the default branch
+// when it names none).
 func TestAffects(t *testing.T) {
 	in := pullRequest(t)
 	prod, dev := in.Targets[0], in.Targets[1]
-	if !Affects(prod, "main", in.Base, in.Head, in.Changed) {
+	if !Affects(prod, "main", "main", in.Base, in.Head, in.Changed) {
 		t.Error("removing a resource of apps/prod does not affect it")
 	}
-	if Affects(dev, "main", in.Base, in.Head, in.Changed) {
+	if Affects(dev, "main", "main", in.Base, in.Head, in.Changed) {
 		t.Error("apps/dev is affected by a change it does not read")
 	}
+	// A target that names no branch follows the default branch: a pull
+	// request into a branch its author pushed affects nothing.
+	if Affects(prod, "side", "main", in.Base, in.Head, in.Changed) {
+		t.Error("a pull request into a side branch affects a target that follows the default branch")
+	}
 	prod.Branch = "release"
-	if Affects(prod, "main", in.Base, in.Head, in.Changed) {
+	if Affects(prod, "main", "main", in.Base, in.Head, in.Changed) {
 		t.Error("a pull request into main affects a target that follows release")
+	}
+	if !Affects(prod, "release", "main", in.Base, in.Head, in.Changed) {
+		t.Error("a pull request into release does not affect a target that follows it")
 	}
 }
 

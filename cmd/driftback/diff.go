@@ -104,10 +104,10 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	opts.Manager = *manager
 	opts.IgnoreManagers = append(opts.IgnoreManagers, ignoreManagers...)
 	opts.Tracking = drift.Tracking{ArgoCDApp: *argoApp, Selector: *selector}
-	// As the App: a fork's author, even shown the cluster, cannot ask
-	// whether a guess is a Secret's value: its values are compared Git
-	// against Git.
-	opts.SecretsFromGit = onPR != nil && onPR.fork()
+	// As the App: a pull request's author, even shown the cluster, cannot
+	// ask whether a guess is a Secret's value: its values are compared
+	// Git against Git.
+	opts.SecretsFromGit = onPR != nil
 	if *fluxKs != "" {
 		ns, name, ok := strings.Cut(*fluxKs, "/")
 		if !ok {

@@ -87,3 +87,50 @@ func keyMatches(m map[string]any, pe fieldpath.PathElement) bool {
 	}
 	return true
 }
+
+// RemoveValueAt removes the value at p from obj, where it is: a map's
+// field, a keyed list item or a list item by index. Nothing happens when
+// there is none.
+func RemoveValueAt(obj map[string]any, p fieldpath.Path) {
+	if len(p) == 0 {
+		return
+	}
+	parent := valueAt(obj, p[:len(p)-1])
+	if len(p) == 1 {
+		parent = obj
+	}
+	last := p[len(p)-1]
+	switch {
+	case last.FieldName != nil:
+		if m, ok := parent.(map[string]any); ok {
+			delete(m, *last.FieldName)
+		}
+	case last.Key != nil || last.Index != nil || last.Value != nil:
+		l, ok := parent.([]any)
+		if !ok {
+			return
+		}
+		kept := l[:0:0]
+		for i, item := range l {
+			drop := false
+			switch {
+			case last.Index != nil:
+				drop = i == *last.Index
+			case last.Key != nil:
+				im, isMap := item.(map[string]any)
+				drop = isMap && keyMatches(im, last)
+			default:
+				drop = fmt.Sprint(item) == fmt.Sprint((*last.Value).Unstructured())
+			}
+			if !drop {
+				kept = append(kept, item)
+			}
+		}
+		// The list is the parent's value: written back in its place.
+		if len(p) == 1 {
+			return
+		}
+		_, _ = SetValueAt(obj, p[:len(p)-1], kept) // obj, a map, is changed in place; the path was just read
+
+	}
+}

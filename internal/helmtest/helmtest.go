@@ -145,6 +145,9 @@ func (r *Repo) serve(w http.ResponseWriter, req *http.Request) {
 type Registry struct {
 	*httptest.Server
 	requests atomic.Int64
+	// Auth, when set, is the basic credentials every request must carry
+	// (the test's own pushes carry them).
+	Auth *[2]string
 }
 
 // NewRegistry serves an empty registry until the test ends.
@@ -153,6 +156,13 @@ func NewRegistry(t testing.TB) *Registry {
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
+		if a := r.Auth; a != nil && req.Header.Get("X-Helmtest-Push") == "" {
+			if u, p, ok := req.BasicAuth(); !ok || u != a[0] || p != a[1] {
+				w.Header().Set("WWW-Authenticate", `Basic realm="helmtest"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
 		h.ServeHTTP(w, req)
 	}))
 	t.Cleanup(r.Close)
@@ -183,7 +193,7 @@ func (r *Registry) Push(t testing.TB, path string, files map[string][]byte) stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(ref, img); err != nil {
+	if err := remote.Write(ref, img, remote.WithTransport(pushing{http.DefaultTransport})); err != nil {
 		t.Fatal(err)
 	}
 	d, err := img.Digest()
@@ -191,4 +201,14 @@ func (r *Registry) Push(t testing.TB, path string, files map[string][]byte) stri
 		t.Fatal(err)
 	}
 	return d.String()
+}
+
+// pushing marks the test's own pushes, which a registry with Auth lets
+// through.
+type pushing struct{ rt http.RoundTripper }
+
+func (p pushing) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Helmtest-Push", "1")
+	return p.rt.RoundTrip(r)
 }

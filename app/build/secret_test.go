@@ -1,0 +1,285 @@
+package build
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/internal/kubetest"
+	"github.com/driftback/driftback/internal/testfs"
+	"github.com/driftback/driftback/render"
+)
+
+// exfiltrating are templates of a chart in a pull request that try to
+// carry a Secret's value (.Values.token) out in forms no search for the
+// value finds: hex, a slice, upper case, a hash, the probe's change undone,
+// and a hook's name, which is listed and never compared.
+const exfiltrating = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: innocent
+data:
+  hex: {{ printf "%x" .Values.token | quote }}
+  slice: {{ substr 0 8 .Values.token | quote }}
+  tail: {{ substr 8 24 .Values.token | quote }}
+  upper: {{ upper .Values.token | quote }}
+  hash: {{ sha256sum .Values.token | quote }}
+  undone: {{ .Values.token | replace "-changed" "" | replace "1" "" | quote }}
+  b64: {{ b64enc .Values.token | quote }}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: hook-{{ printf "%x" .Values.token | trunc 40 }}
+  annotations: {"helm.sh/hook": pre-install}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: x, image: busybox}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: plain
+data: {replicas: {{ .Values.replicas | quote }}}
+`
+
+// secretForms are the ways the templates above write token.
+func secretForms(token string) []string {
+	sum := fmt.Sprintf("%x", sha256.Sum256([]byte(token)))
+	return []string{token, hex.EncodeToString([]byte(token)), hex.EncodeToString([]byte(token))[:40], token[:8], token[8:24],
+		strings.ToUpper(token), sum, base64.StdEncoding.EncodeToString([]byte(token))}
+}
+
+// TestAChartIsNeverGivenASecretsValue: a HelmRelease takes its values
+// from a Secret (valuesFrom) on a real apiserver, and its chart, in the
+// pull request, writes the value in every form it can: hex, slices, upper
+// case, a hash, base64, the probe's change undone, a hook's name, and, in
+// another release, the message of fail. None of those forms is anywhere in
+// what the build returns: the chart was given stand-ins, never the value.
+// The ConfigMap that uses it is hidden whole, and its data is compared
+// Git against Git; the one that does not is shown as rendered.
+func TestAChartIsNeverGivenASecretsValue(t *testing.T) {
+	env := kubetest.New(t)
+	ns := env.Namespace
+	const token = "s3cr3t-Tok3n-4b9f1e77c2d0aa51"
+	ctx := context.Background()
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(`apiVersion: v1
+kind: Secret
+metadata: {name: shop-values, namespace: `+ns+`}
+stringData:
+  values.yaml: "token: `+token+`\n"
+`), &secret.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	release := func(name, chart string) string {
+		return `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: ` + name + `, namespace: ` + ns + `}
+spec:
+  chart:
+    spec:
+      chart: ` + chart + `
+      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
+  values: {replicas: 3}
+  valuesFrom:
+  - {kind: Secret, name: shop-values}
+`
+	}
+	tree := testfs.Tree(t, map[string]string{
+		"charts/leak/Chart.yaml":          "apiVersion: v2\nname: leak\nversion: 0.1.0\n",
+		"charts/leak/templates/all.yaml":  exfiltrating,
+		"charts/fail/Chart.yaml":          "apiVersion: v2\nname: fail\nversion: 0.1.0\n",
+		"charts/fail/templates/all.yaml":  `{{ fail (printf "no: %x" .Values.token) }}`,
+		"apps/shop/kustomization.yaml":    "resources: [leak.yaml]\n",
+		"apps/shop/leak.yaml":             release("leak", "./charts/leak"),
+		"apps/failing/kustomization.yaml": "resources: [fail.yaml]\n",
+		"apps/failing/fail.yaml":          release("fail", "./charts/fail"),
+	})
+	vars := Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}, Charts: &ChartAccess{Live: c}}
+	r := render.New(render.Options{})
+	var built []Built
+	for _, path := range []string{"apps/shop", "apps/failing"} {
+		tg := fluxTarget(shopKustomization(t))
+		tg.Path = path
+		built = append(built, Target(ctx, r, tree, tg, vars))
+	}
+	shop, failing := built[0], built[1]
+	if len(shop.Problems) > 0 || len(shop.Releases) != 1 || shop.Releases[0].NotRendered != "" {
+		t.Fatalf("the release does not render: %v %+v", shop.Problems, shop.Releases)
+	}
+	if len(failing.Problems) != 1 || !strings.Contains(failing.Problems[0], "no: ") {
+		t.Fatalf("the failing chart: %v", failing.Problems)
+	}
+	out, err := json.Marshal(struct {
+		Objects         []*unstructured.Unstructured
+		Releases        []Release
+		Problems, Hooks []string
+	}{append(shop.Objects, failing.Objects...), append(shop.Releases, failing.Releases...), append(shop.Problems, failing.Problems...), append(shop.Hooks, failing.Hooks...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, form := range secretForms(token) {
+		if strings.Contains(strings.ToLower(string(out)), strings.ToLower(form)) {
+			t.Errorf("the build carries the Secret's value as %q:\n%s", form, out)
+		}
+	}
+	if _, ok := shop.SecretObjects[substitutedKey("ConfigMap", "innocent")]; !ok {
+		t.Errorf("the ConfigMap that uses the Secret is not hidden: %v", shop.SecretObjects)
+	}
+	if _, ok := shop.SecretObjects[substitutedKey("ConfigMap", "plain")]; ok {
+		t.Error("the ConfigMap that uses no Secret is hidden")
+	}
+	if paths := shop.GitOnly[substitutedKey("ConfigMap", "innocent")]; len(paths) != 7 {
+		t.Errorf("the fields compared Git against Git: %v, want the seven data keys", paths)
+	}
+	if !contains(shop.Hidden, token) {
+		t.Error("the Secret's value is not among the values redacted from what the cluster shows")
+	}
+
+	// The cluster's ConfigMap holds the value, as helm-controller rendered
+	// it: the comparison takes its data from Git, so it says nothing of
+	// whether the pull request's guess is the value.
+	var live []*unstructured.Unstructured
+	for _, o := range shop.Objects {
+		l := o.DeepCopy()
+		if l.GetName() == "innocent" {
+			_ = unstructured.SetNestedField(l.Object, strings.ToUpper(token), "data", "upper")
+			_ = unstructured.SetNestedField(l.Object, hex.EncodeToString([]byte(token)), "data", "hex")
+		}
+		live = append(live, l)
+	}
+	opts := drift.DefaultOptions()
+	opts.GitOnly = GitOnlyFields(shop.GitOnly)
+	target, err := drift.Compare(ctx, livestate.NewObjectReader(live), drift.Input{Path: "apps/shop", Base: shop.Objects, Head: shop.Objects, HasBase: true}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range append(target.Changes, target.Drift...) {
+		if ch.Action != drift.ActionUnchanged {
+			t.Errorf("%s/%s: %s %+v, want nothing: its Secret's fields are compared Git against Git", ch.Kind, ch.Name, ch.Action, ch.Fields)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAChartIsNeverGivenASecretsVariable: the HelmRelease's values take a
+// postBuild variable that kustomize-controller substitutes from a Secret.
+// The HelmRelease itself is hidden whole, as any object that uses such a
+// variable; its chart is given the variable's stand-ins, so nothing it
+// renders, in any form, carries the value, and its release notes name no
+// value of it.
+func TestAChartIsNeverGivenASecretsVariable(t *testing.T) {
+	env := kubetest.New(t)
+	ns := env.Namespace
+	const token = "v4r-s3cr3t-77aa0e19c4b2f5d3"
+	ctx := context.Background()
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(`apiVersion: v1
+kind: Secret
+metadata: {name: vars, namespace: `+ns+`}
+stringData: {TOKEN: `+token+`}
+`), &secret.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	ks := docOf(t, `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: shop, namespace: `+ns+`}
+spec:
+  path: ./apps/shop
+  sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
+  postBuild:
+    substituteFrom:
+    - {kind: Secret, name: vars}
+`, 0)
+	tree := testfs.Tree(t, map[string]string{
+		"charts/leak/Chart.yaml":         "apiVersion: v2\nname: leak\nversion: 0.1.0\n",
+		"charts/leak/templates/all.yaml": exfiltrating,
+		"apps/shop/kustomization.yaml":   "resources: [leak.yaml]\n",
+		"apps/shop/leak.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: leak, namespace: ` + ns + `}
+spec:
+  chart:
+    spec:
+      chart: ./charts/leak
+      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
+  values:
+    replicas: 3
+    token: ${TOKEN}
+`,
+	})
+	tg := fluxTarget(ks)
+	tg.Path = "apps/shop"
+	vars := LoadFluxVariables(ctx, ks, false, c, "")
+	if vars.Skip {
+		t.Fatalf("the variables are not read: %s", vars.Note)
+	}
+	vars.Helm, vars.Charts = &Capabilities{KubeVersion: "1.31.4"}, &ChartAccess{Live: c}
+	b := Target(ctx, render.New(render.Options{}), tree, tg, vars)
+	if len(b.Problems) > 0 || len(b.Releases) != 1 || b.Releases[0].NotRendered != "" {
+		t.Fatalf("the release does not render: %v %+v", b.Problems, b.Releases)
+	}
+	var fromChart []*unstructured.Unstructured
+	for _, o := range b.Objects {
+		if o.GetKind() != "HelmRelease" {
+			fromChart = append(fromChart, o)
+		}
+	}
+	if len(fromChart) != 2 {
+		t.Fatalf("the chart rendered %d objects, want its two ConfigMaps", len(fromChart))
+	}
+	out, err := json.Marshal(struct {
+		Objects  []*unstructured.Unstructured
+		Releases []Release
+	}{fromChart, b.Releases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, form := range secretForms(token) {
+		if strings.Contains(strings.ToLower(string(out)), strings.ToLower(form)) {
+			t.Errorf("the chart's objects or release notes carry the variable's value as %q:\n%s", form, out)
+		}
+	}
+	for _, name := range []string{"leak", "innocent"} {
+		kind := map[string]string{"leak": "HelmRelease", "innocent": "ConfigMap"}[name]
+		if _, ok := b.SecretObjects[substitutedKey(kind, name)]; !ok {
+			t.Errorf("%s/%s, which uses the Secret, is not hidden", kind, name)
+		}
+	}
+}
