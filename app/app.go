@@ -80,15 +80,19 @@ func (a *App) publishLock(key string) *sync.Mutex {
 
 // NewApp wires the pull-request flow.
 func NewApp(cfg *config.Config, clients *ghapp.Clients, cache *repos.Cache, log *slog.Logger) *App {
+	renderer := render.New(render.DefaultOptions())
 	return &App{
 		cfg: cfg, clients: clients, cache: cache, log: log, now: time.Now,
-		renderer:   render.New(render.DefaultOptions()),
+		renderer:   renderer,
 		clusters:   map[string]*review.Cluster{},
 		publishing: map[string]*sync.Mutex{},
 		targets:    targets.NewSource(cfg, log),
 		charts: &build.Charts{
+			// Indexes are parsed in render children, as charts are
+			// rendered: what a repository writes never fills this
+			// process's memory.
 			Fetcher: charts.New(charts.Options{PrivateHosts: cfg.Helm.PrivateHosts, MaxBytes: cfg.Helm.MaxBytes,
-				Timeout: cfg.Helm.FetchTimeout, CacheBytes: cfg.Helm.CacheBytes}),
+				Timeout: cfg.Helm.FetchTimeout, CacheBytes: cfg.Helm.CacheBytes, Index: renderer.ChartIndex}),
 			Listed: charts.NewTrust(cfg.Helm.Repositories),
 		},
 	}

@@ -1,16 +1,15 @@
 package render
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/gob"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -59,71 +58,84 @@ func (r *Renderer) RenderChart(ctx context.Context, c Chart) (*RenderedChart, er
 		return &RenderedChart{Problem: p}, nil
 	}
 	key := chartKey(c)
-	if out := r.charts.get(key); out != nil {
-		return out, nil
+	if out, ok := r.charts.Get(key); ok {
+		return out.copy(), nil
 	}
 	out, err := r.renderChart(ctx, c)
 	if err == nil && (out.Problem == nil || out.Problem.Reason != ReasonLimit) {
 		// What the machine's limits decided is not the chart's answer.
-		r.charts.put(key, out)
+		r.charts.Add(key, out.copy(), chartSize(out))
 	}
 	return out, err
 }
 
 // renderChart renders c in a child.
 func (r *Renderer) renderChart(ctx context.Context, c Chart) (*RenderedChart, error) {
-	lim := r.opts.Limits
-	if err := r.slots.Acquire(ctx); err != nil {
+	rep, p, err := r.ask(ctx, &childRequest{MaxOutput: r.opts.Limits.MaxOutput, Chart: &c}, "rendering")
+	switch {
+	case err != nil:
 		return nil, err
+	case p == nil && rep.Chart == nil:
+		p = &Problem{Reason: ReasonInvalid, Message: "the render child gave no chart"}
+	case p == nil:
+		p = rep.Chart.Problem
 	}
-	defer r.slots.Release()
-	ch, err := r.startChild(1, &childRequest{MaxOutput: lim.MaxOutput, Chart: &c})
-	if err != nil {
-		return nil, err
-	}
-	replied := make(chan chartReply, 1)
-	go func() {
-		var rep childReply
-		if err := gob.NewDecoder(ch.stdout).Decode(&rep); err == nil && rep.Chart != nil {
-			replied <- *rep.Chart
-		}
-		close(replied)
-	}()
-	timer := time.NewTimer(lim.Timeout)
-	defer timer.Stop()
-	var rep chartReply
-	var ok bool
-	select {
-	case rep, ok = <-replied:
-	case <-timer.C:
-		ch.kill()
-		_ = ch.cmd.Wait()
-		return &RenderedChart{Problem: &Problem{Overlay: c.Name, Reason: ReasonLimit,
-			Message: fmt.Sprintf("rendering took longer than the limit of %s", lim.Timeout)}}, nil
-	case <-ctx.Done():
-		ch.kill()
-		_ = ch.cmd.Wait()
-		return nil, ctx.Err()
-	}
-	waitErr := ch.cmd.Wait()
-	if !ok {
-		p := exitProblem(waitErr, ch.stderr.String(), lim)
+	if p != nil {
 		p.Overlay = c.Name
 		return &RenderedChart{Problem: p}, nil
 	}
-	out := &RenderedChart{Hooks: rep.Hooks, Problem: rep.Problem}
-	if out.Problem != nil {
-		out.Problem.Overlay = c.Name
-		return out, nil
-	}
-	if out.Objects, err = ParseObjects([]byte(rep.Manifest)); err == nil {
-		out.CRDs, err = ParseObjects([]byte(rep.CRDs))
+	out := &RenderedChart{Hooks: rep.Chart.Hooks}
+	if out.Objects, err = ParseObjects([]byte(rep.Chart.Manifest)); err == nil {
+		out.CRDs, err = ParseObjects([]byte(rep.Chart.CRDs))
 	}
 	if err != nil {
 		out.Objects, out.CRDs = nil, nil
 		out.Problem = &Problem{Overlay: c.Name, Reason: ReasonInvalid, Message: "the chart renders YAML that does not parse: " + err.Error()}
 	}
 	return out, nil
+}
+
+// ask runs one request (a chart, an index) in a child of its own, under
+// the render limits, and returns its reply; or the problem that stopped
+// it (what took longer than the limit, as doing says, or exhausted the
+// child); the error is for a failure to ask at all.
+func (r *Renderer) ask(ctx context.Context, req *childRequest, doing string) (childReply, *Problem, error) {
+	lim := r.opts.Limits
+	if err := r.slots.Acquire(ctx); err != nil {
+		return childReply{}, nil, err
+	}
+	defer r.slots.Release()
+	ch, err := r.startChild(1, req)
+	if err != nil {
+		return childReply{}, nil, err
+	}
+	replied := make(chan childReply, 1)
+	go func() {
+		var rep childReply
+		if err := gob.NewDecoder(ch.stdout).Decode(&rep); err == nil {
+			replied <- rep
+		}
+		close(replied)
+	}()
+	timer := time.NewTimer(lim.Timeout)
+	defer timer.Stop()
+	var rep childReply
+	var ok bool
+	stop := func() { ch.kill(); _ = ch.cmd.Wait() } // killed: its status says so
+	select {
+	case rep, ok = <-replied:
+	case <-timer.C:
+		stop()
+		return childReply{}, &Problem{Reason: ReasonLimit, Message: fmt.Sprintf("%s took longer than the limit of %s", doing, lim.Timeout)}, nil
+	case <-ctx.Done():
+		stop()
+		return childReply{}, nil, ctx.Err()
+	}
+	waitErr := ch.cmd.Wait()
+	if !ok {
+		return childReply{}, exitProblem(waitErr, ch.stderr.String(), lim), nil
+	}
+	return rep, nil, nil
 }
 
 // checkChartSize refuses a chart larger than an overlay may read.
@@ -158,17 +170,13 @@ func renderChart(c *Chart, maxOutput int64) chartReply {
 }
 
 // CachedCharts is how many chart renders the cache answered.
-func (r *Renderer) CachedCharts() int64 {
-	r.charts.mu.Lock()
-	defer r.charts.mu.Unlock()
-	return r.charts.hits
-}
+func (r *Renderer) CachedCharts() int64 { return r.charts.Hits() }
 
 // chartKey identifies a chart's render: its files, values and release
 // settings, and what renders them.
 func chartKey(c Chart) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%shelm/v4.3.2\n%q\n", cacheSalt, c.Name)
+	fmt.Fprintf(h, "%s%q\n", cacheSalt, c.Name)
 	for _, n := range slices.Sorted(maps.Keys(c.Files)) {
 		fmt.Fprintf(h, "%q %d\n", n, len(c.Files[n]))
 		h.Write(c.Files[n])
@@ -180,65 +188,15 @@ func chartKey(c Chart) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// chartCache keeps rendered charts, most recently used first, up to a
-// number of manifest bytes. Each get is a copy: callers change what they
-// are given. A nil *chartCache keeps nothing.
-type chartCache struct {
-	mu      sync.Mutex
-	max     int64
-	size    int64
-	order   *list.List // of *chartEntry
-	entries map[string]*list.Element
-	hits    int64
-}
-
-type chartEntry struct {
-	key  string
-	out  *RenderedChart
-	size int64
-}
-
-func newChartCache(max int64) *chartCache {
-	return &chartCache{max: max, order: list.New(), entries: map[string]*list.Element{}}
-}
-
-func (c *chartCache) get(key string) *RenderedChart {
-	if c == nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok {
-		return nil
-	}
-	c.hits++
-	c.order.MoveToFront(e)
-	return e.Value.(*chartEntry).out.copy()
-}
-
-func (c *chartCache) put(key string, out *RenderedChart) {
-	if c == nil {
-		return
-	}
+// chartSize is what a rendered chart counts for in the cache: its
+// objects as JSON.
+func chartSize(out *RenderedChart) int64 {
 	var size int64 = 1 << 10
 	for _, o := range append(slices.Clone(out.Objects), out.CRDs...) {
-		b, _ := json.Marshal(o.Object)
+		b, _ := json.Marshal(o.Object) // it was parsed from YAML: it marshals
 		size += int64(len(b))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.entries[key]; ok || size > c.max {
-		return
-	}
-	c.entries[key] = c.order.PushFront(&chartEntry{key: key, out: out.copy(), size: size})
-	for c.size += size; c.size > c.max; {
-		last := c.order.Back()
-		old := last.Value.(*chartEntry)
-		c.order.Remove(last)
-		delete(c.entries, old.key)
-		c.size -= old.size
-	}
+	return size
 }
 
 // copy is a deep copy of r.
@@ -251,4 +209,41 @@ func (r *RenderedChart) copy() *RenderedChart {
 		out.CRDs = append(out.CRDs, o.DeepCopy())
 	}
 	return out
+}
+
+// indexReply is a render child's answer to an indexRequest.
+type indexReply struct {
+	Entries []helm.IndexEntry
+	Err     string
+}
+
+// ChartIndex is the versions a chart repository's index gives chart,
+// parsed in a render child, with its memory, CPU and time limits: an
+// index is the repository's to write, and parsing YAML takes tens of times
+// its size in memory, which the parent does not spend.
+func (r *Renderer) ChartIndex(ctx context.Context, index []byte, chart string) ([]helm.IndexEntry, error) {
+	if max := r.opts.Limits.MaxInput; int64(len(index)) > max {
+		return nil, fmt.Errorf("index.yaml is %d bytes, over the limit of %d a render reads", len(index), max)
+	}
+	rep, p, err := r.ask(ctx, &childRequest{Index: index, IndexChart: chart}, "reading index.yaml")
+	switch {
+	case err != nil:
+		return nil, err
+	case p != nil:
+		return nil, errors.New("index.yaml: " + p.Message)
+	case rep.Index == nil:
+		return nil, errors.New("index.yaml: the render child gave no answer")
+	case rep.Index.Err != "":
+		return nil, errors.New(rep.Index.Err)
+	}
+	return rep.Index.Entries, nil
+}
+
+// chartIndex is the child's side of ChartIndex.
+func chartIndex(req *childRequest) indexReply {
+	entries, err := helm.IndexEntries(req.Index, req.IndexChart)
+	if err != nil {
+		return indexReply{Err: err.Error()}
+	}
+	return indexReply{Entries: entries}
 }

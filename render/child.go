@@ -47,6 +47,10 @@ type childRequest struct {
 	Build map[string]BuildOptions
 	// Chart, when set, is rendered instead of overlays.
 	Chart *Chart
+	// Index, when set, is a repository's index.yaml, parsed for
+	// IndexChart's versions instead.
+	Index      []byte
+	IndexChart string
 }
 
 // childReply is sent once per overlay, in order, on the child's standard output.
@@ -56,8 +60,9 @@ type childReply struct {
 	Origins []Origin
 	Problem *Problem
 	Hooks   []string
-	// Chart answers a request's Chart.
+	// Chart answers a request's Chart, Index its Index.
 	Chart *chartReply
+	Index *indexReply
 }
 
 // ServeChild turns the process into a render child when it was started as one,
@@ -80,15 +85,22 @@ func runChild(in io.Reader, out io.Writer) int {
 		fmt.Fprintln(os.Stderr, "render child: read request:", err)
 		return 1
 	}
-	if req.Chart != nil {
+	if req.Chart != nil || req.Index != nil {
 		if cpu, _ := strconv.Atoi(os.Getenv(childCPUEnv)); cpu > 0 {
 			if err := limitCPU(cpu); err != nil {
 				fmt.Fprintln(os.Stderr, "render child:", err)
 				return 1
 			}
 		}
-		reply := renderChart(req.Chart, req.MaxOutput)
-		if err := gob.NewEncoder(out).Encode(childReply{Chart: &reply}); err != nil {
+		var reply childReply
+		if req.Chart != nil {
+			chart := renderChart(req.Chart, req.MaxOutput)
+			reply.Chart = &chart
+		} else {
+			index := chartIndex(&req)
+			reply.Index = &index
+		}
+		if err := gob.NewEncoder(out).Encode(reply); err != nil {
 			fmt.Fprintln(os.Stderr, "render child: write reply:", err)
 			return 1
 		}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/driftback/driftback/internal/lru"
 	"github.com/driftback/driftback/render/slots"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -223,8 +224,9 @@ func DefaultOptions() Options {
 type Renderer struct {
 	opts  Options
 	slots *slots.Slots
-	// charts are rendered charts, by what they were rendered from.
-	charts *chartCache
+	// charts are rendered charts, by what they were rendered from; each
+	// is copied in and out, as its callers change what they are given.
+	charts *lru.Cache[*RenderedChart]
 }
 
 // New returns a Renderer. Where the container has a memory limit, the
@@ -241,7 +243,7 @@ func New(opts Options) *Renderer {
 	if m := slots.Memory(); m > 0 {
 		opts.Limits.Memory = min(opts.Limits.Memory, m)
 	}
-	return &Renderer{opts: opts, slots: slots, charts: newChartCache(chartCacheBytes)}
+	return &Renderer{opts: opts, slots: slots, charts: lru.New[*RenderedChart](chartCacheBytes)}
 }
 
 // chartCacheBytes bounds the rendered charts a Renderer keeps.

@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/driftback/driftback/app/hide"
 	"path"
-	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -24,7 +24,6 @@ import (
 
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
-	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/argocd"
 	"github.com/driftback/driftback/prgen"
@@ -40,7 +39,7 @@ type Built struct {
 	Absent bool
 	// SecretObjects are the objects, by substitutedKey, whose source uses a
 	// variable that came from a Secret, with their identity as written.
-	SecretObjects map[string]AsWritten
+	SecretObjects map[string]hide.AsWritten
 	// Hooks names the Argo CD hooks left out of objs: Argo CD runs them at
 	// sync and never compares or prunes them.
 	Hooks []string
@@ -100,13 +99,13 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 		uses := usesVariables(objs, vars.secretNames)
 		// An identity written with a Secret's variable is shown as written.
 		refs := variableRefs(vars.secretNames)
-		written := make([]AsWritten, len(objs))
+		written := make([]hide.AsWritten, len(objs))
 		for i, o := range objs {
 			if uses[i] && refs.MatchString(o.GetName()) {
-				written[i].name = o.GetName()
+				written[i].Name = o.GetName()
 			}
 			if uses[i] && refs.MatchString(o.GetNamespace()) {
-				written[i].namespace = o.GetNamespace()
+				written[i].Namespace = o.GetNamespace()
 			}
 		}
 		raw := objs
@@ -121,9 +120,9 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 		for i, o := range objs {
 			if uses[i] {
 				if b.SecretObjects == nil {
-					b.SecretObjects = map[string]AsWritten{}
+					b.SecretObjects = map[string]hide.AsWritten{}
 				}
-				b.SecretObjects[substitutedKey(o.GetKind(), o.GetName())] = written[i]
+				b.SecretObjects[hide.Key(o.GetKind(), o.GetName())] = written[i]
 			}
 		}
 		objs = withoutFluxIgnored(objs)
@@ -138,7 +137,7 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 	objs, b.Releases, b.Hidden, b.GitOnly = rb.objects, rb.releases, rb.hidden, rb.gitOnly
 	for k, v := range rb.secretObjects {
 		if b.SecretObjects == nil {
-			b.SecretObjects = map[string]AsWritten{}
+			b.SecretObjects = map[string]hide.AsWritten{}
 		}
 		b.SecretObjects[k] = v
 	}
@@ -348,7 +347,7 @@ func LoadFluxVariables(ctx context.Context, ks *unstructured.Unstructured, lenie
 		})
 		loaded, err = fluxkustomize.LoadVariables(collect, c, *ks)
 		if err != nil {
-			return Vars{Skip: true, Note: "postBuild variables are not substituted: " + HideIn(err.Error(), v.Hidden)}
+			return Vars{Skip: true, Note: "postBuild variables are not substituted: " + hide.In(err.Error(), v.Hidden)}
 		}
 		for k, val := range loaded {
 			v.Values[k] = val
@@ -389,163 +388,6 @@ func variableRefs(names []string) *regexp.Regexp {
 		quoted[i] = regexp.QuoteMeta(n)
 	}
 	return regexp.MustCompile(`\$\{?[#!]?(` + strings.Join(quoted, "|") + `)([^A-Za-z0-9_]|$)`)
-}
-
-// AsWritten is the part of an object's identity that its Git source writes
-// with a Secret's variable, as written (before postBuild substitution); ""
-// for a part that uses none. It is what is shown of that part, so that no
-// piece of the value shows in a name.
-type AsWritten struct{ namespace, name string }
-
-// substitutedKey identifies an object for hiding: kind and name, any
-// namespace, so a defaulted namespace cannot make one slip through.
-func substitutedKey(kind, name string) string { return kind + "\x00" + name }
-
-// secretHidden stands for every value of an object that uses a Secret's
-// variable.
-const secretHidden = "(hidden: substituted from a Secret)"
-
-// HideSubstituted hides every value of the objects whose source uses a
-// Secret's variable, and shows their identity as Git writes it: a name such
-// as a-${TOKEN:0:6} would otherwise carry a piece of the value.
-func HideSubstituted(t *drift.Target, objects map[string]AsWritten) {
-	if len(objects) == 0 {
-		return
-	}
-	for _, list := range [][]drift.Change{t.Changes, t.Drift, t.PR, t.OutOfScope} {
-		for i := range list {
-			c := &list[i]
-			w, ok := objects[substitutedKey(c.Kind, c.Name)]
-			if !ok {
-				continue
-			}
-			if w.name != "" {
-				c.Name = w.name
-			}
-			if w.namespace != "" {
-				c.Namespace = w.namespace
-			}
-			for j := range c.Fields {
-				f := &c.Fields[j]
-				for _, v := range []*any{&f.Live, &f.Desired, &f.Base} {
-					if *v != nil {
-						*v = secretHidden
-					}
-				}
-				f.Hidden = true
-			}
-			if c.Manifest != "" {
-				c.Manifest = secretHidden
-			}
-		}
-	}
-	// What a removal deletes with it names objects too: those Git builds
-	// with a Secret's variable are named as written.
-	for _, list := range [][]drift.Change{t.Changes, t.Drift, t.PR, t.OutOfScope} {
-		for i := range list {
-			for j := range list[i].Danger {
-				for k := range list[i].Danger[j].Lost {
-					l := &list[i].Danger[j].Lost[k]
-					if w, ok := objects[substitutedKey(l.Kind, l.Name)]; ok {
-						if w.name != "" {
-							l.Name = w.name
-						}
-						if w.namespace != "" {
-							l.Namespace = w.namespace
-						}
-					}
-				}
-			}
-		}
-	}
-}
-
-// WithHidden is hidden with more values, longest first, so that a value
-// that contains another is hidden whole.
-func WithHidden(hidden, more []string) []string {
-	if len(more) == 0 {
-		return hidden
-	}
-	out := append(slices.Clone(hidden), more...)
-	sort.Slice(out, func(i, j int) bool {
-		if len(out[i]) != len(out[j]) {
-			return len(out[i]) > len(out[j])
-		}
-		return out[i] < out[j]
-	})
-	return slices.Compact(out)
-}
-
-// HideIn replaces every hidden value in s.
-func HideIn(s string, hidden []string) string {
-	for _, h := range hidden {
-		if h != "" {
-			s = strings.ReplaceAll(s, h, "(hidden)")
-		}
-	}
-	return s
-}
-
-// Redact replaces every occurrence of the hidden values in the strings of
-// v (a pointer), wherever they are: values substituted from Secrets are
-// never shown.
-func Redact(v any, hidden []string) {
-	if len(hidden) == 0 {
-		return
-	}
-	redactValue(reflect.ValueOf(v), hidden)
-}
-
-func redactValue(v reflect.Value, hidden []string) {
-	switch v.Kind() {
-	case reflect.Pointer:
-		if !v.IsNil() {
-			redactValue(v.Elem(), hidden)
-		}
-	case reflect.Interface:
-		if v.IsNil() {
-			return
-		}
-		if e := v.Elem(); e.Kind() == reflect.String {
-			if r := HideIn(e.String(), hidden); r != e.String() && v.CanSet() {
-				v.Set(reflect.ValueOf(r).Convert(e.Type()))
-			}
-			return
-		}
-		redactValue(v.Elem(), hidden)
-	case reflect.Struct:
-		for i := 0; i < v.NumField(); i++ {
-			redactValue(v.Field(i), hidden)
-		}
-	case reflect.Slice, reflect.Array:
-		for i := 0; i < v.Len(); i++ {
-			redactValue(v.Index(i), hidden)
-		}
-	case reflect.Map:
-		for _, k := range v.MapKeys() {
-			e := v.MapIndex(k)
-			if e.Kind() == reflect.String || (e.Kind() == reflect.Interface && !e.IsNil() && e.Elem().Kind() == reflect.String) {
-				s := e.String()
-				if e.Kind() == reflect.Interface {
-					s = e.Elem().String()
-				}
-				if r := HideIn(s, hidden); r != s {
-					v.SetMapIndex(k, reflect.ValueOf(r).Convert(e.Type()))
-				}
-				continue
-			}
-			c := reflect.New(e.Type()).Elem()
-			c.Set(e)
-			redactValue(c, hidden)
-			v.SetMapIndex(k, c)
-		}
-	case reflect.String:
-		if v.CanSet() {
-			if r := HideIn(v.String(), hidden); r != v.String() {
-				v.SetString(r)
-			}
-		}
-	}
 }
 
 // Kube returns a controller-runtime client of a cluster, for the libraries

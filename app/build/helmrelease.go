@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"github.com/driftback/driftback/app/hide"
 	"path"
 	"sort"
 	"strings"
@@ -65,7 +66,7 @@ type releasesBuilt struct {
 	// HelmRelease): none of their values is shown, and gitOnly are their
 	// fields that take a Secret's value, compared Git against Git.
 	// hidden are the Secrets' values, redacted from what the cluster shows.
-	secretObjects map[string]AsWritten
+	secretObjects map[string]hide.AsWritten
 	gitOnly       map[string][]fieldpath.Path
 	hidden        []string
 }
@@ -109,13 +110,13 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 		chart.Release.KubeVersion, chart.Release.APIVersions = caps.KubeVersion, caps.APIVersions
 		placed, err := renderRelease(ctx, r, chart, hr, &rel)
 		if err != nil {
-			out.problems = append(out.problems, HideIn(err.Error(), vals.hidden))
+			out.problems = append(out.problems, hide.In(err.Error(), vals.hidden))
 			continue
 		}
 		if vals.probe != nil || vals.allSecret {
 			secret, gitOnly := secretUsing(ctx, r, chart, hr, placed, vals)
 			if out.secretObjects == nil {
-				out.secretObjects, out.gitOnly = map[string]AsWritten{}, map[string][]fieldpath.Path{}
+				out.secretObjects, out.gitOnly = map[string]hide.AsWritten{}, map[string][]fieldpath.Path{}
 			}
 			for k, v := range secret {
 				out.secretObjects[k] = v
@@ -174,8 +175,8 @@ func renderRelease(ctx context.Context, r *render.Renderer, chart render.Chart, 
 // that differ, which take the Secret's value in the cluster. An object
 // not rendered under the same name with the second stand-ins is named as
 // hidden, and compared Git against Git whole.
-func secretUsing(ctx context.Context, r *render.Renderer, chart render.Chart, hr *unstructured.Unstructured, placed []*unstructured.Unstructured, vals *releaseValues) (map[string]AsWritten, map[string][]fieldpath.Path) {
-	out, gitOnly := map[string]AsWritten{}, map[string][]fieldpath.Path{}
+func secretUsing(ctx context.Context, r *render.Renderer, chart render.Chart, hr *unstructured.Unstructured, placed []*unstructured.Unstructured, vals *releaseValues) (map[string]hide.AsWritten, map[string][]fieldpath.Path) {
+	out, gitOnly := map[string]hide.AsWritten{}, map[string][]fieldpath.Path{}
 	var probed []*unstructured.Unstructured
 	all := vals.allSecret
 	if !all {
@@ -193,17 +194,17 @@ func secretUsing(ctx context.Context, r *render.Renderer, chart render.Chart, hr
 		same[object.RefOf(o).String()] = o
 	}
 	for _, o := range placed {
-		key := substitutedKey(o.GetKind(), o.GetName())
+		key := hide.Key(o.GetKind(), o.GetName())
 		p, ok := same[object.RefOf(o).String()]
 		switch {
 		case all || !ok:
 			// Not rendered under the same name with other stand-ins: its
 			// name may come from them.
-			out[key] = AsWritten{name: secretNamed}
-			gitOnly[key] = wholeObject(o)
+			out[key] = hide.AsWritten{Name: secretNamed}
+			gitOnly[key] = hide.WholeObject(o)
 		case !object.SameJSON(o.Object, p.Object):
-			out[key] = AsWritten{}
-			gitOnly[key] = differingFields(o, p)
+			out[key] = hide.AsWritten{}
+			gitOnly[key] = hide.DifferingFields(o, p)
 		}
 	}
 	return out, gitOnly

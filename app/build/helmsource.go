@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"fmt"
+	"github.com/driftback/driftback/app/hide"
 	"path"
 	"strings"
 
@@ -98,7 +99,7 @@ func fetchedChart(ctx context.Context, access *ChartAccess, objs []*unstructured
 	if err != nil {
 		msg := err.Error()
 		if src.Auth != nil {
-			msg = HideIn(msg, []string{src.Auth.Password})
+			msg = hide.In(msg, []string{src.Auth.Password})
 		}
 		return nil, "its chart could not be fetched: " + msg
 	}

@@ -5,8 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
+	"github.com/driftback/driftback/app/hide"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/chartutil"
@@ -85,7 +84,7 @@ func loadReleaseValues(ctx context.Context, access *ChartAccess, hr, probeReleas
 	seen := &secretsSeen{Client: access.Live, standIn: 1}
 	merged, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), seen, hr.GetNamespace(), copyValues(values), refs...)
 	if err != nil {
-		return nil, "its valuesFrom: " + HideIn(err.Error(), seen.hidden)
+		return nil, "its valuesFrom: " + hide.In(err.Error(), seen.hidden)
 	}
 	out.merged, out.hidden = merged, seen.hidden
 	if seen.read || probeRelease != nil {
@@ -126,11 +125,11 @@ func (s *secretsSeen) Get(ctx context.Context, key client.ObjectKey, obj client.
 		if yaml.Unmarshal(v, &doc) == nil {
 			walkLeaves(doc, s.hide)
 		}
-		secret.Data[k] = standInFor(v, s.standIn)
+		secret.Data[k] = hide.StandIn(v, s.standIn)
 	}
 	for k, v := range secret.StringData {
 		s.hide(v)
-		secret.StringData[k] = string(standInFor([]byte(v), s.standIn))
+		secret.StringData[k] = string(hide.StandIn([]byte(v), s.standIn))
 	}
 	return nil
 }
@@ -160,80 +159,4 @@ func walkLeaves(v any, f func(string)) {
 	default:
 		f(fmt.Sprint(x))
 	}
-}
-
-// standInStrings and standInNumbers are what a chart is given for a
-// Secret's value, first and second: fixed and public, so that nothing
-// rendered from them tells anything of the value but its type. The two
-// strings differ in every character and in length, so that a slice, a
-// case change or a length of them differs too; both are valid names.
-var (
-	standInStrings = [3]string{"", "xxxxxxxxxxxxxxxx", "yyyyyyyyyyyyyyyyyyyyyyyy"}
-	standInNumbers = [3]float64{0, 1, 2}
-)
-
-// standInFor is a Secret's value with every scalar replaced by stand-in
-// n, keeping its shape: a values document stays one with its keys (as a
-// Secret's keys are shown), a number stays a number, a boolean a boolean.
-func standInFor(v []byte, n int) []byte {
-	var doc any
-	if err := yaml.Unmarshal(v, &doc); err == nil {
-		switch doc.(type) {
-		case map[string]any, []any:
-			if b, err := yaml.Marshal(standInLeaves(doc, n)); err == nil {
-				return b
-			}
-		}
-	}
-	s := strings.TrimSpace(string(v))
-	switch {
-	case s == "true" || s == "false":
-		return []byte(strconv.FormatBool(n == 2))
-	case isNumber(s):
-		return []byte(strconv.FormatFloat(standInNumbers[n], 'f', -1, 64))
-	}
-	return []byte(standInStrings[n])
-}
-
-// StandInVariable is what a Secret's postBuild variable is substituted
-// with in what a chart is given: stand-in n of the value's type.
-func StandInVariable(v string, n int) string {
-	switch s := strings.TrimSpace(v); {
-	case s == "true" || s == "false":
-		return strconv.FormatBool(n == 2)
-	case isNumber(s):
-		return strconv.FormatFloat(standInNumbers[n], 'f', -1, 64)
-	}
-	return standInStrings[n]
-}
-
-func isNumber(s string) bool {
-	_, err := strconv.ParseFloat(s, 64)
-	return err == nil && s != "" && !strings.ContainsAny(s, "xXnN") // no hex, NaN or Inf
-}
-
-func standInLeaves(v any, n int) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = standInLeaves(e, n)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = standInLeaves(e, n)
-		}
-		return out
-	case string:
-		return standInStrings[n]
-	case float64, int64, int, uint64:
-		return standInNumbers[n]
-	case bool:
-		return n == 2
-	case nil:
-		return nil
-	}
-	return standInStrings[n]
 }

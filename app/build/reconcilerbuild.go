@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"fmt"
+	"github.com/driftback/driftback/app/hide"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,7 +24,7 @@ type ReconcilerBuild struct {
 	target targets.Target
 	vars   Vars
 	// hidden are the objects whose source uses a Secret's variable.
-	hidden map[string]AsWritten
+	hidden map[string]hide.AsWritten
 	// hooks are the Argo CD hooks of the last tree built (the head's).
 	Hooks []string
 }
@@ -99,7 +100,7 @@ func (b *ReconcilerBuild) DefaultNamespace() string { return b.target.Found.Dest
 func (b *ReconcilerBuild) Objects(ctx context.Context, r *render.Renderer, tree *render.Tree) ([]*unstructured.Unstructured, []string) {
 	Built := Target(ctx, r, tree, b.target, b.vars)
 	for i, p := range Built.Problems {
-		Built.Problems[i] = HideIn(p, b.vars.Hidden)
+		Built.Problems[i] = hide.In(p, b.vars.Hidden)
 	}
 	b.secret(Built.SecretObjects)
 	b.Hooks = Built.Hooks
@@ -107,10 +108,10 @@ func (b *ReconcilerBuild) Objects(ctx context.Context, r *render.Renderer, tree 
 }
 
 // secret remembers the objects whose source uses a Secret's variable.
-func (b *ReconcilerBuild) secret(objects map[string]AsWritten) {
+func (b *ReconcilerBuild) secret(objects map[string]hide.AsWritten) {
 	for k, v := range objects {
 		if b.hidden == nil {
-			b.hidden = map[string]AsWritten{}
+			b.hidden = map[string]hide.AsWritten{}
 		}
 		b.hidden[k] = v
 	}
@@ -118,6 +119,6 @@ func (b *ReconcilerBuild) secret(objects map[string]AsWritten) {
 
 // Hide takes out of a report every value substituted from a Secret.
 func (b *ReconcilerBuild) Hide(t *drift.Target) {
-	HideSubstituted(t, b.hidden)
-	Redact(t, b.vars.Hidden)
+	hide.Substituted(t, b.hidden)
+	hide.Redact(t, b.vars.Hidden)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/driftback/driftback/app/hide"
 	"strings"
 	"testing"
 
@@ -144,13 +145,13 @@ spec:
 			t.Errorf("the build carries the Secret's value as %q:\n%s", form, out)
 		}
 	}
-	if _, ok := shop.SecretObjects[substitutedKey("ConfigMap", "innocent")]; !ok {
+	if _, ok := shop.SecretObjects[hide.Key("ConfigMap", "innocent")]; !ok {
 		t.Errorf("the ConfigMap that uses the Secret is not hidden: %v", shop.SecretObjects)
 	}
-	if _, ok := shop.SecretObjects[substitutedKey("ConfigMap", "plain")]; ok {
+	if _, ok := shop.SecretObjects[hide.Key("ConfigMap", "plain")]; ok {
 		t.Error("the ConfigMap that uses no Secret is hidden")
 	}
-	if paths := shop.GitOnly[substitutedKey("ConfigMap", "innocent")]; len(paths) != 7 {
+	if paths := shop.GitOnly[hide.Key("ConfigMap", "innocent")]; len(paths) != 7 {
 		t.Errorf("the fields compared Git against Git: %v, want the seven data keys", paths)
 	}
 	if !contains(shop.Hidden, token) {
@@ -170,7 +171,7 @@ spec:
 		live = append(live, l)
 	}
 	opts := drift.DefaultOptions()
-	opts.GitOnly = GitOnlyFields(shop.GitOnly)
+	opts.GitOnly = hide.GitOnlyFields(shop.GitOnly)
 	target, err := drift.Compare(ctx, livestate.NewObjectReader(live), drift.Input{Path: "apps/shop", Base: shop.Objects, Head: shop.Objects, HasBase: true}, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +279,7 @@ spec:
 	}
 	for _, name := range []string{"leak", "innocent"} {
 		kind := map[string]string{"leak": "HelmRelease", "innocent": "ConfigMap"}[name]
-		if _, ok := b.SecretObjects[substitutedKey(kind, name)]; !ok {
+		if _, ok := b.SecretObjects[hide.Key(kind, name)]; !ok {
 			t.Errorf("%s/%s, which uses the Secret, is not hidden", kind, name)
 		}
 	}

@@ -8,7 +8,6 @@ package charts
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -23,6 +23,9 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
+
+	"github.com/driftback/driftback/internal/lru"
+	"github.com/driftback/driftback/render/helm"
 )
 
 // Options bound a Fetcher.
@@ -39,6 +42,10 @@ type Options struct {
 	// IndexTTL is how long a repository's index is used before it is read
 	// again.
 	IndexTTL time.Duration
+	// Index parses one chart's versions out of a repository's index.yaml
+	// (render.Renderer.ChartIndex, in a render child); nil parses indexes
+	// of at most 1 MiB in this process and refuses larger ones.
+	Index func(ctx context.Context, index []byte, chart string) ([]helm.IndexEntry, error)
 }
 
 // Defaults of Options.
@@ -82,17 +89,10 @@ type Fetcher struct {
 	o      Options
 	client *http.Client
 
-	mu      sync.Mutex
-	charts  *list.List // of *cached, most recent first
-	byKey   map[string]*list.Element
-	size    int64
-	indexes map[string]cachedIndex
-}
+	charts *lru.Cache[*Chart]
 
-type cached struct {
-	key   string
-	chart *Chart
-	size  int64
+	mu      sync.Mutex
+	indexes map[string]cachedIndex
 }
 
 // New is a Fetcher bounded by o (zero fields take their defaults).
@@ -109,7 +109,7 @@ func New(o Options) *Fetcher {
 	if o.IndexTTL <= 0 {
 		o.IndexTTL = DefaultIndexTTL
 	}
-	f := &Fetcher{o: o, charts: list.New(), byKey: map[string]*list.Element{}, indexes: map[string]cachedIndex{}}
+	f := &Fetcher{o: o, charts: lru.New[*Chart](o.CacheBytes), indexes: map[string]cachedIndex{}}
 	transport := &http.Transport{
 		// No proxy: the address checked is the address dialed.
 		Proxy:                 nil,
@@ -149,14 +149,8 @@ func (f *Fetcher) Fetch(ctx context.Context, src Source) (*Chart, error) {
 
 // cachedChart is the chart cached under key, marked recently used.
 func (f *Fetcher) cachedChart(key string) *Chart {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e, ok := f.byKey[key]
-	if !ok {
-		return nil
-	}
-	f.charts.MoveToFront(e)
-	return e.Value.(*cached).chart
+	c, _ := f.charts.Get(key)
+	return c
 }
 
 // keep caches c under key, evicting the least recently used charts past
@@ -166,20 +160,7 @@ func (f *Fetcher) keep(key string, c *Chart) {
 	for n, b := range c.Files {
 		size += int64(len(n) + len(b))
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.byKey[key]; ok || size > f.o.CacheBytes {
-		return
-	}
-	f.byKey[key] = f.charts.PushFront(&cached{key: key, chart: c, size: size})
-	f.size += size
-	for f.size > f.o.CacheBytes {
-		last := f.charts.Back()
-		old := last.Value.(*cached)
-		f.charts.Remove(last)
-		delete(f.byKey, old.key)
-		f.size -= old.size
-	}
+	f.charts.Add(key, c, size)
 }
 
 // load reads a chart archive: at most the bytes a chart may have
@@ -351,15 +332,54 @@ func (f *Fetcher) privateAllowed(host, addr string) bool {
 	return false
 }
 
-// internal says ip is inside the network or the machine.
+// internal says ip is inside the network or the machine, or is an
+// address that may lead there: one that embeds an IPv4 address a
+// translator or tunnel reaches (NAT64, 6to4, Teredo, IPv4-compatible),
+// or one no public host has.
 func internal(ip net.IP) bool {
-	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() || sharedAddressSpace.Contains(ip)
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return true
+	}
+	a = a.Unmap()
+	if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsUnspecified() || a.IsMulticast() {
+		return true
+	}
+	for _, p := range specialRanges {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
-// sharedAddressSpace is RFC 6598's carrier-grade NAT range, inside the
-// network as much as RFC 1918's.
-var sharedAddressSpace = &net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
+// specialRanges are the ranges beyond Go's own tests that no chart
+// repository is fetched from (IANA's special-purpose registries).
+var specialRanges = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8",       // this network
+		"100.64.0.0/10",   // carrier-grade NAT (RFC 6598)
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.0.2.0/24",    // documentation
+		"198.18.0.0/15",   // benchmarking
+		"198.51.100.0/24", // documentation
+		"203.0.113.0/24",  // documentation
+		"240.0.0.0/4",     // reserved, and the broadcast address
+		"::/96",           // IPv4-compatible
+		"64:ff9b::/96",    // NAT64
+		"64:ff9b:1::/48",  // local NAT64
+		"100::/64",        // discard
+		"2001::/32",       // Teredo
+		"2001:db8::/32",   // documentation
+		"2002::/16",       // 6to4
+		"fec0::/10",       // site-local
+	} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}()
 
 // redacted is u without credentials or query, for messages.
 func redacted(u *url.URL) string {

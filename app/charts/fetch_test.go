@@ -2,17 +2,22 @@ package charts
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/driftback/driftback/internal/helmtest"
 	"github.com/driftback/driftback/internal/testfs"
+	"github.com/driftback/driftback/render"
 )
 
 // shop is the fixture chart at version v.
@@ -116,7 +121,14 @@ func TestFetchesDoNotReachInsideTheNetwork(t *testing.T) {
 	if n := repo.Requests(); n != 0 {
 		t.Errorf("the repository got %d requests", n)
 	}
-	for _, ip := range []string{"10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "::1", "fe80::1", "fd00::1", "0.0.0.0"} {
+	for _, ip := range []string{"10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "::1", "fe80::1", "fd00::1", "0.0.0.0",
+		"::ffff:10.0.0.1", "::ffff:127.0.0.1", // IPv4-mapped
+		"0.1.2.3", "192.0.0.170", "198.18.0.1", "198.19.255.255", "240.0.0.1", "255.255.255.255",
+		"64:ff9b::a9fe:a9fe", "64:ff9b:1::a00:1", // NAT64 to the metadata address, to 10.0.0.1
+		"::a9fe:a9fe", "::7f00:1", // IPv4-compatible
+		"2002:a9fe:a9fe::1", "2001:0:a9fe:a9fe::1", // 6to4, Teredo
+		"fec0::1", "100::1",
+	} {
 		if !internal(parseIP(t, ip)) {
 			t.Errorf("%s is not counted as inside the network", ip)
 		}
@@ -143,16 +155,23 @@ func TestRedirectsStayOnTheirHost(t *testing.T) {
 	if n := repo.Requests(); n != 0 {
 		t.Errorf("the other host got %d requests", n)
 	}
+	// The repository moved on its host: the index and the archive are
+	// both redirected there, and the chart is fetched.
 	same := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/moved/index.yaml" {
-			http.Redirect(w, r, "/index.yaml", http.StatusMovedPermanently)
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/moved/"); ok {
+			http.Redirect(w, r, "/"+rest, http.StatusMovedPermanently)
 			return
 		}
 		repo.Config.Handler.ServeHTTP(w, r)
 	}))
 	defer same.Close()
-	if _, err := f.Fetch(context.Background(), Source{URL: same.URL + "/moved", Chart: "shop"}); err != nil && !strings.Contains(err.Error(), "404") {
+	before := repo.Requests()
+	c, err := f.Fetch(context.Background(), Source{URL: same.URL + "/moved", Chart: "shop"})
+	if err != nil || len(c.Files["Chart.yaml"]) == 0 {
 		t.Errorf("a redirect on the same host was refused: %v", err)
+	}
+	if n := repo.Requests() - before; n != 2 {
+		t.Errorf("the moved repository answered %d requests, want the index and the archive", n)
 	}
 }
 
@@ -176,6 +195,35 @@ func TestCredentialsGoOnlyToTheRepository(t *testing.T) {
 	}
 	if _, err := f.Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop", Auth: &Auth{"reader", "s3cret-token"}}); err != nil {
 		t.Fatalf("with credentials: %v", err)
+	}
+
+	// The index names its archive on another host (a CDN): the archive
+	// is fetched without the repository's credentials.
+	tgz := helmtest.Package(t, shop(t, "1.2.0"))
+	var sawAuth atomic.Int64
+	cdn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			sawAuth.Add(1)
+		}
+		_, _ = w.Write(tgz)
+	}))
+	defer cdn.Close()
+	cu, _ := url.Parse(cdn.URL)
+	index := fmt.Sprintf("apiVersion: v1\nentries:\n  shop:\n  - {name: shop, version: 1.2.0, urls: ['http://localhost:%s/shop-1.2.0.tgz'], digest: %x}\n", cu.Port(), sha256.Sum256(tgz))
+	withCDN := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "reader" || p != "s3cret-token" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(index))
+	}))
+	defer withCDN.Close()
+	f = local(Options{PrivateHosts: []string{"localhost"}})
+	if _, err := f.Fetch(context.Background(), Source{URL: withCDN.URL, Chart: "shop", Auth: &Auth{"reader", "s3cret-token"}}); err != nil {
+		t.Fatalf("an archive on another host: %v", err)
+	}
+	if n := sawAuth.Load(); n != 0 {
+		t.Errorf("the repository's credentials were sent to another host %d times", n)
 	}
 }
 
@@ -314,5 +362,48 @@ func TestRegistryResponsesAreBoundedWhileRead(t *testing.T) {
 	_, err := local(Options{MaxBytes: 64 << 10}).Fetch(context.Background(), Source{URL: "oci://" + u.Host + "/charts", Chart: "shop", Version: "1.x"})
 	if err == nil || !strings.Contains(err.Error(), "larger than 65536 bytes") {
 		t.Errorf("a tag list over the bound: %v", err)
+	}
+}
+
+// TestALargeIndexIsParsedOutsideTheProcess: a repository serves an index
+// of 8 MiB (40,000 versions), which parsing takes hundreds of megabytes
+// for. With the render child parsing it (as serve wires it), this process
+// allocates a small multiple of the download, and the chart is fetched;
+// without it, an index over 1 MiB is refused, unparsed.
+func TestALargeIndexIsParsedOutsideTheProcess(t *testing.T) {
+	tgz := helmtest.Package(t, shop(t, "1.2.0"))
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nentries:\n  shop:\n")
+	fmt.Fprintf(&b, "  - {name: shop, version: 1.2.0, urls: [charts/shop-1.2.0.tgz], digest: %x}\n", sha256.Sum256(tgz))
+	for i := 0; b.Len() < 8<<20; i++ {
+		fmt.Fprintf(&b, "  - {name: shop, version: 0.%d.0, urls: [charts/shop-0.%d.0.tgz], digest: %064d, description: %q}\n", i, i, i, strings.Repeat("a chart version of the shop ", 4))
+	}
+	index := b.String()
+	repo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/index.yaml":
+			_, _ = w.Write([]byte(index))
+		case "/charts/shop-1.2.0.tgz":
+			_, _ = w.Write(tgz)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer repo.Close()
+
+	f := local(Options{Index: render.New(render.Options{}).ChartIndex})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	c, err := f.Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop", Version: "1.2.0"})
+	runtime.ReadMemStats(&after)
+	if err != nil || c.Version != "1.2.0" {
+		t.Fatalf("the chart of a large index: %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 6*uint64(len(index)) {
+		t.Errorf("fetching through an index of %d bytes allocated %d bytes in this process", len(index), alloc)
+	}
+	if _, err := local(Options{}).Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop", Version: "1.2.0"}); err == nil || !strings.Contains(err.Error(), "parsed only in a render child") {
+		t.Errorf("a large index without a render child: %v", err)
 	}
 }

@@ -9,35 +9,31 @@ import (
 	"time"
 
 	"github.com/Masterminds/semver/v3"
-	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/render/helm"
 )
 
-// index is the part of a repository's index.yaml a fetch reads.
-type index struct {
-	Entries map[string][]indexEntry `json:"entries"`
-}
-
-type indexEntry struct {
-	Version string   `json:"version"`
-	URLs    []string `json:"urls"`
-	Digest  string   `json:"digest"`
-}
+// indexEntry is one version of a chart in a repository's index.
+type indexEntry = helm.IndexEntry
 
 type cachedIndex struct {
-	at    time.Time
-	index *index
+	at      time.Time
+	entries []indexEntry
 }
+
+// inProcessIndexBytes is the largest index parsed in this process when
+// Options.Index is not set: parsing YAML takes tens of times its size.
+const inProcessIndexBytes = 1 << 20
 
 // fetchHTTP fetches a chart from an HTTP repository: its index, the
 // version the range resolves to, then the archive the index names, which
 // must match the index's digest when it gives one.
 func (f *Fetcher) fetchHTTP(ctx context.Context, repo *url.URL, src Source) (*Chart, error) {
-	idx, err := f.index(ctx, repo, src.Auth)
+	entries, err := f.index(ctx, repo, src.Auth, src.Chart)
 	if err != nil {
 		return nil, err
 	}
-	entries, ok := idx.Entries[src.Chart]
-	if !ok || len(entries) == 0 {
+	if len(entries) == 0 {
 		return nil, fmt.Errorf("repository %s has no chart %q", redacted(repo), src.Chart)
 	}
 	versions := make([]string, len(entries))
@@ -97,16 +93,18 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, repo *url.URL, src Source) (*Ch
 	return c, nil
 }
 
-// index reads repo's index.yaml, or the copy read less than IndexTTL ago
-// with the same credentials: an index read with credentials is never
-// given to a caller without them.
-func (f *Fetcher) index(ctx context.Context, repo *url.URL, auth *Auth) (*index, error) {
-	key := accessKey(redacted(repo), auth)
+// index is chart's versions in repo's index.yaml, or the copy read less
+// than IndexTTL ago with the same credentials: an index read with
+// credentials is never given to a caller without them. The index is parsed
+// by Options.Index (a render child), never in this process beyond a small
+// size.
+func (f *Fetcher) index(ctx context.Context, repo *url.URL, auth *Auth, chart string) ([]indexEntry, error) {
+	key := accessKey(redacted(repo), auth) + chart
 	f.mu.Lock()
 	c, ok := f.indexes[key]
 	f.mu.Unlock()
 	if ok && time.Since(c.at) < f.o.IndexTTL {
-		return c.index, nil
+		return c.entries, nil
 	}
 	u := *repo
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/index.yaml"
@@ -114,8 +112,16 @@ func (f *Fetcher) index(ctx context.Context, repo *url.URL, auth *Auth) (*index,
 	if err != nil {
 		return nil, err
 	}
-	idx := &index{}
-	if err := yaml.Unmarshal(b, idx); err != nil {
+	var entries []indexEntry
+	switch {
+	case f.o.Index != nil:
+		entries, err = f.o.Index(ctx, b, chart)
+	case len(b) > inProcessIndexBytes:
+		err = fmt.Errorf("index.yaml is %d bytes; one over %d is parsed only in a render child", len(b), inProcessIndexBytes)
+	default:
+		entries, err = helm.IndexEntries(b, chart)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("index of %s: %w", redacted(repo), err)
 	}
 	f.mu.Lock()
@@ -124,9 +130,9 @@ func (f *Fetcher) index(ctx context.Context, repo *url.URL, auth *Auth) (*index,
 			delete(f.indexes, k)
 		}
 	}
-	f.indexes[key] = cachedIndex{at: time.Now(), index: idx}
+	f.indexes[key] = cachedIndex{at: time.Now(), entries: entries}
 	f.mu.Unlock()
-	return idx, nil
+	return entries, nil
 }
 
 // Resolve picks the version a chart's version field asks for among

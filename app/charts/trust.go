@@ -160,7 +160,9 @@ func str(v any) string {
 
 // Normalize is u as trust compares it: scheme and host in lower case, no
 // credentials, query or trailing slash; "" for what is not an http(s) or
-// oci URL (Argo CD's OCI repoURLs may leave out oci://).
+// oci URL (Argo CD's OCI repoURLs may leave out oci://), and for a path
+// that could climb out of a trusted one on the server: a "." or ".."
+// segment, plain or escaped, or an escaped slash or backslash.
 func Normalize(u string) string {
 	u = strings.TrimSpace(u)
 	if u == "" {
@@ -177,6 +179,15 @@ func Normalize(u string) string {
 	case "http", "https", "oci":
 	default:
 		return ""
+	}
+	raw := strings.ToLower(p.EscapedPath())
+	if strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") || strings.Contains(p.Path, "\\") {
+		return ""
+	}
+	for _, seg := range strings.Split(p.Path, "/") {
+		if seg == "." || seg == ".." {
+			return ""
+		}
 	}
 	return strings.ToLower(p.Scheme) + "://" + strings.ToLower(p.Host) + strings.TrimSuffix(p.EscapedPath(), "/")
 }

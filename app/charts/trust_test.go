@@ -48,10 +48,19 @@ dependencies:
 		"oci://ghcr.io/example-org/charts/app":       true,
 		"oci://ghcr.io/example-org":                  true,
 		"oci://ghcr.io/example-organisation":         false,
-		"https://stefanprodan.github.io/podinfo/sub": false,
-		"https://evil.example.com":                   false,
-		"file:///etc":                                false,
-		"":                                           false,
+		// A path that climbs out of a trusted one is never trusted.
+		"oci://ghcr.io/example-org/../other-org":           false,
+		"oci://ghcr.io/example-org/%2e%2e/other-org":       false,
+		"oci://ghcr.io/example-org/%2E%2E/other-org":       false,
+		"oci://ghcr.io/example-org/.%2E/other-org":         false,
+		"oci://ghcr.io/example-org%2f..%2fother-org":       false,
+		"oci://ghcr.io/example-org/%2fother-org":           false,
+		"https://charts.example.com/stable/./../incubator": false,
+		"https://charts.example.com/stable/..%5cincubator": false,
+		"https://stefanprodan.github.io/podinfo/sub":       false,
+		"https://evil.example.com":                         false,
+		"file:///etc":                                      false,
+		"":                                                 false,
 	} {
 		if got := trust.Allows(u); got != want {
 			t.Errorf("Allows(%q) = %v, want %v", u, got, want)

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/driftback/driftback/app/build"
 	"github.com/driftback/driftback/app/config"
 	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
@@ -298,10 +298,10 @@ func hideShown(v *report.DashboardTarget, hidden []string) {
 	}
 	for i := range v.Changes {
 		c := &v.Changes[i]
-		c.Git, c.Live, c.Why = build.HideIn(c.Git, hidden), build.HideIn(c.Live, hidden), build.HideIn(c.Why, hidden)
-		c.Object, c.Field = build.HideIn(c.Object, hidden), build.HideIn(c.Field, hidden)
+		c.Git, c.Live, c.Why = hide.In(c.Git, hidden), hide.In(c.Live, hidden), hide.In(c.Why, hidden)
+		c.Object, c.Field = hide.In(c.Object, hidden), hide.In(c.Field, hidden)
 	}
-	v.NotCompared = build.HideIn(v.NotCompared, hidden)
+	v.NotCompared = hide.In(v.NotCompared, hidden)
 }
 
 // hidePlanValues hides values substituted from Secrets in what a plan shows
@@ -312,24 +312,24 @@ func hidePlanValues(p *prgen.Plan, hidden []string) {
 		return
 	}
 	for i := range p.Codified {
-		build.Redact(&p.Codified[i].Value, hidden)
-		build.Redact(&p.Codified[i].Was, hidden)
+		hide.Redact(&p.Codified[i].Value, hidden)
+		hide.Redact(&p.Codified[i].Was, hidden)
 	}
 	for _, list := range [][]prgen.Manual{p.Manual, p.Autoscaled, p.Unmanaged} {
 		for i := range list {
-			build.Redact(&list[i].Value, hidden)
-			list[i].Reason = build.HideIn(list[i].Reason, hidden)
+			hide.Redact(&list[i].Value, hidden)
+			list[i].Reason = hide.In(list[i].Reason, hidden)
 		}
 	}
 	for i := range p.Fights {
 		for m := range p.Fights[i].Last {
 			v := p.Fights[i].Last[m]
-			build.Redact(&v, hidden)
+			hide.Redact(&v, hidden)
 			p.Fights[i].Last[m] = v
 		}
 	}
 	for k, v := range p.Intents {
-		p.Intents[k] = build.HideIn(v, hidden)
+		p.Intents[k] = hide.In(v, hidden)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/app/metrics"
 	"github.com/driftback/driftback/app/repos"
 	"github.com/driftback/driftback/drift/livestate"
@@ -768,7 +769,7 @@ type driftCheck struct {
 	variables *prgen.Variables
 	// secretObjects are the objects built with a Secret's variable: their
 	// values are hidden whole, never shown nor written back.
-	secretObjects map[string]build.AsWritten
+	secretObjects map[string]hide.AsWritten
 	// gitOnly are, of those, the fields rendered from a Secret's
 	// stand-ins: never compared with the live value.
 	gitOnly func(*unstructured.Unstructured) []fieldpath.Path
@@ -788,7 +789,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 		// The error goes to the log and the dashboard: what a Secret's
 		// variables set is hidden in it, as everywhere.
 		if err != nil && len(c.hidden) > 0 && !errors.Is(err, ghapp.ErrHeadMoved) {
-			err = errors.New(build.HideIn(err.Error(), c.hidden))
+			err = errors.New(hide.In(err.Error(), c.hidden))
 		}
 	}()
 	if c.gh, c.token, err = d.readHead(ctx, t, c.st, c.now); err != nil {
@@ -973,10 +974,10 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 		return fmt.Errorf("%s has no kustomization at %s", c.t.Path, shortSHA(c.st.head))
 	}
 	if len(b.Problems) > 0 {
-		return fmt.Errorf("%s does not render at %s: %s", c.t.Path, shortSHA(c.st.head), build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
+		return fmt.Errorf("%s does not render at %s: %s", c.t.Path, shortSHA(c.st.head), hide.In(strings.Join(b.Problems, "; "), vars.Hidden))
 	}
-	c.desired, c.secretObjects, c.charts, c.gitOnly = b.Objects, b.SecretObjects, b.Charts, build.GitOnlyFields(b.GitOnly)
-	c.hidden = build.WithHidden(c.hidden, b.Hidden)
+	c.desired, c.secretObjects, c.charts, c.gitOnly = b.Objects, b.SecretObjects, b.Charts, hide.GitOnlyFields(b.GitOnly)
+	c.hidden = hide.With(c.hidden, b.Hidden)
 	kinds, namespaces, err := watchScope(ctx, w, c.desired)
 	if err != nil {
 		return err
@@ -1007,7 +1008,7 @@ func (d *DriftLoop) settled(ctx context.Context, w *livestate.Watcher, c *driftC
 	}
 	// Before anything reads a value: what a Secret's variable built is
 	// hidden whole, and named as Git writes it.
-	build.HideSubstituted(target, c.secretObjects)
+	hide.Substituted(target, c.secretObjects)
 	live := d.liveChanges(ctx, w, t, target.Drift, c.desired, c.namespaces, opts.IgnoreManagers)
 	live.changes = observedDeletions(c.st, c.desired, live.changes)
 	fighting, fights := d.followFields(ctx, w, c.st, t, target.Drift, c.now)

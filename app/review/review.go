@@ -19,6 +19,7 @@ import (
 	"github.com/driftback/driftback/app/build"
 	"github.com/driftback/driftback/app/charts"
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
@@ -127,7 +128,7 @@ func (r *Reviewer) Review(ctx context.Context, in Input) (*drift.Report, []Check
 		if err := recovered("comparing the target", func() {
 			target, check = r.compareTarget(ctx, w, readers[w.t.Cluster], in.Labels)
 		}); err != nil {
-			r.Log.Error("a target failed", "target", w.t.Name, "err", build.HideIn(err.Error(), w.hidden))
+			r.Log.Error("a target failed", "target", w.t.Name, "err", hide.In(err.Error(), w.hidden))
 			target, check = comparisonFailed(w, err)
 		}
 		rep.Targets = append(rep.Targets, target)
@@ -156,7 +157,7 @@ func (r *Reviewer) render(ctx context.Context, t targets.Target, in Input, trust
 		w = r.renderTarget(ctx, t, in.Base, in.Head, vars)
 		w.live, w.defaults, w.scope = live, defaults, sc
 	}); err != nil {
-		r.Log.Error("a target failed", "target", t.Name, "err", build.HideIn(err.Error(), vars.Hidden))
+		r.Log.Error("a target failed", "target", t.Name, "err", hide.In(err.Error(), vars.Hidden))
 		w = &targetWork{t: t, in: drift.Input{Path: t.Path}, Problems: []string{err.Error()}, hidden: vars.Hidden}
 	}
 	w.history, w.reverts = in.History, in.Reverts
@@ -282,7 +283,7 @@ type targetWork struct {
 	reverts []string
 	// secretObjects are the objects (by kind and name) whose Git source
 	// uses a variable from a Secret: none of their values is shown.
-	SecretObjects map[string]build.AsWritten
+	SecretObjects map[string]hide.AsWritten
 	// gitOnly are, of those, the fields rendered from a Secret's
 	// stand-ins, compared Git against Git.
 	gitOnly map[string][]fieldpath.Path
@@ -311,7 +312,7 @@ func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *r
 	b := build.Target(ctx, r.Renderer, tree, t, vars)
 	var defaults []*unstructured.Unstructured
 	if len(b.Problems) > 0 {
-		r.Log.Warn("the target's branch does not render; its scope is app.yml's alone", "target", t.Name, "err", build.HideIn(strings.Join(b.Problems, "; "), vars.Hidden))
+		r.Log.Warn("the target's branch does not render; its scope is app.yml's alone", "target", t.Name, "err", hide.In(strings.Join(b.Problems, "; "), vars.Hidden))
 	} else {
 		defaults = b.Objects
 	}
@@ -380,11 +381,11 @@ func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, hea
 			r.rendered(time.Since(start))
 		}
 		w.Problems = append(w.Problems, b.Problems...)
-		w.hidden = build.WithHidden(w.hidden, b.Hidden)
+		w.hidden = hide.With(w.hidden, b.Hidden)
 		w.Hooks = b.Hooks
 		for k, v := range b.SecretObjects {
 			if w.SecretObjects == nil {
-				w.SecretObjects = map[string]build.AsWritten{}
+				w.SecretObjects = map[string]hide.AsWritten{}
 			}
 			w.SecretObjects[k] = v
 		}
@@ -560,17 +561,17 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 		check.Summary = report.RenderProblemsSummary(renderProblems)
 		target := drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: renderProblems, Notes: w.notes,
 			NotCompared: "it does not render"}
-		build.HideSubstituted(&target, w.SecretObjects)
-		build.Redact(&target, w.hidden)
-		build.Redact(&check, w.hidden)
+		hide.Substituted(&target, w.SecretObjects)
+		hide.Redact(&target, w.hidden)
+		hide.Redact(&check, w.hidden)
 		return target, check
 	}
 	defer func() {
 		result.Notes = w.notes
 		// Values substituted from Secrets are never shown: not in the
 		// comment, not in the check run.
-		build.Redact(&result, w.hidden)
-		build.Redact(&check, w.hidden)
+		hide.Redact(&result, w.hidden)
+		hide.Redact(&check, w.hidden)
 	}()
 
 	opts := drift.DefaultOptions()
@@ -584,7 +585,7 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	// against Git, so a guess in Git reads the same whether it is the live
 	// value or not.
 	opts.SecretsFromGit = true
-	opts.GitOnly = build.GitOnlyFields(w.gitOnly)
+	opts.GitOnly = hide.GitOnlyFields(w.gitOnly)
 
 	var reader object.LiveReader
 	liveErr := ""
@@ -630,8 +631,8 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	}
 	// Before any summary is written from it: values substituted from
 	// Secrets are never shown.
-	build.HideSubstituted(target, w.SecretObjects)
-	build.Redact(target, w.hidden)
+	hide.Substituted(target, w.SecretObjects)
+	hide.Redact(target, w.hidden)
 	judged := Judge(t.Name, target, t.Policy, labels)
 	check.Conclusion, check.Title, check.Summary, check.Text, check.Failing = judged.Conclusion, judged.Title, judged.Summary, judged.Text, judged.Failing
 	return *target, check
@@ -690,8 +691,8 @@ func comparisonFailed(w *targetWork, err error) (drift.Target, CheckResult) {
 	check := CheckResult{Name: checkName(t), Conclusion: "failure", Title: "Comparison failed", Summary: report.ComparisonFailedSummary(err)}
 	target := drift.Target{Name: t.Name, Path: t.Path, Cluster: t.Cluster, Errors: []string{err.Error()}, Notes: w.notes,
 		NotCompared: "comparing it failed"}
-	build.Redact(&target, w.hidden)
-	build.Redact(&check, w.hidden)
+	hide.Redact(&target, w.hidden)
+	hide.Redact(&check, w.hidden)
 	return target, check
 }
 

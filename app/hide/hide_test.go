@@ -1,4 +1,4 @@
-package build
+package hide
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 // no part of the report.
 func TestHideSubstitutedNamesObjectsAsWritten(t *testing.T) {
 	const piece = "s3cr3t" // ${TOKEN:0:6}
-	objects := map[string]AsWritten{substitutedKey("ConfigMap", "a-"+piece): {name: "a-${TOKEN:0:6}"}}
+	objects := map[string]AsWritten{Key("ConfigMap", "a-"+piece): {Name: "a-${TOKEN:0:6}"}}
 	target := &drift.Target{Changes: []drift.Change{
 		{Kind: "ConfigMap", Namespace: "team", Name: "a-" + piece, Action: drift.ActionDelete,
 			Fields: []object.Field{{Path: ".data.k", Live: piece + "-value"}}},
@@ -25,7 +25,7 @@ func TestHideSubstitutedNamesObjectsAsWritten(t *testing.T) {
 			Lost: []drift.Lost{{Kind: "ConfigMap", Namespace: "team", Name: "a-" + piece, InGit: true}, {Kind: "ConfigMap", Namespace: "team", Name: "plain"}},
 		}}},
 	}}
-	HideSubstituted(target, objects)
+	Substituted(target, objects)
 	b, err := json.Marshal(target)
 	if err != nil {
 		t.Fatal(err)
