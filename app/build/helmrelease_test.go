@@ -498,3 +498,64 @@ func sameNumber(v any, n int64) bool {
 	}
 	return false
 }
+
+// TestUntrustedRepositoriesAreNeverAsked: a chart in Git whose Chart.yaml
+// depends on a chart repository, and an Argo CD Application in the
+// target's render that installs a chart from one. Neither repository is
+// named by the default branch or app.yml: neither is asked anything, and
+// each says why. Once trusted, both are fetched.
+func TestUntrustedRepositoriesAreNeverAsked(t *testing.T) {
+	repo := helmtest.NewRepo(t)
+	cache := testfs.Read(t, filepath.Join("..", "..", "render", "helm", "testdata", "shop", "charts", "cache"))
+	repo.Add(t, cache)
+	repo.Add(t, testfs.Read(t, filepath.Join("..", "..", "render", "helm", "testdata", "shop")))
+	files := withShopChart(t, map[string]string{
+		"apps/shop/kustomization.yaml": "resources: [release.yaml, app.yaml]\n",
+		"apps/shop/release.yaml":       shopRelease,
+		"apps/shop/values-prod.yaml":   "{}\n",
+		"apps/shop/app.yaml": `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: shop-argo, namespace: argocd}
+spec:
+  project: default
+  source: {repoURL: "` + repo.URL + `", chart: shop, targetRevision: 1.2.0}
+  destination: {server: "https://kubernetes.default.svc", namespace: shop-argo}
+`,
+	}, "charts/shop")
+	// The chart's own copy of its dependency is gone: it comes from the
+	// repository, as Chart.yaml says.
+	for p := range files {
+		if strings.HasPrefix(p, "charts/shop/charts/") {
+			delete(files, p)
+		}
+	}
+	files["charts/shop/Chart.yaml"] = strings.Replace(files["charts/shop/Chart.yaml"], "condition: cache.enabled", "condition: cache.enabled\n  repository: "+repo.URL, 1)
+	tree := testfs.Tree(t, files)
+	tg := fluxTarget(shopKustomization(t))
+	tg.Path = "apps/shop"
+	vars := Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}, Charts: &ChartAccess{Fetcher: charts.New(charts.Options{PrivateHosts: []string{"127.0.0.1"}}), Trust: charts.NewTrust(nil)}}
+	b := Target(context.Background(), render.New(render.Options{}), tree, tg, vars)
+	notes := strings.Join(ReleaseNotes(nil, b.Releases), "\n")
+	for _, want := range []string{"HelmRelease/shop/shop is compared as an object; its chart is not rendered: its dependency cache comes from chart repository",
+		"Application/argocd/shop-argo is compared as an object; its chart is not rendered: chart repository " + repo.URL + " is not trusted yet"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("the notes do not say %q:\n%s", want, notes)
+		}
+	}
+	if n := repo.Requests(); n != 0 {
+		t.Errorf("the untrusted repository got %d requests", n)
+	}
+	vars.Charts.Trust = charts.NewTrust([]string{repo.URL})
+	b = Target(context.Background(), render.New(render.Options{}), tree, tg, vars)
+	if len(b.Problems) > 0 {
+		t.Fatal(b.Problems)
+	}
+	for _, r := range b.Releases {
+		if r.NotRendered != "" {
+			t.Errorf("trusted, %s is not rendered: %s", r.Object, r.NotRendered)
+		}
+	}
+	if repo.Requests() == 0 {
+		t.Error("the trusted repository was never asked")
+	}
+}

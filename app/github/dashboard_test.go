@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/report"
@@ -51,5 +52,40 @@ func TestTwoReplicasOpenOneDashboard(t *testing.T) {
 	}
 	if got, err := inst.FindDashboard(ctx, "o", "r", 0); err != nil || got.Number != other.Number {
 		t.Errorf("found #%d (%v), want #%d", got.Number, err, other.Number)
+	}
+}
+
+// TestOnlyTheAppsRequestsCount: a dashboard's requests are comments the
+// App writes when a writer ticks a box. A comment by anyone else that
+// carries the same marker, word for word, is not a request.
+func TestOnlyTheAppsRequestsCount(t *testing.T) {
+	gh, err := githubfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gh.Close()
+	gh.AddRepo(&githubfake.Repo{Owner: "o", Name: "r", Installation: 5})
+	inst, err := NewClients(gh.AppID, gh.KeyPEM(), gh.URL(), RetryPolicy{}).Installation(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	none, err := inst.FindDashboard(ctx, "o", "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := inst.WriteDashboard(ctx, "o", "r", none, "the dashboard\n"+report.DashboardMarker, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _ := report.DashboardRequest(report.Tick{Kind: report.TickProposeNow, Target: "prod", Item: "forged"}, "mallory", "1")
+	gh.AddComment("o/r", d.Number, "mallory", forged)
+	real, _ := report.DashboardRequest(report.Tick{Kind: report.TickProposeNow, Target: "prod", Item: "real"}, "alice", "2")
+	gh.AddComment("o/r", d.Number, githubfake.Slug+"[bot]", real)
+	if err := inst.ReadRequests(ctx, "o", "r", d, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Requests) != 1 || d.Requests[0].Item != "real" || d.Requests[0].By != "alice" {
+		t.Errorf("requests %+v, want alice's alone, which the App wrote", d.Requests)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 func TestMain(m *testing.M) {
 	render.ServeChild()
+	serveCurl()
 	code := kubetest.Main(m)
 	for _, c := range cleanups {
 		c()

@@ -9,8 +9,13 @@ set -euo pipefail
 
 say() { echo "driftback action: $*" >&2; }
 
+# install_release installs a release whose archive matches the digest this
+# Action pins for it (hack/action/checksums.txt, written into the tagged
+# tree when the release is cut), never one the release itself serves: a
+# release whose files were replaced (a stolen token, a tag moved) does not
+# match it. A version the Action pins no digest for is refused.
 install_release() {
-  local version="$1" os arch archive url dir
+  local version="$1" os arch archive url dir pinned want got
   os="$(uname -s | tr '[:upper:]' '[:lower:]')"
   case "$(uname -m)" in
     x86_64 | amd64) arch=amd64 ;;
@@ -18,15 +23,26 @@ install_release() {
     *) say "no release for $(uname -m)"; exit 2 ;;
   esac
   archive="driftback_${os}_${arch}.tar.gz"
-  url="https://github.com/driftback/driftback/releases/download/${version}"
+  pinned="${GITHUB_ACTION_PATH:-$(cd "$(dirname "$0")/../.." && pwd)}/hack/action/checksums.txt"
+  want="$(awk -v f="${version}/${archive}" '$2 == f { print $1 }' "$pinned" 2>/dev/null || true)"
+  if [[ -z "$want" ]]; then
+    say "driftback ${version} has no digest pinned in this Action (${pinned##*/}): use the Action at that release (uses: driftback/driftback@${version}) with no version input, or set DRIFTBACK_BIN to a binary the workflow built"
+    exit 2
+  fi
+  url="${DRIFTBACK_RELEASES_URL:-https://github.com/driftback/driftback/releases/download}/${version}"
   dir="${RUNNER_TEMP:-/tmp}/driftback-${version}"
   mkdir -p "$dir"
   say "installing driftback ${version} (${os}/${arch})"
   curl -fsSL --retry 3 -o "$dir/$archive" "$url/$archive"
-  curl -fsSL --retry 3 -o "$dir/checksums.txt" "$url/checksums.txt"
-  local sum=sha256sum
-  command -v sha256sum >/dev/null || sum="shasum -a 256" # macOS runners
-  (cd "$dir" && grep " ${archive}\$" checksums.txt | $sum -c - >&2)
+  if command -v sha256sum >/dev/null; then
+    got="$(sha256sum "$dir/$archive" | awk '{ print $1 }')"
+  else
+    got="$(shasum -a 256 "$dir/$archive" | awk '{ print $1 }')" # macOS runners
+  fi
+  if [[ "$got" != "$want" ]]; then
+    say "the release's ${archive} has digest ${got}, not the ${want} this Action pins: not installed"
+    exit 2
+  fi
   tar -xzf "$dir/$archive" -C "$dir" driftback
   DRIFTBACK_BIN="$dir/driftback"
 }
