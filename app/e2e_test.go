@@ -1059,9 +1059,11 @@ func TestACommitTooLargeToCompare(t *testing.T) {
 }
 
 // TestAForkCannotGuessASecret: a fork's pull request shown live data (the
-// target allows it, forkLive) sets a Secret's value. Whether it guessed the
-// live value or not, the comparison reads the same: the Secret's values are
-// compared Git against Git, and its author learns nothing of the cluster's.
+// target allows it, forkLive), then one from the repository's own branch,
+// sets a Secret's value. Whether it guessed the live value or not, the
+// comparison reads the same: the Secret's values are compared Git against
+// Git, and neither author learns anything of the cluster's (write access
+// to the repository is not read access to the cluster's Secrets).
 func TestAForkCannotGuessASecret(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, func(cfg *config.Config) {
@@ -1079,12 +1081,17 @@ func TestAForkCannotGuessASecret(t *testing.T) {
 		"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- data.yaml\n- db.yaml\n",
 		"deploy/prod/db.yaml":            secret("placeholder"),
 	})
-	secretFields := func(number int, guess string) int {
+	secretFields := func(number int, guess string, fork bool) int {
 		t.Helper()
 		head := w.commit(base, map[string]any{"deploy/prod/db.yaml": secret(guess)})
-		w.openPR(number, base, head, func(p *githubfake.Pull) { p.HeadRepo = "stranger/gitops" })
+		checks := 2
+		w.openPR(number, base, head, func(p *githubfake.Pull) {
+			if fork {
+				p.HeadRepo, checks = "stranger/gitops", 1
+			}
+		})
 		w.deliver("pull_request", fmt.Sprintf("d-guess-%d", number), prPayload("opened", number, head.String()))
-		w.waitChecks(head.String(), 1)
+		w.waitChecks(head.String(), checks)
 		rep, _ := compared()
 		n := -1
 		for _, tg := range rep.Targets {
@@ -1103,9 +1110,13 @@ func TestAForkCannotGuessASecret(t *testing.T) {
 		}
 		return n
 	}
-	right, wrong := secretFields(21, "the-live-one"), secretFields(22, "wrong-guess")
+	right, wrong := secretFields(21, "the-live-one", true), secretFields(22, "wrong-guess", true)
 	if right != wrong || right <= 0 {
-		t.Errorf("the right guess changes %d of the Secret's fields, a wrong one %d: want the same, the Git change", right, wrong)
+		t.Errorf("a fork: the right guess changes %d of the Secret's fields, a wrong one %d: want the same, the Git change", right, wrong)
+	}
+	right, wrong = secretFields(23, "the-live-one", false), secretFields(24, "wrong-guess", false)
+	if right != wrong || right <= 0 {
+		t.Errorf("a writer: the right guess changes %d of the Secret's fields, a wrong one %d: want the same, the Git change", right, wrong)
 	}
 }
 

@@ -706,3 +706,70 @@ spec:
 		t.Errorf("%d requests reached the other team's namespace", n)
 	}
 }
+
+// TestAReleasesDriftIsWrittenInItsOwnOverlay: the store release is in a
+// base that two overlays build, fleet/store (this cluster's, patching the
+// release's image) and fleet/other (another cluster's). The store's
+// Deployment is scaled: the drift pull request writes replicaCount into
+// fleet/store alone (a patch of the release in it), and the base, which
+// fleet/other renders its replicas from, is as it was.
+func TestAReleasesDriftIsWrittenInItsOwnOverlay(t *testing.T) {
+	t.Parallel()
+	d := newDriftWorld(t, 500*time.Millisecond, nil)
+	d.stop()
+	policy := d.cfg.Targets[0].Policy
+	d.cfg.Targets = []config.Target{{Name: "store", Repo: fullName, Path: "fleet/store", Cluster: "test", Policy: policy}}
+	ns := d.env.Namespace
+	cl := d.cfg.Clusters["test"]
+	cl.Discover = &config.Discover{Flux: true, Namespaces: []string{ns}}
+	d.cfg.Clusters["test"] = cl
+	d.start()
+	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)
+	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
+	files := storeChart("1.2.0", false)
+	files["fleet/base/store/kustomization.yaml"] = "resources: [release.yaml]\n"
+	files["fleet/base/store/release.yaml"] = strings.Replace(storeRelease(2), "sourceRef: {kind: GitRepository, name: fleet}", "sourceRef: {kind: GitRepository, name: fleet, namespace: NS}", 1)
+	files["fleet/store/kustomization.yaml"] = "resources: [../base/store]\npatches:\n- path: store-values.yaml\n"
+	files["fleet/store/store-values.yaml"] = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: store, namespace: NS}\nspec:\n  values:\n    image: registry.example.com/store:1.0.0 # this cluster's\n"
+	files["fleet/other/kustomization.yaml"] = "resources: [../base/store]\n"
+	commit := d.commit(d.main, files)
+	d.push(map[string]plumbing.Hash{"refs/heads/main": commit})
+	d.apply(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: NS}
+spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main}}`)
+	d.apply(fluxKustomization(ns, "store", "fleet/store"))
+	d.apply(strings.Replace(storeRelease(2), "metadata: {name: store, namespace: NS}",
+		"metadata: {name: store, namespace: NS, labels: {kustomize.toolkit.fluxcd.io/name: store, kustomize.toolkit.fluxcd.io/namespace: NS}}", 1))
+	d.installStore(2)
+	d.discovered("fleet/store")
+	d.run()
+	d.settle(2)
+	if p := d.openPulls(); len(p) != 0 {
+		t.Fatalf("the cluster matches the release, yet drift pull requests: %+v", p)
+	}
+
+	if _, err := d.env.Client.AppsV1().Deployments(ns).UpdateScale(context.Background(), "store",
+		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "store", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 4}},
+		metav1.UpdateOptions{FieldManager: "kubectl"}); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	pr := d.openPulls()[0]
+	changed := d.changedFiles(d.branchNamed(pr.HeadRef))
+	written := ""
+	for f, content := range changed {
+		if !strings.HasPrefix(f, "fleet/store/") {
+			t.Errorf("the drift pull request changes %s, outside fleet/store:\n%s", f, content)
+		}
+		if strings.Contains(content, "replicaCount: 4") {
+			written = f
+		}
+	}
+	if written == "" {
+		t.Errorf("the drift pull request changes %v, none of which sets replicaCount 4", keys(changed))
+	}
+	if !strings.Contains(pr.Body, "Deployment/"+ns+"/store") || written != "" && !strings.Contains(pr.Body, written) {
+		t.Errorf("the pull request does not say what drifted and where it is written (%s):\n%s", written, pr.Body)
+	}
+}

@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -354,10 +355,10 @@ spec:
 	}, "charts/shop")
 }
 
-// chartWriteBack renders tg as its reconciler does, scales the release's
-// Deployment named deployment to replicas live, and plans the write-back
-// of that drift with the chart's values traced.
-func chartWriteBack(t *testing.T, tree *render.Tree, tg targets.Target, deployment string, replicas int64) *prgen.Plan {
+// chartWriteBack renders tg as its reconciler does, scales the releases'
+// Deployments (by namespace/name) live, and plans the write-back of that
+// drift with the chart's values traced.
+func chartWriteBack(t *testing.T, tree *render.Tree, tg targets.Target, scaled map[string]int64) *prgen.Plan {
 	t.Helper()
 	ctx := context.Background()
 	r := render.New(render.Options{Origins: true})
@@ -369,8 +370,8 @@ func chartWriteBack(t *testing.T, tree *render.Tree, tg targets.Target, deployme
 	var live []*unstructured.Unstructured
 	for _, o := range b.Objects {
 		l := o.DeepCopy()
-		if l.GetKind() == "Deployment" && l.GetNamespace()+"/"+l.GetName() == deployment {
-			if err := unstructured.SetNestedField(l.Object, replicas, "spec", "replicas"); err != nil {
+		if n, ok := scaled[l.GetNamespace()+"/"+l.GetName()]; ok && l.GetKind() == "Deployment" {
+			if err := unstructured.SetNestedField(l.Object, n, "spec", "replicas"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -390,8 +391,8 @@ func chartWriteBack(t *testing.T, tree *render.Tree, tg targets.Target, deployme
 		}
 		changes = append(changes, ch)
 	}
-	if len(changes) != 1 {
-		t.Fatalf("%d objects drifted, want the Deployment", len(changes))
+	if len(changes) != len(scaled) {
+		t.Fatalf("%d objects drifted, want the %d scaled", len(changes), len(scaled))
 	}
 	wb, generated := WriteBack(tg, tree)
 	plan, err := prgen.Make(ctx, prgen.Input{Tree: tree, Overlay: tg.Path, Renderer: r, Drift: changes, Build: wb, Generated: generated, Charts: b.Charts})
@@ -414,7 +415,7 @@ func TestAReleaseValueIsWrittenInItsOverlay(t *testing.T) {
 	_ = unstructured.SetNestedField(ks.Object, "./apps/staging", "spec", "path")
 	tg := fluxTarget(ks)
 	tg.Path = "apps/staging"
-	plan := chartWriteBack(t, tree, tg, "shop/shop", 4)
+	plan := chartWriteBack(t, tree, tg, map[string]int64{"shop/shop": 4})
 	if len(plan.Codified) != 1 || len(plan.Manual) != 0 {
 		t.Fatalf("codified %+v, manual %+v; want the replicas written", plan.Codified, plan.Manual)
 	}
@@ -455,35 +456,42 @@ func TestAReleaseValueIsWrittenInItsOverlay(t *testing.T) {
 
 // TestAReleaseIsMatchedByNamespaceAndName: two teams' HelmReleases share
 // the name shop in one file of the overlay. Team b's Deployment is
-// scaled: team b's HelmRelease is edited, team a's is as it was.
+// scaled: team b's HelmRelease is edited, team a's is as it was. Both are
+// scaled: both edits are in the file, one on top of the other.
 func TestAReleaseIsMatchedByNamespaceAndName(t *testing.T) {
-	release := func(ns string) string {
-		return `apiVersion: helm.toolkit.fluxcd.io/v2
+	release := func(ns string, replicas int) string {
+		return fmt.Sprintf(`apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
-metadata: {name: shop, namespace: ` + ns + `}
+metadata: {name: shop, namespace: %s}
 spec:
   chart:
     spec:
       chart: ./charts/shop
       sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
   values:
-    replicaCount: 2
+    replicaCount: %d
     cache: {enabled: false}
-`
+`, ns, replicas)
 	}
 	files := withShopChart(t, map[string]string{
 		"apps/shop/kustomization.yaml": "resources: [releases.yaml]\n",
-		"apps/shop/releases.yaml":      release("team-a") + "---\n" + release("team-b"),
+		"apps/shop/releases.yaml":      release("team-a", 2) + "---\n" + release("team-b", 2),
 	}, "charts/shop")
 	tg := fluxTarget(shopKustomization(t))
 	tg.Path = "apps/shop"
-	plan := chartWriteBack(t, testfs.Tree(t, files), tg, "team-b/shop", 5)
+	plan := chartWriteBack(t, testfs.Tree(t, files), tg, map[string]int64{"team-b/shop": 5})
 	if len(plan.Codified) != 1 || plan.Codified[0].Object != "Deployment/team-b/shop" {
 		t.Fatalf("codified %+v, manual %+v", plan.Codified, plan.Manual)
 	}
-	want := release("team-a") + "---\n" + strings.Replace(release("team-b"), "replicaCount: 2", "replicaCount: 5", 1)
-	if got := string(plan.Files["apps/shop/releases.yaml"]); got != want {
+	if got, want := string(plan.Files["apps/shop/releases.yaml"]), release("team-a", 2)+"---\n"+release("team-b", 5); got != want {
 		t.Errorf("releases.yaml:\n%s\nwant:\n%s", got, want)
+	}
+	plan = chartWriteBack(t, testfs.Tree(t, files), tg, map[string]int64{"team-a/shop": 3, "team-b/shop": 5})
+	if len(plan.Codified) != 2 || len(plan.Manual) != 0 {
+		t.Fatalf("both scaled: codified %+v, manual %+v", plan.Codified, plan.Manual)
+	}
+	if got, want := string(plan.Files["apps/shop/releases.yaml"]), release("team-a", 3)+"---\n"+release("team-b", 5); got != want {
+		t.Errorf("both scaled, releases.yaml:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -400,7 +400,9 @@ func TestALargeIndexIsParsedOutsideTheProcess(t *testing.T) {
 	if err != nil || c.Version != "1.2.0" {
 		t.Fatalf("the chart of a large index: %v", err)
 	}
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 6*uint64(len(index)) {
+	// Parsed here, it took 237 MB (without the race detector, which
+	// allocates more, and under which make test runs this).
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 12*uint64(len(index)) {
 		t.Errorf("fetching through an index of %d bytes allocated %d bytes in this process", len(index), alloc)
 	}
 	if _, err := local(Options{}).Fetch(context.Background(), Source{URL: repo.URL, Chart: "shop", Version: "1.2.0"}); err == nil || !strings.Contains(err.Error(), "parsed only in a render child") {
