@@ -619,35 +619,33 @@ spec:
 // TestAPullRequestReadsNoSecretOutsideItsScope: the store target renders
 // into its own namespace. A pull request adds a HelmRelease in another
 // team's namespace whose values come from that team's Secret (valuesFrom),
-// and points the store release at that team's HelmRepository, whose
+// and a release of its own on that team's HelmRepository, whose
 // credentials are a Secret there too. Through serve on the real
-// apiserver: nothing in the other namespace is requested, and the comment
-// says each read is outside the target's scope.
+// apiserver: no Secret or ConfigMap of the other namespace is requested
+// (its HelmRepository, an address, may be), and the comment says each
+// read is outside the target's scope.
 func TestAPullRequestReadsNoSecretOutsideItsScope(t *testing.T) {
 	t.Parallel()
 	w := storeWorld(t, nil)
 	ns := w.env.Namespace
 	victim := ns + "-payroll"
 	w.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: " + victim + "}\n")
-	w.apply(`apiVersion: v1
+	for _, y := range []string{`apiVersion: v1
 kind: Secret
 metadata: {name: payroll-values, namespace: ` + victim + `}
-stringData: {values.yaml: "image: payroll-s3cr3t-0d9c\n"}
----
-apiVersion: v1
+stringData: {values.yaml: "image: payroll-s3cr3t-0d9c\n"}`, `apiVersion: v1
 kind: Secret
 metadata: {name: payroll-charts, namespace: ` + victim + `}
-stringData: {username: payroll, password: charts-s3cr3t-7b1a}
----
-apiVersion: source.toolkit.fluxcd.io/v1
+stringData: {username: payroll, password: charts-s3cr3t-7b1a}`, `apiVersion: source.toolkit.fluxcd.io/v1
 kind: HelmRepository
 metadata: {name: payroll, namespace: ` + victim + `}
-spec: {url: "https://charts.payroll.example.com", secretRef: {name: payroll-charts}}
-`)
+spec: {url: "https://charts.payroll.example.com", secretRef: {name: payroll-charts}}`} {
+		w.apply(y)
+	}
 	var outside atomic.Int64
 	w.srv.App.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			if strings.Contains(r.URL.Path, "/namespaces/"+victim+"/") {
+			if strings.Contains(r.URL.Path, "/namespaces/"+victim+"/secrets") || strings.Contains(r.URL.Path, "/namespaces/"+victim+"/configmaps") {
 				outside.Add(1)
 			}
 			return rt.RoundTrip(r)
@@ -691,7 +689,7 @@ spec:
 		"HelmRelease/" + victim + "/steal is compared as an object; its chart is not rendered: its valuesFrom:",
 		"Secret " + victim + "/payroll-values is outside this target's scope",
 		"HelmRelease/" + ns + "/borrow is compared as an object; its chart is not rendered:",
-		"HelmRepository " + victim + "/payroll is outside this target's scope",
+		"Secret " + victim + "/payroll-charts is outside this target's scope",
 	} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
@@ -703,7 +701,7 @@ spec:
 		}
 	}
 	if n := outside.Load(); n != 0 {
-		t.Errorf("%d requests reached the other team's namespace", n)
+		t.Errorf("%d requests for the other team's Secrets and ConfigMaps", n)
 	}
 }
 

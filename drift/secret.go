@@ -160,16 +160,18 @@ func valuesFromGit(live map[string]*unstructured.Unstructured, base, head []*uns
 		g := inGit[k]
 		for _, p := range ps {
 			v := object.ValueAt(g.Object, p)
-			if v == nil {
+			switch {
+			case v == nil:
 				object.RemoveValueAt(l.Object, p)
-				continue
-			}
-			if set, err := object.SetValueAt(l.Object, p, runtime.DeepCopyJSONValue(v)); err == nil {
-				l.Object = set.(map[string]any)
-			} else {
-				// The live object has no place for Git's value: the
-				// field is taken out, never compared with the live one.
-				object.RemoveValueAt(l.Object, p)
+			case object.ValueAt(l.Object, p) == nil:
+				// The cluster has no such field (or list item): that
+				// says nothing of a Secret's value, and stays a change.
+			default:
+				if set, err := object.SetValueAt(l.Object, p, runtime.DeepCopyJSONValue(v)); err == nil {
+					l.Object = set.(map[string]any)
+				} else {
+					object.RemoveValueAt(l.Object, p) // never compared with the live value
+				}
 			}
 		}
 	}

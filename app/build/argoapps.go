@@ -33,13 +33,20 @@ func isChartApplication(o *unstructured.Unstructured) bool {
 // renders them for a cluster it runs in, and returns objs with their
 // objects added: what merging the Application's change does. One that
 // cannot be rendered says why; its Application is still compared.
-func chartApplications(ctx context.Context, r *render.Renderer, objs []*unstructured.Unstructured, vars Vars) releasesBuilt {
+func chartApplications(ctx context.Context, r *render.Renderer, objs []*unstructured.Unstructured, vars Vars, secrets *secretUse) releasesBuilt {
 	out := releasesBuilt{objects: objs}
 	for _, app := range objs {
 		if !isChartApplication(app) {
 			continue
 		}
-		rel := Release{Object: "Application/" + app.GetNamespace() + "/" + app.GetName()}
+		rel := Release{Object: "Application/" + app.GetNamespace() + "/" + secrets.name(app)}
+		if secrets.uses(app) {
+			// Its values would give the chart the value (or its
+			// stand-in, which Argo CD does not render with).
+			rel.NotRendered = "its source uses a variable from a Secret, and a chart is never given a Secret's value"
+			out.releases = append(out.releases, rel)
+			continue
+		}
 		chart, why := applicationChart(ctx, app, vars)
 		if why != "" {
 			rel.NotRendered = why

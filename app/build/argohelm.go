@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"strconv"
 	"strings"
 
 	"helm.sh/helm/v4/pkg/strvals"
@@ -149,8 +148,12 @@ func argoValues(read func(string) ([]byte, error), h *discover.ArgoHelm) (map[st
 		}
 	}
 	merged = helm.MergeValues(merged, inline)
-	if why := boundedParameters(h.Parameters); why != "" {
-		return nil, why
+	names := make([]string, len(h.Parameters))
+	for i, p := range h.Parameters {
+		names[i] = p.Name
+	}
+	if err := helm.BoundedSetNames(names); err != nil {
+		return nil, "its parameters: " + err.Error()
 	}
 	// helm sets --set values, then --set-string ones; Argo CD escapes the
 	// commas of a value that is not a {list}.
@@ -192,45 +195,4 @@ func argoEscape(v string) string {
 		prev = r
 	}
 	return b.String()
-}
-
-// Bounds of an Application's helm.parameters, checked before Helm's
-// parser allocates anything: a list index in a name makes a list that
-// long (a[65535]), at every level it is written (a[65535][65535]…).
-const (
-	maxParameterIndex = 1023
-	// maxParameterItems bounds the list items all the names make.
-	maxParameterItems = 1 << 16
-)
-
-// boundedParameters says why an Application's parameters are refused
-// unparsed, or "": a list index over maxParameterIndex, or more list items
-// in all than maxParameterItems.
-func boundedParameters(params []discover.ArgoHelmParameter) string {
-	items := 0
-	for _, p := range params {
-		rest := p.Name
-		for {
-			open := strings.IndexByte(rest, '[')
-			if open < 0 {
-				break
-			}
-			end := strings.IndexByte(rest[open:], ']')
-			if end < 0 {
-				break
-			}
-			n, err := strconv.Atoi(rest[open+1 : open+end])
-			if err != nil || n < 0 {
-				break // not an index: Helm says what is wrong
-			}
-			if n > maxParameterIndex {
-				return fmt.Sprintf("its parameter %.80s names list index %d, over the %d driftback renders", p.Name, n, maxParameterIndex)
-			}
-			if items += n + 1; items > maxParameterItems {
-				return fmt.Sprintf("its parameters make more than %d list items, which driftback does not render", maxParameterItems)
-			}
-			rest = rest[open+end+1:]
-		}
-	}
-	return ""
 }

@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/driftback/driftback/app/hide"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift/object"
@@ -89,7 +90,7 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 		b.Problems = append(b.Problems, err.Error())
 		return b
 	}
-	var standIns map[*unstructured.Unstructured][2]*unstructured.Unstructured
+	var secrets *secretUse
 	if f != nil && f.Flux != nil && len(b.Problems) == 0 {
 		ks := f.Flux
 		if vars.Skip {
@@ -113,9 +114,12 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 			b.Problems = append(b.Problems, err.Error())
 			return b
 		}
-		if standIns, err = releaseStandIns(raw, objs, uses, ks, vars); err != nil {
-			b.Problems = append(b.Problems, err.Error())
+		if secrets, err = standInSecrets(raw, objs, uses, ks, vars); err != nil {
+			b.Problems = append(b.Problems, hide.In(err.Error(), vars.Hidden))
 			return b
+		}
+		if secrets != nil {
+			b.GitOnly = maps.Clone(secrets.gitOnly)
 		}
 		for i, o := range objs {
 			if uses[i] {
@@ -131,10 +135,16 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 	if f != nil {
 		ks = f.Flux
 	}
-	rb := helmReleases(ctx, r, tree, ks, objs, vars, standIns)
-	apps := chartApplications(ctx, r, rb.objects, vars)
+	rb := helmReleases(ctx, r, tree, ks, objs, vars, secrets, b.SecretObjects)
+	apps := chartApplications(ctx, r, rb.objects, vars, secrets)
 	rb.objects, rb.releases, rb.problems = apps.objects, append(rb.releases, apps.releases...), append(rb.problems, apps.problems...)
-	objs, b.Releases, b.Hidden, b.GitOnly = rb.objects, rb.releases, rb.hidden, rb.gitOnly
+	objs, b.Releases, b.Hidden = rb.objects, rb.releases, rb.hidden
+	for k, v := range rb.gitOnly {
+		if b.GitOnly == nil {
+			b.GitOnly = map[string][]fieldpath.Path{}
+		}
+		b.GitOnly[k] = v
+	}
 	for k, v := range rb.secretObjects {
 		if b.SecretObjects == nil {
 			b.SecretObjects = map[string]hide.AsWritten{}

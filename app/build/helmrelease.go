@@ -5,16 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"github.com/driftback/driftback/app/hide"
 	"path"
 	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 
+	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render"
@@ -40,8 +39,12 @@ type Release struct {
 	// NotRendered says why the release's objects are not in the render;
 	// its HelmRelease is still compared as an object.
 	NotRendered string
-	// Values are the HelmRelease's own values, as Git writes them.
+	// Values are the HelmRelease's own values, as Git writes them (a
+	// Secret's variable as its stand-in).
 	Values map[string]any
+	// Uncompared counts the release's objects that exist, or are named,
+	// by a Secret's value: not compared.
+	Uncompared int
 }
 
 // Helm-controller's labels on every object of a release.
@@ -76,20 +79,21 @@ type releasesBuilt struct {
 // added. A release that cannot be rendered (its chart is not in the
 // target's own repository, or the cluster's capabilities are unknown)
 // says why; one whose chart fails to render is a problem of the target.
-// standIns are, for a HelmRelease whose source uses a Secret's postBuild
-// variable, the HelmRelease with that variable's first and second
-// stand-ins: its chart is given those, never the Secret's value.
-func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks *unstructured.Unstructured, objs []*unstructured.Unstructured, vars Vars, standIns map[*unstructured.Unstructured][2]*unstructured.Unstructured) releasesBuilt {
+// A HelmRelease whose source uses a Secret's postBuild variable (secrets)
+// has its chart given the variable's stand-ins, never its value;
+// secretObjects are the target's objects built with one, whose values a
+// chart is not given either (a ConfigMap read through valuesFrom).
+func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks *unstructured.Unstructured, objs []*unstructured.Unstructured, vars Vars, secrets *secretUse, secretObjects map[string]hide.AsWritten) releasesBuilt {
 	out := releasesBuilt{objects: objs}
 	for _, hr := range objs {
 		if !isHelmRelease(hr) {
 			continue
 		}
 		given, probe := hr, (*unstructured.Unstructured)(nil)
-		if s, ok := standIns[hr]; ok {
-			given, probe = s[0], s[1]
+		if secrets.uses(hr) {
+			given, probe = secrets.standIns[hr][0], secrets.standIns[hr][1]
 		}
-		rel := Release{Object: "HelmRelease/" + hr.GetNamespace() + "/" + hr.GetName()}
+		rel := Release{Object: "HelmRelease/" + hr.GetNamespace() + "/" + secrets.name(hr)}
 		rel.Values, _, _ = unstructured.NestedMap(given.Object, "spec", "values")
 		caps := vars.Helm
 		var chart render.Chart
@@ -100,7 +104,8 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 		case caps == nil:
 			rel.NotRendered = "the cluster's Kubernetes version is not known"
 		default:
-			chart, vals, rel.NotRendered = releaseChart(ctx, tree, ks, given, probe, objs, vars.Charts)
+			in := chartInput{tree: tree, ks: ks, hr: given, probe: probe, objs: objs, access: vars.Charts, secrets: secrets, secretObjects: secretObjects, hidden: vars.Hidden}
+			chart, vals, rel.NotRendered = releaseChart(ctx, in)
 		}
 		if rel.NotRendered != "" {
 			out.releases = append(out.releases, rel)
@@ -109,20 +114,32 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 		out.hidden = append(out.hidden, vals.hidden...)
 		chart.Release.KubeVersion, chart.Release.APIVersions = caps.KubeVersion, caps.APIVersions
 		placed, err := renderRelease(ctx, r, chart, hr, &rel)
-		if err != nil {
+		secret := vals.probe != nil || vals.allSecret
+		switch {
+		case err != nil && secret:
+			// Rendered with stand-ins: the message holds none of a
+			// Secret's values, and the chart may refuse a stand-in.
+			rel.NotRendered = "with stand-ins for the Secret's values it reads (a chart is never given a Secret's value), its chart does not render: " + hide.In(err.Error(), vals.hidden)
+			out.releases = append(out.releases, rel)
+			continue
+		case err != nil:
 			out.problems = append(out.problems, hide.In(err.Error(), vals.hidden))
 			continue
 		}
-		if vals.probe != nil || vals.allSecret {
-			secret, gitOnly := secretUsing(ctx, r, chart, hr, placed, vals)
+		if secret {
+			used := secretUsing(ctx, r, chart, hr, placed, vals)
 			if out.secretObjects == nil {
 				out.secretObjects, out.gitOnly = map[string]hide.AsWritten{}, map[string][]fieldpath.Path{}
 			}
-			for k, v := range secret {
+			for k, v := range used.hidden {
 				out.secretObjects[k] = v
 			}
-			for k, v := range gitOnly {
+			for k, v := range used.gitOnly {
 				out.gitOnly[k] = v
+			}
+			placed = used.compared
+			if used.uncompared > 0 {
+				rel.Uncompared = used.uncompared
 			}
 		}
 		out.objects = append(out.objects, placed...)
@@ -169,14 +186,27 @@ func renderRelease(ctx context.Context, r *render.Renderer, chart render.Chart, 
 	return placed, nil
 }
 
-// secretUsing are the objects of a release that use a value read from a
-// Secret: those the chart renders differently with the second stand-ins,
-// or all of them when it cannot render that; and, by object, the fields
-// that differ, which take the Secret's value in the cluster. An object
-// not rendered under the same name with the second stand-ins is named as
-// hidden, and compared Git against Git whole.
-func secretUsing(ctx context.Context, r *render.Renderer, chart render.Chart, hr *unstructured.Unstructured, placed []*unstructured.Unstructured, vals *releaseValues) (map[string]hide.AsWritten, map[string][]fieldpath.Path) {
-	out, gitOnly := map[string]hide.AsWritten{}, map[string][]fieldpath.Path{}
+// secretsUsed is what secretUsing found.
+type secretsUsed struct {
+	// hidden are the objects that use a Secret's value, by hide.KeyIn,
+	// and gitOnly their fields that take it.
+	hidden  map[string]hide.AsWritten
+	gitOnly map[string][]fieldpath.Path
+	// compared are the objects to compare: those rendered with both
+	// stand-ins; uncompared counts those whose very being (or name) a
+	// Secret's value decides, left out.
+	compared   []*unstructured.Unstructured
+	uncompared int
+}
+
+// secretUsing sorts the objects of a release that read a Secret's value:
+// those the chart renders differently with the second stand-ins use it
+// (their fields that differ take it in the cluster), and those rendered
+// with one stand-in only exist, or are named, by the value: neither
+// render says what the cluster has of them, so they are not compared.
+// All of them use it when the second cannot be rendered.
+func secretUsing(ctx context.Context, r *render.Renderer, chart render.Chart, hr *unstructured.Unstructured, placed []*unstructured.Unstructured, vals *releaseValues) secretsUsed {
+	out := secretsUsed{hidden: map[string]hide.AsWritten{}, gitOnly: map[string][]fieldpath.Path{}}
 	var probed []*unstructured.Unstructured
 	all := vals.allSecret
 	if !all {
@@ -193,38 +223,61 @@ func secretUsing(ctx context.Context, r *render.Renderer, chart render.Chart, hr
 	for _, o := range probed {
 		same[object.RefOf(o).String()] = o
 	}
+	seen := map[string]bool{}
 	for _, o := range placed {
-		key := hide.Key(o.GetKind(), o.GetName())
+		key := hide.KeyIn(o.GetKind(), o.GetNamespace(), o.GetName())
 		p, ok := same[object.RefOf(o).String()]
+		seen[object.RefOf(o).String()] = true
 		switch {
-		case all || !ok:
-			// Not rendered under the same name with other stand-ins: its
-			// name may come from them.
-			out[key] = hide.AsWritten{Name: secretNamed}
-			gitOnly[key] = hide.WholeObject(o)
+		case !all && !ok:
+			out.uncompared++
+			continue
+		case all:
+			out.hidden[key] = hide.AsWritten{}
+			out.gitOnly[key] = hide.WholeObject(o)
 		case !object.SameJSON(o.Object, p.Object):
-			out[key] = hide.AsWritten{}
-			gitOnly[key] = hide.DifferingFields(o, p)
+			out.hidden[key] = hide.AsWritten{}
+			out.gitOnly[key] = hide.DifferingFields(o, p)
+		}
+		out.compared = append(out.compared, o)
+	}
+	for _, p := range probed {
+		if !seen[object.RefOf(p).String()] {
+			out.uncompared++
 		}
 	}
-	return out, gitOnly
+	return out
 }
 
-// secretNamed stands for the name of an object whose name may come from a
-// Secret's value.
-const secretNamed = "(named from a Secret's value)"
+// chartInput is what a HelmRelease's chart is read with.
+type chartInput struct {
+	tree *render.Tree
+	// ks is the Kustomization that applies the HelmRelease, or nil.
+	ks *unstructured.Unstructured
+	// hr is the HelmRelease as its chart is given it; probe is it with
+	// the second stand-ins of its Secret variables, or nil.
+	hr, probe *unstructured.Unstructured
+	// objs are the target's objects.
+	objs   []*unstructured.Unstructured
+	access *ChartAccess
+	// secrets are the objects whose source uses a Secret's variable, and
+	// secretObjects their keys (hide.Key); hidden are the Secrets'
+	// values.
+	secrets       *secretUse
+	secretObjects map[string]hide.AsWritten
+	hidden        []string
+}
 
 // releaseChart is the chart a HelmRelease installs, read from the target's
 // own repository or fetched from a trusted chart repository, with its
 // values and release settings as helm-controller computes them; or why it
-// is not rendered. probe is hr with the second stand-ins of its Secret
-// variables, or nil.
-func releaseChart(ctx context.Context, tree *render.Tree, ks *unstructured.Unstructured, hr, probe *unstructured.Unstructured, objs []*unstructured.Unstructured, access *ChartAccess) (render.Chart, *releaseValues, string) {
-	c, why := releaseChartOnly(ctx, tree, ks, hr, objs, access)
+// is not rendered.
+func releaseChart(ctx context.Context, in chartInput) (render.Chart, *releaseValues, string) {
+	c, why := releaseChartOnly(ctx, in.tree, in.ks, in.hr, in.objs, in.access, in.secrets)
 	if why != "" {
 		return c, nil, why
 	}
-	vals, why := loadReleaseValues(ctx, access, hr, probe)
+	vals, why := loadReleaseValues(ctx, in)
 	if why != "" {
 		return c, nil, why
 	}
@@ -237,7 +290,7 @@ func releaseChart(ctx context.Context, tree *render.Tree, ks *unstructured.Unstr
 }
 
 // releaseChartOnly is releaseChart without its values.
-func releaseChartOnly(ctx context.Context, tree *render.Tree, ks *unstructured.Unstructured, hr *unstructured.Unstructured, objs []*unstructured.Unstructured, access *ChartAccess) (render.Chart, string) {
+func releaseChartOnly(ctx context.Context, tree *render.Tree, ks *unstructured.Unstructured, hr *unstructured.Unstructured, objs []*unstructured.Unstructured, access *ChartAccess, secrets *secretUse) (render.Chart, string) {
 	spec, _, _ := unstructured.NestedMap(hr.Object, "spec")
 	if s, _, _ := unstructured.NestedBool(spec, "suspend"); s {
 		return render.Chart{}, "it is suspended: helm-controller does not upgrade it"
@@ -259,7 +312,7 @@ func releaseChartOnly(ctx context.Context, tree *render.Tree, ks *unstructured.U
 		// A Git chart's valuesFiles are paths from the source's root.
 		readValues = func(p string) ([]byte, error) { return tree.ReadFile(render.CleanPath(p)) }
 	} else {
-		c, why := fetchedChart(ctx, access, objs, hr)
+		c, why := fetchedChart(ctx, access, objs, hr, secrets)
 		if why != "" {
 			return render.Chart{}, why
 		}
@@ -486,6 +539,9 @@ func ReleaseNotes(base, head []Release) []string {
 		if len(r.Hooks) > 0 {
 			notes = append(notes, r.Object+" runs hooks, not compared: "+strings.Join(r.Hooks, ", ")+".")
 		}
+		if r.Uncompared > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %d of its objects exist, or are named, by a Secret's value, which a chart is never given: not compared.", r.Object, r.Uncompared))
+		}
 	}
 	return notes
 }
@@ -553,44 +609,4 @@ func flattenValues(prefix string, v map[string]any, out map[string]string) {
 		}
 		out[p] = s
 	}
-}
-
-// ChartPaths are the charts and values files in the repository that the
-// HelmReleases among files (a target's closure) install from a
-// GitRepository: a change to them changes what the target applies.
-func ChartPaths(tree *render.Tree, files []string) []string {
-	var out []string
-	for _, f := range files {
-		if ext := path.Ext(f); ext != ".yaml" && ext != ".yml" {
-			continue
-		}
-		b, err := tree.ReadFile(f)
-		if err != nil || !strings.Contains(string(b), "HelmRelease") {
-			continue
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(b)), 4096)
-		for {
-			var o unstructured.Unstructured
-			if err := dec.Decode(&o.Object); err != nil {
-				break
-			}
-			if o.Object == nil || !isHelmRelease(&o) {
-				continue
-			}
-			if kind, _, _ := unstructured.NestedString(o.Object, "spec", "chart", "spec", "sourceRef", "kind"); kind != "GitRepository" {
-				continue
-			}
-			chart, _, _ := unstructured.NestedString(o.Object, "spec", "chart", "spec", "chart")
-			if p := render.CleanPath(chart); p != "" && p != "." {
-				out = append(out, p)
-			}
-			vf, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "chart", "spec", "valuesFiles")
-			for _, v := range vf {
-				if p := render.CleanPath(v); p != "" {
-					out = append(out, p)
-				}
-			}
-		}
-	}
-	return out
 }

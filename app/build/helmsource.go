@@ -3,7 +3,6 @@ package build
 import (
 	"context"
 	"fmt"
-	"github.com/driftback/driftback/app/hide"
 	"path"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/app/charts"
+	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/render"
 )
@@ -37,7 +37,7 @@ const fluxSourceGroup = "source.toolkit.fluxcd.io"
 
 // fetchedChart is the chart a HelmRelease names in a HelmRepository or an
 // OCIRepository, fetched; or why it is not.
-func fetchedChart(ctx context.Context, access *ChartAccess, objs []*unstructured.Unstructured, hr *unstructured.Unstructured) (*charts.Chart, string) {
+func fetchedChart(ctx context.Context, access *ChartAccess, objs []*unstructured.Unstructured, hr *unstructured.Unstructured, secrets *secretUse) (*charts.Chart, string) {
 	spec, _, _ := unstructured.NestedMap(hr.Object, "spec")
 	var kind, name, ns string
 	src := charts.Source{}
@@ -67,6 +67,11 @@ func fetchedChart(ctx context.Context, access *ChartAccess, objs []*unstructured
 	if why != "" {
 		return nil, why
 	}
+	if secrets.uses(repo) {
+		// Its address or version would carry the value into a request and
+		// the message of its failure.
+		return nil, what + " uses a variable from a Secret: charts are not fetched with a Secret's value"
+	}
 	rspec, _, _ := unstructured.NestedMap(repo.Object, "spec")
 	src.URL = str(rspec["url"])
 	if s, _, _ := unstructured.NestedBool(rspec, "suspend"); s {
@@ -89,6 +94,12 @@ func fetchedChart(ctx context.Context, access *ChartAccess, objs []*unstructured
 		return nil, fmt.Sprintf("chart repository %s is not trusted yet: it is fetched from once the default branch or the cluster names it, or app.yml's helm.repositories lists it", src.URL)
 	}
 	if secret, _, _ := unstructured.NestedString(rspec, "secretRef", "name"); secret != "" {
+		// Credentials go only where the cluster sends them: a source a
+		// pull request writes could pair any Secret it may read with an
+		// address of its choosing.
+		if inRender && !livePairs(ctx, access, kind, ns, name, src.URL, secret) {
+			return nil, what + ": its credentials are used only as the cluster's own " + kind + " pairs them with its address, and the cluster's does not"
+		}
 		auth, why := repositoryAuth(ctx, access, ns, secret)
 		if why != "" {
 			return nil, what + ": " + why
@@ -140,6 +151,22 @@ func liveHasURL(ctx context.Context, access *ChartAccess, kind, ns, name, url st
 	}
 	live, _, _ := unstructured.NestedString(o.Object, "spec", "url")
 	return charts.Normalize(live) != "" && charts.Normalize(live) == charts.Normalize(url)
+}
+
+// livePairs says the cluster's own copy of the source object sends the
+// Secret secret to url.
+func livePairs(ctx context.Context, access *ChartAccess, kind, ns, name, url, secret string) bool {
+	if access.Live == nil {
+		return false
+	}
+	o := &unstructured.Unstructured{}
+	o.SetGroupVersionKind(schema.GroupVersionKind{Group: fluxSourceGroup, Version: "v1", Kind: kind})
+	if access.Live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o) != nil {
+		return false
+	}
+	live, _, _ := unstructured.NestedString(o.Object, "spec", "url")
+	ref, _, _ := unstructured.NestedString(o.Object, "spec", "secretRef", "name")
+	return ref == secret && charts.Normalize(live) != "" && charts.Normalize(live) == charts.Normalize(url)
 }
 
 // repositoryAuth is the basic credentials of a repository's secretRef, as

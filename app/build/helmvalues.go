@@ -5,7 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/driftback/driftback/app/hide"
+	"strings"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/chartutil"
@@ -15,6 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/app/hide"
+	"github.com/driftback/driftback/render/helm"
 )
 
 // releaseValues are a HelmRelease's values as helm-controller merges
@@ -47,20 +50,23 @@ type releaseValues struct {
 // a Secret's value are hidden whole whatever its length.
 const minHidden = 4
 
-// loadReleaseValues merges hr's values, reading its valuesFrom through
-// the cluster with the read-only rights postBuild variables are read
-// with, each Secret's values replaced by stand-ins; or says why they
-// cannot be (a fork's pull request reads none). probeRelease, when not
-// nil, is hr with the second stand-ins of the Secret variables its source
-// uses (postBuild substituteFrom): its values are the probe's.
-func loadReleaseValues(ctx context.Context, access *ChartAccess, hr, probeRelease *unstructured.Unstructured) (*releaseValues, string) {
+// loadReleaseValues merges the HelmRelease's values, reading its valuesFrom
+// through the cluster with the read-only rights postBuild variables are
+// read with, each Secret's values replaced by stand-ins (and those of a
+// ConfigMap the target builds with a Secret's variable, or that holds a
+// Secret's value); or says why they cannot be (a fork's pull request reads
+// none). in.probe, when not nil, is the HelmRelease with the second
+// stand-ins of the Secret variables its source uses: its values are the
+// probe's.
+func loadReleaseValues(ctx context.Context, in chartInput) (*releaseValues, string) {
+	hr, access := in.hr, in.access
 	values, _, _ := unstructured.NestedMap(hr.Object, "spec", "values")
 	if values == nil {
 		values = map[string]any{}
 	}
 	probeValues := values
-	if probeRelease != nil {
-		probeValues, _, _ = unstructured.NestedMap(probeRelease.Object, "spec", "values")
+	if in.probe != nil {
+		probeValues, _, _ = unstructured.NestedMap(in.probe.Object, "spec", "values")
 		if probeValues == nil {
 			probeValues = map[string]any{}
 		}
@@ -68,7 +74,7 @@ func loadReleaseValues(ctx context.Context, access *ChartAccess, hr, probeReleas
 	raw, _, _ := unstructured.NestedSlice(hr.Object, "spec", "valuesFrom")
 	if len(raw) == 0 {
 		out := &releaseValues{merged: values}
-		if probeRelease != nil {
+		if in.probe != nil {
 			out.probe = probeValues
 		}
 		return out, ""
@@ -77,23 +83,46 @@ func loadReleaseValues(ctx context.Context, access *ChartAccess, hr, probeReleas
 	if b, err := json.Marshal(raw); err != nil || json.Unmarshal(b, &refs) != nil {
 		return nil, "its valuesFrom cannot be read"
 	}
+	if why := boundedValuesFrom(refs); why != "" {
+		return nil, why
+	}
 	if access == nil || access.Live == nil {
 		return nil, "its values come from ConfigMaps or Secrets in the cluster (valuesFrom), which a fork's pull request does not read"
 	}
 	out := &releaseValues{fromRefs: true}
-	seen := &secretsSeen{Client: access.Live, standIn: 1}
+	seen := &secretsSeen{Client: access.Live, standIn: 1, secretObjects: in.secretObjects, known: in.hidden}
 	merged, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), seen, hr.GetNamespace(), copyValues(values), refs...)
 	if err != nil {
 		return nil, "its valuesFrom: " + hide.In(err.Error(), seen.hidden)
 	}
 	out.merged, out.hidden = merged, seen.hidden
-	if seen.read || probeRelease != nil {
-		second := &secretsSeen{Client: access.Live, standIn: 2}
+	if seen.read || in.probe != nil {
+		second := &secretsSeen{Client: access.Live, standIn: 2, secretObjects: in.secretObjects, known: in.hidden}
 		out.probe, err = chartutil.ChartValuesFromReferences(ctx, logr.Discard(), second, hr.GetNamespace(), copyValues(probeValues), refs...)
 		out.hidden = append(out.hidden, second.hidden...)
 		out.allSecret = err != nil
 	}
 	return out, ""
+}
+
+// Bounds of a HelmRelease's valuesFrom, checked before Helm's parser
+// reads a targetPath (list indexes in it allocate as parameters' do).
+const maxValuesFrom = 64
+
+// boundedValuesFrom says why a HelmRelease's valuesFrom is refused
+// unread, or "".
+func boundedValuesFrom(refs []meta.ValuesReference) string {
+	if len(refs) > maxValuesFrom {
+		return fmt.Sprintf("its valuesFrom names %d sources, over the %d driftback reads", len(refs), maxValuesFrom)
+	}
+	paths := make([]string, len(refs))
+	for i, r := range refs {
+		paths[i] = r.TargetPath
+	}
+	if err := helm.BoundedSetNames(paths); err != nil {
+		return "its valuesFrom targetPath: " + err.Error()
+	}
+	return ""
 }
 
 // copyValues is a deep copy: ChartValuesFromReferences merges into what
@@ -102,17 +131,33 @@ func copyValues(v map[string]any) map[string]any { return runtime.DeepCopyJSON(v
 
 // secretsSeen is a client that gives every Secret it reads with each
 // value replaced by its stand-in (standIn 1 or 2), and notes the real
-// values, to be redacted wherever the cluster's own objects show them.
+// values, to be redacted wherever the cluster's own objects show them. A
+// ConfigMap the target builds with a Secret's variable (secretObjects),
+// or that holds a value known to be a Secret's (known), is given so too.
 type secretsSeen struct {
 	client.Client
-	standIn int
-	read    bool
-	hidden  []string
+	standIn       int
+	secretObjects map[string]hide.AsWritten
+	known         []string
+	read          bool
+	hidden        []string
 }
 
 func (s *secretsSeen) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if err := s.Client.Get(ctx, key, obj, opts...); err != nil {
 		return err
+	}
+	if cm, ok := obj.(*corev1.ConfigMap); ok && s.secretConfigMap(cm) {
+		s.read = true
+		for k, v := range cm.Data {
+			s.hide(v)
+			cm.Data[k] = string(hide.StandIn([]byte(v), s.standIn))
+		}
+		for k, v := range cm.BinaryData {
+			s.hide(string(v))
+			cm.BinaryData[k] = hide.StandIn(v, s.standIn)
+		}
+		return nil
 	}
 	secret, ok := obj.(*corev1.Secret)
 	if !ok {
@@ -132,6 +177,23 @@ func (s *secretsSeen) Get(ctx context.Context, key client.ObjectKey, obj client.
 		secret.StringData[k] = string(hide.StandIn([]byte(v), s.standIn))
 	}
 	return nil
+}
+
+// secretConfigMap says cm holds what came from a Secret: the target builds
+// it with a Secret's variable, or a value of it holds a known Secret's
+// value.
+func (s *secretsSeen) secretConfigMap(cm *corev1.ConfigMap) bool {
+	if _, ok := s.secretObjects[hide.Key("ConfigMap", cm.Name)]; ok {
+		return true
+	}
+	for _, v := range cm.Data {
+		for _, h := range s.known {
+			if len(h) >= minHidden && strings.Contains(v, h) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hide notes a Secret's value, and its base64 encodings.

@@ -3,12 +3,12 @@ package build
 import (
 	"context"
 	"fmt"
-	"github.com/driftback/driftback/app/hide"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"

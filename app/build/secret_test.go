@@ -7,14 +7,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/driftback/driftback/app/hide"
+	"maps"
 	"strings"
 	"testing"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/driftback/driftback/app/charts"
+	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/kubetest"
@@ -129,8 +132,8 @@ spec:
 	if len(shop.Problems) > 0 || len(shop.Releases) != 1 || shop.Releases[0].NotRendered != "" {
 		t.Fatalf("the release does not render: %v %+v", shop.Problems, shop.Releases)
 	}
-	if len(failing.Problems) != 1 || !strings.Contains(failing.Problems[0], "no: ") {
-		t.Fatalf("the failing chart: %v", failing.Problems)
+	if len(failing.Releases) != 1 || !strings.Contains(failing.Releases[0].NotRendered, "its chart does not render: ") || !strings.Contains(failing.Releases[0].NotRendered, "no: ") {
+		t.Fatalf("the failing chart: %+v %v", failing.Releases, failing.Problems)
 	}
 	out, err := json.Marshal(struct {
 		Objects         []*unstructured.Unstructured
@@ -145,13 +148,13 @@ spec:
 			t.Errorf("the build carries the Secret's value as %q:\n%s", form, out)
 		}
 	}
-	if _, ok := shop.SecretObjects[hide.Key("ConfigMap", "innocent")]; !ok {
+	if _, ok := shop.SecretObjects[hide.KeyIn("ConfigMap", ns, "innocent")]; !ok {
 		t.Errorf("the ConfigMap that uses the Secret is not hidden: %v", shop.SecretObjects)
 	}
-	if _, ok := shop.SecretObjects[hide.Key("ConfigMap", "plain")]; ok {
+	if _, ok := shop.SecretObjects[hide.KeyIn("ConfigMap", ns, "plain")]; ok {
 		t.Error("the ConfigMap that uses no Secret is hidden")
 	}
-	if paths := shop.GitOnly[hide.Key("ConfigMap", "innocent")]; len(paths) != 7 {
+	if paths := shop.GitOnly[hide.KeyIn("ConfigMap", ns, "innocent")]; len(paths) != 7 {
 		t.Errorf("the fields compared Git against Git: %v, want the seven data keys", paths)
 	}
 	if !contains(shop.Hidden, token) {
@@ -277,10 +280,170 @@ spec:
 			t.Errorf("the chart's objects or release notes carry the variable's value as %q:\n%s", form, out)
 		}
 	}
-	for _, name := range []string{"leak", "innocent"} {
-		kind := map[string]string{"leak": "HelmRelease", "innocent": "ConfigMap"}[name]
-		if _, ok := b.SecretObjects[hide.Key(kind, name)]; !ok {
-			t.Errorf("%s/%s, which uses the Secret, is not hidden", kind, name)
+	for key, what := range map[string]string{hide.Key("HelmRelease", "leak"): "the HelmRelease", hide.KeyIn("ConfigMap", ns, "innocent"): "the chart's ConfigMap"} {
+		if _, ok := b.SecretObjects[key]; !ok {
+			t.Errorf("%s, which uses the Secret, is not hidden", what)
 		}
+	}
+}
+
+// TestAPostBuildSecretReachesNothingAPullRequestChooses: a Flux target
+// substitutes TOKEN from a Secret. Its pull request tries every other way
+// to a chart or a message: a ConfigMap it builds with the variable, read
+// through a HelmRelease's valuesFrom; an Argo CD Application's values; a
+// HelmRepository's address; a HelmRelease named with a slice of it. None
+// carries any form of the value, and a HelmRelease is named as Git writes
+// it. And a guess written in place of the variable reads the same, right
+// or wrong: the field is compared Git against Git.
+func TestAPostBuildSecretReachesNothingAPullRequestChooses(t *testing.T) {
+	env := kubetest.New(t)
+	ns := env.Namespace
+	const token = "pb-s3cr3t-9a8b7c6d5e4f3a2b"
+	ctx := context.Background()
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, y := range []string{
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: vars, namespace: " + ns + "}\nstringData: {TOKEN: " + token + "}\n",
+		// What kustomize-controller applied: the value substituted.
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-token, namespace: " + ns + "}\ndata: {token: " + token + "}\n",
+	} {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ks := docOf(t, `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: shop, namespace: `+ns+`}
+spec:
+  path: ./apps/shop
+  sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
+  postBuild:
+    substituteFrom:
+    - {kind: Secret, name: vars}
+`, 0)
+	configMap := func(value string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-token, namespace: " + ns + "}\ndata: {token: '" + value + "'}\n"
+	}
+	release := func(name, chart string, extra string) string {
+		return `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: '` + name + `', namespace: ` + ns + `}
+spec:
+  chart:
+    spec:
+      chart: ` + chart + `
+      sourceRef: ` + extra + `
+  values: {replicas: 3}
+`
+	}
+	files := map[string]string{
+		"charts/leak/Chart.yaml":         "apiVersion: v2\nname: leak\nversion: 0.1.0\n",
+		"charts/leak/templates/all.yaml": exfiltrating,
+		"apps/shop/kustomization.yaml":   "resources: [cm.yaml, releases.yaml, app.yaml]\n",
+		"apps/shop/cm.yaml":              configMap("${TOKEN}"),
+		"apps/shop/releases.yaml": release("reader", "./charts/leak", "{kind: GitRepository, name: flux-system, namespace: flux-system}") +
+			"  valuesFrom:\n  - {kind: ConfigMap, name: from-token, valuesKey: token, targetPath: token}\n---\n" +
+			release("x-${TOKEN:0:8}", "leak", "{kind: HelmRepository, name: vault}") + "---\n" +
+			"apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: vault, namespace: " + ns + "}\nspec: {url: 'https://charts.example.com/${TOKEN:0:8}'}\n",
+		"apps/shop/app.yaml": `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: app, namespace: argocd}
+spec:
+  source:
+    repoURL: https://charts.example.com/stable
+    chart: leak
+    targetRevision: 0.1.0
+    helm: {values: "token: ${TOKEN}"}
+  destination: {server: "https://kubernetes.default.svc", namespace: app}
+`,
+	}
+	tg := fluxTarget(ks)
+	tg.Path = "apps/shop"
+	vars := LoadFluxVariables(ctx, ks, false, c, "")
+	if vars.Skip {
+		t.Fatalf("the variables are not read: %s", vars.Note)
+	}
+	vars.Helm = &Capabilities{KubeVersion: "1.31.4"}
+	vars.Charts = &ChartAccess{Live: c, Fetcher: charts.New(charts.Options{}), Trust: charts.NewTrust([]string{"https://charts.example.com"})}
+	r := render.New(render.Options{})
+	base := Target(ctx, r, testfs.Tree(t, files), tg, vars)
+	if len(base.Problems) > 0 {
+		t.Fatalf("the target does not build: %v", base.Problems)
+	}
+	var fromCharts []*unstructured.Unstructured
+	for _, o := range base.Objects {
+		if _, hidden := base.SecretObjects[hide.Key(o.GetKind(), o.GetName())]; !hidden {
+			fromCharts = append(fromCharts, o)
+		}
+	}
+	notes := ReleaseNotes(nil, base.Releases)
+	out, err := json.Marshal(struct {
+		Objects []*unstructured.Unstructured
+		Notes   []string
+	}{fromCharts, notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, form := range append(secretForms(token), token[:8]) {
+		if strings.Contains(strings.ToLower(string(out)), strings.ToLower(form)) {
+			t.Errorf("what is shown carries the variable's value as %q:\n%s", form, out)
+		}
+	}
+	joined := strings.Join(notes, "\n")
+	for _, want := range []string{
+		"HelmRelease/" + ns + "/x-${TOKEN:0:8} is compared as an object; its chart is not rendered: HelmRepository " + ns + "/vault uses a variable from a Secret",
+		"Application/argocd/app is compared as an object; its chart is not rendered: its source uses a variable from a Secret",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the notes do not say %q:\n%s", want, joined)
+		}
+	}
+
+	// A guess in place of the variable: right or wrong, the same answer.
+	live := []*unstructured.Unstructured{docOf(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-token, namespace: "+ns+"}\ndata: {token: "+token+"}\n", 0)}
+	changed := func(guess string) int {
+		t.Helper()
+		files["apps/shop/cm.yaml"] = configMap(guess)
+		head := Target(ctx, r, testfs.Tree(t, files), tg, vars)
+		gitOnly := maps.Clone(base.GitOnly)
+		maps.Copy(gitOnly, head.GitOnly)
+		opts := drift.DefaultOptions()
+		opts.GitOnly = hide.GitOnlyFields(gitOnly)
+		target, err := drift.Compare(ctx, livestate.NewObjectReader(live), drift.Input{Path: tg.Path, Base: base.Objects, Head: head.Objects, HasBase: true}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, ch := range append(target.Changes, target.PR...) {
+			if ch.Kind == "ConfigMap" && ch.Name == "from-token" {
+				n += len(ch.Fields)
+			}
+		}
+		return n
+	}
+	if right, wrong := changed(token), changed("wrong-guess-0000"); right != wrong || right == 0 {
+		t.Errorf("the right guess changes %d fields, a wrong one %d: want the same, the Git change", right, wrong)
+	}
+}
+
+// TestValuesFromIsBoundedBeforeHelmParsesIt: a targetPath of list
+// indexes, or more sources than any release needs, is refused before
+// Helm's parser allocates for it.
+func TestValuesFromIsBoundedBeforeHelmParsesIt(t *testing.T) {
+	refs := []meta.ValuesReference{{Kind: "ConfigMap", Name: "x", TargetPath: "a" + strings.Repeat("[65535]", 29)}}
+	if why := boundedValuesFrom(refs); !strings.Contains(why, "list index 65535") {
+		t.Errorf("a targetPath of list indexes: %q", why)
+	}
+	if why := boundedValuesFrom(make([]meta.ValuesReference, 65)); !strings.Contains(why, "65 sources") {
+		t.Errorf("65 sources: %q", why)
+	}
+	if why := boundedValuesFrom([]meta.ValuesReference{{Kind: "ConfigMap", Name: "x", TargetPath: "env[0].value"}}); why != "" {
+		t.Errorf("an ordinary targetPath: %q", why)
 	}
 }

@@ -177,8 +177,9 @@ func load(b []byte) (map[string][]byte, error) {
 	return files, nil
 }
 
-// accessKey names a repository as one caller reaches it: its address and
-// the credentials it gives. Indexes and charts are cached under it.
+// accessKey names a repository as one caller reaches it: its whole
+// address (credentials or a token in it included) and the credentials it
+// gives. Indexes and charts are cached under it.
 func accessKey(repo string, auth *Auth) string {
 	h := sha256.New()
 	h.Write([]byte(repo))

@@ -291,6 +291,17 @@ func TestTheCacheServesOnlyWhatTheCallerCouldFetch(t *testing.T) {
 		t.Errorf("without credentials, after a fetch with them: %v, want the repository's 401 for its index", err)
 	}
 
+	// Credentials in the address are credentials too.
+	inURL := helmtest.NewRepo(t)
+	inURL.Auth = &[2]string{"reader", "s3cret-token"}
+	inURL.Add(t, shop(t, "1.2.0"))
+	if _, err := f.Fetch(ctx, Source{URL: strings.Replace(inURL.URL, "http://", "http://reader:s3cret-token@", 1), Chart: "shop"}); err != nil {
+		t.Fatalf("credentials in the address: %v", err)
+	}
+	if _, err := f.Fetch(ctx, Source{URL: inURL.URL, Chart: "shop"}); err == nil || !strings.Contains(err.Error(), "index.yaml: 401") {
+		t.Errorf("without credentials, after a fetch with them in the address: %v, want the repository's 401", err)
+	}
+
 	// Another repository's index names the private chart's digest; it has
 	// no such archive.
 	index := "apiVersion: v1\nentries:\n  shop:\n  - {name: shop, version: 1.2.0, urls: [charts/shop-1.2.0.tgz], digest: " + strings.TrimPrefix(got.Digest, "sha256:") + "}\n"

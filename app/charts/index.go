@@ -58,7 +58,7 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, repo *url.URL, src Source) (*Ch
 	// own index names, under the repository and credentials it reached
 	// that index with: never to a caller without them, nor to another
 	// repository's index that names the same digest.
-	access := accessKey(redacted(repo), src.Auth)
+	access := accessKey(repo.String(), src.Auth)
 	digest := ""
 	if entry.Digest != "" {
 		digest = "sha256:" + strings.TrimPrefix(entry.Digest, "sha256:")
@@ -99,7 +99,7 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, repo *url.URL, src Source) (*Ch
 // by Options.Index (a render child), never in this process beyond a small
 // size.
 func (f *Fetcher) index(ctx context.Context, repo *url.URL, auth *Auth, chart string) ([]indexEntry, error) {
-	key := accessKey(redacted(repo), auth) + chart
+	key := accessKey(repo.String(), auth) + chart
 	f.mu.Lock()
 	c, ok := f.indexes[key]
 	f.mu.Unlock()

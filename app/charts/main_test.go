@@ -4,10 +4,11 @@ import (
 	"os"
 	"testing"
 
+	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/render"
 )
 
 func TestMain(m *testing.M) {
 	render.ServeChild()
-	os.Exit(m.Run())
+	os.Exit(kubetest.Main(m))
 }

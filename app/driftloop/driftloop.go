@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1030,10 +1031,10 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 	// Every render of the write-back is the reconciler's; a plain
 	// directory's generated kustomization is never written.
 	wb, generated := build.WriteBack(c.t, c.tree)
+	all, _ := d.deps.Targets.All()
 	if wb != nil {
 		// The files its parent applies it from tell one cluster
 		// directory's copy of a manifest from another's.
-		all, _ := d.deps.Targets.All()
 		if parent, ok := build.Parent(c.t, all); ok {
 			wb.Sources = build.Sources(ctx, d.renderer, c.tree, parent)
 		}
@@ -1047,8 +1048,40 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 		return nil, err
 	}
 	plan.Fights = fights
+	refuseShared(plan, targets.ReadByOthers(c.t, all, c.tree, plan.Paths()))
 	hidePlanValues(plan, c.hidden)
 	return plan, nil
+}
+
+// refuseShared takes back a plan's edits when a file it edits is rendered
+// by other targets too (shared, by file): merged, the pull request would
+// change them as well, which its review would not show. What it wrote is
+// listed for a person to edit, saying which targets share the file.
+func refuseShared(plan *prgen.Plan, shared map[string][]string) {
+	if len(shared) == 0 {
+		return
+	}
+	var files, names []string
+	for f, ts := range shared {
+		files = append(files, f)
+		names = append(names, ts...)
+	}
+	sort.Strings(files)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	who, them := "target "+strings.Join(names, ", ")+" renders", "it"
+	if len(names) > 1 {
+		who, them = "targets "+strings.Join(names, ", ")+" render", "them"
+	}
+	why := fmt.Sprintf("written, it would be in %s, which %s too: a pull request would change %s as well; change it by hand",
+		strings.Join(files, ", "), who, them)
+	for _, c := range plan.Codified {
+		plan.Manual = append(plan.Manual, prgen.Manual{Object: c.Object, Path: c.Path, Value: c.Value, Reason: why})
+	}
+	for _, a := range plan.Adopted {
+		plan.Unmanaged = append(plan.Unmanaged, prgen.Manual{Object: a.Object, Reason: "created live, not in Git; " + why})
+	}
+	plan.Codified, plan.Adopted, plan.Files = []prgen.Codified{}, []prgen.Adopted{}, map[string][]byte{}
 }
 
 // publisher publishes the target's drift on GitHub.

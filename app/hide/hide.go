@@ -30,6 +30,34 @@ type AsWritten struct{ Namespace, Name string }
 // namespace, so a defaulted namespace cannot make one slip through.
 func Key(kind, name string) string { return kind + "\x00" + name }
 
+// KeyIn identifies an object for hiding in its namespace: a chart's
+// objects, placed when rendered, so that a look-alike of the same kind and
+// name elsewhere in the target is not hidden with it. It also matches the
+// object when the comparison finds its kind cluster-scoped (no namespace).
+func KeyIn(kind, namespace, name string) string { return kind + "\x00" + namespace + "\x00" + name }
+
+// lookup is what m holds for an object: by its namespace, as cluster-scoped
+// in any namespace (KeyIn), or by kind and name (Key).
+func lookup[V any](m map[string]V, kind, namespace, name string) (V, bool) {
+	if v, ok := m[KeyIn(kind, namespace, name)]; ok {
+		return v, true
+	}
+	if v, ok := m[Key(kind, name)]; ok {
+		return v, true
+	}
+	var zero V
+	if namespace != "" {
+		return zero, false
+	}
+	prefix, suffix := kind+"\x00", "\x00"+name
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) && strings.HasSuffix(k, suffix) && strings.Count(k, "\x00") == 2 {
+			return v, true
+		}
+	}
+	return zero, false
+}
+
 // secretHidden stands for every value of an object that uses a Secret's
 // variable.
 const secretHidden = "(hidden: substituted from a Secret)"
@@ -44,7 +72,7 @@ func Substituted(t *drift.Target, objects map[string]AsWritten) {
 	for _, list := range [][]drift.Change{t.Changes, t.Drift, t.PR, t.OutOfScope} {
 		for i := range list {
 			c := &list[i]
-			w, ok := objects[Key(c.Kind, c.Name)]
+			w, ok := lookup(objects, c.Kind, c.Namespace, c.Name)
 			if !ok {
 				continue
 			}
@@ -75,7 +103,7 @@ func Substituted(t *drift.Target, objects map[string]AsWritten) {
 			for j := range list[i].Danger {
 				for k := range list[i].Danger[j].Lost {
 					l := &list[i].Danger[j].Lost[k]
-					if w, ok := objects[Key(l.Kind, l.Name)]; ok {
+					if w, ok := lookup(objects, l.Kind, l.Namespace, l.Name); ok {
 						if w.Name != "" {
 							l.Name = w.Name
 						}
@@ -301,6 +329,7 @@ func GitOnlyFields(gitOnly map[string][]fieldpath.Path) func(*unstructured.Unstr
 		return nil
 	}
 	return func(o *unstructured.Unstructured) []fieldpath.Path {
-		return gitOnly[Key(o.GetKind(), o.GetName())]
+		paths, _ := lookup(gitOnly, o.GetKind(), o.GetNamespace(), o.GetName())
+		return paths
 	}
 }

@@ -296,15 +296,16 @@ type targetWork struct {
 // renderDefaults renders a target at the tip of the branch it follows, for
 // its scope. A failure leaves the scope to app.yml alone: it fails closed.
 // The chart reads of the pull request's own renders (access) go through
-// that scope: the namespaces it covers, and what the branch's render read
-// itself (a HelmRepository another Kustomization applies, its
-// credentials); the scope is nil, and the access reads nothing, when the
-// cluster cannot be read.
+// that scope: the namespaces it covers, what the branch's render read
+// itself (a HelmRepository's credentials in another namespace), and
+// source-controller's repositories anywhere (an address, no secret); the
+// scope is nil, and the access reads only those, when the cluster cannot
+// be read.
 func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *render.Tree, vars build.Vars) ([]*unstructured.Unstructured, *scope.Scope, *build.ChartAccess) {
 	access := vars.Charts
-	var reads *build.Reads
+	var reads *charts.Reads
 	if access != nil && access.Live != nil {
-		reads = build.NewReads(access.Live)
+		reads = charts.NewReads(access.Live)
 		own := *access
 		own.Live = reads
 		vars.Charts = &own
@@ -321,8 +322,8 @@ func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *r
 	}
 	scoped := *access
 	sc := r.scopeEarly(ctx, t, defaults)
-	scoped.Live = build.NewScoped(access.Live, func(kind, namespace, name string) bool {
-		return (sc != nil && namespace != "" && sc.CoversNamespace(namespace)) || reads.Has(kind, namespace, name)
+	scoped.Live = charts.NewScoped(access.Live, func(kind, namespace, name string) bool {
+		return (sc != nil && namespace != "" && sc.CoversNamespace(namespace)) || reads.Has(kind, namespace, name) || charts.SourceKind(kind)
 	})
 	return defaults, sc, &scoped
 }
@@ -442,7 +443,7 @@ func Affects(t targets.Target, branch, defaultBranch string, base, head *render.
 	// A chart in the repository that a HelmRelease of the target installs,
 	// and its values files, are the target's too.
 	for _, tree := range []*render.Tree{base, head} {
-		for _, p := range build.ChartPaths(tree, tree.ClosureFiles(t.Path)) {
+		for _, p := range reconciler.ChartPaths(tree, tree.ClosureFiles(t.Path)) {
 			for _, c := range changed {
 				if c == p || strings.HasPrefix(c, p+"/") {
 					return true

@@ -619,3 +619,26 @@ func WatchedOn(all []Target, cluster string) []Target {
 	}
 	return out
 }
+
+// ReadByOthers are, of files (a write-back's edits), those another target
+// of t's repository and branch renders too, each with the names of the
+// targets that do: written, they would change those targets as well.
+func ReadByOthers(t Target, all []Target, tree *render.Tree, files []string) map[string][]string {
+	out := map[string][]string{}
+	for _, o := range all {
+		if o.Name == t.Name || !strings.EqualFold(o.Repo, t.Repo) || o.Branch != t.Branch {
+			continue
+		}
+		reads := map[string]bool{}
+		for _, f := range tree.ClosureFiles(o.Path) {
+			reads[f] = true
+		}
+		for _, f := range files {
+			// A plain directory a reconciler reads whole has no closure.
+			if reads[f] || strings.HasPrefix(f, strings.TrimSuffix(o.Path, "/")+"/") && !tree.HasKustomization(o.Path) {
+				out[f] = append(out[f], o.Name)
+			}
+		}
+	}
+	return out
+}

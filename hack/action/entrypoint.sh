@@ -9,11 +9,13 @@ set -euo pipefail
 
 say() { echo "driftback action: $*" >&2; }
 
-# install_release installs a release whose archive matches the digest this
-# Action pins for it (hack/action/checksums.txt, written into the tagged
-# tree when the release is cut), never one the release itself serves: a
-# release whose files were replaced (a stolen token, a tag moved) does not
-# match it. A version the Action pins no digest for is refused.
+# install_release installs a release it can verify, never on the word of
+# the release's own checksums file (a release whose files were replaced, by
+# a stolen token or a moved tag, would bring a matching one): its archive
+# must have the digest this Action's tree pins for it
+# (hack/action/checksums.txt), or, for a release pinned nowhere (the
+# Action's own tag cannot pin what is built from it), the build provenance
+# the release workflow signed must verify with `gh attestation verify`.
 install_release() {
   local version="$1" os arch archive url dir pinned want got
   os="$(uname -s | tr '[:upper:]' '[:lower:]')"
@@ -25,8 +27,8 @@ install_release() {
   archive="driftback_${os}_${arch}.tar.gz"
   pinned="${GITHUB_ACTION_PATH:-$(cd "$(dirname "$0")/../.." && pwd)}/hack/action/checksums.txt"
   want="$(awk -v f="${version}/${archive}" '$2 == f { print $1 }' "$pinned" 2>/dev/null || true)"
-  if [[ -z "$want" ]]; then
-    say "driftback ${version} has no digest pinned in this Action (${pinned##*/}): use the Action at that release (uses: driftback/driftback@${version}) with no version input, or set DRIFTBACK_BIN to a binary the workflow built"
+  if [[ -z "$want" ]] && ! command -v gh >/dev/null; then
+    say "driftback ${version} has no digest pinned in this Action, and gh, which verifies a release's signed provenance, is not on the runner: not installed (set DRIFTBACK_BIN to a binary the workflow built)"
     exit 2
   fi
   url="${DRIFTBACK_RELEASES_URL:-https://github.com/driftback/driftback/releases/download}/${version}"
@@ -34,13 +36,19 @@ install_release() {
   mkdir -p "$dir"
   say "installing driftback ${version} (${os}/${arch})"
   curl -fsSL --retry 3 -o "$dir/$archive" "$url/$archive"
-  if command -v sha256sum >/dev/null; then
-    got="$(sha256sum "$dir/$archive" | awk '{ print $1 }')"
-  else
-    got="$(shasum -a 256 "$dir/$archive" | awk '{ print $1 }')" # macOS runners
-  fi
-  if [[ "$got" != "$want" ]]; then
-    say "the release's ${archive} has digest ${got}, not the ${want} this Action pins: not installed"
+  if [[ -n "$want" ]]; then
+    if command -v sha256sum >/dev/null; then
+      got="$(sha256sum "$dir/$archive" | awk '{ print $1 }')"
+    else
+      got="$(shasum -a 256 "$dir/$archive" | awk '{ print $1 }')" # macOS runners
+    fi
+    if [[ "$got" != "$want" ]]; then
+      say "the release's ${archive} has digest ${got}, not the ${want} this Action pins: not installed"
+      exit 2
+    fi
+  elif ! GH_TOKEN="${GH_TOKEN:-${GITHUB_TOKEN:-}}" gh attestation verify "$dir/$archive" --repo driftback/driftback \
+    --signer-workflow driftback/driftback/.github/workflows/release.yml >&2; then
+    say "the release's ${archive} has no provenance signed by driftback's release workflow: not installed"
     exit 2
   fi
   tar -xzf "$dir/$archive" -C "$dir" driftback

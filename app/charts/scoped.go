@@ -1,4 +1,4 @@
-package build
+package charts
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// Reads records what a build reads from the cluster through its client:
+// Reads records what a build reads from the cluster through its client
+// (its charts' values, sources and credentials):
 // what the default branch's render of a target reads is what a pull
 // request's render of it may read beyond the target's namespaces (the
 // HelmRepository another Kustomization applies, its credentials).
@@ -89,3 +90,10 @@ func kindOf(c client.Client, obj runtime.Object) string {
 	}
 	return fmt.Sprintf("%T", obj)
 }
+
+// SourceKind says objects of kind are source-controller's chart
+// repositories, which hold an address and no secret: a pull request's
+// HelmRelease may name one in any namespace (the usual Flux layout keeps
+// them in flux-system). Their credentials are another matter: read only
+// as the cluster pairs them (fetchedChart).
+func SourceKind(kind string) bool { return kind == "HelmRepository" || kind == "OCIRepository" }
