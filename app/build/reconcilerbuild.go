@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/hide"
@@ -23,8 +24,10 @@ import (
 type ReconcilerBuild struct {
 	target targets.Target
 	vars   Vars
-	// hidden are the objects whose source uses a Secret's variable.
-	hidden map[string]hide.AsWritten
+	// hidden are the objects whose source uses a Secret's variable, and
+	// gitOnly their fields it sets.
+	hidden  map[string]hide.AsWritten
+	gitOnly map[string][]fieldpath.Path
 	// hooks are the Argo CD hooks of the last tree built (the head's).
 	Hooks []string
 }
@@ -103,6 +106,12 @@ func (b *ReconcilerBuild) Objects(ctx context.Context, r *render.Renderer, tree 
 		Built.Problems[i] = hide.In(p, b.vars.Hidden)
 	}
 	b.secret(Built.SecretObjects)
+	for k, v := range Built.GitOnly {
+		if b.gitOnly == nil {
+			b.gitOnly = map[string][]fieldpath.Path{}
+		}
+		b.gitOnly[k] = append(b.gitOnly[k], v...)
+	}
 	b.Hooks = Built.Hooks
 	return Built.Objects, Built.Problems
 }
@@ -115,6 +124,12 @@ func (b *ReconcilerBuild) secret(objects map[string]hide.AsWritten) {
 		}
 		b.hidden[k] = v
 	}
+}
+
+// GitOnly is the comparison's drift.Options.GitOnly for the trees built so
+// far: the fields a Secret's variable sets.
+func (b *ReconcilerBuild) GitOnly() func(*unstructured.Unstructured) []fieldpath.Path {
+	return hide.GitOnlyFields(b.gitOnly)
 }
 
 // Hide takes out of a report every value substituted from a Secret.

@@ -421,7 +421,13 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < len(overlays); i = int(next.Add(1)) - 1 {
-				targets[i], errs[i] = compareOverlay(ctx, overlays[i], inputs[i], problems[i], reader, liveErr, opts)
+				o := opts
+				if recon != nil && overlays[i] == recon.Path() {
+					// What a Secret's variable sets is compared Git
+					// against Git.
+					o.GitOnly = recon.GitOnly()
+				}
+				targets[i], errs[i] = compareOverlay(ctx, overlays[i], inputs[i], problems[i], reader, liveErr, o)
 			}
 		}()
 	}
