@@ -326,6 +326,12 @@ type Vars struct {
 	// Skip leaves substitution out: the variables could not, or may not,
 	// be read.
 	Skip bool
+	// KeepSecretValues keeps a Secret's variable's value in the objects it
+	// builds (the drift loop, which renders the branch a target follows,
+	// where no pull request guesses: a hand edit of such a field is
+	// drift). Otherwise those fields hold its stand-in, and are compared
+	// Git against Git. A chart is given stand-ins either way.
+	KeepSecretValues bool
 	// Note says why, for the comment.
 	Note string
 	// secretNames are the variables that came from Secrets.

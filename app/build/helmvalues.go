@@ -2,7 +2,6 @@ package build
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/render/helm"
@@ -44,11 +42,6 @@ type releaseValues struct {
 	// HelmRelease's own values then.
 	fromRefs bool
 }
-
-// minHidden is the shortest Secret value searched for in what is shown;
-// shorter ones would blank unrelated text. Objects the chart renders from
-// a Secret's value are hidden whole whatever its length.
-const minHidden = 4
 
 // loadReleaseValues merges the HelmRelease's values, reading its valuesFrom
 // through the cluster with the read-only rights postBuild variables are
@@ -150,11 +143,11 @@ func (s *secretsSeen) Get(ctx context.Context, key client.ObjectKey, obj client.
 	if cm, ok := obj.(*corev1.ConfigMap); ok && s.secretConfigMap(cm) {
 		s.read = true
 		for k, v := range cm.Data {
-			s.hide(v)
+			s.hidden = append(s.hidden, hide.Forms(v)...)
 			cm.Data[k] = string(hide.StandIn([]byte(v), s.standIn))
 		}
 		for k, v := range cm.BinaryData {
-			s.hide(string(v))
+			s.hidden = append(s.hidden, hide.Forms(string(v))...)
 			cm.BinaryData[k] = hide.StandIn(v, s.standIn)
 		}
 		return nil
@@ -165,15 +158,11 @@ func (s *secretsSeen) Get(ctx context.Context, key client.ObjectKey, obj client.
 	}
 	s.read = true
 	for k, v := range secret.Data {
-		s.hide(string(v))
-		var doc any
-		if yaml.Unmarshal(v, &doc) == nil {
-			walkLeaves(doc, s.hide)
-		}
+		s.hidden = append(s.hidden, hide.Forms(string(v))...)
 		secret.Data[k] = hide.StandIn(v, s.standIn)
 	}
 	for k, v := range secret.StringData {
-		s.hide(v)
+		s.hidden = append(s.hidden, hide.Forms(v)...)
 		secret.StringData[k] = string(hide.StandIn([]byte(v), s.standIn))
 	}
 	return nil
@@ -188,37 +177,10 @@ func (s *secretsSeen) secretConfigMap(cm *corev1.ConfigMap) bool {
 	}
 	for _, v := range cm.Data {
 		for _, h := range s.known {
-			if len(h) >= minHidden && strings.Contains(v, h) {
+			if len(h) >= hide.MinLength && strings.Contains(v, h) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// hide notes a Secret's value, and its base64 encodings.
-func (s *secretsSeen) hide(v string) {
-	if len(v) < minHidden {
-		return
-	}
-	s.hidden = append(s.hidden, v, base64.StdEncoding.EncodeToString([]byte(v)), base64.RawStdEncoding.EncodeToString([]byte(v)))
-}
-
-// walkLeaves calls f with every scalar of v, as text.
-func walkLeaves(v any, f func(string)) {
-	switch x := v.(type) {
-	case map[string]any:
-		for _, e := range x {
-			walkLeaves(e, f)
-		}
-	case []any:
-		for _, e := range x {
-			walkLeaves(e, f)
-		}
-	case string:
-		f(x)
-	case nil:
-	default:
-		f(fmt.Sprint(x))
-	}
 }

@@ -49,11 +49,12 @@ func (s *secretUse) name(o *unstructured.Unstructured) string {
 
 // standInSecrets substitutes the objects (raw before kustomize-controller's
 // substitution, objs after it) whose source uses a Secret's variable with
-// the variables' first and second stand-ins, and puts the first's value
-// in objs wherever the two differ, their identity aside: no object a pull
-// request's target renders holds a Secret's value, or anything made of
-// it, where a comparison could answer whether a guess is right. Those
-// fields are compared Git against Git (gitOnly).
+// the variables' first and second stand-ins, and, unless
+// vars.KeepSecretValues, puts the first's value in objs wherever the two
+// differ, their identity aside: no object a pull request's target renders
+// holds a Secret's value, or anything made of it, where a comparison could
+// answer whether a guess is right. Those fields are compared Git against
+// Git (gitOnly).
 func standInSecrets(raw, objs []*unstructured.Unstructured, uses []bool, ks *unstructured.Unstructured, vars Vars) (*secretUse, error) {
 	var at []int
 	var sources []*unstructured.Unstructured
@@ -90,6 +91,9 @@ func standInSecrets(raw, objs []*unstructured.Unstructured, uses []bool, ks *uns
 		o, first, second := objs[i], given[1][j], given[2][j]
 		out.standIns[o] = [2]*unstructured.Unstructured{first, second}
 		out.written[o] = raw[i].GetName()
+		if vars.KeepSecretValues {
+			continue
+		}
 		var paths []fieldpath.Path
 		for _, p := range hide.DifferingFields(first, second) {
 			if object.HasPrefix(p, fieldpath.MakePathOrDie("metadata", "name")) || object.HasPrefix(p, fieldpath.MakePathOrDie("metadata", "namespace")) {

@@ -958,6 +958,9 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *driftCheck) error {
 	start := time.Now()
 	vars := build.Variables(ctx, c.t, true, d.deps.Kube)
+	// The branch the target follows: a hand edit of what a Secret's
+	// variable sets is drift, shown hidden.
+	vars.KeepSecretValues = true
 	vars.Helm, vars.HelmNote = build.HelmCapabilities(ctx, c.t, true, d.deps.Capabilities)
 	// The tree is the default branch: what it names is trusted.
 	vars.Charts = d.deps.Charts.Access(c.t, d.deps.Charts.TrustIn(c.tree), true, d.deps.Kube)
@@ -1048,9 +1051,27 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 		return nil, err
 	}
 	plan.Fights = fights
-	refuseShared(plan, targets.ReadByOthers(c.t, all, c.tree, plan.Paths()))
+	refuseShared(plan, targets.ReadByOthers(c.t, all, c.tree, overlayFiles(c.t, c.tree, plan.Paths())))
 	hidePlanValues(plan, c.hidden)
 	return plan, nil
+}
+
+// overlayFiles are, of files, those of t's own build: its overlay and what
+// it reads. The reconciler's own manifest and its variables' ConfigMap,
+// which its parent applies, are where those values live, and are written
+// there by design.
+func overlayFiles(t targets.Target, tree *render.Tree, files []string) []string {
+	reads := map[string]bool{}
+	for _, f := range tree.ClosureFiles(t.Path) {
+		reads[f] = true
+	}
+	var out []string
+	for _, f := range files {
+		if reads[f] || strings.HasPrefix(f, strings.TrimSuffix(t.Path, "/")+"/") {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // refuseShared takes back a plan's edits when a file it edits is rendered

@@ -42,6 +42,11 @@ func TestAnEditAnotherTargetRendersIsNotProposed(t *testing.T) {
 	if why := p.Manual[0].Reason; !strings.Contains(why, "fleet/store/kustomization.yaml") || !strings.Contains(why, "target canary renders") {
 		t.Errorf("the reason: %q", why)
 	}
+	// The reconciler's own manifest, which its parent applies, is where its
+	// build options live: never checked.
+	if got := overlayFiles(store, tree, []string{"fleet/store/kustomization.yaml", "clusters/prod/store.yaml"}); len(got) != 1 || got[0] != "fleet/store/kustomization.yaml" {
+		t.Errorf("the overlay's files among the plan's: %v", got)
+	}
 	// Targets that read nothing of the store leave its plan as it is.
 	p = plan()
 	refuseShared(p, targets.ReadByOthers(store, []targets.Target{store, target("other", "fleet/other")}, tree, p.Paths()))

@@ -6,6 +6,8 @@
 package hide
 
 import (
+	"encoding/base64"
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
@@ -331,5 +333,47 @@ func GitOnlyFields(gitOnly map[string][]fieldpath.Path) func(*unstructured.Unstr
 	return func(o *unstructured.Unstructured) []fieldpath.Path {
 		paths, _ := lookup(gitOnly, o.GetKind(), o.GetNamespace(), o.GetName())
 		return paths
+	}
+}
+
+// MinLength is the shortest Secret value searched for in what is shown;
+// shorter ones would blank unrelated text. Objects built from a Secret's
+// value are hidden whole whatever its length.
+const MinLength = 4
+
+// Forms are the texts of a Secret's value v that are redacted wherever
+// they would be shown: v, its base64 encodings, and each scalar of it when
+// it is a values document; none shorter than MinLength.
+func Forms(v string) []string {
+	var out []string
+	add := func(s string) {
+		if len(s) >= MinLength {
+			out = append(out, s, base64.StdEncoding.EncodeToString([]byte(s)), base64.RawStdEncoding.EncodeToString([]byte(s)))
+		}
+	}
+	add(v)
+	var doc any
+	if yaml.Unmarshal([]byte(v), &doc) == nil {
+		walkLeaves(doc, add)
+	}
+	return out
+}
+
+// walkLeaves calls f with every scalar of v, as text.
+func walkLeaves(v any, f func(string)) {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			walkLeaves(e, f)
+		}
+	case []any:
+		for _, e := range x {
+			walkLeaves(e, f)
+		}
+	case string:
+		f(x)
+	case nil:
+	default:
+		f(fmt.Sprint(x))
 	}
 }

@@ -5,6 +5,7 @@
 package targets
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -636,7 +637,7 @@ func ReadByOthers(t Target, all []Target, tree *render.Tree, files []string) map
 		for _, f := range files {
 			// A plain directory a reconciler reads whole has no closure.
 			if reads[f] || strings.HasPrefix(f, strings.TrimSuffix(o.Path, "/")+"/") && !tree.HasKustomization(o.Path) {
-				out[f] = append(out[f], o.Name)
+				out[f] = append(out[f], cmp.Or(o.Name, o.Path))
 			}
 		}
 	}
