@@ -141,32 +141,31 @@ func sourceObject(ctx context.Context, access *ChartAccess, objs []*unstructured
 // liveHasURL says the cluster's own copy of the source object has url:
 // what the cluster already fetches from is trusted.
 func liveHasURL(ctx context.Context, access *ChartAccess, kind, ns, name, url string) bool {
-	if access.Live == nil {
-		return false
-	}
-	o := &unstructured.Unstructured{}
-	o.SetGroupVersionKind(schema.GroupVersionKind{Group: fluxSourceGroup, Version: "v1", Kind: kind})
-	if access.Live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o) != nil {
-		return false
-	}
-	live, _, _ := unstructured.NestedString(o.Object, "spec", "url")
-	return charts.Normalize(live) != "" && charts.Normalize(live) == charts.Normalize(url)
+	live, _ := liveSource(ctx, access, kind, ns, name)
+	return live != "" && live == charts.Normalize(url)
 }
 
 // livePairs says the cluster's own copy of the source object sends the
 // Secret secret to url.
 func livePairs(ctx context.Context, access *ChartAccess, kind, ns, name, url, secret string) bool {
+	live, ref := liveSource(ctx, access, kind, ns, name)
+	return live != "" && live == charts.Normalize(url) && ref == secret
+}
+
+// liveSource is the address (normalized) and the credentials' Secret of
+// the cluster's own copy of a source object; "" when there is none.
+func liveSource(ctx context.Context, access *ChartAccess, kind, ns, name string) (url, secretRef string) {
 	if access.Live == nil {
-		return false
+		return "", ""
 	}
 	o := &unstructured.Unstructured{}
 	o.SetGroupVersionKind(schema.GroupVersionKind{Group: fluxSourceGroup, Version: "v1", Kind: kind})
 	if access.Live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o) != nil {
-		return false
+		return "", ""
 	}
-	live, _, _ := unstructured.NestedString(o.Object, "spec", "url")
-	ref, _, _ := unstructured.NestedString(o.Object, "spec", "secretRef", "name")
-	return ref == secret && charts.Normalize(live) != "" && charts.Normalize(live) == charts.Normalize(url)
+	url, _, _ = unstructured.NestedString(o.Object, "spec", "url")
+	secretRef, _, _ = unstructured.NestedString(o.Object, "spec", "secretRef", "name")
+	return charts.Normalize(url), secretRef
 }
 
 // repositoryAuth is the basic credentials of a repository's secretRef, as

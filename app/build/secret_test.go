@@ -80,22 +80,12 @@ func TestAChartIsNeverGivenASecretsValue(t *testing.T) {
 	ns := env.Namespace
 	const token = "s3cr3t-Tok3n-4b9f1e77c2d0aa51"
 	ctx := context.Background()
-	c, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(`apiVersion: v1
+	c := clusterWith(t, env, `apiVersion: v1
 kind: Secret
 metadata: {name: shop-values, namespace: `+ns+`}
 stringData:
   values.yaml: "token: `+token+`\n"
-`), &secret.Object); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+`)
 	release := func(name, chart string) string {
 		return `apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
@@ -206,21 +196,7 @@ func TestAChartIsNeverGivenASecretsVariable(t *testing.T) {
 	ns := env.Namespace
 	const token = "v4r-s3cr3t-77aa0e19c4b2f5d3"
 	ctx := context.Background()
-	c, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(`apiVersion: v1
-kind: Secret
-metadata: {name: vars, namespace: `+ns+`}
-stringData: {TOKEN: `+token+`}
-`), &secret.Object); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+	c := clusterWith(t, env, "apiVersion: v1\nkind: Secret\nmetadata: {name: vars, namespace: "+ns+"}\nstringData: {TOKEN: "+token+"}\n")
 	ks := docOf(t, `apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata: {name: shop, namespace: `+ns+`}
@@ -300,23 +276,10 @@ func TestAPostBuildSecretReachesNothingAPullRequestChooses(t *testing.T) {
 	ns := env.Namespace
 	const token = "pb-s3cr3t-9a8b7c6d5e4f3a2b"
 	ctx := context.Background()
-	c, err := client.New(env.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, y := range []string{
-		"apiVersion: v1\nkind: Secret\nmetadata: {name: vars, namespace: " + ns + "}\nstringData: {TOKEN: " + token + "}\n",
+	c := clusterWith(t, env,
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: vars, namespace: "+ns+"}\nstringData: {TOKEN: "+token+"}\n",
 		// What kustomize-controller applied: the value substituted.
-		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-token, namespace: " + ns + "}\ndata: {token: " + token + "}\n",
-	} {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Create(ctx, u); err != nil {
-			t.Fatal(err)
-		}
-	}
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-token, namespace: "+ns+"}\ndata: {token: "+token+"}\n")
 	ks := docOf(t, `apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata: {name: shop, namespace: `+ns+`}
@@ -446,4 +409,24 @@ func TestValuesFromIsBoundedBeforeHelmParsesIt(t *testing.T) {
 	if why := boundedValuesFrom([]meta.ValuesReference{{Kind: "ConfigMap", Name: "x", TargetPath: "env[0].value"}}); why != "" {
 		t.Errorf("an ordinary targetPath: %q", why)
 	}
+}
+
+// clusterWith creates objs on the test's apiserver and returns a client of
+// it, as the product's build is given one.
+func clusterWith(t *testing.T, env *kubetest.Env, objs ...string) client.Client {
+	t.Helper()
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, y := range objs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(context.Background(), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
 }
