@@ -82,7 +82,11 @@ func TestPublicRepository(t *testing.T) {
 	}
 	base, head = git("rev-parse", base), git("rev-parse", head)
 	remote := strings.Replace(w.git.HTTPAddress(), "://", "://x-access-token:"+w.gh.Token(instID)+"@", 1) + "/" + fullName + ".git"
-	if out, err := exec.Command("git", "-C", dir, "push", "-q", "--force", remote, base+":refs/heads/main", base+":refs/heads/"+branch, head+":refs/pull/1/head").CombinedOutput(); err != nil {
+	refs := []string{base + ":refs/heads/main", head + ":refs/pull/1/head"}
+	if branch != "main" {
+		refs = append(refs, base+":refs/heads/"+branch)
+	}
+	if out, err := exec.Command("git", append([]string{"-C", dir, "push", "-q", "--force", remote}, refs...)...).CombinedOutput(); err != nil {
 		t.Fatalf("push: %v\n%s", err, out)
 	}
 	w.gh.SetPull(fullName, githubfake.Pull{Number: 1, Title: "public", User: "dev", HeadSHA: head, BaseSHA: base, BaseRef: branch, HeadRef: "change"})

@@ -540,7 +540,7 @@ func ReleaseNotes(base, head []Release) []string {
 			notes = append(notes, r.Object+" runs hooks, not compared: "+strings.Join(r.Hooks, ", ")+".")
 		}
 		if r.Uncompared > 0 {
-			notes = append(notes, fmt.Sprintf("%s: %d of its objects exist, or are named, by a Secret's value, which a chart is never given: not compared.", r.Object, r.Uncompared))
+			notes = append(notes, fmt.Sprintf("%s: %d of its objects are not compared: whether they exist, or what they are named, depends on a value from a Secret, which a chart is never given.", r.Object, r.Uncompared))
 		}
 	}
 	return notes

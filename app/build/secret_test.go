@@ -84,7 +84,7 @@ func TestAChartIsNeverGivenASecretsValue(t *testing.T) {
 kind: Secret
 metadata: {name: shop-values, namespace: `+ns+`}
 stringData:
-  values.yaml: "token: `+token+`\n"
+  values.yaml: "token: `+token+`\nenabled: true\n"
 `)
 	release := func(name, chart string) string {
 		return `apiVersion: helm.toolkit.fluxcd.io/v2
@@ -101,14 +101,15 @@ spec:
 `
 	}
 	tree := testfs.Tree(t, map[string]string{
-		"charts/leak/Chart.yaml":          "apiVersion: v2\nname: leak\nversion: 0.1.0\n",
-		"charts/leak/templates/all.yaml":  exfiltrating,
-		"charts/fail/Chart.yaml":          "apiVersion: v2\nname: fail\nversion: 0.1.0\n",
-		"charts/fail/templates/all.yaml":  `{{ fail (printf "no: %x" .Values.token) }}`,
-		"apps/shop/kustomization.yaml":    "resources: [leak.yaml]\n",
-		"apps/shop/leak.yaml":             release("leak", "./charts/leak"),
-		"apps/failing/kustomization.yaml": "resources: [fail.yaml]\n",
-		"apps/failing/fail.yaml":          release("fail", "./charts/fail"),
+		"charts/leak/Chart.yaml":           "apiVersion: v2\nname: leak\nversion: 0.1.0\n",
+		"charts/leak/templates/all.yaml":   exfiltrating,
+		"charts/leak/templates/gated.yaml": "{{ if .Values.enabled }}apiVersion: v1\nkind: ConfigMap\nmetadata: {name: gated}\n{{ end }}\n",
+		"charts/fail/Chart.yaml":           "apiVersion: v2\nname: fail\nversion: 0.1.0\n",
+		"charts/fail/templates/all.yaml":   `{{ fail (printf "no: %x" .Values.token) }}`,
+		"apps/shop/kustomization.yaml":     "resources: [leak.yaml]\n",
+		"apps/shop/leak.yaml":              release("leak", "./charts/leak"),
+		"apps/failing/kustomization.yaml":  "resources: [fail.yaml]\n",
+		"apps/failing/fail.yaml":           release("fail", "./charts/fail"),
 	})
 	vars := Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}, Charts: &ChartAccess{Live: c}}
 	r := render.New(render.Options{})
@@ -146,6 +147,15 @@ spec:
 	}
 	if paths := shop.GitOnly[hide.KeyIn("ConfigMap", ns, "innocent")]; len(paths) != 7 {
 		t.Errorf("the fields compared Git against Git: %v, want the seven data keys", paths)
+	}
+	// Whether it exists is the Secret's to say: not compared, and said.
+	for _, o := range shop.Objects {
+		if o.GetName() == "gated" {
+			t.Error("an object a Secret's value decides the being of is compared")
+		}
+	}
+	if notes := strings.Join(ReleaseNotes(nil, shop.Releases), "\n"); !strings.Contains(notes, "1 of its objects are not compared: whether they exist") {
+		t.Errorf("the notes do not say an object is left out:\n%s", notes)
 	}
 	if !contains(shop.Hidden, token) {
 		t.Error("the Secret's value is not among the values redacted from what the cluster shows")
