@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/driftback/driftback/app/hide"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render/helm"
 )
 
@@ -86,6 +88,12 @@ func loadReleaseValues(ctx context.Context, in chartInput) (*releaseValues, stri
 	seen := &secretsSeen{Client: access.Live, standIn: 1, secretObjects: in.secretObjects, known: in.hidden}
 	merged, err := chartutil.ChartValuesFromReferences(ctx, logr.Discard(), seen, hr.GetNamespace(), copyValues(values), refs...)
 	if err != nil {
+		var missing *chartutil.ErrValuesReference
+		if errors.As(err, &missing) && missing.Reason == chartutil.ErrResourceNotFound {
+			if why := encryptedSource(in.objs, hr.GetNamespace(), refs); why != "" {
+				return nil, why
+			}
+		}
 		return nil, "its valuesFrom: " + hide.In(err.Error(), seen.hidden)
 	}
 	out.merged, out.hidden = merged, seen.hidden
@@ -96,6 +104,20 @@ func loadReleaseValues(ctx context.Context, in chartInput) (*releaseValues, stri
 		out.allSecret = err != nil
 	}
 	return out, ""
+}
+
+// encryptedSource says, for a valuesFrom the cluster lacks, that the target
+// itself makes one of its Secrets from a SOPS-encrypted file, which
+// kustomize-controller decrypts and driftback cannot: "" when it does not.
+func encryptedSource(objs []*unstructured.Unstructured, namespace string, refs []meta.ValuesReference) string {
+	for _, r := range refs {
+		for _, o := range objs {
+			if r.Kind == "Secret" && o.GetKind() == "Secret" && o.GetName() == r.Name && (o.GetNamespace() == namespace || o.GetNamespace() == "") && object.SOPSEncrypted(o) {
+				return fmt.Sprintf("its values come from Secret %s/%s, which this target makes from a SOPS-encrypted file and the cluster does not hold yet: driftback does not decrypt it", namespace, r.Name)
+			}
+		}
+	}
+	return ""
 }
 
 // Bounds of a HelmRelease's valuesFrom, checked before Helm's parser

@@ -440,3 +440,41 @@ func clusterWith(t *testing.T, env *kubetest.Env, objs ...string) client.Client 
 	}
 	return c
 }
+
+// TestAnEncryptedValuesSourceIsNamedAsSuch: a HelmRelease takes its values
+// from a Secret the same target makes from a SOPS-encrypted file, not yet
+// in the cluster. Its chart is not rendered, and the note says why in
+// those words, not as a Secret that is merely missing.
+func TestAnEncryptedValuesSourceIsNamedAsSuch(t *testing.T) {
+	env := kubetest.New(t)
+	ns := env.Namespace
+	c := clusterWith(t, env)
+	tree := testfs.Tree(t, map[string]string{
+		"charts/leak/Chart.yaml":         "apiVersion: v2\nname: leak\nversion: 0.1.0\n",
+		"charts/leak/templates/all.yaml": exfiltrating,
+		"apps/shop/kustomization.yaml":   "resources: [values.sops.yaml, release.yaml]\n",
+		"apps/shop/values.sops.yaml": `apiVersion: v1
+kind: Secret
+metadata: {name: shop-values, namespace: ` + ns + `}
+stringData: {values.yaml: "ENC[AES256_GCM,data:3q2+7w==,type:str]"}
+sops: {mac: "ENC[AES256_GCM,data:abc=,type:str]", version: 3.9.0}
+`,
+		"apps/shop/release.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {name: shop, namespace: ` + ns + `}
+spec:
+  chart:
+    spec:
+      chart: ./charts/leak
+      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
+  valuesFrom:
+  - {kind: Secret, name: shop-values}
+`,
+	})
+	tg := fluxTarget(shopKustomization(t))
+	tg.Path = "apps/shop"
+	b := Target(context.Background(), render.New(render.Options{}), tree, tg, Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}, Charts: &ChartAccess{Live: c}})
+	if len(b.Releases) != 1 || !strings.Contains(b.Releases[0].NotRendered, "this target makes from a SOPS-encrypted file") {
+		t.Errorf("releases %+v, problems %v: want the chart not rendered, its Secret named as the target's own and encrypted", b.Releases, b.Problems)
+	}
+}
