@@ -156,7 +156,7 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 		return b
 	}
 	if len(rb.traced) > 0 {
-		b.Charts = &chartValues{r: r, tree: tree, releases: rb.traced}
+		b.Charts = &chartValues{r: r, releases: rb.traced}
 	}
 	if f != nil && f.Reconciler == discover.ReconcilerArgoCD {
 		b.Hooks = o.Hooks

@@ -26,7 +26,6 @@ type traceable struct {
 // (prgen.ChartValues).
 type chartValues struct {
 	r        *render.Renderer
-	tree     *render.Tree
 	releases []*traceable
 }
 
