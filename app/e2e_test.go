@@ -719,14 +719,7 @@ func TestPullRequestCannotReadBeyondItsTarget(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
 	w.liveProd()
-	name := "aws-auth-" + w.env.Namespace
-	awsAuth := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": name, "namespace": "kube-system"},
-		"data":     map[string]any{"mapRoles": "arn:aws:iam::111122223333:role/node-admin"}}}
-	kubetest.Apply(t, w.env.Config, "eksctl", awsAuth)
-	t.Cleanup(func() {
-		_ = w.env.Client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	name := w.awsAuth()
 	var outside atomic.Int64
 	watchPaths := func(app *App) {
 		app.wrapKube = func(rt http.RoundTripper) http.RoundTripper {
@@ -788,6 +781,21 @@ func TestPullRequestCannotReadBeyondItsTarget(t *testing.T) {
 	}
 }
 
+// awsAuth makes a ConfigMap of this test's in kube-system, outside every
+// target's scope, as eksctl writes aws-auth, and returns its name.
+func (w *world) awsAuth() string {
+	w.t.Helper()
+	name := "aws-auth-" + w.env.Namespace
+	awsAuth := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": "kube-system"},
+		"data":     map[string]any{"mapRoles": "arn:aws:iam::111122223333:role/node-admin"}}}
+	kubetest.Apply(w.t, w.env.Config, "eksctl", awsAuth)
+	w.t.Cleanup(func() {
+		_ = w.env.Client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), name, metav1.DeleteOptions{}) // best effort at teardown
+	})
+	return name
+}
+
 // TestAPullRequestIntoASideBranchReadsNothing: a writer pushes a branch
 // whose prod overlay also renders kube-system's aws-auth, and opens a pull
 // request into that branch. prod follows the default branch, so the pull
@@ -799,14 +807,7 @@ func TestAPullRequestIntoASideBranchReadsNothing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
 	w.liveProd()
-	name := "aws-auth-" + w.env.Namespace
-	awsAuth := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": name, "namespace": "kube-system"},
-		"data":     map[string]any{"mapRoles": "arn:aws:iam::111122223333:role/node-admin"}}}
-	kubetest.Apply(t, w.env.Config, "eksctl", awsAuth)
-	t.Cleanup(func() {
-		_ = w.env.Client.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	name := w.awsAuth()
 	clusterReads := w.countClusterReads()
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	side := w.commit(base, map[string]any{

@@ -172,15 +172,12 @@ func TestAHelmReleaseShowsWhatItsUpgradeDoes(t *testing.T) {
 	}
 }
 
-// TestAScaledHelmDeploymentBecomesAValuesChange: helm-controller installed
-// a release whose Deployment's replicas come from the HelmRelease's
-// replicaCount. A person scales the Deployment to 4 with kubectl: the drift
-// pull request changes replicaCount in the HelmRelease's manifest, and
-// nothing else. A person then sets the image, which the chart takes from a
-// value the HelmRelease does not set: it is shown on the dashboard with
-// why, never guessed into a file.
-func TestAScaledHelmDeploymentBecomesAValuesChange(t *testing.T) {
-	t.Parallel()
+// scaledStore is a drift world where a Flux Kustomization applies
+// fleet/store of files (the target "store"), helm-controller installed the
+// store release at 2 replicas, no drift is proposed, and then a person
+// scales the Deployment to 4 with kubectl and a drift pull request opens.
+func scaledStore(t *testing.T, files map[string]any) *driftWorld {
+	t.Helper()
 	d := newDriftWorld(t, 500*time.Millisecond, nil)
 	d.stop()
 	policy := d.cfg.Targets[0].Policy
@@ -192,9 +189,6 @@ func TestAScaledHelmDeploymentBecomesAValuesChange(t *testing.T) {
 	d.start()
 	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)
 	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
-	files := storeChart("1.2.0", false)
-	files["fleet/store/kustomization.yaml"] = "resources: [release.yaml]\n"
-	files["fleet/store/release.yaml"] = strings.Replace(storeRelease(2), "replicaCount: 2", "replicaCount: 2 # two zones", 1)
 	commit := d.commit(d.main, files)
 	d.push(map[string]plumbing.Hash{"refs/heads/main": commit})
 	d.apply(`apiVersion: source.toolkit.fluxcd.io/v1
@@ -212,13 +206,29 @@ spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main
 	if p := d.openPulls(); len(p) != 0 {
 		t.Fatalf("the cluster matches the release, yet drift pull requests: %+v", p)
 	}
-
 	if _, err := d.env.Client.AppsV1().Deployments(ns).UpdateScale(context.Background(), "store",
 		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "store", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 4}},
 		metav1.UpdateOptions{FieldManager: "kubectl"}); err != nil {
 		t.Fatal(err)
 	}
 	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	return d
+}
+
+// TestAScaledHelmDeploymentBecomesAValuesChange: helm-controller installed
+// a release whose Deployment's replicas come from the HelmRelease's
+// replicaCount. A person scales the Deployment to 4 with kubectl: the drift
+// pull request changes replicaCount in the HelmRelease's manifest, and
+// nothing else. A person then sets the image, which the chart takes from a
+// value the HelmRelease does not set: it is shown on the dashboard with
+// why, never guessed into a file.
+func TestAScaledHelmDeploymentBecomesAValuesChange(t *testing.T) {
+	t.Parallel()
+	files := storeChart("1.2.0", false)
+	files["fleet/store/kustomization.yaml"] = "resources: [release.yaml]\n"
+	files["fleet/store/release.yaml"] = strings.Replace(storeRelease(2), "replicaCount: 2", "replicaCount: 2 # two zones", 1)
+	d := scaledStore(t, files)
+	ns := d.env.Namespace
 	pr := d.openPulls()[0]
 	changed := d.changedFiles(d.branchNamed(pr.HeadRef))
 	want := d.ns(strings.Replace(files["fleet/store/release.yaml"].(string), "replicaCount: 2 # two zones", "replicaCount: 4 # two zones", 1))
@@ -713,46 +723,14 @@ spec:
 // fleet/other renders its replicas from, is as it was.
 func TestAReleasesDriftIsWrittenInItsOwnOverlay(t *testing.T) {
 	t.Parallel()
-	d := newDriftWorld(t, 500*time.Millisecond, nil)
-	d.stop()
-	policy := d.cfg.Targets[0].Policy
-	d.cfg.Targets = []config.Target{{Name: "store", Repo: fullName, Path: "fleet/store", Cluster: "test", Policy: policy}}
-	ns := d.env.Namespace
-	cl := d.cfg.Clusters["test"]
-	cl.Discover = &config.Discover{Flux: true, Namespaces: []string{ns}}
-	d.cfg.Clusters["test"] = cl
-	d.start()
-	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)
-	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
 	files := storeChart("1.2.0", false)
 	files["fleet/base/store/kustomization.yaml"] = "resources: [release.yaml]\n"
 	files["fleet/base/store/release.yaml"] = strings.Replace(storeRelease(2), "sourceRef: {kind: GitRepository, name: fleet}", "sourceRef: {kind: GitRepository, name: fleet, namespace: NS}", 1)
 	files["fleet/store/kustomization.yaml"] = "resources: [../base/store]\npatches:\n- path: store-values.yaml\n"
 	files["fleet/store/store-values.yaml"] = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: store, namespace: NS}\nspec:\n  values:\n    image: registry.example.com/store:1.0.0 # this cluster's\n"
 	files["fleet/other/kustomization.yaml"] = "resources: [../base/store]\n"
-	commit := d.commit(d.main, files)
-	d.push(map[string]plumbing.Hash{"refs/heads/main": commit})
-	d.apply(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata: {name: fleet, namespace: NS}
-spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main}}`)
-	d.apply(fluxKustomization(ns, "store", "fleet/store"))
-	d.apply(strings.Replace(storeRelease(2), "metadata: {name: store, namespace: NS}",
-		"metadata: {name: store, namespace: NS, labels: {kustomize.toolkit.fluxcd.io/name: store, kustomize.toolkit.fluxcd.io/namespace: NS}}", 1))
-	d.installStore(2)
-	d.discovered("fleet/store")
-	d.run()
-	d.settle(2)
-	if p := d.openPulls(); len(p) != 0 {
-		t.Fatalf("the cluster matches the release, yet drift pull requests: %+v", p)
-	}
-
-	if _, err := d.env.Client.AppsV1().Deployments(ns).UpdateScale(context.Background(), "store",
-		&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "store", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 4}},
-		metav1.UpdateOptions{FieldManager: "kubectl"}); err != nil {
-		t.Fatal(err)
-	}
-	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	d := scaledStore(t, files)
+	ns := d.env.Namespace
 	pr := d.openPulls()[0]
 	changed := d.changedFiles(d.branchNamed(pr.HeadRef))
 	written := ""

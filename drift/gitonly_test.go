@@ -2,6 +2,7 @@ package drift_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,7 +24,7 @@ func TestGitOnlyFieldsAreComparedGitAgainstGit(t *testing.T) {
 kind: Deployment
 metadata: {name: web, namespace: shop}
 spec:
-  replicas: `+itoa(replicas)+`
+  replicas: `+strconv.Itoa(replicas)+`
   selector: {matchLabels: {app: web}}
   template:
     metadata: {labels: {app: web}}
@@ -72,5 +73,3 @@ spec:
 		t.Errorf("%d fields to sync, want the replicas (from the cluster's 3) and the token's Git change", rightImpact)
 	}
 }
-
-func itoa(n int) string { return string(rune('0' + n)) }

@@ -207,16 +207,7 @@ func TestAChartIsNeverGivenASecretsVariable(t *testing.T) {
 	const token = "v4r-s3cr3t-77aa0e19c4b2f5d3"
 	ctx := context.Background()
 	c := clusterWith(t, env, "apiVersion: v1\nkind: Secret\nmetadata: {name: vars, namespace: "+ns+"}\nstringData: {TOKEN: "+token+"}\n")
-	ks := docOf(t, `apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {name: shop, namespace: `+ns+`}
-spec:
-  path: ./apps/shop
-  sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
-  postBuild:
-    substituteFrom:
-    - {kind: Secret, name: vars}
-`, 0)
+	ks := varsKustomization(t, ns)
 	tree := testfs.Tree(t, map[string]string{
 		"charts/leak/Chart.yaml":         "apiVersion: v2\nname: leak\nversion: 0.1.0\n",
 		"charts/leak/templates/all.yaml": exfiltrating,
@@ -290,16 +281,7 @@ func TestAPostBuildSecretReachesNothingAPullRequestChooses(t *testing.T) {
 		"apiVersion: v1\nkind: Secret\nmetadata: {name: vars, namespace: "+ns+"}\nstringData: {TOKEN: "+token+"}\n",
 		// What kustomize-controller applied: the value substituted.
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-token, namespace: "+ns+"}\ndata: {token: "+token+"}\n")
-	ks := docOf(t, `apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {name: shop, namespace: `+ns+`}
-spec:
-  path: ./apps/shop
-  sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
-  postBuild:
-    substituteFrom:
-    - {kind: Secret, name: vars}
-`, 0)
+	ks := varsKustomization(t, ns)
 	configMap := func(value string) string {
 		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-token, namespace: " + ns + "}\ndata: {token: '" + value + "'}\n"
 	}
@@ -477,4 +459,20 @@ spec:
 	if len(b.Releases) != 1 || !strings.Contains(b.Releases[0].NotRendered, "this target makes from a SOPS-encrypted file") {
 		t.Errorf("releases %+v, problems %v: want the chart not rendered, its Secret named as the target's own and encrypted", b.Releases, b.Problems)
 	}
+}
+
+// varsKustomization is the Kustomization of apps/shop in ns that
+// substitutes the variables of Secret vars.
+func varsKustomization(t *testing.T, ns string) *unstructured.Unstructured {
+	t.Helper()
+	return docOf(t, `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: shop, namespace: `+ns+`}
+spec:
+  path: ./apps/shop
+  sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}
+  postBuild:
+    substituteFrom:
+    - {kind: Secret, name: vars}
+`, 0)
 }

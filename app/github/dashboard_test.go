@@ -15,16 +15,7 @@ import (
 // the other replica wrote (this body was merged with none), and every
 // later look finds it.
 func TestTwoReplicasOpenOneDashboard(t *testing.T) {
-	gh, err := githubfake.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gh.Close()
-	gh.AddRepo(&githubfake.Repo{Owner: "o", Name: "r", Installation: 5})
-	inst, err := NewClients(gh.AppID, gh.KeyPEM(), gh.URL(), RetryPolicy{}).Installation(5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gh, inst := dashboardRepo(t)
 	ctx := context.Background()
 	body := func(s string) string { return s + "\n" + report.DashboardMarker }
 	none, err := inst.FindDashboard(ctx, "o", "r", 0)
@@ -59,16 +50,7 @@ func TestTwoReplicasOpenOneDashboard(t *testing.T) {
 // App writes when a writer ticks a box. A comment by anyone else that
 // carries the same marker, word for word, is not a request.
 func TestOnlyTheAppsRequestsCount(t *testing.T) {
-	gh, err := githubfake.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gh.Close()
-	gh.AddRepo(&githubfake.Repo{Owner: "o", Name: "r", Installation: 5})
-	inst, err := NewClients(gh.AppID, gh.KeyPEM(), gh.URL(), RetryPolicy{}).Installation(5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gh, inst := dashboardRepo(t)
 	ctx := context.Background()
 	none, err := inst.FindDashboard(ctx, "o", "r", 0)
 	if err != nil {
@@ -88,4 +70,21 @@ func TestOnlyTheAppsRequestsCount(t *testing.T) {
 	if len(d.Requests) != 1 || d.Requests[0].Item != "real" || d.Requests[0].By != "alice" {
 		t.Errorf("requests %+v, want alice's alone, which the App wrote", d.Requests)
 	}
+}
+
+// dashboardRepo is the GitHub fake with repository o/r, and the App's
+// installation on it.
+func dashboardRepo(t *testing.T) (*githubfake.Fake, *Installation) {
+	t.Helper()
+	gh, err := githubfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gh.Close)
+	gh.AddRepo(&githubfake.Repo{Owner: "o", Name: "r", Installation: 5})
+	inst, err := NewClients(gh.AppID, gh.KeyPEM(), gh.URL(), RetryPolicy{}).Installation(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gh, inst
 }
