@@ -208,6 +208,38 @@ type Report struct {
 	// NotRendered are sources of the repository a reconciler applies that
 	// driftback cannot render.
 	NotRendered []NotRendered `json:"notRendered,omitempty"`
+	// Compared names the commits compared, when they are commits.
+	Compared *Compared `json:"compared,omitempty"`
+}
+
+// How says how the commits a report compares were chosen.
+type How string
+
+const (
+	// HowMerge compares the base branch's tip with what merging the pull
+	// request into it gives (GitHub's test merge, or `diff --merged`).
+	HowMerge How = "merge"
+	// HowMergeBase compares the head with where it left its base (as `git
+	// diff A...B`): what the branch changes, whatever the base did since.
+	HowMergeBase How = "merge-base"
+	// HowGiven compares the two trees as given.
+	HowGiven How = "given"
+)
+
+// Compared names the commits a report compares, and how they were chosen:
+// what merging does, not what two branch tips differ by.
+type Compared struct {
+	How How `json:"how"`
+	// Base is compared as the state before, Head as the state after.
+	Base string `json:"base"`
+	Head string `json:"head"`
+	// BaseRef is the branch merged into, when known.
+	BaseRef string `json:"baseRef,omitempty"`
+	// PullHead is the branch's own head when Head is a merge of it.
+	PullHead string `json:"pullHead,omitempty"`
+	// Note says what a reader must know of the choice (a conflict, a test
+	// merge GitHub had not made yet); "" when there is nothing to say.
+	Note string `json:"note,omitempty"`
 }
 
 // HasChanges reports whether anything would change or has drifted.

@@ -20,6 +20,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/driftback/driftback/internal/gitlock"
 )
 
 // Tree is a read-only snapshot of a repository's files: either a commit read
@@ -116,21 +118,6 @@ type treeFile struct {
 	hash string // git blob id; empty until computed for directory trees
 }
 
-// repoLocks serializes the reads of each repository's object store.
-var repoLocks sync.Map // *git.Repository → *sync.Mutex
-
-// RepoLock returns the lock that every read of repo's object store holds:
-// go-git's filesystem storage loads its indexes lazily and is not safe for
-// concurrent use. Code outside this package that reads the same repository
-// (or fetches into it) holds it too.
-func RepoLock(repo *git.Repository) *sync.Mutex {
-	l, _ := repoLocks.LoadOrStore(repo, &sync.Mutex{})
-	return l.(*sync.Mutex)
-}
-
-// ForgetRepo drops the lock of a repository that is no longer read.
-func ForgetRepo(repo *git.Repository) { repoLocks.Delete(repo) }
-
 // MaxTreeEntries bounds the files and directories a commit's tree may hold
 // (each path counted once per place it appears). GitOps repositories hold
 // thousands; a commit whose trees name each other can expand to millions.
@@ -189,7 +176,7 @@ const MaxTreeDepth = 64
 // held no longer than the job that asked. A path nested deeper than
 // MaxTreeDepth is a *TooLargeError too.
 func GitTreeContext(ctx context.Context, repo *git.Repository, rev string) (*Tree, error) {
-	lock := RepoLock(repo)
+	lock := gitlock.Of(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	h, err := repo.ResolveRevision(plumbing.Revision(rev))

@@ -1,0 +1,23 @@
+// Package gitlock holds the lock that every read of a repository's object
+// store takes: go-git's filesystem storage loads its indexes lazily and is
+// not safe for concurrent use. The repository cache, the trees read from a
+// repository and the writes of drift branches all take it.
+package gitlock
+
+import (
+	"sync"
+
+	git "github.com/go-git/go-git/v5"
+)
+
+// locks holds one lock per open repository.
+var locks sync.Map // *git.Repository → *sync.Mutex
+
+// Of returns the lock of repo's object store.
+func Of(repo *git.Repository) *sync.Mutex {
+	l, _ := locks.LoadOrStore(repo, &sync.Mutex{})
+	return l.(*sync.Mutex)
+}
+
+// Forget drops the lock of a repository that is no longer read.
+func Forget(repo *git.Repository) { locks.Delete(repo) }
