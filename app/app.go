@@ -58,6 +58,9 @@ type App struct {
 	// PublishTimeout bounds the work of publishing; 0 means
 	// DefaultPublishTimeout. Waits GitHub asks for are added to it.
 	PublishTimeout time.Duration
+	// MergeWaits are the pauses before asking GitHub again whether a pull
+	// request merges while it does not know yet; nil: 1, 2 and 4 s.
+	MergeWaits []time.Duration
 	// wrapKube, when set, wraps the transport of every cluster client of the
 	// pull-request flow; tests count the requests with it.
 	wrapKube func(http.RoundTripper) http.RoundTripper

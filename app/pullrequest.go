@@ -18,6 +18,7 @@ import (
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/merge"
 	"github.com/driftback/driftback/report"
 )
 
@@ -33,7 +34,10 @@ type pullRequest struct {
 	targets      []targets.Target
 	unrenderable []*discover.Found
 	problems     []string
-	log          *slog.Logger
+	// compared are the commits the review compares: the base branch's tip
+	// and what merging gives.
+	compared drift.Compared
+	log      *slog.Logger
 }
 
 // fork says the pull request comes from another repository. Fail closed: a
@@ -90,8 +94,32 @@ func (a *App) readPullRequest(ctx context.Context, p *pullRequest) (current bool
 	if !p.pr.Open {
 		return false, nil
 	}
+	// GitHub computes whether a pull request merges, and its test merge,
+	// in the background after a change: asked early, it answers null.
+	for i := 0; p.pr.Mergeable == nil && i < len(a.mergeWaits()); i++ {
+		select {
+		case <-ctx.Done():
+			return false, context.Cause(ctx)
+		case <-time.After(a.mergeWaits()[i]):
+		}
+		if p.pr, err = p.gh.PullRequest(ctx, req.owner, req.repo, req.number); err != nil {
+			return false, err
+		}
+		if p.pr.HeadSHA != req.sha {
+			return false, nil
+		}
+	}
 	p.repo, err = p.gh.Repository(ctx, req.owner, req.repo)
 	return err == nil, err
+}
+
+// mergeWaits are the pauses before asking GitHub again whether a pull
+// request merges, while it answers that it does not know yet.
+func (a *App) mergeWaits() []time.Duration {
+	if a.MergeWaits != nil {
+		return a.MergeWaits
+	}
+	return []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
 }
 
 // fetchPullRequest brings the default branch, the pull request's head and
@@ -105,7 +133,19 @@ func (a *App) fetchPullRequest(ctx context.Context, p *pullRequest) (release fun
 	if b := p.pr.BaseRef; b != "" && b != p.repo.DefaultBranch {
 		refs = append(refs, "refs/heads/"+b)
 	}
-	p.git, release, err = a.cache.Fetch(ctx, p.req.owner+"/"+p.req.repo, p.repo.CloneURL, token, refs, []string{p.pr.BaseSHA, p.pr.HeadSHA})
+	want := []string{p.pr.BaseSHA, p.pr.HeadSHA}
+	if p.pr.MergeSHA != "" {
+		p.git, release, err = a.cache.Fetch(ctx, p.req.owner+"/"+p.req.repo, p.repo.CloneURL, token,
+			append(refs, fmt.Sprintf("refs/pull/%d/merge", p.req.number)), append(want, p.pr.MergeSHA))
+		if err == nil {
+			return release, nil
+		}
+		// GitHub may have made a newer test merge since: compare with
+		// the merge base, saying so.
+		p.log.Info("cannot fetch GitHub's test merge", "merge", p.pr.MergeSHA, "err", err)
+		p.pr.MergeSHA = ""
+	}
+	p.git, release, err = a.cache.Fetch(ctx, p.req.owner+"/"+p.req.repo, p.repo.CloneURL, token, refs, want)
 	return release, err
 }
 
@@ -129,11 +169,19 @@ func (a *App) pullTargets(ctx context.Context, p *pullRequest) {
 // its targets with globs expanded, who it comes from and the labels a
 // writer applied.
 func (a *App) reviewInput(ctx context.Context, p *pullRequest) (review.Input, error) {
-	base, err := render.GitTreeContext(ctx, p.git, p.pr.BaseSHA)
+	// What merging does: the base branch's tip against GitHub's test
+	// merge, never against a head that lacks the base's newer commits.
+	compared, err := merge.Choose(p.git, merge.PullRequest{Base: p.pr.BaseSHA, BaseRef: p.pr.BaseRef, Head: p.pr.HeadSHA,
+		Merge: p.pr.MergeSHA, Conflicts: p.pr.Mergeable != nil && !*p.pr.Mergeable})
 	if err != nil {
 		return review.Input{}, err
 	}
-	head, err := render.GitTreeContext(ctx, p.git, p.pr.HeadSHA)
+	p.compared = compared
+	base, err := render.GitTreeContext(ctx, p.git, compared.Base)
+	if err != nil {
+		return review.Input{}, err
+	}
+	head, err := render.GitTreeContext(ctx, p.git, compared.Head)
 	if err != nil {
 		return review.Input{}, err
 	}
@@ -164,9 +212,24 @@ func (a *App) reviewInput(ctx context.Context, p *pullRequest) (review.Input, er
 		Fork:      p.fork(),
 		ForceLive: p.req.forceLive,
 		Labels:    labels,
-		History:   review.History(p.git, p.pr.BaseSHA, p.gh.Earlier(p.req.owner, p.req.repo)),
-		Reverts:   review.Reverts(p.git, p.pr.BaseSHA, p.pr.HeadSHA, p.log),
+		History:   review.History(p.git, compared.Base, p.gh.Earlier(p.req.owner, p.req.repo)),
+		// The pull request's own commits: from its head back to where it
+		// left its base.
+		Reverts: review.Reverts(p.git, mergeBase(p), p.pr.HeadSHA, p.log),
 	}, nil
+}
+
+// mergeBase is where the pull request left its base; its head when that
+// cannot be read (no revert commit is then named).
+func mergeBase(p *pullRequest) string {
+	if p.compared.How == drift.HowMergeBase {
+		return p.compared.Base
+	}
+	mb, err := merge.Base(p.git, p.pr.BaseSHA, p.pr.HeadSHA)
+	if err != nil {
+		return p.pr.HeadSHA
+	}
+	return mb
 }
 
 // writersLabels are the pull request's labels, those that acknowledge a
@@ -211,8 +274,9 @@ func (a *App) publishPullRequest(ctx context.Context, p *pullRequest, rep *drift
 			return p.gh.PublishChecks(ctx, req.owner, req.repo, p.pr.HeadSHA, published)
 		}
 	}
+	rep.Compared = &p.compared
 	parts := report.Comment(rep, report.CommentOptions{Failing: review.Failing(checks), Checked: true})
-	parts[len(parts)-1] += "\n" + report.Footer(p.pr.HeadSHA, a.now())
+	parts[len(parts)-1] += "\n" + report.Footer(p.compared, a.now())
 	// Publishing is find-or-create by marker and by check name, so a failed
 	// attempt is simply repeated: what it created is found, not duplicated.
 	// Once begun it is not cancelled (by shutdown or a newer commit, which

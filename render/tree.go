@@ -316,7 +316,8 @@ func (t *Tree) HasKustomization(dir string) bool {
 }
 
 // With returns a copy of the tree in which the given files have the given
-// content (added or replaced), for rendering a planned change in memory.
+// content (added or replaced; nil removes the file), for rendering a planned
+// change or a merge in memory.
 func (t *Tree) With(files map[string][]byte) *Tree {
 	c := newTree(t.Rev + "+edits")
 	for p, f := range t.files {
@@ -326,8 +327,12 @@ func (t *Tree) With(files map[string][]byte) *Tree {
 		c.skipped[p] = why
 	}
 	for p, b := range files {
-		c.files[p] = treeFile{path: p, size: int64(len(b)), hash: blobHash(b)}
 		delete(c.skipped, p)
+		if b == nil {
+			delete(c.files, p)
+			continue
+		}
+		c.files[p] = treeFile{path: p, size: int64(len(b)), hash: blobHash(b)}
 	}
 	c.index()
 	open := t.open

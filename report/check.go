@@ -87,7 +87,7 @@ func OutOfScopeTitle(n int) string {
 // ErrorComment tells a pull request driftback failed on it.
 func ErrorComment(cause error, sha string, at time.Time) string {
 	return fmt.Sprintf("## driftback could not check this pull request\n\n%s\n\nPush a new commit, or comment `/driftback diff <commit>` naming the head, to try again.\n\n%s",
-		text(cause.Error()), Footer(sha, at))
+		text(cause.Error()), Footer(drift.Compared{Head: sha}, at))
 }
 
 // TooLargeSummary is the required check's summary for a pull request whose
@@ -96,9 +96,28 @@ func TooLargeSummary(cause string) string {
 	return text(cause) + "\n\nNothing of this pull request was compared. A commit this large is refused so that no pull request can exhaust the server; if it is real, split it."
 }
 
-// Footer ends a comment with the head it describes and when.
-func Footer(sha string, at time.Time) string {
-	return fmt.Sprintf("---\n<sub>driftback · head %s · %s</sub>\n", html(short(sha)), at.UTC().Format("2006-01-02 15:04:05 UTC"))
+// Footer ends a comment with the commits it compares and when.
+func Footer(c drift.Compared, at time.Time) string {
+	return fmt.Sprintf("---\n<sub>driftback · %s · %s</sub>\n", html(comparedCommits(c)), at.UTC().Format("2006-01-02 15:04:05 UTC"))
+}
+
+// comparedCommits names the commits a report compares, and how.
+func comparedCommits(c drift.Compared) string {
+	branch := c.BaseRef
+	if branch == "" {
+		branch = "base"
+	}
+	switch {
+	case c.How == drift.HowMerge && c.PullHead != "" && c.PullHead == c.Head:
+		return fmt.Sprintf("%s %s merged with head %s (merged file by file)", branch, short(c.Base), short(c.PullHead))
+	case c.How == drift.HowMerge && c.PullHead != "":
+		return fmt.Sprintf("%s %s merged with head %s (test merge %s)", branch, short(c.Base), short(c.PullHead), short(c.Head))
+	case c.How == drift.HowMergeBase:
+		return fmt.Sprintf("head %s against the merge base %s with %s", short(c.Head), short(c.Base), branch)
+	case c.Base == "":
+		return "head " + short(c.Head)
+	}
+	return fmt.Sprintf("%s %s → head %s", branch, short(c.Base), short(c.Head))
 }
 
 func short(sha string) string {

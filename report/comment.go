@@ -73,6 +73,9 @@ func markdownBlocks(r *drift.Report, opts CommentOptions) []string {
 	b.WriteString("## driftback: what merging this pull request does to the cluster\n\n")
 	dangers := listDangers(r, opts.Failing)
 	b.WriteString(verdict(r, opts, dangers) + "\n\n")
+	if r.Compared != nil && r.Compared.Note != "" {
+		b.WriteString("> ⚠️ " + text(r.Compared.Note) + "\n\n")
+	}
 	b.WriteString(summaryTable(r))
 	blocks = append(blocks, b.String())
 

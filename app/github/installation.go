@@ -126,6 +126,11 @@ type PullRequest struct {
 	HeadSHA, HeadRepo string
 	BaseSHA, BaseRef  string
 	Labels            []string
+	// Mergeable is GitHub's answer to whether it merges cleanly; nil while
+	// GitHub has not computed it. MergeSHA is its test merge
+	// (refs/pull/N/merge), "" when there is none.
+	Mergeable *bool
+	MergeSHA  string
 }
 
 // PullRequest reads a pull request.
@@ -138,6 +143,10 @@ func (i *Installation) PullRequest(ctx context.Context, owner, name string, numb
 		Number: number, Open: pr.GetState() != "closed", Draft: pr.GetDraft(),
 		HeadSHA: pr.GetHead().GetSHA(), HeadRepo: pr.GetHead().GetRepo().GetFullName(),
 		BaseSHA: pr.GetBase().GetSHA(), BaseRef: pr.GetBase().GetRef(),
+		Mergeable: pr.Mergeable,
+	}
+	if pr.GetMergeable() {
+		out.MergeSHA = pr.GetMergeCommitSHA()
 	}
 	for _, l := range pr.Labels {
 		out.Labels = append(out.Labels, l.GetName())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -21,8 +22,10 @@ import (
 	"time"
 
 	"github.com/driftback/driftback/app/build"
+	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/render/merge"
 	"github.com/driftback/driftback/render/reconciler"
 
 	git "github.com/go-git/go-git/v5"
@@ -48,6 +51,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	repo := fs.String("repo", "", "repository `DIR`; --base and --head are then refs in it")
 	base := fs.String("base", "", "the base: a ref with --repo, else a directory")
 	head := fs.String("head", "", "the head: a ref with --repo, else a directory")
+	merged := fs.Bool("merged", false, "with --repo: compare --base with what merging --head into it gives (a merge made file by file, refused where both change a file differently); default: --head against where it left --base (their merge base), as git diff BASE...HEAD")
 	var paths, ignoreManagers multiFlag
 	fs.Var(&paths, "path", "an overlay to compare (repeatable); default: the overlays the change affects")
 	kubeconfig := fs.String("kubeconfig", "", "read the live cluster through this kubeconfig `FILE`")
@@ -129,6 +133,18 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	var compared *drift.Compared
+	var pr *ghapp.PullRequest
+	if onPR != nil {
+		pr = onPR.pr
+	}
+	if gitRepo != nil {
+		if baseTree, headTree, compared, err = comparedTrees(gitRepo, baseTree, headTree, *merged, pr); err != nil {
+			return fail("%v", err)
+		}
+	} else if *merged {
+		return fail("--merged merges commits: give --repo")
+	}
 	overlays, err := overlayArgs(paths)
 	if err != nil {
 		return fail("%v", err)
@@ -201,12 +217,13 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	if gitRepo != nil {
 		// What a revert does not restore, from the repository's history
 		// and the live cluster, as serve says it.
-		history = restores(gitRepo, baseTree.Rev, headTree.Rev)
+		history = restores(gitRepo, compared)
 	}
 	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, recon, reader, liveErr, opts, history, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
+	rep.Compared = compared
 	switch *format {
 	case "json":
 		b, err := report.JSON(rep)
@@ -296,6 +313,58 @@ func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, *git.Reposi
 	return b, h, r, nil
 }
 
+// comparedTrees chooses what a diff of two commits compares: what merging
+// does. A pull request in CI compares its base's tip with GitHub's test
+// merge, when the checkout has it; otherwise --head is compared with where
+// it left --base (their merge base), or, with --merged, --base with their
+// merge made here.
+func comparedTrees(r *git.Repository, b, h *render.Tree, merged bool, pr *ghapp.PullRequest) (*render.Tree, *render.Tree, *drift.Compared, error) {
+	tree := func(sha string, t *render.Tree) (*render.Tree, error) {
+		if sha == t.Rev {
+			return t, nil
+		}
+		return render.GitTree(r, sha)
+	}
+	if pr != nil && !merged && b.Rev == pr.BaseSHA && h.Rev == pr.HeadSHA {
+		c, err := merge.Choose(r, merge.PullRequest{Base: pr.BaseSHA, BaseRef: pr.BaseRef, Head: pr.HeadSHA,
+			Merge: pr.MergeSHA, Conflicts: pr.Mergeable != nil && !*pr.Mergeable})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w%s", err, missingCommit(pr.BaseSHA, plumbing.ErrReferenceNotFound))
+		}
+		bt, err := tree(c.Base, b)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		ht, err := tree(c.Head, h)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w%s", err, missingCommit(c.Head, plumbing.ErrReferenceNotFound))
+		}
+		return bt, ht, &c, nil
+	}
+	mb, err := merge.Base(r, b.Rev, h.Rev)
+	if err != nil {
+		return b, h, &drift.Compared{How: drift.HowGiven, Base: b.Rev, Head: h.Rev,
+			Note: fmt.Sprintf("The base and the head are compared as given: %v.", err)}, nil
+	}
+	if mb == b.Rev {
+		// The head holds the base: merging it is a fast-forward.
+		return b, h, &drift.Compared{How: drift.HowMerge, Base: b.Rev, Head: h.Rev}, nil
+	}
+	mbt, err := render.GitTree(r, mb)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if merged {
+		m, err := merge.Trees(mbt, b, h)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--merged: %w", err)
+		}
+		return b, m, &drift.Compared{How: drift.HowMerge, Base: b.Rev, Head: h.Rev, PullHead: h.Rev}, nil
+	}
+	return mbt, h, &drift.Compared{How: drift.HowMergeBase, Base: mb, Head: h.Rev,
+		Note: fmt.Sprintf("The base has commits the head lacks: the head is compared with where it left the base (the merge base %.12s), as git diff BASE...HEAD does; --merged compares the base with what merging gives.", mb)}, nil
+}
+
 // missingCommit says how to get a commit a shallow checkout lacks.
 func missingCommit(rev string, err error) string {
 	if !errors.Is(err, plumbing.ErrReferenceNotFound) || len(rev) != 40 || strings.Trim(rev, "0123456789abcdef") != "" {
@@ -306,13 +375,19 @@ func missingCommit(rev string, err error) string {
 
 // restores says, of a target compared with the cluster, what restoring
 // earlier state does not bring back (restore-not-rollback,
-// rollback-across-job), from the history before base, and names the revert
-// commits between base and head. The counts driftback gave on earlier pull
-// requests are GitHub's to tell: here they are unknown.
-func restores(repo *git.Repository, base, head string) func(context.Context, *drift.Target, object.LiveReader) {
+// rollback-across-job), from the history before the base compared, and
+// names the revert commits of the branch (from its head back to where it
+// left its base). The counts driftback gave on earlier pull requests are
+// GitHub's to tell: here they are unknown.
+func restores(repo *git.Repository, c *drift.Compared) func(context.Context, *drift.Target, object.LiveReader) {
 	lim := rollback.DefaultLimits()
+	base, head := c.Base, cmp.Or(c.PullHead, c.Head)
+	from := base
+	if mb, err := merge.Base(repo, base, head); err == nil {
+		from = mb
+	}
 	var reverts []string
-	if cs, err := rollback.Reverts(repo, base, head, lim); err == nil {
+	if cs, err := rollback.Reverts(repo, from, head, lim); err == nil {
 		for _, c := range cs {
 			reverts = append(reverts, c.Subject)
 		}

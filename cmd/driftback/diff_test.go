@@ -537,3 +537,63 @@ func TestDiffDemoAsText(t *testing.T) {
 		t.Errorf("without --format, a pipe does not get the comment's Markdown")
 	}
 }
+
+// TestDiffComparesWhatMergingDoes: a teammate merged a PVC into main after
+// the branch left it. `diff --base main --head feature` compares the branch
+// with where it left main (as git diff main...feature), so the PVC is not
+// the branch's to remove; --merged compares main with the merge, which
+// keeps it; a file both sides change differently is refused by --merged.
+func TestDiffComparesWhatMergingDoes(t *testing.T) {
+	repo := t.TempDir()
+	gitCmd(t, repo, "init", "-q", "-b", "main")
+	commit := func(files map[string]string, msg string) {
+		t.Helper()
+		for name, content := range files {
+			writeFile(t, filepath.Join(repo, name), content)
+		}
+		gitCmd(t, repo, "add", "-A")
+		gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", msg)
+	}
+	web := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  replicas: 2\n"
+	commit(map[string]string{"prod/kustomization.yaml": "resources:\n- web.yaml\n", "prod/web.yaml": web}, "branch point")
+	gitCmd(t, repo, "checkout", "-q", "-b", "feature")
+	commit(map[string]string{"prod/web.yaml": strings.Replace(web, "replicas: 2", "replicas: 3", 1)}, "three replicas")
+	gitCmd(t, repo, "checkout", "-q", "main")
+	commit(map[string]string{"prod/kustomization.yaml": "resources:\n- web.yaml\n- data.yaml\n",
+		"prod/data.yaml": "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n  namespace: shop\nspec:\n  resources:\n    requests: {storage: 1Gi}\n"}, "the teammate's PVC")
+
+	report := func(args ...string) map[string]any {
+		t.Helper()
+		out, errOut, code := runCLI(t, append([]string{"diff", "--repo", repo, "--base", "main", "--head", "feature", "--format", "json"}, args...)...)
+		if code != exitChanges {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		var rep struct {
+			Compared map[string]any
+			Summary  struct{ Total struct{ Update, Delete int } }
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Summary.Total.Delete != 0 || strings.Contains(out, "pvc-removal") {
+			t.Errorf("%v: the branch is blamed for main's PVC:\n%s", args, out)
+		}
+		if rep.Summary.Total.Update != 1 || !strings.Contains(out, `"path": ".spec.replicas"`) {
+			t.Errorf("%v: the branch's own change is not shown:\n%s", args, out)
+		}
+		return rep.Compared
+	}
+	if c := report(); c["how"] != "merge-base" || !strings.Contains(c["note"].(string), "as git diff BASE...HEAD does") {
+		t.Errorf("by default: %v", c)
+	}
+	if c := report("--merged"); c["how"] != "merge" || c["note"] != nil {
+		t.Errorf("--merged: %v", c)
+	}
+
+	// main changes the same line differently: --merged refuses, naming it.
+	commit(map[string]string{"prod/web.yaml": strings.Replace(web, "replicas: 2", "replicas: 5", 1)}, "five on main")
+	_, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "main", "--head", "feature", "--merged")
+	if code != exitError || !strings.Contains(errOut, "both sides change prod/web.yaml differently") {
+		t.Errorf("a conflict with --merged: exit %d: %s", code, errOut)
+	}
+}

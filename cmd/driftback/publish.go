@@ -168,7 +168,11 @@ func (r *pullRequestRun) publish(ctx context.Context, rep *drift.Report, p *publ
 	}
 	agg := review.Aggregate(checks)
 	parts := report.Comment(rep, report.CommentOptions{Failing: review.Failing(checks), Checked: true})
-	parts[len(parts)-1] += "\n" + report.Footer(r.pr.HeadSHA, now)
+	compared := drift.Compared{Head: r.pr.HeadSHA}
+	if rep.Compared != nil {
+		compared = *rep.Compared
+	}
+	parts[len(parts)-1] += "\n" + report.Footer(compared, now)
 	if err := r.gh.PublishComment(ctx, r.owner, r.name, r.pr.Number, parts); err != nil {
 		return "", err
 	}

@@ -113,6 +113,13 @@ type Pull struct {
 	LabeledBy map[string]string
 	Body      string
 	Merged    bool
+	// Mergeable is what GitHub says of merging it: nil while it computes
+	// (null), false on conflicts. MergeSHA is its test merge, pushed by
+	// the test as refs/pull/N/merge. MergeableAfter is how many reads of
+	// the pull request answer null before Mergeable is told.
+	Mergeable      *bool
+	MergeSHA       string
+	MergeableAfter int
 	// Commits are the commits the pull request carried, besides its head:
 	// GitHub lists it for each (GET /repos/o/r/commits/SHA/pulls).
 	Commits []string
@@ -671,7 +678,20 @@ func (f *Fake) getPull(w http.ResponseWriter, _ *http.Request, m []string, inst 
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
 		return
 	}
-	writeJSON(w, http.StatusOK, f.pullJSON(r, p))
+	out := f.pullJSON(r, p)
+	if p.MergeableAfter > 0 {
+		p.MergeableAfter--
+		out["mergeable"], out["merge_commit_sha"] = nil, nil
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// nilIfEmpty is null for "", as GitHub sends an absent SHA.
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 func headRepoJSON(p *Pull, name, full, owner string) any {
@@ -703,7 +723,9 @@ func (f *Fake) pullJSON(r *Repo, p *Pull) map[string]any {
 		"labels":   labels,
 		"head": map[string]any{"sha": p.HeadSHA, "ref": p.HeadRef, "label": owner + ":" + p.HeadRef,
 			"repo": headRepoJSON(p, name, headRepo, owner)},
-		"base": map[string]any{"sha": p.BaseSHA, "ref": p.BaseRef, "repo": repoJSON(r)},
+		"base":             map[string]any{"sha": p.BaseSHA, "ref": p.BaseRef, "repo": repoJSON(r)},
+		"mergeable":        p.Mergeable,
+		"merge_commit_sha": nilIfEmpty(p.MergeSHA),
 	}
 }
 

@@ -1,0 +1,110 @@
+package app
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/driftback/driftback/internal/githubfake"
+)
+
+// merge makes the commit GitHub's test merge is: first's tree with files
+// written over it, whose parents are first (the base's tip) and second (the
+// pull request's head).
+func (w *world) merge(first, second plumbing.Hash, files map[string]any) plumbing.Hash {
+	w.t.Helper()
+	wt, err := w.local.Worktree()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := wt.Checkout(&git.CheckoutOptions{Hash: first, Force: true}); err != nil {
+		w.t.Fatal(err)
+	}
+	for name, v := range files {
+		p := filepath.Join(w.dir, "work", filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			w.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(w.ns(v.(string))), 0o644); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
+		w.t.Fatal(err)
+	}
+	w.seq++
+	h, err := wt.Commit("Merge "+second.String()+" into "+first.String(), &git.CommitOptions{All: true, AllowEmptyCommits: true,
+		Parents: []plumbing.Hash{first, second},
+		Author:  &object.Signature{Name: "GitHub", Email: "noreply@github.com", When: time.Unix(1_760_000_000+int64(w.seq), 0)}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return h
+}
+
+// TestAPullRequestBehindItsBaseIsNotBlamedForIt: a teammate merged a PVC
+// into main after the pull request branched off. The pull request changes
+// replicas only: merging it removes nothing, so its comment names no
+// pvc-removal and the required check passes. GitHub's test merge is read
+// (once GitHub has computed it); a pull request that conflicts is compared
+// with its merge base, saying so.
+func TestAPullRequestBehindItsBaseIsNotBlamedForIt(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	w.srv.App.MergeWaits = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
+	w.liveProd() // the teammate's PVC is live: Flux applied main
+	withoutPVC := map[string]any{}
+	for k, v := range baseFiles {
+		withoutPVC[k] = v
+	}
+	withoutPVC["deploy/prod/kustomization.yaml"] = "namespace: NS\nresources:\n- ../base\n"
+	delete(withoutPVC, "deploy/prod/data.yaml")
+	branchPoint := w.commit(plumbing.ZeroHash, withoutPVC)
+	head := w.commit(branchPoint, withReplicas(3))
+	teammate := w.commit(branchPoint, map[string]any{"deploy/prod/kustomization.yaml": baseFiles["deploy/prod/kustomization.yaml"], "deploy/prod/data.yaml": baseFiles["deploy/prod/data.yaml"]})
+	testMerge := w.merge(teammate, head, withReplicas(3))
+	w.push(map[string]plumbing.Hash{"refs/pull/1/merge": testMerge})
+	yes := true
+	// GitHub answers null twice while it computes the test merge.
+	w.openPR(1, teammate, head, func(p *githubfake.Pull) { p.Mergeable, p.MergeSHA, p.MergeableAfter = &yes, testMerge.String(), 2 })
+	if code := w.deliver("pull_request", "d-behind", prPayload("opened", 1, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	runs := w.waitChecks(head.String(), 3)
+	if prod := findRun(t, runs, "driftback / prod"); prod.Conclusion != "success" {
+		t.Errorf("prod check: %s %q: the pull request is blamed for its base's newer commit", prod.Conclusion, prod.Title)
+	}
+	body := w.gh.Comments(fullName, 1)[0].Body
+	for _, s := range []string{"changed by this PR `.spec.replicas`: Git `2` → `3`",
+		"main " + teammate.String()[:12] + " merged with head " + head.String()[:12] + " (test merge " + testMerge.String()[:12] + ")"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+	if strings.Contains(body, "pvc-removal") || strings.Contains(body, "PersistentVolumeClaim") {
+		t.Errorf("the comment blames the pull request for the base's PVC:\n%s", body)
+	}
+
+	// The same pull request in conflict with main: its head against the
+	// merge base, said at the top and in the footer.
+	no := false
+	w.openPR(2, teammate, head, func(p *githubfake.Pull) { p.Mergeable = &no })
+	if code := w.deliver("pull_request", "d-conflict", prPayload("opened", 2, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	eventually(t, func() bool { return len(w.gh.Comments(fullName, 2)) == 1 }, "the conflicting pull request's comment")
+	body = w.gh.Comments(fullName, 2)[0].Body
+	for _, s := range []string{"This pull request conflicts with main: its head is compared with where it left main (the merge base " + branchPoint.String()[:12] + ")",
+		"head " + head.String()[:12] + " against the merge base " + branchPoint.String()[:12] + " with main"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the comment does not say %q:\n%s", s, body)
+		}
+	}
+}
