@@ -178,6 +178,10 @@ type Target struct {
 	// LiveError says why the cluster could not be read; the Git comparison
 	// (PR) is still there.
 	LiveError string `json:"liveError,omitempty"`
+	// LiveNotAsked says the cluster was not read by choice (none given, a
+	// fork's pull request): the comparison is whole as the Git change it
+	// is. Otherwise LiveError is a failure, and nothing live is known.
+	LiveNotAsked bool `json:"liveNotAsked,omitempty"`
 	// OutOfScope lists the objects of the renders outside the target's scope,
 	// with what the pull request does to them in Git: no live value, owner
 	// or count of theirs is read or shown.

@@ -87,6 +87,9 @@ func markdownBlocks(r *drift.Report, opts CommentOptions) []string {
 		}
 		blocks = append(blocks, e.String())
 	}
+	if u := unreadSection(r); u != "" {
+		blocks = append(blocks, u)
+	}
 
 	if len(r.NotRendered) > 0 {
 		var e strings.Builder
@@ -110,6 +113,32 @@ func markdownBlocks(r *drift.Report, opts CommentOptions) []string {
 		blocks = append(blocks, targetBlocks(i, t, dangers)...)
 	}
 	return blocks
+}
+
+// unreadSection says once each reason a cluster could not be read, with
+// the targets it leaves in Git only.
+func unreadSection(r *drift.Report) string {
+	var order []string
+	targets := map[string][]string{}
+	for _, t := range r.Targets {
+		if t.LiveError == "" || t.LiveNotAsked || t.NotCompared != "" {
+			continue
+		}
+		if _, ok := targets[t.LiveError]; !ok {
+			order = append(order, t.LiveError)
+		}
+		targets[t.LiveError] = append(targets[t.LiveError], targetTitle(t))
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("### ❌ The cluster could not be read\n\n")
+	for _, msg := range order {
+		fmt.Fprintf(&b, "- %s: %s\n", strings.Join(targets[msg], ", "), text(msg))
+	}
+	b.WriteString("\nWhat merging does there is shown in Git only; live changes a sync reverts are unknown (`?`).\n")
+	return b.String()
 }
 
 // nextSteps says, when checks fail on dangers, how to accept them.
@@ -171,9 +200,13 @@ func summaryTable(r *drift.Report) string {
 			}
 		}
 		fields := fieldCounts(t)
+		reverted := bold(fields[object.FieldOverwrites] + fields[object.FieldDrift])
+		if t.LiveError != "" {
+			reverted = "?" // unknown: the cluster was not read
+		}
 		fmt.Fprintf(&b, "| %s%s | %d | %d | %d | %d | %s | %s |\n", strings.ReplaceAll(targetTitle(t), "|", `\|`), liveMark(t),
 			counts[drift.ActionCreate], counts[drift.ActionUpdate], counts[drift.ActionDelete]+counts[drift.ActionKeep], counts[drift.ActionUnchanged],
-			bold(dangers), bold(fields[object.FieldOverwrites]+fields[object.FieldDrift]))
+			bold(dangers), reverted)
 	}
 	if len(r.Targets) == 0 {
 		b.WriteString("| _no overlay is affected by this change_ | | | | | | |\n")
@@ -182,8 +215,11 @@ func summaryTable(r *drift.Report) string {
 }
 
 func liveMark(t drift.Target) string {
-	if t.LiveError != "" {
+	switch {
+	case t.LiveError != "" && t.LiveNotAsked:
 		return " (Git only: cluster not read)"
+	case t.LiveError != "":
+		return " (Git only: ❌ the cluster could not be read)"
 	}
 	if n := len(t.OutOfScope); n > 0 {
 		return fmt.Sprintf(" (%s outside its scope: Git only)", plural(n, "object"))
@@ -461,8 +497,11 @@ func targetBlocks(index int, t drift.Target, dangers dangerList) []string {
 		fmt.Fprintf(&head, "> ℹ️ %s\n\n", text(n))
 	}
 	head.WriteString(revertSection(t))
-	if t.LiveError != "" {
-		fmt.Fprintf(&head, "> The cluster could not be read (%s): this shows what the pull request changes in Git only.\n\n", text(t.LiveError))
+	switch {
+	case t.LiveError != "" && t.LiveNotAsked:
+		fmt.Fprintf(&head, "> Git change only (%s): what a sync does on the cluster is not shown.\n\n", text(t.LiveError))
+	case t.LiveError != "":
+		head.WriteString("> ❌ The cluster could not be read (above): this shows what the pull request changes in Git only; what a sync does on the cluster is unknown.\n\n")
 	}
 	for _, e := range t.Errors {
 		fmt.Fprintf(&head, "- ❌ not compared: %s\n", text(e))

@@ -36,7 +36,9 @@ type Summary struct {
 	// Verdict is "dangerous" when the change brings a danger of its own,
 	// else "nothing-dangerous".
 	Verdict string `json:"verdict"`
-	// Complete is false when a target, or part of one, was not compared.
+	// Complete is false when a target, or part of one, was not compared:
+	// not rendered, an error, or a cluster that could not be read (a
+	// cluster not asked for, as without --kubeconfig, leaves it whole).
 	Complete bool           `json:"complete"`
 	Total    Counts         `json:"total"`
 	Targets  []TargetCounts `json:"targets"`
@@ -57,7 +59,9 @@ type Counts struct {
 	Privilege           int `json:"privilege"`
 	Advisory            int `json:"advisory"`
 	DangersBefore       int `json:"dangersBefore"`
-	LiveChangesReverted int `json:"liveChangesReverted"`
+	// LiveChangesReverted is null when the cluster was not read: unknown,
+	// not none.
+	LiveChangesReverted *int `json:"liveChangesReverted"`
 }
 
 // TargetCounts are one target's counts.
@@ -65,6 +69,9 @@ type TargetCounts struct {
 	Name        string `json:"name,omitempty"`
 	Path        string `json:"path"`
 	NotCompared bool   `json:"notCompared,omitempty"`
+	// LiveError says why the cluster was not read: the counts are then
+	// the Git change's.
+	LiveError string `json:"liveError,omitempty"`
 	Counts
 }
 
@@ -80,16 +87,24 @@ func (c *Counts) add(o Counts) {
 	c.Privilege += o.Privilege
 	c.Advisory += o.Advisory
 	c.DangersBefore += o.DangersBefore
-	c.LiveChangesReverted += o.LiveChangesReverted
+	if c.LiveChangesReverted != nil && o.LiveChangesReverted != nil {
+		*c.LiveChangesReverted += *o.LiveChangesReverted
+	} else {
+		c.LiveChangesReverted = nil
+	}
 }
 
 // Summarize counts what the report tells.
 func Summarize(r *drift.Report) Summary {
 	s := Summary{Complete: len(r.Errors) == 0, Targets: []TargetCounts{}}
+	s.Total.LiveChangesReverted = new(int)
 	for _, t := range r.Targets {
-		tc := TargetCounts{Name: t.Name, Path: t.Path, NotCompared: t.NotCompared != ""}
-		if tc.NotCompared || len(t.Errors) > 0 {
+		tc := TargetCounts{Name: t.Name, Path: t.Path, NotCompared: t.NotCompared != "", LiveError: t.LiveError}
+		if tc.NotCompared || len(t.Errors) > 0 || (t.LiveError != "" && !t.LiveNotAsked) {
 			s.Complete = false
+		}
+		if t.LiveError == "" && t.NotCompared == "" {
+			tc.LiveChangesReverted = new(int)
 		}
 		c := &tc.Counts
 		for _, ch := range t.Told() {
@@ -122,8 +137,8 @@ func Summarize(r *drift.Report) Summary {
 				}
 			}
 			for _, f := range ch.Fields {
-				if f.Kind == object.FieldOverwrites || f.Kind == object.FieldDrift {
-					c.LiveChangesReverted++
+				if (f.Kind == object.FieldOverwrites || f.Kind == object.FieldDrift) && c.LiveChangesReverted != nil {
+					*c.LiveChangesReverted++
 				}
 			}
 		}

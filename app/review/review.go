@@ -590,6 +590,9 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 
 	var reader object.LiveReader
 	liveErr := ""
+	// A fork's pull request, or a target without a cluster, is compared in
+	// Git by choice; any other reason the cluster is not read is a failure.
+	notAsked := !w.live || t.Cluster == ""
 	switch {
 	case !w.live:
 		liveErr = "this pull request comes from a fork: live cluster data is shown after someone with write access reviews the head and comments /driftback diff <commit>"
@@ -621,7 +624,7 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 		if target, err = drift.Compare(ctx, nil, in, opts); err != nil {
 			return comparisonFailed(w, err)
 		}
-		target.LiveError = liveErr
+		target.LiveError, target.LiveNotAsked = liveErr, notAsked
 	}
 	target.Cluster, target.Name = t.Cluster, t.Name
 	target.Reverts = w.reverts

@@ -248,6 +248,8 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(rep.Errors) > 0:
 		return exitError
+	case !report.Summarize(rep).Complete:
+		return exitIncomplete
 	case rep.HasChanges():
 		return exitChanges
 	}
@@ -473,11 +475,12 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 	}
 	// Every overlay's live objects are read at once, each kind with as few
 	// lists as the credentials allow, rather than per overlay.
+	notAsked := liveErr != "" // given: the cluster is not asked, by choice
 	if reader != nil {
 		start := time.Now()
 		snap, err := livestate.NewSnapshot(ctx, reader, all)
 		if err != nil {
-			reader, liveErr = nil, fmt.Sprintf("the cluster could not be read: %v", err)
+			reader, liveErr = nil, err.Error()
 		} else {
 			reader = snap
 			st := snap.Stats()
@@ -502,7 +505,7 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 					// against Git.
 					o.GitOnly = recon.GitOnly()
 				}
-				targets[i], errs[i] = compareOverlay(ctx, overlays[i], inputs[i], problems[i], reader, liveErr, o)
+				targets[i], errs[i] = compareOverlay(ctx, overlays[i], inputs[i], problems[i], reader, liveErr, notAsked, o)
 			}
 		}()
 	}
@@ -577,7 +580,7 @@ func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisec
 
 // compareOverlay compares one rendered overlay with the live state; when
 // the cluster fails, it still shows what the change does in Git.
-func compareOverlay(ctx context.Context, path string, in drift.Input, problems []string, reader object.LiveReader, liveErr string, opts drift.Options) (*drift.Target, error) {
+func compareOverlay(ctx context.Context, path string, in drift.Input, problems []string, reader object.LiveReader, liveErr string, notAsked bool, opts drift.Options) (*drift.Target, error) {
 	if len(problems) > 0 {
 		return &drift.Target{Path: path, Changes: []drift.Change{}, Drift: []drift.Change{}, PR: []drift.Change{}, Errors: problems,
 			NotCompared: "it does not render"}, nil
@@ -591,7 +594,7 @@ func compareOverlay(ctx context.Context, path string, in drift.Input, problems [
 		t.LiveError = cerr.Error()
 	}
 	if reader == nil && liveErr != "" {
-		t.LiveError = liveErr
+		t.LiveError, t.LiveNotAsked = liveErr, notAsked
 	}
 	return t, nil
 }

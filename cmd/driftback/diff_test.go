@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -494,7 +495,7 @@ func TestDiffDemoSummaryAddsUp(t *testing.T) {
 	if s == nil {
 		t.Fatal("the JSON report has no summary")
 	}
-	want := report.Counts{Objects: 19, Create: 1, Update: 3, Delete: 6, Unchanged: 9, Dangers: 5, DataLoss: 3, SyncFails: 1, Privilege: 1, DangersBefore: 2, LiveChangesReverted: 1}
+	want := report.Counts{Objects: 19, Create: 1, Update: 3, Delete: 6, Unchanged: 9, Dangers: 5, DataLoss: 3, SyncFails: 1, Privilege: 1, DangersBefore: 2, LiveChangesReverted: new(1)}
 	if diff := cmp.Diff(want, s.Total); diff != "" {
 		t.Errorf("the demo's total (-want +got):\n%s", diff)
 	}
@@ -595,5 +596,63 @@ func TestDiffComparesWhatMergingDoes(t *testing.T) {
 	_, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "main", "--head", "feature", "--merged")
 	if code != exitError || !strings.Contains(errOut, "both sides change prod/web.yaml differently") {
 		t.Errorf("a conflict with --merged: exit %d: %s", code, errOut)
+	}
+}
+
+// TestDiffWithAClusterThatCannotBeRead: the kubeconfig's apiserver is down.
+// What is unknown is never zero: the report is the Git change, marked as
+// such; JSON says complete: false and null live changes; the error is told
+// once in each format; the command exits 3 (not "changes"); and nothing
+// but driftback's own progress reaches stderr (no client-go or klog line).
+func TestDiffWithAClusterThatCannotBeRead(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	writeFile(t, kubeconfig, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://"+addr+"\"}\nusers:\n- name: u\n  user: {token: t0ken}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n")
+	demo, err := filepath.Abs(demoDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"json", "markdown", "text"} {
+		out, errOut, code := runProcess(t, demo, "diff", "--base", "base", "--head", "pr", "--kubeconfig", kubeconfig, "--format", format)
+		if code != exitIncomplete {
+			t.Errorf("%s: exit %d, want %d (not whole)", format, code, exitIncomplete)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
+			if !strings.HasPrefix(line, "driftback: ") {
+				t.Errorf("%s: a line on stderr that is not driftback's: %q", format, line)
+			}
+		}
+		if n := strings.Count(out, "connection refused"); n != 1 && format != "json" {
+			t.Errorf("%s: the cluster's error is told %d times, want once:\n%s", format, n, out)
+		}
+		if format != "json" {
+			if !strings.Contains(out, "Git only: ❌ the cluster could not be read") || !strings.Contains(out, "| **4** | ? |") && !strings.Contains(out, "?\n") {
+				t.Errorf("%s: the table does not say the cluster was not read, or shows a count where none is known:\n%s", format, out)
+			}
+			continue
+		}
+		var rep struct {
+			Targets []struct{ LiveError string }
+			Summary struct {
+				Complete bool
+				Total    struct{ LiveChangesReverted *int }
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range rep.Targets {
+			if !strings.Contains(tg.LiveError, "connection refused") {
+				t.Errorf("json: a target's liveError is %q", tg.LiveError)
+			}
+		}
+		if rep.Summary.Complete || rep.Summary.Total.LiveChangesReverted != nil {
+			t.Errorf("json: complete %v, live changes reverted %v: want false and null", rep.Summary.Complete, rep.Summary.Total.LiveChangesReverted)
+		}
 	}
 }

@@ -23,6 +23,9 @@ const (
 	exitOK      = 0
 	exitChanges = 1
 	exitError   = 2
+	// exitIncomplete: the report was written, but part of it is unknown
+	// (a cluster, or kinds of it, could not be read; a target has errors).
+	exitIncomplete = 3
 )
 
 type command struct {
@@ -51,8 +54,8 @@ func main() {
 	// client-go's own lines (reflector retries, client-side throttling) are
 	// not driftback's to print: stderr carries its progress and errors only.
 	// serve sends them to its structured log instead.
-	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
+	// (Output alone is not enough: klog writes errors to stderr too.)
+	klog.SetLogger(logr.Discard())
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

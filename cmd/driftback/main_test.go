@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,11 +18,40 @@ import (
 func TestMain(m *testing.M) {
 	render.ServeChild()
 	serveCurl()
+	if os.Getenv(mainEnv) == "1" {
+		main() // the command as a user runs it; never returns
+	}
 	code := kubetest.Main(m)
 	for _, c := range cleanups {
 		c()
 	}
 	os.Exit(code)
+}
+
+// mainEnv makes the test binary the driftback command itself (main, with
+// what it sets up for the libraries), for tests of the process's own
+// output.
+const mainEnv = "DRIFTBACK_TEST_MAIN"
+
+// runProcess runs driftback as a process: what reaches its stderr from
+// any library is seen.
+func runProcess(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), mainEnv+"=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
 }
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
