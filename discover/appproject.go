@@ -45,12 +45,18 @@ func projectRefuses(app *unstructured.Unstructured, repoURL string, s Settings, 
 		return v
 	}
 	server, dname, ns := str("spec", "destination", "server"), str("spec", "destination", "name"), str("spec", "destination", "namespace")
+	where := server
+	if dname != "" {
+		where = dname
+	}
+	switch {
+	case server == "" && dname == "in-cluster":
+		server = InClusterServer
+	case dname == "" && strings.TrimSuffix(server, "/") == InClusterServer:
+		dname = "in-cluster"
+	}
 	dests, _, _ := unstructured.NestedSlice(p.Object, "spec", "destinations")
 	if !destinationPermitted(dests, server, dname, ns) {
-		where := server
-		if dname != "" {
-			where = dname
-		}
 		return fmt.Sprintf("its AppProject %s does not permit its destination %s, namespace %q (spec.destinations): Argo CD does not sync it", name, where, ns)
 	}
 	return ""
@@ -87,7 +93,15 @@ func destinationPermitted(dests []any, server, name, namespace string) bool {
 				*v, deny = rest, true
 			}
 		}
-		matched := ((server != "" && dServer != "" && globMatch(dServer, server)) || (name != "" && dName != "" && globMatch(dName, name))) &&
+		// Argo CD resolves a destination named and not addressed to its
+		// cluster's server before it asks the project: the cluster it
+		// runs in is in-cluster; another's server is in its cluster
+		// Secret, unknown here, which only "*" is sure to match.
+		serverMatched := server != "" && dServer != "" && globMatch(dServer, server)
+		if server == "" && name != "" && name != "in-cluster" {
+			serverMatched = dServer == "*"
+		}
+		matched := (serverMatched || (name != "" && dName != "" && globMatch(dName, name))) &&
 			globMatch(dNS, namespace)
 		if matched && deny {
 			return false

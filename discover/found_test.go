@@ -307,7 +307,8 @@ metadata: {name: default, namespace: argocd}
 spec:
   sourceRepos: ['*']
   sourceNamespaces: ['*']
-  destinations: [{server: '*', namespace: '*'}, {name: '*', namespace: '*'}]
+  destinations: [{namespace: '*', server: '*'}]
+  clusterResourceWhitelist: [{group: '*', kind: '*'}]
 `)}
 }
 
@@ -323,6 +324,14 @@ func TestAppProjectsDecideWhatCounts(t *testing.T) {
 	project := func(spec string) map[string]*unstructured.Unstructured {
 		return map[string]*unstructured.Unstructured{"team": obj(t, "apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata: {name: team, namespace: argocd}\nspec:\n"+spec)}
 	}
+	named := func(dest string) *unstructured.Unstructured {
+		return obj(t, "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: shop, namespace: argocd}\nspec:\n  project: default"+
+			"\n  destination: {name: "+dest+", namespace: shop}\n  source: {repoURL: 'https://github.com/acme/gitops.git', path: apps/shop}\n")
+	}
+	// Argo CD's default project as it installs it: servers only.
+	stock := map[string]*unstructured.Unstructured{"default": obj(t, "apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata: {name: default, namespace: argocd}\nspec:\n  sourceRepos: ['*']\n  destinations: [{server: '*', namespace: '*'}]\n")}
+	inClusterOnly := map[string]*unstructured.Unstructured{"default": obj(t, "apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata: {name: default, namespace: argocd}\nspec:\n  sourceRepos: ['*']\n  destinations: [{server: 'https://kubernetes.default.svc', namespace: '*'}]\n")}
+	byName := map[string]*unstructured.Unstructured{"default": obj(t, "apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata: {name: default, namespace: argocd}\nspec:\n  sourceRepos: ['*']\n  destinations: [{name: in-cluster, namespace: '*'}]\n")}
 	const repo = "https://github.com/acme/gitops.git"
 	teamOnly := project("  sourceRepos: ['https://github.com/acme/*']\n  destinations: [{server: 'https://kubernetes.default.svc', namespace: 'team-*'}]\n")
 	for _, tc := range []struct {
@@ -343,6 +352,11 @@ func TestAppProjectsDecideWhatCounts(t *testing.T) {
 		{"an Application in another namespace the project takes", app("team-a", "team", repo, "team-a"),
 			project("  sourceNamespaces: ['team-*']\n  sourceRepos: ['*']\n  destinations: [{server: '*', namespace: 'team-*'}]\n"), ""},
 		{"AppProjects that could not be read", app("argocd", "", repo, "shop"), nil, "could not be read"},
+		{"destination.name in-cluster, the stock default project", named("in-cluster"), stock, ""},
+		{"destination.name in-cluster, a project naming its server", named("in-cluster"), inClusterOnly, ""},
+		{"destination.name of another cluster, a project naming the cluster it runs in", named("apps-prod"), inClusterOnly, "does not permit its destination apps-prod"},
+		{"destination.name of another cluster, the stock default project", named("apps-prod"), stock, ""},
+		{"destination.server of the cluster it runs in, a project naming in-cluster", app("argocd", "", repo, "shop"), byName, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := FromArgoCD(tc.app, Settings{On: "prod", Host: "github.com", ArgoCDAppNamespaces: []string{"team-*"}, Projects: tc.projects})
