@@ -510,6 +510,9 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 		}()
 	}
 	wg.Wait()
+	// ${…} is Flux's to substitute only where a Flux Kustomization with
+	// postBuild builds the path; elsewhere it is text (a script's).
+	postBuild := reconciler.PostBuildPaths(head)
 	for i := range overlays {
 		if errs[i] != nil {
 			return nil, errs[i]
@@ -522,7 +525,7 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 		case recon != nil && overlays[i] == recon.Path():
 			t.Notes = append(t.Notes, recon.Notes()...)
 			recon.Hide(t)
-		case unsubstituted(inputs[i].Head):
+		case slices.Contains(postBuild, overlays[i]) && unsubstituted(inputs[i].Head):
 			t.Notes = append(t.Notes, "values hold ${…} as written: Flux's postBuild substitutes them; give --flux-kustomization NAMESPACE/NAME with --kubeconfig, or --flux-kustomization-file, to build as Flux does")
 		}
 		rep.Errors = append(rep.Errors, problems[i]...)

@@ -656,3 +656,28 @@ func TestDiffWithAClusterThatCannotBeRead(t *testing.T) {
 		}
 	}
 }
+
+// TestThePostBuildNoteIsTrue: a ${…} in a plain kustomize overlay is a
+// script's (a generator packs it), not Flux's: no note says Flux
+// substitutes it. Where a Flux Kustomization written in the repository
+// builds the path with postBuild, the note is there.
+func TestThePostBuildNoteIsTrue(t *testing.T) {
+	dir := t.TempDir()
+	for _, side := range []string{"base", "head"} {
+		writeFile(t, filepath.Join(dir, side, "app", "kustomization.yaml"), "configMapGenerator:\n- name: scripts\n  files: [run.sh]\n")
+		writeFile(t, filepath.Join(dir, side, "app", "run.sh"), "#!/bin/sh\necho \"${HOME}\" "+side+"\n")
+	}
+	const note = "Flux's postBuild substitutes them"
+	out, errOut, code := runCLI(t, "diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--format", "json")
+	if code != exitChanges {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, note) {
+		t.Errorf("a plain overlay's script is said to be Flux's to substitute:\n%s", out)
+	}
+	writeFile(t, filepath.Join(dir, "head", "clusters", "app.yaml"), "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: app, namespace: flux-system}\nspec:\n  path: ./app\n  sourceRef: {kind: GitRepository, name: flux-system}\n  postBuild:\n    substitute: {cluster: prod}\n")
+	out, errOut, _ = runCLI(t, "diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--path", "app", "--format", "json")
+	if !strings.Contains(out, note) {
+		t.Errorf("a path Flux builds with postBuild has no note: %s\n%s", errOut, out)
+	}
+}

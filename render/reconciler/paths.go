@@ -22,6 +22,19 @@ const maxReconcilerFile = 1 << 20
 // Files that do not parse, and templates, are skipped: this only adds
 // overlays.
 func Paths(t *render.Tree) []string {
+	return written(t, func(string, bool) bool { return true })
+}
+
+// PostBuildPaths returns the directories a Flux Kustomization written in
+// the tree builds with postBuild (substitute or substituteFrom): where a
+// ${…} in what they render is Flux's to substitute, sorted.
+func PostBuildPaths(t *render.Tree) []string {
+	return written(t, func(kind string, postBuild bool) bool { return kind == "Kustomization" && postBuild })
+}
+
+// written returns the paths named by the reconciler objects written in the
+// tree that keep says to count (by kind, and whether it has postBuild).
+func written(t *render.Tree, keep func(kind string, postBuild bool) bool) []string {
 	seen := map[string]bool{}
 	for _, f := range t.Files() {
 		if ext := path.Ext(f); ext != ".yaml" && ext != ".yml" {
@@ -40,8 +53,9 @@ func Paths(t *render.Tree) []string {
 				APIVersion string `yaml:"apiVersion"`
 				Kind       string `yaml:"kind"`
 				Spec       struct {
-					Path   string `yaml:"path"`
-					Source struct {
+					Path      string `yaml:"path"`
+					PostBuild any    `yaml:"postBuild"`
+					Source    struct {
 						Path string `yaml:"path"`
 					} `yaml:"source"`
 					Sources []struct {
@@ -62,6 +76,9 @@ func Paths(t *render.Tree) []string {
 				for _, s := range obj.Spec.Sources {
 					paths = append(paths, s.Path)
 				}
+			}
+			if !keep(obj.Kind, obj.Spec.PostBuild != nil) {
+				continue
 			}
 			for _, p := range paths {
 				if p = render.CleanPath(p); p != "" && t.HasKustomization(p) {
