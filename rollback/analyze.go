@@ -54,12 +54,18 @@ func Analyze(ctx context.Context, in Input) error {
 	in.Live = scope.NewReader(in.Live, in.Scope)
 	var volumes []*unstructured.Unstructured
 	volumesRead := false
-	volumesKnown := in.Scope == nil || in.Scope.WholeKind(pvKind)
-	for i := range t.Changes {
-		ch := &t.Changes[i]
+	volumesKnown := in.Live != nil && (in.Scope == nil || in.Scope.WholeKind(pvKind))
+	why := scope.Unknown
+	if in.Live == nil || t.LiveError != "" {
+		// What Git alone says: the pull request's own change.
+		in.Live, volumesKnown, why = nil, false, "without the cluster"
+	}
+	changes := t.Told()
+	for i := range changes {
+		ch := &changes[i]
 		switch {
 		case ch.Action == drift.ActionCreate && ch.Ref().GroupKind() == pvcKind && !volumesKnown:
-			if err := claimUnknown(in, ch); err != nil {
+			if err := claimUnknown(in, ch, why); err != nil {
 				return err
 			}
 		case ch.Action == drift.ActionCreate && ch.Ref().GroupKind() == pvcKind:
@@ -77,7 +83,7 @@ func Analyze(ctx context.Context, in Input) error {
 			if err := restored(ctx, in, ch); err != nil {
 				return err
 			}
-		case ch.Action == drift.ActionUpdate:
+		case ch.Action == drift.ActionUpdate && in.Live != nil:
 			if err := imageRollback(ctx, in, ch); err != nil {
 				return err
 			}
@@ -117,16 +123,17 @@ func claim(ctx context.Context, in Input, ch *drift.Change, volumes []*unstructu
 }
 
 // claimUnknown: a recreated claim whose old volume cannot be looked for
-// (every PersistentVolume is outside the target's scope): Git says the claim
-// was removed before, and whether a volume still holds its data is unknown.
-func claimUnknown(in Input, ch *drift.Change) error {
+// (every PersistentVolume is outside the target's scope, or the cluster is
+// not read: why): Git says the claim was removed before, and whether a
+// volume still holds its data is unknown.
+func claimUnknown(in Input, ch *drift.Change, why string) error {
 	c, err := in.History.Removed("PersistentVolumeClaim", ch.Name)
 	if err != nil || c == nil {
 		return err
 	}
 	ch.Danger = append(ch.Danger, drift.Danger{Reason: drift.DangerRestoreNotRollback, Count: 1, CountUnknown: true, Message: fmt.Sprintf(
 		"the claim was removed in %s, and a new claim does not bind to the volume that held its data by itself: whether a Released PersistentVolume still holds it is unknown, %s; "+
-			"look for one whose spec.claimRef names %s/%s before this merges", commitText(c), scope.Unknown, ch.Namespace, ch.Name)})
+			"look for one whose spec.claimRef names %s/%s before this merges", commitText(c), why, ch.Namespace, ch.Name)})
 	return nil
 }
 

@@ -10,7 +10,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,6 +127,13 @@ func changedFiles(c, parent *object.Commit) ([][2]*object.File, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Named by their path in the repository, not their base name.
+		if from != nil {
+			from.Name = ch.From.Name
+		}
+		if to != nil {
+			to.Name = ch.To.Name
+		}
 		out = append(out, [2]*object.File{from, to})
 	}
 	return out, nil
@@ -169,6 +178,10 @@ func (h *History) Removed(kind, name string) (*Commit, error) {
 			had = had || holds(h.read(f[0]), kind, name)
 			has = has || holds(h.read(f[1]), kind, name)
 		}
+		if !had && !has {
+			// Dropped from a kustomization's resources, its file kept.
+			had = h.dropped(parent, files, kind, name)
+		}
 		if had && !has {
 			found = commitOf(c)
 			return true, nil
@@ -176,6 +189,47 @@ func (h *History) Removed(kind, name string) (*Commit, error) {
 		return false, nil
 	})
 	return found, err
+}
+
+// dropped says whether a change to a kustomization file dropped, from its
+// resources, a file that held a document of kind named name at parent.
+func (h *History) dropped(parent *object.Commit, files [][2]*object.File, kind, name string) bool {
+	for _, f := range files {
+		if f[0] == nil || f[1] == nil || !isKustomization(f[0].Name) {
+			continue
+		}
+		before, after := resources(h.read(f[0])), resources(h.read(f[1]))
+		for _, r := range before {
+			if slices.Contains(after, r) {
+				continue
+			}
+			file, err := parent.File(path.Join(path.Dir(f[0].Name), r))
+			if err == nil && holds(h.read(file), kind, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isKustomization(name string) bool {
+	switch path.Base(name) {
+	case "kustomization.yaml", "kustomization.yml", "Kustomization":
+		return true
+	}
+	return false
+}
+
+// resources are a kustomization's resources entries, "" when it does not
+// parse.
+func resources(b []byte) []string {
+	var k struct {
+		Resources []string `yaml:"resources"`
+	}
+	if yaml.Unmarshal(b, &k) != nil {
+		return nil
+	}
+	return k.Resources
 }
 
 // Seen finds the latest commit before the start whose changes added text

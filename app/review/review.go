@@ -628,7 +628,9 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	}
 	target.Cluster, target.Name = t.Cluster, t.Name
 	target.Reverts = w.reverts
-	if reader != nil && target.LiveError == "" && w.history != nil {
+	// What a revert does not restore is known from Git alone too (a
+	// restored CRD comes back empty); the cluster adds what it holds.
+	if w.history != nil {
 		if err := w.history(ctx, target, reader, opts.Scope); err != nil {
 			target.Errors = append(target.Errors, "what a restore does not bring back could not be checked: "+err.Error())
 		}

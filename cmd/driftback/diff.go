@@ -396,8 +396,11 @@ func restores(repo *git.Repository, c *drift.Compared) func(context.Context, *dr
 	}
 	return func(ctx context.Context, t *drift.Target, live object.LiveReader) {
 		t.Reverts = reverts
-		if t.NotCompared != "" || t.LiveError != "" || live == nil {
+		if t.NotCompared != "" {
 			return
+		}
+		if t.LiveError != "" {
+			live = nil // what Git alone tells
 		}
 		err := rollback.Analyze(ctx, rollback.Input{Target: t, Live: live, History: rollback.NewHistory(repo, base, lim)})
 		if err != nil {

@@ -77,3 +77,32 @@ status: {completionTime: "2026-10-01T08:00:00Z"}
 		t.Errorf("a Job that completed before the live image was set is named:\n%s", out)
 	}
 }
+
+// TestDiffSaysARestoredCRDComesBackEmpty: reverting the commit that removed
+// a CRD gives back the type, none of its custom resources; the command
+// line says so as serve does, with the cluster read and without it.
+func TestDiffSaysARestoredCRDComesBackEmpty(t *testing.T) {
+	repo := t.TempDir()
+	commit := func(msg string, files map[string]string) {
+		writeTree(t, repo, files)
+		gitCmd(t, repo, "add", "-A")
+		gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", msg)
+	}
+	crd := "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec:\n  group: example.com\n  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n"
+	gitCmd(t, repo, "init", "-q", "-b", "main")
+	commit("widgets", map[string]string{"app/kustomization.yaml": "resources: [crd.yaml, cm.yaml]\n", "app/crd.yaml": crd,
+		"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {a: b}\n"})
+	commit("Remove widgets", map[string]string{"app/kustomization.yaml": "resources: [cm.yaml]\n"})
+	commit("Revert \"Remove widgets\"", map[string]string{"app/kustomization.yaml": "resources: [crd.yaml, cm.yaml]\n"})
+	live := t.TempDir()
+	writeFile(t, filepath.Join(live, "live.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {a: b}\n")
+	for _, args := range [][]string{{"--live", live}, {}} {
+		out, errOut, code := runCLI(t, append([]string{"diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD"}, args...)...)
+		if code == exitError {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		if !strings.Contains(out, "**restore-not-rollback**") || !strings.Contains(out, "restoring it brings back an empty crd") {
+			t.Errorf("%v: the report does not say the restored CRD comes back empty:\n%s", args, out)
+		}
+	}
+}
