@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/driftback/driftback/app/build"
-	"github.com/driftback/driftback/app/charts"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/charts"
 	"github.com/driftback/driftback/app/driftloop"
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/app/metrics"
@@ -37,7 +37,7 @@ type App struct {
 	renderer *render.Renderer
 	// charts fetches Helm charts from the repositories app.yml and the
 	// default branches trust.
-	charts *build.Charts
+	charts *reconcile.Charts
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -90,7 +90,7 @@ func NewApp(cfg *config.Config, clients *ghapp.Clients, cache *repos.Cache, log 
 		clusters:   map[string]*review.Cluster{},
 		publishing: map[string]*sync.Mutex{},
 		targets:    targets.NewSource(cfg, log),
-		charts: &build.Charts{
+		charts: &reconcile.Charts{
 			// Indexes are parsed in render children, as charts are
 			// rendered: what a repository writes never fills this
 			// process's memory.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/app/review"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
@@ -44,7 +44,7 @@ func (a *App) kubeClient(cluster string) (client.Client, error) {
 
 // capabilities are a cluster's version and APIs, which its Helm charts
 // are rendered for.
-func (a *App) capabilities(ctx context.Context, cluster string) (*build.Capabilities, error) {
+func (a *App) capabilities(ctx context.Context, cluster string) (*reconcile.Capabilities, error) {
 	c := a.cluster(cluster)
 	if c.Err != nil {
 		return nil, c.Err
@@ -53,7 +53,7 @@ func (a *App) capabilities(ctx context.Context, cluster string) (*build.Capabili
 	if err != nil {
 		return nil, err
 	}
-	return &build.Capabilities{KubeVersion: v, APIVersions: apis}, nil
+	return &reconcile.Capabilities{KubeVersion: v, APIVersions: apis}, nil
 }
 
 // cluster connects to a named cluster once; a failure is tried again on the

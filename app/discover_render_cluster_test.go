@@ -10,8 +10,8 @@ import (
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/testfs"
 
-	"github.com/driftback/driftback/app/build"
-	"github.com/driftback/driftback/app/hide"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/hide"
 
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	ssautil "github.com/fluxcd/pkg/ssa/utils"
@@ -89,11 +89,11 @@ spec:
 	cfg := parseTestConfig(t, "clusters:\n  prod:\n    kubeconfig: "+kubeconfig+"\n    discover: {flux: true}\n")
 	a := NewApp(cfg, nil, nil, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
 	ts, _ := targets.Merge(cfg, found)
-	vars := build.Variables(context.Background(), ts[0], true, a.kubeClient)
+	vars := reconcile.Variables(context.Background(), ts[0].Build(), true, a.kubeClient)
 	if vars.Skip || vars.Note != "" || len(vars.Hidden) != 1 || vars.Hidden[0] != "tok-canary-7781" {
 		t.Fatalf("variables: skip %v, note %q, hidden %d", vars.Skip, vars.Note, len(vars.Hidden))
 	}
-	b := build.Target(context.Background(), render.New(render.Options{}), tree, ts[0], vars)
+	b := reconcile.Build(context.Background(), render.New(render.Options{}), tree, ts[0].Build(), vars)
 	if len(b.Problems) > 0 {
 		t.Fatal(b.Problems)
 	}

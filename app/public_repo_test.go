@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/report"
 
 	corev1 "k8s.io/api/core/v1"
@@ -242,10 +242,10 @@ func syncAt(t *testing.T, w *world, repo *git.Repository, rev string, ts []targe
 	ctx := context.Background()
 	for _, tg := range ts {
 		// Charts render for the test cluster, as the reconciler renders them.
-		var vars build.Vars
-		vars.Helm, vars.HelmNote = build.HelmCapabilities(ctx, tg, true, w.srv.App.capabilities)
-		vars.Charts = w.srv.App.charts.Access(tg, w.srv.App.charts.TrustIn(tree), true, w.srv.App.kubeClient)
-		b := build.Target(ctx, render.New(render.DefaultOptions()), tree, tg, vars)
+		var vars reconcile.Vars
+		vars.Helm, vars.HelmNote = reconcile.HelmCapabilities(ctx, tg.Build(), true, w.srv.App.capabilities)
+		vars.Charts = w.srv.App.charts.Access(tg.Build(), w.srv.App.charts.TrustIn(tree), true, w.srv.App.kubeClient)
+		b := reconcile.Build(ctx, render.New(render.DefaultOptions()), tree, tg.Build(), vars)
 		manager := "kustomize-controller"
 		applied, failed := 0, 0
 		for _, o := range b.Objects {

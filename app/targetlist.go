@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/driftback/driftback/app/build"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/prepare"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
@@ -98,7 +98,7 @@ func ListTargets(ctx context.Context, cfg *config.Config) (*TargetList, error) {
 			if f.SelfHeal {
 				info.Codify = "off (the reconciler self-heals)"
 			}
-			info.Notes = build.Notes(t, build.Vars{})
+			info.Notes = reconcile.Notes(t.Build(), reconcile.Vars{})
 		}
 		var off string
 		info.Source, info.NotRendered, off = sourceAt(t, trees)
@@ -180,12 +180,12 @@ func sourceAt(t targets.Target, trees func(repo, branch string) (*render.Tree, s
 	case f != nil && f.Flux != nil:
 		return "plain manifests" + at + " (Flux generates the kustomization)", "", ""
 	case f != nil && f.Reconciler == discover.ReconcilerArgoCD:
-		if why := build.NotWritable(t, tree); why != "" {
+		if why := reconcile.NotWritable(t.Build(), tree); why != "" {
 			return "a Helm chart" + at, "", why
 		}
-		if why := build.NotRenderedAt(t, tree); why != "" {
+		if why := reconcile.NotRenderedAt(t.Build(), tree); why != "" {
 			kind := "jsonnet"
-			if reconciler.ArgoCDSourceType(tree, t.Path) == "Helm" {
+			if prepare.ArgoCDSourceType(tree, t.Path) == "Helm" {
 				kind = "a Helm chart"
 			}
 			return kind + at, why, "not rendered"

@@ -12,14 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile/prepare"
 )
 
 // plainWeb is a Deployment in a plain directory of manifests, as `flux
@@ -344,7 +344,7 @@ func (d *driftWorld) argoBuild(commit plumbing.Hash, app string) []*unstructured
 	tg.Path = "shop"
 	tg.Found = &discover.Found{Reconciler: discover.ReconcilerArgoCD, Path: "shop", Application: u,
 		Kustomize: discover.ApplicationKustomize(u), DestinationNamespace: d.env.Namespace}
-	b := build.Target(context.Background(), render.New(render.DefaultOptions()), tree, tg, build.Vars{})
+	b := reconcile.Build(context.Background(), render.New(render.DefaultOptions()), tree, tg.Build(), reconcile.Vars{})
 	if len(b.Problems) > 0 || len(b.Objects) == 0 {
 		d.t.Fatalf("shop does not build as Argo CD builds it: %v", b.Problems)
 	}
@@ -367,7 +367,7 @@ func (d *driftWorld) fluxBuild(commit plumbing.Hash, dir string) []*unstructured
 	}
 	ks := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
 		"metadata": map[string]any{"name": "x", "namespace": d.env.Namespace}, "spec": map[string]any{"path": "./" + dir}}}
-	ft, err := reconciler.FluxTree(tree, dir, ks)
+	ft, err := prepare.FluxTree(tree, dir, ks)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func (d *driftWorld) fluxBuildWith(commit plumbing.Hash, dir string, values map[
 	d.t.Helper()
 	ks := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
 		"metadata": map[string]any{"name": "api", "namespace": d.env.Namespace}, "spec": map[string]any{"path": "./" + dir, "postBuild": map[string]any{}}}}
-	objs, err := reconciler.FluxFinish(d.fluxBuild(commit, dir), ks, reconciler.FluxVariables{Values: values})
+	objs, err := prepare.FluxFinish(d.fluxBuild(commit, dir), ks, prepare.FluxVariables{Values: values})
 	if err != nil {
 		d.t.Fatal(err)
 	}

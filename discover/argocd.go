@@ -14,7 +14,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile/prepare"
 )
 
 // ArgoCDApplications is the Argo CD kind discovery reads.
@@ -128,7 +128,7 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 		}
 	}
 	if d, ok := src["directory"].(map[string]any); ok {
-		f.Directory = &reconciler.ArgoCDDirectory{}
+		f.Directory = &prepare.ArgoCDDirectory{}
 		f.Directory.Recurse, _ = d["recurse"].(bool)
 		f.Directory.Include, _ = d["include"].(string)
 		f.Directory.Exclude, _ = d["exclude"].(string)

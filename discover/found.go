@@ -18,7 +18,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile/prepare"
 )
 
 // Reconciler is the controller a Found object belongs to.
@@ -95,7 +95,7 @@ type Found struct {
 	// (spec.source.directory); nil when it has none or for Flux. Argo CD
 	// reads a path without a kustomization or a chart as a directory
 	// either way.
-	Directory *reconciler.ArgoCDDirectory `json:"directory,omitempty"`
+	Directory *prepare.ArgoCDDirectory `json:"directory,omitempty"`
 	// Helm is an Argo CD Application's Helm options (spec.source.helm);
 	// nil when it has none or for Flux. A path with a Chart.yaml is a Helm
 	// source either way.

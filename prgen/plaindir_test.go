@@ -12,7 +12,7 @@ import (
 	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile/prepare"
 )
 
 // TestAPlainDirectoryIsWrittenInItsManifest: a Flux Kustomization on a
@@ -51,7 +51,7 @@ spec:
 		"metadata": map[string]any{"name": "apps", "namespace": "flux-system"},
 		"spec":     map[string]any{"path": "./clusters/prod", "prune": true},
 	}}
-	tree, err := reconciler.FluxTree(repo, "clusters/prod", ks)
+	tree, err := prepare.FluxTree(repo, "clusters/prod", ks)
 	if err != nil {
 		t.Fatal(err)
 	}

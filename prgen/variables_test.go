@@ -14,7 +14,7 @@ import (
 	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile/prepare"
 )
 
 // variablesRepo is a Flux repository that shares one directory across
@@ -109,7 +109,7 @@ func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
 	if err := sigsyaml.Unmarshal([]byte(variablesRepo["clusters/prod/apps.yaml"]), &ks.Object); err != nil {
 		t.Fatal(err)
 	}
-	tree, err := reconciler.FluxTree(repo, "apps/api", ks)
+	tree, err := prepare.FluxTree(repo, "apps/api", ks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestAVariableIsWrittenWhereItIsSet(t *testing.T) {
 	// ConfigMap that is not in Git.
 	values := map[string]string{"REPLICAS": "2", "REGISTRY": "registry.example.com", "TOKEN": secret, "LEVEL": "info", "ZONE": "eu-z", "ENV": "eu", "MODE": "fast"}
 	substitute := func(objs []*unstructured.Unstructured, values map[string]string) ([]*unstructured.Unstructured, error) {
-		return reconciler.FluxFinish(objs, ks, reconciler.FluxVariables{Values: values})
+		return prepare.FluxFinish(objs, ks, prepare.FluxVariables{Values: values})
 	}
 	r := render.New(render.Options{Origins: true})
 	res, err := r.Render(context.Background(), tree, []string{"apps/api"})

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile/prepare"
 )
 
 const (
@@ -236,7 +236,7 @@ func BenchmarkFluxBuild(b *testing.B) {
 			"commonMetadata": map[string]any{"labels": map[string]any{"team": "shop"}},
 			"postBuild":      map[string]any{"substitute": map[string]any{"CLUSTER_NAME": "prod-eu-1"}}},
 	}}
-	vars := reconciler.FluxVariables{Values: map[string]string{"CLUSTER_NAME": "prod-eu-1"}}
+	vars := prepare.FluxVariables{Values: map[string]string{"CLUSTER_NAME": "prod-eu-1"}}
 	for _, flux := range []bool{false, true} {
 		name := "plain-kustomize"
 		if flux {
@@ -248,7 +248,7 @@ func BenchmarkFluxBuild(b *testing.B) {
 				for _, o := range overlays {
 					t, opts := tree, render.BuildOptions{}
 					if flux {
-						if t, err = reconciler.FluxTree(tree, o, ks); err != nil {
+						if t, err = prepare.FluxTree(tree, o, ks); err != nil {
 							b.Fatal(err)
 						}
 						opts.LoadAnywhere = true
@@ -262,7 +262,7 @@ func BenchmarkFluxBuild(b *testing.B) {
 						b.Fatal(err, res.Overlays[0].Err())
 					}
 					if flux {
-						if _, err := reconciler.FluxFinish(objs, ks, vars); err != nil {
+						if _, err := prepare.FluxFinish(objs, ks, vars); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -22,8 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/driftback/driftback/app/build"
-	"github.com/driftback/driftback/app/hide"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/app/metrics"
 	"github.com/driftback/driftback/app/repos"
 	"github.com/driftback/driftback/drift/livestate"
@@ -135,13 +135,13 @@ type Deps struct {
 	Now   func() time.Time
 	// Kube is a controller-runtime client of a cluster, for Flux's
 	// postBuild variables.
-	Kube build.Kube
+	Kube reconcile.Kube
 	// Capabilities reads a cluster's version and APIs, which its Helm
 	// charts are rendered for.
-	Capabilities build.CapabilitiesOf
+	Capabilities reconcile.CapabilitiesOf
 	// Charts fetches the charts that are not in a repository; nil
 	// fetches none.
-	Charts *build.Charts
+	Charts *reconcile.Charts
 	// PublishTimeout bounds the work of publishing one drift pull request or
 	// issue; waits GitHub asks for are added to it.
 	PublishTimeout func() time.Duration
@@ -941,7 +941,7 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 	if c.tree, err = render.GitTreeContext(ctx, repo, c.st.head); err != nil {
 		return false, err
 	}
-	if why := build.NotRenderedAt(c.t, c.tree); why != "" {
+	if why := reconcile.NotRenderedAt(c.t.Build(), c.tree); why != "" {
 		c.notCompared = "not rendered: " + why
 		return false, nil
 	}
@@ -957,22 +957,22 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 // sure its kinds and namespaces are watched.
 func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *driftCheck) error {
 	start := time.Now()
-	vars := build.Variables(ctx, c.t, true, d.deps.Kube)
+	vars := reconcile.Variables(ctx, c.t.Build(), true, d.deps.Kube)
 	// The branch the target follows: a hand edit of what a Secret's
 	// variable sets is drift, shown hidden.
 	vars.KeepSecretValues = true
-	vars.Helm, vars.HelmNote = build.HelmCapabilities(ctx, c.t, true, d.deps.Capabilities)
+	vars.Helm, vars.HelmNote = reconcile.HelmCapabilities(ctx, c.t.Build(), true, d.deps.Capabilities)
 	// The tree is the default branch: what it names is trusted.
-	vars.Charts = d.deps.Charts.Access(c.t, d.deps.Charts.TrustIn(c.tree), true, d.deps.Kube)
+	vars.Charts = d.deps.Charts.Access(c.t.Build(), d.deps.Charts.TrustIn(c.tree), true, d.deps.Kube)
 	c.hidden = vars.Hidden
 	var ok bool
-	if c.variables, ok = build.WriteBackVariables(c.t, vars); !ok {
+	if c.variables, ok = reconcile.WriteBackVariables(c.t.Build(), vars); !ok {
 		// Without its variables nothing says which values are a Secret's:
 		// the target is not compared rather than shown unhidden.
 		c.notCompared = "its postBuild variables could not be read, so nothing of it is shown: " + vars.Note
 		return nil
 	}
-	b := build.Target(ctx, d.renderer, c.tree, c.t, vars)
+	b := reconcile.Build(ctx, d.renderer, c.tree, c.t.Build(), vars)
 	d.deps.Metrics.Render(time.Since(start))
 	if b.Absent {
 		return fmt.Errorf("%s has no kustomization at %s", c.t.Path, shortSHA(c.st.head))
@@ -1001,10 +1001,10 @@ func (d *DriftLoop) settled(ctx context.Context, w *livestate.Watcher, c *driftC
 	opts := drift.DefaultOptions()
 	opts.Ignore = t.Policy.Ignore
 	if t.Found != nil && t.Found.Flux != nil {
-		opts.Ignore = append(append([]object.IgnoreRule{}, opts.Ignore...), build.FluxIfNotPresent(c.desired)...)
+		opts.Ignore = append(append([]object.IgnoreRule{}, opts.Ignore...), reconcile.FluxIfNotPresent(c.desired)...)
 	}
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
-	opts.NoPrune, opts.DefaultNamespace = build.ReconcilerOptions(t)
+	opts.NoPrune, opts.DefaultNamespace = reconcile.ReconcilerOptions(t.Build())
 	opts.GitOnly = c.gitOnly
 	target, err := drift.Compare(ctx, w, drift.Input{Path: t.Path, Head: c.desired}, opts)
 	if err != nil {
@@ -1033,19 +1033,19 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 	}
 	// Every render of the write-back is the reconciler's; a plain
 	// directory's generated kustomization is never written.
-	wb, generated := build.WriteBack(c.t, c.tree)
+	wb, generated := reconcile.WriteBack(c.t.Build(), c.tree)
 	all, _ := d.deps.Targets.All()
 	if wb != nil {
 		// The files its parent applies it from tell one cluster
 		// directory's copy of a manifest from another's.
-		if parent, ok := build.Parent(c.t, all); ok {
-			wb.Sources = build.Sources(ctx, d.renderer, c.tree, parent)
+		if i, ok := reconcile.Parent(c.t.Build(), targets.Builds(all)); ok {
+			wb.Sources = reconcile.Sources(ctx, d.renderer, c.tree, all[i].Build())
 		}
 	}
 	plan, err := prgen.Make(ctx, prgen.Input{
 		Tree: c.tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
 		Intents: r.intents, Unmanaged: unmanaged, Adopt: c.t.Policy.AdoptUnmanaged, Generated: generated,
-		Variables: c.variables, Build: wb, Charts: c.charts, NotWritable: build.NotWritable(c.t, c.tree),
+		Variables: c.variables, Build: wb, Charts: c.charts, NotWritable: reconcile.NotWritable(c.t.Build(), c.tree),
 	})
 	if err != nil {
 		return nil, err

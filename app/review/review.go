@@ -16,10 +16,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/driftback/driftback/app/build"
-	"github.com/driftback/driftback/app/charts"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/charts"
 	"github.com/driftback/driftback/app/config"
-	"github.com/driftback/driftback/app/hide"
+	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
@@ -27,7 +27,7 @@ import (
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/drift/scope"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile/prepare"
 	"github.com/driftback/driftback/report"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -40,13 +40,13 @@ type Reviewer struct {
 	Cluster func(name string) Cluster
 	// Kube is the controller-runtime client of a cluster, for Flux's
 	// postBuild variables.
-	Kube build.Kube
+	Kube reconcile.Kube
 	// Capabilities reads a cluster's version and APIs, which its Helm
 	// charts are rendered for.
-	Capabilities build.CapabilitiesOf
+	Capabilities reconcile.CapabilitiesOf
 	// Charts fetches the charts that are not in a repository; nil
 	// fetches none.
-	Charts *build.Charts
+	Charts *reconcile.Charts
 	Log    *slog.Logger
 	// Rendered, when set, is told how long each render took.
 	Rendered func(time.Duration)
@@ -106,7 +106,7 @@ func (r *Reviewer) Review(ctx context.Context, in Input) (*drift.Report, []Check
 	var at []int
 	trust := r.Charts.TrustIn(in.Scope)
 	for i, t := range in.Targets {
-		if why := cmp.Or(build.NotRenderedAt(t, in.Head), build.NotRenderedAt(t, in.Base)); why != "" {
+		if why := cmp.Or(reconcile.NotRenderedAt(t.Build(), in.Head), reconcile.NotRenderedAt(t.Build(), in.Base)); why != "" {
 			dup := *t.Found
 			dup.NotRendered = why
 			unrenderable = append(unrenderable, &dup)
@@ -144,11 +144,11 @@ func (r *Reviewer) Review(ctx context.Context, in Input) (*drift.Report, []Check
 func (r *Reviewer) render(ctx context.Context, t targets.Target, in Input, trust *charts.Trust) *targetWork {
 	live := !in.Fork || t.Policy.ForkLive || in.ForceLive
 	var w *targetWork
-	var vars build.Vars
+	var vars reconcile.Vars
 	if err := recovered("rendering the target", func() {
-		vars = build.Variables(ctx, t, live, r.Kube)
-		vars.Helm, vars.HelmNote = build.HelmCapabilities(ctx, t, live, r.Capabilities)
-		vars.Charts = r.Charts.Access(t, trust, live, r.Kube)
+		vars = reconcile.Variables(ctx, t.Build(), live, r.Kube)
+		vars.Helm, vars.HelmNote = reconcile.HelmCapabilities(ctx, t.Build(), live, r.Capabilities)
+		vars.Charts = r.Charts.Access(t.Build(), trust, live, r.Kube)
 		var defaults []*unstructured.Unstructured
 		var sc *scope.Scope
 		if live {
@@ -301,7 +301,7 @@ type targetWork struct {
 // source-controller's repositories anywhere (an address, no secret); the
 // scope is nil, and the access reads only those, when the cluster cannot
 // be read.
-func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *render.Tree, vars build.Vars) ([]*unstructured.Unstructured, *scope.Scope, *build.ChartAccess) {
+func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *render.Tree, vars reconcile.Vars) ([]*unstructured.Unstructured, *scope.Scope, *reconcile.ChartAccess) {
 	access := vars.Charts
 	var reads *charts.Reads
 	if access != nil && access.Live != nil {
@@ -310,7 +310,7 @@ func (r *Reviewer) renderDefaults(ctx context.Context, t targets.Target, tree *r
 		own.Live = reads
 		vars.Charts = &own
 	}
-	b := build.Target(ctx, r.Renderer, tree, t, vars)
+	b := reconcile.Build(ctx, r.Renderer, tree, t.Build(), vars)
 	var defaults []*unstructured.Unstructured
 	if len(b.Problems) > 0 {
 		r.Log.Warn("the target's branch does not render; its scope is app.yml's alone", "target", t.Name, "err", hide.In(strings.Join(b.Problems, "; "), vars.Hidden))
@@ -339,7 +339,7 @@ func (r *Reviewer) scopeEarly(ctx context.Context, t targets.Target, defaults []
 	if conn.Err != nil || conn.Reader == nil {
 		return nil
 	}
-	_, ns := build.ReconcilerOptions(t)
+	_, ns := reconcile.ReconcilerOptions(t.Build())
 	placed, err := object.Place(ctx, conn.Reader, defaults, ns)
 	if err != nil {
 		return nil
@@ -371,12 +371,12 @@ func scopeOf(ctx context.Context, live object.LiveReader, w *targetWork) (*scope
 }
 
 // renderTarget renders one target at base and head.
-func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, head *render.Tree, vars build.Vars) *targetWork {
-	w := &targetWork{t: t, in: drift.Input{Path: t.Path}, notes: build.Notes(t, vars), hidden: vars.Hidden}
-	var releases []build.Release
+func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, head *render.Tree, vars reconcile.Vars) *targetWork {
+	w := &targetWork{t: t, in: drift.Input{Path: t.Path}, notes: reconcile.Notes(t.Build(), vars), hidden: vars.Hidden}
+	var releases []reconcile.Release
 	objects := func(tree *render.Tree) []*unstructured.Unstructured {
 		start := time.Now()
-		b := build.Target(ctx, r.Renderer, tree, t, vars)
+		b := reconcile.Build(ctx, r.Renderer, tree, t.Build(), vars)
 		releases = b.Releases
 		if !b.Absent {
 			r.rendered(time.Since(start))
@@ -403,12 +403,12 @@ func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, hea
 	w.in.Base, w.in.HasBase = objects(base), true
 	baseReleases := releases
 	w.in.Head = objects(head)
-	w.notes = append(w.notes, build.ReleaseNotes(baseReleases, releases)...)
+	w.notes = append(w.notes, reconcile.ReleaseNotes(baseReleases, releases)...)
 	if len(w.Hooks) > 0 {
-		w.notes = append(w.notes, build.HooksNote(w.Hooks))
+		w.notes = append(w.notes, reconcile.HooksNote(w.Hooks))
 	}
 	if t.Found != nil && t.Found.Flux != nil {
-		w.ignore = build.FluxIfNotPresent(w.in.Head)
+		w.ignore = reconcile.FluxIfNotPresent(w.in.Head)
 	}
 	return w
 }
@@ -443,7 +443,7 @@ func Affects(t targets.Target, branch, defaultBranch string, base, head *render.
 	// A chart in the repository that a HelmRelease of the target installs,
 	// and its values files, are the target's too.
 	for _, tree := range []*render.Tree{base, head} {
-		for _, p := range reconciler.ChartPaths(tree, tree.ClosureFiles(t.Path)) {
+		for _, p := range prepare.ChartPaths(tree, tree.ClosureFiles(t.Path)) {
 			for _, c := range changed {
 				if c == p || strings.HasPrefix(c, p+"/") {
 					return true
@@ -464,9 +464,9 @@ func reconcilerTrees(t targets.Target, base, head *render.Tree) (*render.Tree, *
 		case !tree.HasKustomization(t.Path):
 			return tree, nil
 		case f.Flux != nil:
-			return reconciler.FluxTree(tree, t.Path, f.Flux)
+			return prepare.FluxTree(tree, t.Path, f.Flux)
 		default:
-			return reconciler.ArgoCDTree(tree, t.Path, build.ArgoOptions(f.Kustomize))
+			return prepare.ArgoCDTree(tree, t.Path, reconcile.ArgoOptions(f.Kustomize))
 		}
 	}
 	if f == nil || (f.Flux == nil && f.Kustomize == nil) {
@@ -519,7 +519,7 @@ func (r *Reviewer) snapshot(ctx context.Context, name string, ws []*targetWork) 
 	// where the reconciler puts it, as this cluster's kinds say.
 	var all []*unstructured.Unstructured
 	for _, w := range ws {
-		_, ns := build.ReconcilerOptions(w.t)
+		_, ns := reconcile.ReconcilerOptions(w.t.Build())
 		for _, objs := range []*[]*unstructured.Unstructured{&w.defaults, &w.in.Base, &w.in.Head} {
 			placed, err := object.Place(ctx, conn.Reader, *objs, ns)
 			if err != nil {
@@ -577,7 +577,7 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 
 	opts := drift.DefaultOptions()
 	opts.Ignore = append(append([]object.IgnoreRule{}, t.Policy.Ignore...), w.ignore...)
-	opts.NoPrune, opts.DefaultNamespace = build.ReconcilerOptions(t)
+	opts.NoPrune, opts.DefaultNamespace = reconcile.ReconcilerOptions(t.Build())
 	opts.IgnoreManagers = append(opts.IgnoreManagers, t.Policy.IgnoreManagers...)
 	opts.Tracking = t.Tracking
 	opts.Scope = w.scope

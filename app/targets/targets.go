@@ -21,6 +21,7 @@ import (
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/render"
 )
 
@@ -45,6 +46,20 @@ type Target struct {
 	// the object's namespace name it: whoever made the object chose the
 	// repository, so its drift is not proposed and its check is advisory.
 	Unnamed bool
+}
+
+// Build is what building the target as its reconciler does reads of it.
+func (t Target) Build() reconcile.Target {
+	return reconcile.Target{Name: t.Name, Repo: t.Repo, Path: t.Path, Cluster: t.Cluster, Tracking: t.Tracking, Found: t.Found}
+}
+
+// Builds are the targets' Build, in order.
+func Builds(ts []Target) []reconcile.Target {
+	out := make([]reconcile.Target, len(ts))
+	for i, t := range ts {
+		out[i] = t.Build()
+	}
+	return out
 }
 
 // Named says whether app.yml names repo for an object discovered in

@@ -21,12 +21,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/driftback/driftback/app/build"
+	"github.com/driftback/driftback/reconcile"
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/render/merge"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile/prepare"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -149,7 +149,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	var recon *build.ReconcilerBuild
+	var recon *reconcile.ReconcilerBuild
 	switch {
 	case *fluxFile != "" || (*fluxKs != "" && *kubeconfig != ""):
 		if recon, err = fluxBuild(ctx, *fluxKs, *fluxFile, *kubeconfig, *kubeContext, *limits, baseTree, headTree); err != nil {
@@ -177,7 +177,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		candidates := union(union(render.Discover(baseTree), render.Discover(headTree)),
-			union(reconciler.Paths(baseTree), reconciler.Paths(headTree)))
+			union(prepare.Paths(baseTree), prepare.Paths(headTree)))
 		overlays = render.Affected(baseTree, headTree, candidates, changed)
 		throughOthers(stderr, headTree, overlays, changed)
 	}
@@ -411,7 +411,7 @@ func restores(repo *git.Repository, c *drift.Compared) func(context.Context, *dr
 
 // diffOverlays renders each overlay at base and head and compares them with
 // the live state. Render problems become errors of their overlay's target.
-func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, recon *build.ReconcilerBuild, reader object.LiveReader, liveErr string, opts drift.Options,
+func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, recon *reconcile.ReconcilerBuild, reader object.LiveReader, liveErr string, opts drift.Options,
 	history func(context.Context, *drift.Target, object.LiveReader), step func(string, ...any)) (*drift.Report, error) {
 	start := time.Now()
 	r := render.New(render.DefaultOptions())
@@ -515,7 +515,7 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 	wg.Wait()
 	// ${…} is Flux's to substitute only where a Flux Kustomization with
 	// postBuild builds the path; elsewhere it is text (a script's).
-	postBuild := reconciler.PostBuildPaths(head)
+	postBuild := prepare.PostBuildPaths(head)
 	for i := range overlays {
 		if errs[i] != nil {
 			return nil, errs[i]

@@ -13,7 +13,7 @@ import (
 
 // DropHooks removes Argo CD's hooks from the resource files the
 // kustomization in dir lists (an Argo CD directory source's, as
-// render/reconciler writes it), in a render's in-memory copy, and names
+// reconcile/prepare writes it), in a render's in-memory copy, and names
 // what it removed.
 func DropHooks(fs filesys.FileSystem, dir string) ([]string, error) {
 	file := path.Join(dir, "kustomization.yaml")

@@ -56,19 +56,18 @@ func rel(p string) string { return strings.TrimPrefix(strings.TrimPrefix(p, modu
 
 // domain are the packages that decide: they know neither GitHub, nor the
 // process's log, nor the packages that wire them.
-var domain = []string{"render", "render/reconciler", "render/helm", "render/slots", "render/merge", "internal/gitlock", "drift", "drift/object", "drift/scope", "drift/livestate", "prgen", "prgen/yamledit", "report", "report/markdown", "discover", "rollback", "internal/argocd", "internal/lru", "app/config", "app/repos", "app/charts", "app/hide", "app/build"}
+var domain = []string{"render", "render/helm", "render/slots", "render/merge", "internal/gitlock", "drift", "drift/object", "drift/scope", "drift/livestate", "prgen", "prgen/yamledit", "report", "report/markdown", "discover", "rollback", "internal/argocd", "internal/lru", "app/config", "app/repos", "reconcile", "reconcile/charts", "reconcile/hide", "reconcile/prepare"}
 
 // githubFree are the app's packages that know nothing of GitHub: not even
 // the App's own GitHub package. The review of a pull request is a function
 // of its inputs; its caller reads GitHub and publishes.
-var githubFree = []string{"app/config", "app/repos", "app/charts", "app/hide", "app/targets", "app/build", "app/review"}
+var githubFree = []string{"app/config", "app/repos", "app/targets", "app/review"}
 
 // layers orders the app's packages: each imports only packages of a layer
 // below its own. The domain packages (render, drift, …) are layer 0.
 var layers = map[string]int{
-	"app/config": 1, "app/repos": 1, "app/charts": 1, "app/metrics": 1, "app/hide": 1,
+	"app/config": 1, "app/repos": 1, "app/metrics": 1,
 	"app/targets": 2,
-	"app/build":   3,
 	"app/review":  4, "app/github": 4,
 	"app/driftloop": 5,
 	"app":           6,

@@ -1,4 +1,4 @@
-package build
+package reconcile
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/driftback/driftback/app/charts"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/reconcile/charts"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/render/helm"
 )

@@ -1,4 +1,4 @@
-package build
+package reconcile
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/render/helm"
 )
 

@@ -1,4 +1,4 @@
-package build
+package reconcile
 
 import (
 	"context"
@@ -13,9 +13,8 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 
-	"github.com/driftback/driftback/app/hide"
-	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/render/helm"
 )
@@ -493,7 +492,7 @@ type CapabilitiesOf func(ctx context.Context, cluster string) (*Capabilities, er
 // HelmCapabilities are the capabilities t's charts are rendered for, read
 // from its cluster, or why there are none: a fork's pull request reads
 // nothing of the cluster until a writer approves (live false).
-func HelmCapabilities(ctx context.Context, t targets.Target, live bool, of CapabilitiesOf) (*Capabilities, string) {
+func HelmCapabilities(ctx context.Context, t Target, live bool, of CapabilitiesOf) (*Capabilities, string) {
 	switch {
 	case !live:
 		return nil, "Helm charts are rendered for the cluster's version, which a fork's pull request does not read until someone with write access approves"

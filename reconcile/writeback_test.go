@@ -1,4 +1,4 @@
-package build
+package reconcile
 
 import (
 	"context"
@@ -8,14 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/reconcile/prepare"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/reconciler"
 )
 
 // shopWeb is an overlay whose image and replicas its reconciler's options
@@ -83,11 +82,13 @@ func TestAnApplicationsKustomizeOptionsAreWrittenInItsManifest(t *testing.T) {
 	tg := argoTarget(app)
 	root := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 		"metadata": map[string]any{"name": "root", "namespace": "argocd"}, "spec": map[string]any{"source": map[string]any{"path": "apps"}}}}
-	var parent targets.Target
+	var parent Target
 	parent.Repo, parent.Path = tg.Repo, "apps"
 	parent.Found = &discover.Found{Reconciler: discover.ReconcilerArgoCD, Object: "Application argocd/root", On: tg.Found.On, Path: "apps",
 		Application: root, Tracking: drift.Tracking{ArgoCDApp: "root"}, DestinationNamespace: "argocd"}
-	found, ok := Parent(tg, []targets.Target{parent, tg})
+	all := []Target{parent, tg}
+	i, ok := Parent(tg, all)
+	found := all[max(i, 0)]
 	if !ok || found.Found.Object != "Application argocd/root" {
 		t.Fatalf("the parent is %+v (%v), want the app of apps", found.Found, ok)
 	}
@@ -111,7 +112,7 @@ func TestAnApplicationsKustomizeOptionsAreWrittenInItsManifest(t *testing.T) {
 	}
 	// Argo CD's build of the edited manifest renders the live values.
 	edited := tree.With(plan.Files)
-	b := Target(context.Background(), render.New(render.Options{}), edited, argoTarget(docOf(t, got, 1)), Vars{})
+	b := Build(context.Background(), render.New(render.Options{}), edited, argoTarget(docOf(t, got, 1)), Vars{})
 	if len(b.Problems) > 0 || len(b.Objects) != 1 {
 		t.Fatalf("the edited branch does not build: %v", b.Problems)
 	}
@@ -204,7 +205,7 @@ func TestAKustomizationsImagesAndPatchesAreWrittenInItsManifest(t *testing.T) {
 	if got != want || len(plan.Files) != 1 {
 		t.Fatalf("the plan writes %v; the manifest is not the original with the two values changed:\n%s", plan.Paths(), got)
 	}
-	b := Target(context.Background(), render.New(render.Options{}), tree.With(plan.Files), fluxTarget(docOf(t, got, 0)), Vars{})
+	b := Build(context.Background(), render.New(render.Options{}), tree.With(plan.Files), fluxTarget(docOf(t, got, 0)), Vars{})
 	if len(b.Problems) > 0 || len(b.Objects) != 1 {
 		t.Fatalf("the edited branch does not build: %v", b.Problems)
 	}
@@ -238,7 +239,7 @@ spec:
 	}
 	tree := testfs.Tree(t, files)
 	tg := fluxTarget(docOf(t, files["clusters/prod/apps.yaml"], 0))
-	vars := Vars{FluxVariables: reconciler.FluxVariables{Values: map[string]string{"REPLICAS": "3"}}}
+	vars := Vars{FluxVariables: prepare.FluxVariables{Values: map[string]string{"REPLICAS": "3"}}}
 	plan := writeBack(t, tree, tg, vars, map[string]string{"Kustomization/flux-system/apps": "clusters/prod/apps.yaml"}, func(live *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(live.Object, int64(5), "spec", "replicas")
 		setImage(live, "registry.example.com/web:2.1.0")
@@ -270,7 +271,7 @@ func TestTheCopyTheParentAppliesIsWritten(t *testing.T) {
 	tg := fluxTarget(ks)
 	root := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
 		"metadata": map[string]any{"name": "flux-system", "namespace": "flux-system"}, "spec": map[string]any{"path": "./clusters/prod"}}}
-	var parent targets.Target
+	var parent Target
 	parent.Repo, parent.Path = "acme/gitops", "clusters/prod"
 	parent.Found = &discover.Found{Reconciler: discover.ReconcilerFlux, Object: "Kustomization flux-system/flux-system", On: "prod", Path: "clusters/prod", Flux: root,
 		Tracking: drift.Tracking{FluxName: "flux-system", FluxNamespace: "flux-system"}}
@@ -280,7 +281,9 @@ func TestTheCopyTheParentAppliesIsWritten(t *testing.T) {
 	if len(plan.Codified) != 0 || len(plan.Manual) != 1 || !strings.Contains(plan.Manual[0].Reason, "applies it") {
 		t.Fatalf("without a parent: codified %+v, manual %+v; want the image left, the parent unknown", plan.Codified, plan.Manual)
 	}
-	found, ok := Parent(tg, []targets.Target{tg, parent})
+	all := []Target{tg, parent}
+	i, ok := Parent(tg, all)
+	found := all[max(i, 0)]
 	if !ok || found.Path != "clusters/prod" {
 		t.Fatalf("the parent is %+v (%v), want the flux-system Kustomization on clusters/prod", found.Found, ok)
 	}
@@ -321,11 +324,11 @@ spec:
 // writeBack renders the target as its reconciler does (with vars),
 // changes the live Deployment with change, and plans the write-back of the
 // drift, the target's parent applying objects from sources.
-func writeBack(t *testing.T, tree *render.Tree, tg targets.Target, vars Vars, sources map[string]string, change func(*unstructured.Unstructured)) *prgen.Plan {
+func writeBack(t *testing.T, tree *render.Tree, tg Target, vars Vars, sources map[string]string, change func(*unstructured.Unstructured)) *prgen.Plan {
 	t.Helper()
 	ctx := context.Background()
 	r := render.New(render.Options{Origins: true})
-	b := Target(ctx, r, tree, tg, vars)
+	b := Build(ctx, r, tree, tg, vars)
 	if len(b.Problems) > 0 {
 		t.Fatalf("the target does not build: %v", b.Problems)
 	}
@@ -366,16 +369,16 @@ func writeBack(t *testing.T, tree *render.Tree, tg targets.Target, vars Vars, so
 	return plan
 }
 
-func argoTarget(app *unstructured.Unstructured) targets.Target {
-	var tg targets.Target
+func argoTarget(app *unstructured.Unstructured) Target {
+	var tg Target
 	tg.Repo, tg.Path = "acme/gitops", "shop"
 	tg.Found = &discover.Found{Reconciler: discover.ReconcilerArgoCD, Object: "Application argocd/" + app.GetName(), On: "prod", Path: "shop", Prune: true,
 		Application: app, Kustomize: discover.ApplicationKustomize(app), DestinationNamespace: "shop"}
 	return tg
 }
 
-func fluxTarget(ks *unstructured.Unstructured) targets.Target {
-	var tg targets.Target
+func fluxTarget(ks *unstructured.Unstructured) Target {
+	var tg Target
 	tg.Repo, tg.Path = "acme/gitops", "shop"
 	tg.Found = &discover.Found{Reconciler: discover.ReconcilerFlux, Object: "Kustomization flux-system/" + ks.GetName(), On: "prod", Path: "shop", Prune: true, Flux: ks}
 	return tg

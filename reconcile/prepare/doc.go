@@ -4,4 +4,4 @@
 // repo-server (kustomize options, directory sources, the source type it
 // detects). The result is a render.Tree rendered like any overlay, in the
 // sandboxed child; nothing here runs kustomize or reads outside the tree.
-package reconciler
+package prepare

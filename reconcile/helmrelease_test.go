@@ -1,4 +1,4 @@
-package build
+package reconcile
 
 import (
 	"context"
@@ -11,14 +11,13 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 
-	"github.com/driftback/driftback/app/charts"
-	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/helmtest"
 	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/reconcile/charts"
 	"github.com/driftback/driftback/render"
 )
 
@@ -86,7 +85,7 @@ func TestAHelmReleasesChartIsRenderedAsHelmControllerInstallsIt(t *testing.T) {
 	tg := fluxTarget(shopKustomization(t))
 	tg.Path = "apps/shop"
 	caps := &Capabilities{KubeVersion: "1.31.4", APIVersions: []string{"policy/v1/PodDisruptionBudget"}}
-	b := Target(context.Background(), render.New(render.Options{}), testfs.Tree(t, files), tg, Vars{Helm: caps})
+	b := Build(context.Background(), render.New(render.Options{}), testfs.Tree(t, files), tg, Vars{Helm: caps})
 	if len(b.Problems) > 0 {
 		t.Fatal(b.Problems)
 	}
@@ -146,7 +145,7 @@ func TestPostRenderersChangeWhatTheChartRenders(t *testing.T) {
 	}, "charts/shop")
 	tg := fluxTarget(shopKustomization(t))
 	tg.Path = "apps/shop"
-	b := Target(context.Background(), render.New(render.Options{}), testfs.Tree(t, files), tg, Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}})
+	b := Build(context.Background(), render.New(render.Options{}), testfs.Tree(t, files), tg, Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}})
 	if len(b.Problems) > 0 || len(b.Releases) != 1 || b.Releases[0].NotRendered != "" {
 		t.Fatalf("problems %v, releases %+v", b.Problems, b.Releases)
 	}
@@ -193,7 +192,7 @@ func TestAReleaseItCannotRenderSaysWhy(t *testing.T) {
 			}, "charts/shop")
 			tg := fluxTarget(shopKustomization(t))
 			tg.Path = "apps/shop"
-			b := Target(context.Background(), render.New(render.Options{}), testfs.Tree(t, files), tg, Vars{Helm: c.caps})
+			b := Build(context.Background(), render.New(render.Options{}), testfs.Tree(t, files), tg, Vars{Helm: c.caps})
 			if len(b.Problems) > 0 || len(b.Objects) != 1 || b.Objects[0].GetKind() != "HelmRelease" {
 				t.Fatalf("problems %v, objects %d", b.Problems, len(b.Objects))
 			}
@@ -252,7 +251,7 @@ spec:
 			fetcher := charts.New(charts.Options{PrivateHosts: []string{"127.0.0.1"}})
 			before := repo.Requests() + reg.Requests()
 			vars := Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}, Charts: &ChartAccess{Fetcher: fetcher, Trust: charts.NewTrust(nil)}}
-			b := Target(context.Background(), render.New(render.Options{}), tree, tg, vars)
+			b := Build(context.Background(), render.New(render.Options{}), tree, tg, vars)
 			if len(b.Releases) != 1 || !strings.Contains(b.Releases[0].NotRendered, "is not trusted yet") {
 				t.Fatalf("a repository new in the pull request: %+v %v", b.Releases, b.Problems)
 			}
@@ -261,7 +260,7 @@ spec:
 			}
 			// Merged, the default branch names it.
 			vars.Charts.Trust = charts.NewTrust(nil).With(tree)
-			b = Target(context.Background(), render.New(render.Options{}), tree, tg, vars)
+			b = Build(context.Background(), render.New(render.Options{}), tree, tg, vars)
 			if len(b.Problems) > 0 || len(b.Releases) != 1 || b.Releases[0].NotRendered != "" || b.Releases[0].Chart != "shop 1.3.0" {
 				t.Fatalf("trusted: releases %+v, problems %v", b.Releases, b.Problems)
 			}
@@ -303,7 +302,7 @@ func TestDriftOnAReleaseIsTracedToTheValueThatSetsIt(t *testing.T) {
 	tg.Path = "apps/shop"
 	r := render.New(render.Options{Origins: true})
 	tree := testfs.Tree(t, files)
-	b := Target(context.Background(), r, tree, tg, Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}})
+	b := Build(context.Background(), r, tree, tg, Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}})
 	if len(b.Problems) > 0 || b.Charts == nil {
 		t.Fatalf("problems %v, charts %v", b.Problems, b.Charts)
 	}
@@ -358,12 +357,12 @@ spec:
 // chartWriteBack renders tg as its reconciler does, scales the releases'
 // Deployments (by namespace/name) live, and plans the write-back of that
 // drift with the chart's values traced.
-func chartWriteBack(t *testing.T, tree *render.Tree, tg targets.Target, scaled map[string]int64) *prgen.Plan {
+func chartWriteBack(t *testing.T, tree *render.Tree, tg Target, scaled map[string]int64) *prgen.Plan {
 	t.Helper()
 	ctx := context.Background()
 	r := render.New(render.Options{Origins: true})
 	vars := Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}}
-	b := Target(ctx, r, tree, tg, vars)
+	b := Build(ctx, r, tree, tg, vars)
 	if len(b.Problems) > 0 || b.Charts == nil {
 		t.Fatalf("the target does not build: %v", b.Problems)
 	}
@@ -542,7 +541,7 @@ spec:
 	tg := fluxTarget(shopKustomization(t))
 	tg.Path = "apps/shop"
 	vars := Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}, Charts: &ChartAccess{Fetcher: charts.New(charts.Options{PrivateHosts: []string{"127.0.0.1"}}), Trust: charts.NewTrust(nil)}}
-	b := Target(context.Background(), render.New(render.Options{}), tree, tg, vars)
+	b := Build(context.Background(), render.New(render.Options{}), tree, tg, vars)
 	notes := strings.Join(ReleaseNotes(nil, b.Releases), "\n")
 	for _, want := range []string{"HelmRelease/shop/shop is compared as an object; its chart is not rendered: its dependency cache comes from chart repository",
 		"Application/argocd/shop-argo is compared as an object; its chart is not rendered: chart repository " + repo.URL + " is not trusted yet"} {
@@ -554,7 +553,7 @@ spec:
 		t.Errorf("the untrusted repository got %d requests", n)
 	}
 	vars.Charts.Trust = charts.NewTrust([]string{repo.URL})
-	b = Target(context.Background(), render.New(render.Options{}), tree, tg, vars)
+	b = Build(context.Background(), render.New(render.Options{}), tree, tg, vars)
 	if len(b.Problems) > 0 {
 		t.Fatal(b.Problems)
 	}

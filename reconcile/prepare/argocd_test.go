@@ -1,4 +1,4 @@
-package reconciler_test
+package prepare_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile/prepare"
 )
 
 func cm(name string) string {
@@ -45,13 +45,13 @@ func TestArgoCDDirectoryRendersAsArgoCDReadsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for d, want := range map[string]string{"apps/guestbook": "Directory", "apps/jsonnet": "Directory", "apps/chart": "Helm", "apps/both": "Kustomize"} {
-		if got := reconciler.ArgoCDSourceType(tree, d); got != want {
+		if got := prepare.ArgoCDSourceType(tree, d); got != want {
 			t.Errorf("%s: %s, want %s", d, got, want)
 		}
 	}
-	names := func(o reconciler.ArgoCDDirectory) []string {
+	names := func(o prepare.ArgoCDDirectory) []string {
 		t.Helper()
-		at, err := reconciler.ArgoCDDirectoryTree(tree, "apps/guestbook", o)
+		at, err := prepare.ArgoCDDirectoryTree(tree, "apps/guestbook", o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,14 +72,14 @@ func TestArgoCDDirectoryRendersAsArgoCDReadsIt(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		opts reconciler.ArgoCDDirectory
+		opts prepare.ArgoCDDirectory
 		want []string
 	}{
-		{"the folder alone", reconciler.ArgoCDDirectory{}, []string{"a", "b", "b2", "c"}},
-		{"recurse", reconciler.ArgoCDDirectory{Recurse: true}, []string{"a", "b", "b2", "c", "d", "e", "fixture"}},
-		{"exclude a folder, * crossing slashes", reconciler.ArgoCDDirectory{Recurse: true, Exclude: "test/*"}, []string{"a", "b", "b2", "c", "d", "e"}},
-		{"include alternatives", reconciler.ArgoCDDirectory{Recurse: true, Include: "{a.yaml,sub/*}"}, []string{"a", "d", "e"}},
-		{"include, then exclude", reconciler.ArgoCDDirectory{Recurse: true, Include: "*.yaml", Exclude: "*deep*"}, []string{"a", "d", "fixture"}},
+		{"the folder alone", prepare.ArgoCDDirectory{}, []string{"a", "b", "b2", "c"}},
+		{"recurse", prepare.ArgoCDDirectory{Recurse: true}, []string{"a", "b", "b2", "c", "d", "e", "fixture"}},
+		{"exclude a folder, * crossing slashes", prepare.ArgoCDDirectory{Recurse: true, Exclude: "test/*"}, []string{"a", "b", "b2", "c", "d", "e"}},
+		{"include alternatives", prepare.ArgoCDDirectory{Recurse: true, Include: "{a.yaml,sub/*}"}, []string{"a", "d", "e"}},
+		{"include, then exclude", prepare.ArgoCDDirectory{Recurse: true, Include: "*.yaml", Exclude: "*deep*"}, []string{"a", "d", "fixture"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if diff := cmp.Diff(c.want, names(c.opts)); diff != "" {
@@ -87,8 +87,8 @@ func TestArgoCDDirectoryRendersAsArgoCDReadsIt(t *testing.T) {
 			}
 		})
 	}
-	_, err = reconciler.ArgoCDDirectoryTree(tree, "apps/jsonnet", reconciler.ArgoCDDirectory{})
-	var js *reconciler.JsonnetError
+	_, err = prepare.ArgoCDDirectoryTree(tree, "apps/jsonnet", prepare.ArgoCDDirectory{})
+	var js *prepare.JsonnetError
 	if !errors.As(err, &js) || len(js.Files) != 1 || js.Files[0] != "apps/jsonnet/app.jsonnet" {
 		t.Errorf("a jsonnet folder: %v", err)
 	}
@@ -114,7 +114,7 @@ func TestArgoCDHooksAreLeftOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at, err := reconciler.ArgoCDDirectoryTree(tree, "hooks", reconciler.ArgoCDDirectory{})
+	at, err := prepare.ArgoCDDirectoryTree(tree, "hooks", prepare.ArgoCDDirectory{})
 	if err != nil {
 		t.Fatal(err)
 	}

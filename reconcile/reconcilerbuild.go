@@ -1,4 +1,4 @@
-package build
+package reconcile
 
 import (
 	"context"
@@ -8,11 +8,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
-	"github.com/driftback/driftback/app/config"
-	"github.com/driftback/driftback/app/hide"
-	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/render"
 )
 
@@ -22,7 +20,7 @@ import (
 // commonMetadata and owner labels, with values from Secrets hidden in every
 // report) or an Argo CD Application's (`--argocd-app`).
 type ReconcilerBuild struct {
-	target targets.Target
+	target Target
 	vars   Vars
 	// hidden are the objects whose source uses a Secret's variable, and
 	// gitOnly their fields it sets.
@@ -46,7 +44,7 @@ func NewFluxBuild(ctx context.Context, ks *unstructured.Unstructured, c client.C
 		f.Path = "."
 	}
 	unread := "postBuild variables are not substituted: they come from ConfigMaps and Secrets in the cluster (give --kubeconfig to read them); ${…} is left as written"
-	return &ReconcilerBuild{target: targets.Target{Target: config.Target{Name: f.Path, Path: f.Path}, Found: f}, vars: LoadFluxVariables(ctx, ks, false, c, unread)}
+	return &ReconcilerBuild{target: Target{Name: f.Path, Path: f.Path, Found: f}, vars: LoadFluxVariables(ctx, ks, false, c, unread)}
 }
 
 // NewArgoCDBuild builds an Argo CD Application's path as serve builds a
@@ -69,7 +67,7 @@ func NewArgoCDBuild(app *unstructured.Unstructured, argoNamespace string) (*Reco
 	if f.Path == "" {
 		f.Path = "."
 	}
-	return &ReconcilerBuild{target: targets.Target{Target: config.Target{Name: f.Path, Path: f.Path, Tracking: f.Tracking}, Found: f}}, nil
+	return &ReconcilerBuild{target: Target{Name: f.Path, Path: f.Path, Tracking: f.Tracking, Found: f}}, nil
 }
 
 // localHost names the local repository to discovery.
@@ -101,7 +99,7 @@ func (b *ReconcilerBuild) DefaultNamespace() string { return b.target.Found.Dest
 // Objects renders the Kustomization at tree; nil, without problems, when the
 // tree has nothing at its path.
 func (b *ReconcilerBuild) Objects(ctx context.Context, r *render.Renderer, tree *render.Tree) ([]*unstructured.Unstructured, []string) {
-	Built := Target(ctx, r, tree, b.target, b.vars)
+	Built := Build(ctx, r, tree, b.target, b.vars)
 	for i, p := range Built.Problems {
 		Built.Problems[i] = hide.In(p, b.vars.Hidden)
 	}

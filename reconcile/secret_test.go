@@ -1,4 +1,4 @@
-package build
+package reconcile
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/driftback/driftback/app/charts"
-	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/internal/testfs"
+	"github.com/driftback/driftback/reconcile/charts"
+	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/render"
 )
 
@@ -117,7 +117,7 @@ spec:
 	for _, path := range []string{"apps/shop", "apps/failing"} {
 		tg := fluxTarget(shopKustomization(t))
 		tg.Path = path
-		built = append(built, Target(ctx, r, tree, tg, vars))
+		built = append(built, Build(ctx, r, tree, tg, vars))
 	}
 	shop, failing := built[0], built[1]
 	if len(shop.Problems) > 0 || len(shop.Releases) != 1 || shop.Releases[0].NotRendered != "" {
@@ -232,7 +232,7 @@ spec:
 		t.Fatalf("the variables are not read: %s", vars.Note)
 	}
 	vars.Helm, vars.Charts = &Capabilities{KubeVersion: "1.31.4"}, &ChartAccess{Live: c}
-	b := Target(ctx, render.New(render.Options{}), tree, tg, vars)
+	b := Build(ctx, render.New(render.Options{}), tree, tg, vars)
 	if len(b.Problems) > 0 || len(b.Releases) != 1 || b.Releases[0].NotRendered != "" {
 		t.Fatalf("the release does not render: %v %+v", b.Problems, b.Releases)
 	}
@@ -327,7 +327,7 @@ spec:
 	vars.Helm = &Capabilities{KubeVersion: "1.31.4"}
 	vars.Charts = &ChartAccess{Live: c, Fetcher: charts.New(charts.Options{}), Trust: charts.NewTrust([]string{"https://charts.example.com"})}
 	r := render.New(render.Options{})
-	base := Target(ctx, r, testfs.Tree(t, files), tg, vars)
+	base := Build(ctx, r, testfs.Tree(t, files), tg, vars)
 	if len(base.Problems) > 0 {
 		t.Fatalf("the target does not build: %v", base.Problems)
 	}
@@ -365,7 +365,7 @@ spec:
 	changed := func(guess string) int {
 		t.Helper()
 		files["apps/shop/cm.yaml"] = configMap(guess)
-		head := Target(ctx, r, testfs.Tree(t, files), tg, vars)
+		head := Build(ctx, r, testfs.Tree(t, files), tg, vars)
 		gitOnly := maps.Clone(base.GitOnly)
 		maps.Copy(gitOnly, head.GitOnly)
 		opts := drift.DefaultOptions()
@@ -455,7 +455,7 @@ spec:
 	})
 	tg := fluxTarget(shopKustomization(t))
 	tg.Path = "apps/shop"
-	b := Target(context.Background(), render.New(render.Options{}), tree, tg, Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}, Charts: &ChartAccess{Live: c}})
+	b := Build(context.Background(), render.New(render.Options{}), tree, tg, Vars{Helm: &Capabilities{KubeVersion: "1.31.4"}, Charts: &ChartAccess{Live: c}})
 	if len(b.Releases) != 1 || !strings.Contains(b.Releases[0].NotRendered, "this target makes from a SOPS-encrypted file") {
 		t.Errorf("releases %+v, problems %v: want the chart not rendered, its Secret named as the target's own and encrypted", b.Releases, b.Problems)
 	}

@@ -3,7 +3,7 @@
 // from the cluster, commonMetadata) or an Argo CD Application (its kustomize
 // options, destination namespace, hooks left out), and hides what came from
 // a Secret.
-package build
+package reconcile
 
 import (
 	"context"
@@ -22,15 +22,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
-	"github.com/driftback/driftback/app/hide"
-	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/argocd"
 	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/reconcile/hide"
+	"github.com/driftback/driftback/reconcile/prepare"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/reconciler"
 )
+
+// Target is what a build reads of a target: where it is, and the reconciler
+// object it was found as (nil when app.yml alone names it).
+type Target struct {
+	Name, Repo, Path, Cluster string
+	Tracking                  drift.Tracking
+	Found                     *discover.Found
+}
 
 // Built is a target rendered the way its reconciler builds it.
 type Built struct {
@@ -64,7 +72,7 @@ type Built struct {
 // substitution, commonMetadata and owner labels, or Argo CD's kustomize
 // options and destination namespace, without its hooks. Objects Flux never applies (kustomize.toolkit.fluxcd.io/ssa:
 // Ignore) are left out.
-func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t targets.Target, vars Vars) Built {
+func Build(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target, vars Vars) Built {
 	f := t.Found
 	if isArgoCDChart(t, tree) {
 		return argoCDChart(ctx, r, tree, t, vars)
@@ -110,7 +118,7 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 			}
 		}
 		raw := objs
-		if objs, err = reconciler.FluxFinish(objs, ks, vars.FluxVariables); err != nil {
+		if objs, err = prepare.FluxFinish(objs, ks, vars.FluxVariables); err != nil {
 			b.Problems = append(b.Problems, err.Error())
 			return b
 		}
@@ -183,7 +191,7 @@ func Target(ctx context.Context, r *render.Renderer, tree *render.Tree, t target
 
 // targetTree is reconcilerTree with the reconciler's objects as
 // discovered.
-func targetTree(t targets.Target, tree *render.Tree) (*render.Tree, render.BuildOptions, bool, error) {
+func targetTree(t Target, tree *render.Tree) (*render.Tree, render.BuildOptions, bool, error) {
 	if f := t.Found; f != nil {
 		return reconcilerTree(t, tree, f.Flux, f.Kustomize)
 	}
@@ -195,7 +203,7 @@ func targetTree(t targets.Target, tree *render.Tree) (*render.Tree, render.Build
 // ks, Argo CD's kustomization edited with the Application's kustomize
 // options argo, or its directory of manifests. absent says the tree holds
 // nothing the reconciler builds at the path.
-func reconcilerTree(t targets.Target, tree *render.Tree, ks *unstructured.Unstructured, argo *discover.ArgoKustomize) (out *render.Tree, opts render.BuildOptions, absent bool, err error) {
+func reconcilerTree(t Target, tree *render.Tree, ks *unstructured.Unstructured, argo *discover.ArgoKustomize) (out *render.Tree, opts render.BuildOptions, absent bool, err error) {
 	f := t.Found
 	switch {
 	case f != nil && f.Flux != nil:
@@ -203,7 +211,7 @@ func reconcilerTree(t targets.Target, tree *render.Tree, ks *unstructured.Unstru
 			return nil, opts, true, nil
 		}
 		opts.LoadAnywhere = true
-		out, err = reconciler.FluxTree(tree, t.Path, ks)
+		out, err = prepare.FluxTree(tree, t.Path, ks)
 	case f != nil && f.Reconciler == discover.ReconcilerArgoCD && !tree.HasKustomization(t.Path):
 		// Argo CD reads a path without a kustomization as a directory of
 		// manifests, or as a Helm chart (not rendered: said elsewhere).
@@ -211,9 +219,9 @@ func reconcilerTree(t targets.Target, tree *render.Tree, ks *unstructured.Unstru
 			return nil, opts, true, nil
 		}
 		opts.WithoutArgoCDHooks = true
-		out, err = reconciler.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f))
+		out, err = prepare.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f))
 	case f != nil && argo != nil:
-		out, err = reconciler.ArgoCDTree(tree, t.Path, ArgoOptions(argo))
+		out, err = prepare.ArgoCDTree(tree, t.Path, ArgoOptions(argo))
 	default:
 		if !tree.HasKustomization(t.Path) {
 			return nil, opts, true, nil
@@ -226,19 +234,19 @@ func reconcilerTree(t targets.Target, tree *render.Tree, ks *unstructured.Unstru
 // NotRenderedAt says why driftback does not render what a target's
 // reconciler builds at its path in tree, or "" when it does: Argo CD's Helm
 // charts and jsonnet.
-func NotRenderedAt(t targets.Target, tree *render.Tree) string {
+func NotRenderedAt(t Target, tree *render.Tree) string {
 	f := t.Found
 	if f == nil || f.Reconciler != discover.ReconcilerArgoCD || !tree.HasDir(t.Path) {
 		return ""
 	}
-	switch reconciler.ArgoCDSourceType(tree, t.Path) {
+	switch prepare.ArgoCDSourceType(tree, t.Path) {
 	case "Kustomize":
 		return ""
 	case "Helm":
 		return ""
 	}
-	var js *reconciler.JsonnetError
-	if _, err := reconciler.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f)); errors.As(err, &js) {
+	var js *prepare.JsonnetError
+	if _, err := prepare.ArgoCDDirectoryTree(tree, t.Path, argoDirectory(f)); errors.As(err, &js) {
 		return js.Error()
 	}
 	return ""
@@ -246,17 +254,17 @@ func NotRenderedAt(t targets.Target, tree *render.Tree) string {
 
 // argoDirectory are an Application's directory options; Argo CD's
 // defaults when it sets none.
-func argoDirectory(f *discover.Found) reconciler.ArgoCDDirectory {
+func argoDirectory(f *discover.Found) prepare.ArgoCDDirectory {
 	if f.Directory != nil {
 		return *f.Directory
 	}
-	return reconciler.ArgoCDDirectory{}
+	return prepare.ArgoCDDirectory{}
 }
 
 // ReconcilerOptions are what a target's reconciler changes in the
 // comparison: with prune off it deletes nothing that leaves Git, and an Argo
 // CD Application puts objects without a namespace in its destination's.
-func ReconcilerOptions(t targets.Target) (noPrune, defaultNamespace string) {
+func ReconcilerOptions(t Target) (noPrune, defaultNamespace string) {
 	f := t.Found
 	if f == nil {
 		return "", ""
@@ -296,8 +304,8 @@ func FluxIfNotPresent(objs []*unstructured.Unstructured) []object.IgnoreRule {
 }
 
 // ArgoOptions are an Application's kustomize options as the renderer takes them.
-func ArgoOptions(k *discover.ArgoKustomize) reconciler.ArgoCDKustomize {
-	o := reconciler.ArgoCDKustomize{
+func ArgoOptions(k *discover.ArgoKustomize) prepare.ArgoCDKustomize {
+	o := prepare.ArgoCDKustomize{
 		NamePrefix: k.NamePrefix, NameSuffix: k.NameSuffix, Namespace: k.Namespace,
 		Images: k.Images, CommonLabels: k.CommonLabels, CommonAnnotations: k.CommonAnnotations,
 		ForceCommonLabels: k.ForceCommonLabels, ForceCommonAnnotations: k.ForceCommonAnnotations,
@@ -322,7 +330,7 @@ type Vars struct {
 	// Charts fetches the charts that are not in the target's repository;
 	// nil fetches none.
 	Charts *ChartAccess
-	reconciler.FluxVariables
+	prepare.FluxVariables
 	// Skip leaves substitution out: the variables could not, or may not,
 	// be read.
 	Skip bool
@@ -348,7 +356,7 @@ func LoadFluxVariables(ctx context.Context, ks *unstructured.Unstructured, lenie
 	}
 	from, _, _ := unstructured.NestedSlice(ks.Object, "spec", "postBuild", "substituteFrom")
 	inline, _, _ := unstructured.NestedStringMap(ks.Object, "spec", "postBuild", "substitute")
-	v := Vars{FluxVariables: reconciler.FluxVariables{Values: map[string]string{}, Lenient: lenient}}
+	v := Vars{FluxVariables: prepare.FluxVariables{Values: map[string]string{}, Lenient: lenient}}
 	if len(from) > 0 {
 		if c == nil {
 			return Vars{Skip: true, Note: unread}
@@ -413,7 +421,7 @@ type Kube func(cluster string) (client.Client, error)
 // Variables reads a Flux target's postBuild variables from the cluster its
 // Kustomization lives on, as kustomize-controller does. live false (a fork's
 // pull request) reads nothing from the cluster.
-func Variables(ctx context.Context, t targets.Target, live bool, kube Kube) Vars {
+func Variables(ctx context.Context, t Target, live bool, kube Kube) Vars {
 	f := t.Found
 	if f == nil || f.Flux == nil {
 		return Vars{}
@@ -445,7 +453,7 @@ func HooksNote(hooks []string) string {
 
 // Notes are what the reconciler does with a target that changes what
 // merging means.
-func Notes(t targets.Target, vars Vars) []string {
+func Notes(t Target, vars Vars) []string {
 	var out []string
 	if f := t.Found; f != nil {
 		if f.Suspended != "" {
@@ -465,7 +473,7 @@ func Notes(t targets.Target, vars Vars) []string {
 // names), and for a plain directory of manifests the kustomization its
 // reconciler generates (not in Git: a write-back edits only the manifest
 // files).
-func WriteBack(t targets.Target, tree *render.Tree) (b *prgen.Build, generated string) {
+func WriteBack(t Target, tree *render.Tree) (b *prgen.Build, generated string) {
 	f := t.Found
 	if f == nil {
 		return nil, ""
@@ -480,7 +488,7 @@ func WriteBack(t targets.Target, tree *render.Tree) (b *prgen.Build, generated s
 		if _, subst, _ := unstructured.NestedMap(f.Flux.Object, "spec", "postBuild"); !subst {
 			// Without variables, what follows the build still happens.
 			b.Finish = func(objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-				return reconciler.FluxFinish(objs, f.Flux, reconciler.FluxVariables{})
+				return prepare.FluxFinish(objs, f.Flux, prepare.FluxVariables{})
 			}
 		}
 	case f.Application != nil:
@@ -508,29 +516,29 @@ func WriteBack(t targets.Target, tree *render.Tree) (b *prgen.Build, generated s
 // Parent is the target whose reconciler applied t's own reconciler object
 // (the flux-system Kustomization that applies a cluster directory's
 // Kustomizations, an app of apps), among all, on the same cluster and
-// repository; false when there is not exactly one.
-func Parent(t targets.Target, all []targets.Target) (targets.Target, bool) {
+// repository: its index in all, false when there is not exactly one.
+func Parent(t Target, all []Target) (int, bool) {
 	f := t.Found
 	if f == nil {
-		return targets.Target{}, false
+		return -1, false
 	}
 	obj := f.Flux
 	if obj == nil {
 		obj = f.Application
 	}
 	if obj == nil {
-		return targets.Target{}, false
+		return -1, false
 	}
-	var out []targets.Target
-	for _, p := range all {
+	var out []int
+	for i, p := range all {
 		pf := p.Found
 		if pf == nil || pf.Object == f.Object || pf.On != f.On || !strings.EqualFold(p.Repo, t.Repo) || !pf.Tracking.Owns(obj) {
 			continue
 		}
-		out = append(out, p)
+		out = append(out, i)
 	}
 	if len(out) != 1 {
-		return targets.Target{}, false
+		return -1, false
 	}
 	return out[0], true
 }
@@ -539,7 +547,7 @@ func Parent(t targets.Target, all []targets.Target) (targets.Target, bool) {
 // tree: by "Kind/namespace/name", the file; nil when it does not render.
 // A write-back finds there the manifest of an object it applies (another
 // reconciler object, a variables ConfigMap) among copies of one name.
-func Sources(ctx context.Context, r *render.Renderer, tree *render.Tree, t targets.Target) map[string]string {
+func Sources(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target) map[string]string {
 	f := t.Found
 	rt, opts, absent, err := targetTree(t, tree)
 	if err != nil || absent {
@@ -572,7 +580,7 @@ func Sources(ctx context.Context, r *render.Renderer, tree *render.Tree, t targe
 // substitutes them; nil for a target whose reconciler substitutes none, and
 // ok false when the variables could not be read (its drift is then not
 // written back).
-func WriteBackVariables(t targets.Target, vars Vars) (v *prgen.Variables, ok bool) {
+func WriteBackVariables(t Target, vars Vars) (v *prgen.Variables, ok bool) {
 	f := t.Found
 	if f == nil || f.Flux == nil {
 		return nil, true
@@ -590,7 +598,7 @@ func WriteBackVariables(t targets.Target, vars Vars) (v *prgen.Variables, ok boo
 		Substitute: func(objs []*unstructured.Unstructured, values map[string]string) ([]*unstructured.Unstructured, error) {
 			fv := vars.FluxVariables
 			fv.Values = values
-			return reconciler.FluxFinish(objs, ks, fv)
+			return prepare.FluxFinish(objs, ks, fv)
 		},
 	}
 	for _, n := range vars.secretNames {

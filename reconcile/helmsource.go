@@ -1,4 +1,4 @@
-package build
+package reconcile
 
 import (
 	"context"
@@ -12,9 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/driftback/driftback/app/charts"
-	"github.com/driftback/driftback/app/hide"
-	"github.com/driftback/driftback/app/targets"
+	"github.com/driftback/driftback/reconcile/charts"
+	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/render"
 )
 
@@ -211,7 +210,7 @@ func (c *Charts) TrustIn(tree *render.Tree) *charts.Trust {
 // Access is how t's charts are fetched, with trust (TrustIn). live false
 // (a fork's pull request) reads nothing of the cluster: charts whose
 // source object or credentials are only there are not fetched.
-func (c *Charts) Access(t targets.Target, trust *charts.Trust, live bool, kube Kube) *ChartAccess {
+func (c *Charts) Access(t Target, trust *charts.Trust, live bool, kube Kube) *ChartAccess {
 	if c == nil || c.Fetcher == nil {
 		return nil
 	}

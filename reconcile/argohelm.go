@@ -1,4 +1,4 @@
-package build
+package reconcile
 
 import (
 	"context"
@@ -9,26 +9,25 @@ import (
 	"helm.sh/helm/v4/pkg/strvals"
 	"sigs.k8s.io/yaml"
 
-	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/reconcile/prepare"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/render/helm"
-	"github.com/driftback/driftback/render/reconciler"
 )
 
 // isArgoCDChart says t is an Argo CD Application whose path in tree is a
 // Helm chart (a Chart.yaml and no kustomization).
-func isArgoCDChart(t targets.Target, tree *render.Tree) bool {
+func isArgoCDChart(t Target, tree *render.Tree) bool {
 	f := t.Found
 	return f != nil && f.Reconciler == discover.ReconcilerArgoCD && tree.HasDir(t.Path) &&
-		reconciler.ArgoCDSourceType(tree, t.Path) == "Helm"
+		prepare.ArgoCDSourceType(tree, t.Path) == "Helm"
 }
 
 // NotWritable says why t's drift cannot be written back to tree, or "":
 // an Argo CD Application's chart renders it, and its values are not
 // traced yet.
-func NotWritable(t targets.Target, tree *render.Tree) string {
+func NotWritable(t Target, tree *render.Tree) string {
 	if isArgoCDChart(t, tree) {
 		return "Argo CD renders it from a Helm chart, whose values drift is not traced to yet"
 	}
@@ -42,7 +41,7 @@ func NotWritable(t targets.Target, tree *render.Tree) string {
 // crds/ included unless skipCrds; hooks listed, not compared. Without the
 // cluster's capabilities it is not compared at all: rendered without
 // them, every object would read as a deletion.
-func argoCDChart(ctx context.Context, r *render.Renderer, tree *render.Tree, t targets.Target, vars Vars) Built {
+func argoCDChart(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target, vars Vars) Built {
 	f := t.Found
 	h := f.Helm
 	if h == nil {

@@ -1,4 +1,4 @@
-package reconciler_test
+package prepare_test
 
 import (
 	"os"

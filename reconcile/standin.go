@@ -1,4 +1,4 @@
-package build
+package reconcile
 
 import (
 	"maps"
@@ -6,9 +6,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
-	"github.com/driftback/driftback/app/hide"
 	"github.com/driftback/driftback/drift/object"
-	"github.com/driftback/driftback/render/reconciler"
+	"github.com/driftback/driftback/reconcile/hide"
+	"github.com/driftback/driftback/reconcile/prepare"
 )
 
 // secretUse is what a Flux target's objects do with its postBuild
@@ -79,7 +79,7 @@ func standInSecrets(raw, objs []*unstructured.Unstructured, uses []bool, ks *uns
 				}
 			}
 		}
-		got, err := reconciler.FluxFinish(sources, ks, fv)
+		got, err := prepare.FluxFinish(sources, ks, fv)
 		if err != nil {
 			return nil, err
 		}

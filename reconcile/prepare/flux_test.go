@@ -1,4 +1,4 @@
-package reconciler_test
+package prepare_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/render"
-	. "github.com/driftback/driftback/render/reconciler"
+	. "github.com/driftback/driftback/reconcile/prepare"
 )
 
 // fluxRepo is a repository Flux Kustomizations point into: an overlay that
