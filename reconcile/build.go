@@ -139,6 +139,26 @@ func Build(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target,
 		}
 		objs = withoutFluxIgnored(objs)
 	}
+	if f != nil && f.Reconciler == discover.ReconcilerArgoCD {
+		b.Hooks = o.Hooks
+	}
+	return finish(ctx, r, tree, f, vars, objs, secrets, b)
+}
+
+// Rendered finishes the render of a plain overlay (t names no reconciler
+// object) as Build does: its HelmReleases' and Argo CD Applications'
+// charts rendered. For callers that render many overlays at once.
+func Rendered(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target, vars Vars, objs []*unstructured.Unstructured) Built {
+	if t.Found != nil {
+		return Build(ctx, r, tree, t, vars)
+	}
+	return finish(ctx, r, tree, nil, vars, objs, nil, Built{})
+}
+
+// finish renders the charts of a target's kustomize build, drops what its
+// reconciler does not compare and places what it places.
+func finish(ctx context.Context, r *render.Renderer, tree *render.Tree, f *discover.Found, vars Vars, objs []*unstructured.Unstructured, secrets *secretUse, b Built) Built {
+	var err error
 	var ks *unstructured.Unstructured
 	if f != nil {
 		ks = f.Flux
@@ -167,7 +187,6 @@ func Build(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target,
 		b.Charts = &chartValues{r: r, releases: rb.traced}
 	}
 	if f != nil && f.Reconciler == discover.ReconcilerArgoCD {
-		b.Hooks = o.Hooks
 		objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool {
 			if argocd.IsHook(o.GetAnnotations()) {
 				b.Hooks = append(b.Hooks, o.GetKind()+" "+o.GetName())
@@ -187,6 +206,72 @@ func Build(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target,
 	}
 	b.Objects = objs
 	return b
+}
+
+// Affects says whether a change (the files changed between base and head)
+// affects what t's reconciler builds: the closure of its kustomization as
+// the reconciler prepares it, any file under a plain directory it reads as
+// manifests, and the charts in the repository its HelmReleases install,
+// with their values files.
+func Affects(t Target, base, head *render.Tree, changed []string) bool {
+	if t.Found != nil && !base.HasKustomization(t.Path) && !head.HasKustomization(t.Path) {
+		return under(changed, t.Path)
+	}
+	// What the reconciler builds reads more than the kustomization says (a
+	// Kustomization's or an Application's components): its closure counts.
+	if b, h, ok := affectTrees(t, base, head); ok {
+		base, head = b, h
+	}
+	if len(render.Affected(base, head, []string{t.Path}, changed)) > 0 {
+		return true
+	}
+	for _, tree := range []*render.Tree{base, head} {
+		for _, p := range prepare.ChartPaths(tree, tree.ClosureFiles(t.Path)) {
+			if under(changed, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// under says whether one of paths is dir or below it ("." holds all).
+func under(paths []string, dir string) bool {
+	for _, c := range paths {
+		if dir == "." || dir == "" || c == dir || strings.HasPrefix(c, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// affectTrees are the trees t's reconciler builds, for finding what a
+// change affects; ok is false for plain kustomize or when either cannot be
+// built (the plain trees then decide).
+func affectTrees(t Target, base, head *render.Tree) (*render.Tree, *render.Tree, bool) {
+	f := t.Found
+	if f == nil || (f.Flux == nil && f.Kustomize == nil) {
+		return nil, nil, false
+	}
+	prep := func(tree *render.Tree) (*render.Tree, error) {
+		switch {
+		case !tree.HasKustomization(t.Path):
+			return tree, nil
+		case f.Flux != nil:
+			return prepare.FluxTree(tree, t.Path, f.Flux)
+		default:
+			return prepare.ArgoCDTree(tree, t.Path, ArgoOptions(f.Kustomize))
+		}
+	}
+	b, err := prep(base)
+	if err != nil {
+		return nil, nil, false
+	}
+	h, err := prep(head)
+	if err != nil {
+		return nil, nil, false
+	}
+	return b, h, true
 }
 
 // targetTree is reconcilerTree with the reconciler's objects as

@@ -300,7 +300,7 @@ func releaseChartOnly(ctx context.Context, tree *render.Tree, ks *unstructured.U
 	var readValues func(string) ([]byte, error)
 	if _, ref := spec["chartRef"]; !ref && kind == "GitRepository" {
 		var why string
-		if files, why = gitChart(tree, ks, hr, spec); why != "" {
+		if files, why = gitChart(tree, ks, hr, spec, access != nil && access.AnyGitRepository); why != "" {
 			return render.Chart{}, why
 		}
 		chartPath, _, _ := unstructured.NestedString(spec, "chart", "spec", "chart")
@@ -381,14 +381,14 @@ func postRendering(spec map[string]any, o *helm.Options) string {
 }
 
 // gitChart reads a chart from the target's own GitRepository.
-func gitChart(tree *render.Tree, ks, hr *unstructured.Unstructured, spec map[string]any) (map[string][]byte, string) {
+func gitChart(tree *render.Tree, ks, hr *unstructured.Unstructured, spec map[string]any, anyGit bool) (map[string][]byte, string) {
 	chartPath, _, _ := unstructured.NestedString(spec, "chart", "spec", "chart")
 	name, _, _ := unstructured.NestedString(spec, "chart", "spec", "sourceRef", "name")
 	ns, _, _ := unstructured.NestedString(spec, "chart", "spec", "sourceRef", "namespace")
 	if ns == "" {
 		ns = hr.GetNamespace()
 	}
-	if ks == nil || !sameSource(ks, name, ns) {
+	if (ks == nil && !anyGit) || (ks != nil && !sameSource(ks, name, ns)) {
 		return nil, fmt.Sprintf("its chart comes from GitRepository %s/%s, not this target's repository", ns, name)
 	}
 	dir := render.CleanPath(chartPath)

@@ -29,6 +29,10 @@ type ChartAccess struct {
 	// secretRef names; nil (a fork's pull request) reads nothing, and
 	// fetches nothing that needs credentials.
 	Live client.Client
+	// AnyGitRepository takes the tree for the GitRepository a plain
+	// path's HelmRelease names (the command line reads one repository,
+	// and no Kustomization says which GitRepository that is).
+	AnyGitRepository bool
 }
 
 // fluxSourceGroup is source-controller's API group.

@@ -16,18 +16,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/driftback/driftback/reconcile"
-	"github.com/driftback/driftback/reconcile/charts"
 	"github.com/driftback/driftback/app/config"
-	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/drift/scope"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/charts"
+	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/reconcile/prepare"
 	"github.com/driftback/driftback/report"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -427,60 +426,7 @@ func Affects(t targets.Target, branch, defaultBranch string, base, head *render.
 	if follows != "" && branch != "" && follows != branch {
 		return false
 	}
-	if t.Found != nil && !base.HasKustomization(t.Path) && !head.HasKustomization(t.Path) {
-		// A plain directory Flux generates a kustomization for, or Argo CD
-		// reads as manifests: any change under it counts.
-		return len(targets.Touched([]*discover.Found{{Path: t.Path}}, changed)) > 0
-	}
-	// What the reconciler builds reads more than the kustomization says (a
-	// Kustomization's or an Application's components): its closure counts.
-	if b, h, ok := reconcilerTrees(t, base, head); ok {
-		base, head = b, h
-	}
-	if len(render.Affected(base, head, []string{t.Path}, changed)) > 0 {
-		return true
-	}
-	// A chart in the repository that a HelmRelease of the target installs,
-	// and its values files, are the target's too.
-	for _, tree := range []*render.Tree{base, head} {
-		for _, p := range prepare.ChartPaths(tree, tree.ClosureFiles(t.Path)) {
-			for _, c := range changed {
-				if c == p || strings.HasPrefix(c, p+"/") {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-// reconcilerTrees are the trees a target's reconciler builds, for finding
-// what a change affects; ok is false for plain kustomize or when either
-// cannot be built (the plain trees then decide).
-func reconcilerTrees(t targets.Target, base, head *render.Tree) (*render.Tree, *render.Tree, bool) {
-	f := t.Found
-	build := func(tree *render.Tree) (*render.Tree, error) {
-		switch {
-		case !tree.HasKustomization(t.Path):
-			return tree, nil
-		case f.Flux != nil:
-			return prepare.FluxTree(tree, t.Path, f.Flux)
-		default:
-			return prepare.ArgoCDTree(tree, t.Path, reconcile.ArgoOptions(f.Kustomize))
-		}
-	}
-	if f == nil || (f.Flux == nil && f.Kustomize == nil) {
-		return nil, nil, false
-	}
-	b, err := build(base)
-	if err != nil {
-		return nil, nil, false
-	}
-	h, err := build(head)
-	if err != nil {
-		return nil, nil, false
-	}
-	return b, h, true
+	return reconcile.Affects(t.Build(), base, head, changed)
 }
 
 // clusterRead is what one cluster gives the targets of a pull request: a

@@ -21,12 +21,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/driftback/driftback/reconcile"
 	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
-	"github.com/driftback/driftback/render/merge"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/compare"
 	"github.com/driftback/driftback/reconcile/prepare"
+	"github.com/driftback/driftback/render/merge"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -67,6 +69,10 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	fluxKs := fs.String("flux-kustomization", "", "build as this Flux Kustomization (`NAMESPACE/NAME`) does, read with its variables from the cluster (--kubeconfig) or from --flux-kustomization-file, and prune what it applied that the head drops")
 	fluxFile := fs.String("flux-kustomization-file", "", "read the Flux Kustomization from this `FILE` of the repository, at base and at head (variables from its substitute only)")
 	selector := fs.String("prune-selector", "", "prune live objects matching this label selector that the head drops")
+	plain := fs.Bool("plain", false, "with --kubeconfig, build every path plainly, not as the Flux Kustomization or Argo CD Application on the cluster that builds it")
+	var chartRepos, chartHosts multiFlag
+	fs.Var(&chartRepos, "chart-repository", "also trust this chart repository `URL` (https://, oci://), with everything under it, besides those the base names (repeatable)")
+	fs.Var(&chartHosts, "chart-private-host", "a chart repository `HOST` that may resolve to a private or loopback address (repeatable)")
 	pub := addPublishFlags(fs)
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -149,7 +155,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	var recon *reconcile.ReconcilerBuild
+	var recon *compare.Build
 	switch {
 	case *fluxFile != "" || (*fluxKs != "" && *kubeconfig != ""):
 		if recon, err = fluxBuild(ctx, *fluxKs, *fluxFile, *kubeconfig, *kubeContext, *limits, baseTree, headTree); err != nil {
@@ -165,23 +171,9 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 			return fail("--path %s: the reconciler builds %s", strings.Join(overlays, ", "), recon.Path())
 		}
 		overlays = []string{recon.Path()}
-		tracking := recon.Tracking()
-		tracking.Selector = opts.Tracking.Selector
-		opts.Tracking, opts.DefaultNamespace = tracking, recon.DefaultNamespace()
 	} else if err := overlaysExist(baseTree, headTree, overlays); err != nil {
 		return fail("%v", err)
 	}
-	if len(overlays) == 0 {
-		changed, err := render.Changed(baseTree, headTree)
-		if err != nil {
-			return fail("%v", err)
-		}
-		candidates := union(union(render.Discover(baseTree), render.Discover(headTree)),
-			union(prepare.Paths(baseTree), prepare.Paths(headTree)))
-		overlays = render.Affected(baseTree, headTree, candidates, changed)
-		throughOthers(stderr, headTree, overlays, changed)
-	}
-
 	var reader object.LiveReader
 	liveErr := ""
 	switch {
@@ -213,13 +205,33 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		liveErr = "no cluster given (--kubeconfig or --live)"
 	}
 
+	setup := buildSetup{plain: *plain, argoNS: *argoNS, base: baseTree, trusted: chartRepos, privateHosts: chartHosts, renderer: render.New(render.DefaultOptions())}
+	if reader != nil && *kubeconfig != "" {
+		if setup.cfg, err = kubeConfig(*kubeconfig, *kubeContext, *limits); err != nil {
+			return fail("%v", err)
+		}
+	}
+	say := func(format string, a ...any) { fmt.Fprintf(stderr, "driftback: "+format+"\n", a...) }
+	if setup.cfg != nil && !setup.plain && recon == nil {
+		if setup.found, err = reconcilersOnCluster(ctx, setup.cfg, *argoNS); err != nil {
+			say("the reconciler objects on the cluster could not be read, so every path is built plainly: %v", err)
+		}
+	}
+	if len(overlays) == 0 {
+		if overlays, err = affected(baseTree, headTree, setup.found); err != nil {
+			return fail("%v", err)
+		}
+		throughOthers(stderr, headTree, overlays, changedFiles(baseTree, headTree))
+	}
+	built := builds(ctx, overlays, recon, setup, say)
+
 	var history func(context.Context, *drift.Target, object.LiveReader)
 	if gitRepo != nil {
 		// What a revert does not restore, from the repository's history
 		// and the live cluster, as serve says it.
 		history = restores(gitRepo, compared)
 	}
-	rep, err := diffOverlays(ctx, baseTree, headTree, overlays, recon, reader, liveErr, opts, history, progress(stderr))
+	rep, err := diffOverlays(ctx, setup.renderer, baseTree, headTree, overlays, built, reader, liveErr, opts, history, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -313,6 +325,49 @@ func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, *git.Reposi
 		return nil, nil, nil, fmt.Errorf("--head: %w%s", err, missingCommit(head, err))
 	}
 	return b, h, r, nil
+}
+
+// affected are the paths the change between base and head affects, each
+// as its reconciler builds it: a kustomization deployed on its own (no
+// other uses it, or a reconciler object written in the tree or found on the
+// cluster names it), a plain directory such an object reads, and a path
+// whose HelmReleases install a chart of the repository the change touches.
+func affected(base, head *render.Tree, found map[string][]*unstructured.Unstructured) ([]string, error) {
+	changed, err := render.Changed(base, head)
+	if err != nil {
+		return nil, err
+	}
+	candidates := union(union(render.Discover(base), render.Discover(head)),
+		union(prepare.Paths(base), prepare.Paths(head)))
+	out := render.Affected(base, head, candidates, changed)
+	onCluster := map[string]bool{}
+	for p := range found {
+		if p != "" && (base.HasDir(p) || head.HasDir(p)) {
+			onCluster[p] = true
+			candidates = union(candidates, []string{p})
+		}
+	}
+	for _, c := range candidates {
+		if slices.Contains(out, c) {
+			continue
+		}
+		t := reconcile.Target{Path: c}
+		if onCluster[c] {
+			t.Found = &discover.Found{Path: c} // a directory it reads as manifests counts whole
+		}
+		if reconcile.Affects(t, base, head, changed) {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// changedFiles are the files that differ between two trees; nil when they
+// cannot be compared (only a hint needs them).
+func changedFiles(base, head *render.Tree) []string {
+	changed, _ := render.Changed(base, head)
+	return changed
 }
 
 // comparedTrees chooses what a diff of two commits compares: what merging
@@ -411,13 +466,13 @@ func restores(repo *git.Repository, c *drift.Compared) func(context.Context, *dr
 
 // diffOverlays renders each overlay at base and head and compares them with
 // the live state. Render problems become errors of their overlay's target.
-func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []string, recon *reconcile.ReconcilerBuild, reader object.LiveReader, liveErr string, opts drift.Options,
+func diffOverlays(ctx context.Context, r *render.Renderer, base, head *render.Tree, overlays []string, builds []*compare.Build, reader object.LiveReader, liveErr string, opts drift.Options,
 	history func(context.Context, *drift.Target, object.LiveReader), step func(string, ...any)) (*drift.Report, error) {
 	start := time.Now()
-	r := render.New(render.DefaultOptions())
+	// Plain paths are rendered at once; a reconciler's, each as it builds.
 	var plain []string
-	for _, o := range overlays {
-		if recon == nil || o != recon.Path() {
+	for i, o := range overlays {
+		if builds[i].Found() == nil {
 			plain = append(plain, o)
 		}
 	}
@@ -463,12 +518,19 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 		// An overlay new at head has an empty base: all of it is the change.
 		var b, h []*unstructured.Unstructured
 		var bp, hp []string
-		if recon != nil && path == recon.Path() {
-			b, bp = recon.Objects(ctx, r, base)
-			h, hp = recon.Objects(ctx, r, head)
+		if builds[i].Found() != nil {
+			b, bp = builds[i].Objects(ctx, r, base)
+			h, hp = builds[i].Objects(ctx, r, head)
 		} else {
+			// Then the charts of its HelmReleases and Applications.
 			b, bp = objects(baseOut[path])
+			if len(bp) == 0 {
+				b, bp = builds[i].Rendered(ctx, r, base, b)
+			}
 			h, hp = objects(headOut[path])
+			if len(hp) == 0 {
+				h, hp = builds[i].Rendered(ctx, r, head, h)
+			}
 		}
 		problems[i] = sidedProblems(bp, hp)
 		inputs[i] = drift.Input{Path: path, Base: b, HasBase: true, Head: h}
@@ -503,10 +565,12 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < len(overlays); i = int(next.Add(1)) - 1 {
 				o := opts
-				if recon != nil && overlays[i] == recon.Path() {
-					// What a Secret's variable sets is compared Git
-					// against Git.
-					o.GitOnly = recon.GitOnly()
+				// What a Secret's value sets is compared Git against Git.
+				o.GitOnly = builds[i].GitOnly()
+				if builds[i].Found() != nil {
+					tracking := builds[i].Tracking()
+					tracking.Selector = opts.Tracking.Selector
+					o.Tracking, o.DefaultNamespace = tracking, builds[i].DefaultNamespace()
 				}
 				targets[i], errs[i] = compareOverlay(ctx, overlays[i], inputs[i], problems[i], reader, liveErr, notAsked, o)
 			}
@@ -524,10 +588,10 @@ func diffOverlays(ctx context.Context, base, head *render.Tree, overlays []strin
 		if history != nil {
 			history(ctx, t, reader)
 		}
+		t.Notes = append(t.Notes, builds[i].Notes()...)
+		builds[i].Hide(t)
 		switch {
-		case recon != nil && overlays[i] == recon.Path():
-			t.Notes = append(t.Notes, recon.Notes()...)
-			recon.Hide(t)
+		case builds[i].Found() != nil:
 		case slices.Contains(postBuild, overlays[i]) && unsubstituted(inputs[i].Head):
 			t.Notes = append(t.Notes, "values hold ${…} as written: Flux's postBuild substitutes them; give --flux-kustomization NAMESPACE/NAME with --kubeconfig, or --flux-kustomization-file, to build as Flux does")
 		}

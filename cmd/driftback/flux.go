@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/reconcile/compare"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,7 +30,7 @@ var (
 
 // argoBuild reads an Argo CD Application from the cluster, to build as it
 // does.
-func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext string, limits livestate.ClientLimits) (*reconcile.ReconcilerBuild, error) {
+func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext string, limits livestate.ClientLimits) (*compare.Build, error) {
 	cfg, err := kubeConfig(kubeconfig, kubeContext, limits)
 	if err != nil {
 		return nil, err
@@ -39,7 +39,7 @@ func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext str
 	if err != nil {
 		return nil, fmt.Errorf("--argocd-app %s: %w", name, err)
 	}
-	return reconcile.NewArgoCDBuild(a, namespace)
+	return compare.ArgoCD(a, namespace)
 }
 
 // getObject reads one object of a resource from the cluster.
@@ -55,7 +55,7 @@ func getObject(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 // repository (as the head has it, else the base), with its inline variables
 // only; or from the cluster, with the ConfigMaps and Secrets its
 // substituteFrom names, read as kustomize-controller reads them.
-func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, limits livestate.ClientLimits, base, head *render.Tree) (*reconcile.ReconcilerBuild, error) {
+func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, limits livestate.ClientLimits, base, head *render.Tree) (*compare.Build, error) {
 	var ns, name string
 	if ref != "" {
 		var ok bool
@@ -68,7 +68,7 @@ func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, l
 		if err != nil {
 			return nil, fmt.Errorf("--flux-kustomization-file %s: %w", file, err)
 		}
-		return reconcile.NewFluxBuild(ctx, ks, nil), nil
+		return compare.Flux(ctx, ks, nil), nil
 	}
 	cfg, err := kubeConfig(kubeconfig, kubeContext, limits)
 	if err != nil {
@@ -82,7 +82,7 @@ func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, l
 	if err != nil {
 		return nil, err
 	}
-	return reconcile.NewFluxBuild(ctx, ks, c), nil
+	return compare.Flux(ctx, ks, c), nil
 }
 
 // kustomizationFromFile finds the Flux Kustomization in a repository file:

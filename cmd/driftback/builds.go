@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"helm.sh/helm/v4/pkg/chart/common"
+
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/charts"
+	"github.com/driftback/driftback/reconcile/compare"
+	"github.com/driftback/driftback/render"
+)
+
+// buildSetup is what the command's builds read besides the trees.
+type buildSetup struct {
+	// cfg reads the cluster: the reconciler objects that build a path,
+	// their variables, the cluster's version for Helm, and chart
+	// credentials; nil reads nothing.
+	cfg *rest.Config
+	// plain builds every path plainly, even one a reconciler object on
+	// the cluster builds (--plain).
+	plain  bool
+	argoNS string
+	// base is the tree whose chart repositories are trusted, with
+	// trusted (--chart-repository); privateHosts may resolve to private
+	// addresses (--chart-private-host).
+	base                  *render.Tree
+	trusted, privateHosts []string
+	renderer              *render.Renderer
+	// found are the reconciler objects on the cluster, by the path they
+	// build (reconcilersOnCluster).
+	found map[string][]*unstructured.Unstructured
+}
+
+// builds are the builds of each overlay, in order: recon (a flag's
+// reconciler object) for its path; a Flux Kustomization or an Argo CD
+// Application on the cluster for a path one builds (said on the target,
+// and on stderr: say is called); else plainly. Every build renders the
+// Helm charts it holds, as serve does.
+func builds(ctx context.Context, overlays []string, recon *compare.Build, s buildSetup, say func(string, ...any)) []*compare.Build {
+	caps, capsNote := capabilities(ctx, s.cfg)
+	access := &reconcile.ChartAccess{
+		Fetcher: charts.New(charts.Options{PrivateHosts: s.privateHosts, Index: s.renderer.ChartIndex}),
+		Trust:   charts.NewTrust(s.trusted).With(s.base),
+	}
+	var kube client.Client
+	if s.cfg != nil {
+		kube, _ = client.New(s.cfg, client.Options{})
+		access.Live = kube
+	}
+	found := s.found
+	// A plain path names no GitRepository of its own: a HelmRelease's
+	// chart in Git is read from the repository compared.
+	plainAccess := *access
+	plainAccess.AnyGitRepository = true
+	out := make([]*compare.Build, len(overlays))
+	for i, path := range overlays {
+		b := compare.Plain(path)
+		switch objs := found[path]; {
+		case recon != nil && path == recon.Path():
+			b = recon
+		case len(objs) == 1 && objs[0].GetKind() == "Kustomization":
+			b = compare.Flux(ctx, objs[0], kube)
+			found := fmt.Sprintf("built as Flux Kustomization %s/%s builds it, found on the cluster (--plain builds it plainly)", objs[0].GetNamespace(), objs[0].GetName())
+			b.Note(found)
+			say("%s is %s", path, found)
+		case len(objs) == 1:
+			argo, err := compare.ArgoCD(objs[0], s.argoNS)
+			if err != nil {
+				say("%s is built plainly: %v", path, err)
+				break
+			}
+			b = argo
+			found := fmt.Sprintf("built as Argo CD Application %s/%s builds it, found on the cluster (--plain builds it plainly)", objs[0].GetNamespace(), objs[0].GetName())
+			b.Note(found)
+			say("%s is %s", path, found)
+		case len(objs) > 1:
+			var names []string
+			for _, o := range objs {
+				names = append(names, o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName())
+			}
+			slices.Sort(names)
+			say("%s is built plainly: %s build it on the cluster; name one with --flux-kustomization or --argocd-app", path, strings.Join(names, ", "))
+		}
+		if b.Found() == nil {
+			out[i] = b.WithCharts(caps, capsNote, &plainAccess)
+			continue
+		}
+		out[i] = b.WithCharts(caps, capsNote, access)
+	}
+	return out
+}
+
+// capabilities are what Helm charts are rendered for: the cluster's version
+// and APIs when it is read, else Helm's defaults, said in the note.
+func capabilities(ctx context.Context, cfg *rest.Config) (*reconcile.Capabilities, string) {
+	if cfg != nil {
+		r, err := livestate.NewClusterReader(cfg)
+		if err == nil {
+			var v string
+			var apis []string
+			if v, apis, err = r.Capabilities(ctx); err == nil {
+				return &reconcile.Capabilities{KubeVersion: v, APIVersions: apis}, ""
+			}
+		}
+		return nil, "the cluster's Kubernetes version could not be read: " + err.Error()
+	}
+	d := common.DefaultCapabilities
+	v := strings.TrimPrefix(d.KubeVersion.Version, "v")
+	return &reconcile.Capabilities{KubeVersion: v, APIVersions: d.APIVersions},
+		fmt.Sprintf("Helm charts are rendered for Kubernetes %s and its built-in APIs (Helm's default, as helm template does); give --kubeconfig to render them for the cluster's version and APIs", v)
+}
+
+// reconcilersOnCluster are the Flux Kustomizations (every namespace) and
+// the Argo CD Applications (in argoNS) on the cluster, by the path they
+// build. A kind the cluster does not serve has none.
+func reconcilersOnCluster(ctx context.Context, cfg *rest.Config, argoNS string) (map[string][]*unstructured.Unstructured, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]*unstructured.Unstructured{}
+	ks, err := dyn.Resource(fluxKustomizations).List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("list Flux Kustomizations: %w", err)
+	default:
+		for i := range ks.Items {
+			p, _, _ := unstructured.NestedString(ks.Items[i].Object, "spec", "path")
+			out[render.CleanPath(p)] = append(out[render.CleanPath(p)], &ks.Items[i])
+		}
+	}
+	apps, err := dyn.Resource(argoApplications).Namespace(argoNS).List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("list Argo CD Applications in %s: %w", argoNS, err)
+	default:
+		for i := range apps.Items {
+			p, ok, _ := unstructured.NestedString(apps.Items[i].Object, "spec", "source", "path")
+			if ok {
+				out[render.CleanPath(p)] = append(out[render.CleanPath(p)], &apps.Items[i])
+			}
+		}
+	}
+	return out, nil
+}
