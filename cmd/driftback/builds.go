@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,10 +127,15 @@ func capabilities(ctx context.Context, cfg *rest.Config) (*reconcile.Capabilitie
 // reconcilersOnCluster are the Flux Kustomizations (every namespace) and
 // the Argo CD Applications (in argoNS) on the cluster, by the path they
 // build. A kind the cluster does not serve has none.
-func reconcilersOnCluster(ctx context.Context, cfg *rest.Config, argoNS string) (map[string][]*unstructured.Unstructured, error) {
+// Of those, only the ones whose repository is one of remotes (the local
+// repository's remotes' URLs) count, when remotes are known.
+func reconcilersOnCluster(ctx context.Context, cfg *rest.Config, argoNS string, remotes []string) (map[string][]*unstructured.Unstructured, error) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
+	}
+	ours := func(url string) bool {
+		return len(remotes) == 0 || url == "" || slices.Contains(remotes, repoKey(url))
 	}
 	out := map[string][]*unstructured.Unstructured{}
 	ks, err := dyn.Resource(fluxKustomizations).List(ctx, metav1.ListOptions{})
@@ -138,8 +145,24 @@ func reconcilersOnCluster(ctx context.Context, cfg *rest.Config, argoNS string) 
 		return nil, fmt.Errorf("list Flux Kustomizations: %w", err)
 	default:
 		for i := range ks.Items {
-			p, _, _ := unstructured.NestedString(ks.Items[i].Object, "spec", "path")
-			out[render.CleanPath(p)] = append(out[render.CleanPath(p)], &ks.Items[i])
+			k := &ks.Items[i]
+			kind, _, _ := unstructured.NestedString(k.Object, "spec", "sourceRef", "kind")
+			name, _, _ := unstructured.NestedString(k.Object, "spec", "sourceRef", "name")
+			ns, _, _ := unstructured.NestedString(k.Object, "spec", "sourceRef", "namespace")
+			if kind != "GitRepository" {
+				continue // an OCI artifact or a bucket: not this repository
+			}
+			if len(remotes) > 0 {
+				src, err := dyn.Resource(fluxGitRepositories).Namespace(cmp.Or(ns, k.GetNamespace())).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					continue
+				}
+				if url, _, _ := unstructured.NestedString(src.Object, "spec", "url"); !ours(url) {
+					continue
+				}
+			}
+			p, _, _ := unstructured.NestedString(k.Object, "spec", "path")
+			out[render.CleanPath(p)] = append(out[render.CleanPath(p)], k)
 		}
 	}
 	apps, err := dyn.Resource(argoApplications).Namespace(argoNS).List(ctx, metav1.ListOptions{})
@@ -150,10 +173,31 @@ func reconcilersOnCluster(ctx context.Context, cfg *rest.Config, argoNS string) 
 	default:
 		for i := range apps.Items {
 			p, ok, _ := unstructured.NestedString(apps.Items[i].Object, "spec", "source", "path")
-			if ok {
+			url, _, _ := unstructured.NestedString(apps.Items[i].Object, "spec", "source", "repoURL")
+			if ok && ours(url) {
 				out[render.CleanPath(p)] = append(out[render.CleanPath(p)], &apps.Items[i])
 			}
 		}
 	}
 	return out, nil
+}
+
+// repoKey names a repository by host and path, whatever the URL's form
+// (https://host/owner/repo.git, git@host:owner/repo, ssh://git@host/…).
+func repoKey(url string) string {
+	u := strings.ToLower(strings.TrimSpace(url))
+	for _, p := range []string{"https://", "http://", "ssh://", "git://"} {
+		u = strings.TrimPrefix(u, p)
+	}
+	if at := strings.Index(u, "@"); at >= 0 && at < strings.IndexAny(u+"/", "/:") {
+		u = u[at+1:]
+	}
+	if host, rest, ok := strings.Cut(u, ":"); ok && !strings.Contains(host, "/") && !strings.HasPrefix(rest, "//") {
+		if _, err := strconv.Atoi(strings.SplitN(rest, "/", 2)[0]); err != nil {
+			u = host + "/" + rest // scp-like git@host:owner/repo
+		} else {
+			u = host + "/" + strings.SplitN(rest, "/", 2)[1] // host:port/owner/repo
+		}
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(u, "/"), ".git")
 }

@@ -213,7 +213,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stderr, "driftback: "+format+"\n", a...) }
 	if setup.cfg != nil && !setup.plain && recon == nil {
-		if setup.found, err = reconcilersOnCluster(ctx, setup.cfg, *argoNS); err != nil {
+		if setup.found, err = reconcilersOnCluster(ctx, setup.cfg, *argoNS, remoteKeys(gitRepo)); err != nil {
 			say("the reconciler objects on the cluster could not be read, so every path is built plainly: %v", err)
 		}
 	}
@@ -361,6 +361,25 @@ func affected(base, head *render.Tree, found map[string][]*unstructured.Unstruct
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// remoteKeys are the local repository's remotes, by repoKey; none for
+// directories, or a repository without remotes.
+func remoteKeys(repo *git.Repository) []string {
+	if repo == nil {
+		return nil
+	}
+	remotes, err := repo.Remotes()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range remotes {
+		for _, u := range r.Config().URLs {
+			out = append(out, repoKey(u))
+		}
+	}
+	return out
 }
 
 // changedFiles are the files that differ between two trees; nil when they

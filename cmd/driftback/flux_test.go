@@ -152,3 +152,62 @@ spec:
 		t.Errorf("the Application's image is not applied:\n%s", out)
 	}
 }
+
+// TestDiffFindsTheReconcilerOnTheCluster: given --kubeconfig and no flag, a
+// path that a Flux Kustomization on the cluster builds is built as it builds
+// (its target namespace, its cluster variables), and the report and stderr
+// name the Kustomization; --plain builds it plainly.
+func TestDiffFindsTheReconcilerOnTheCluster(t *testing.T) {
+	env := kubetest.New(t)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	path := env.Namespace + "/apps" // no other test's Kustomization builds it
+	for _, y := range []string{
+		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: found, namespace: NS}\nspec:\n  interval: 10m\n  path: ./" + path + "\n  prune: true\n  targetNamespace: NS\n  sourceRef: {kind: GitRepository, name: fleet}\n  postBuild:\n    substituteFrom: [{kind: ConfigMap, name: vars}]\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: vars, namespace: NS}\ndata: {LEVEL: debug}\n",
+		"apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: fleet, namespace: NS}\nspec:\n  interval: 10m\n  url: https://github.com/acme/fleet\n  ref: {branch: main}\n",
+	} {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(strings.ReplaceAll(y, "NS", env.Namespace)), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		kubetest.Apply(t, env.Setup, "kubectl", u)
+	}
+	repo := t.TempDir()
+	cm := func(v string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {level: '${LEVEL}', version: '" + v + "'}\n"
+	}
+	writeTree(t, repo, map[string]string{path + "/kustomization.yaml": "resources: [cm.yaml]\n", path + "/cm.yaml": cm("1")})
+	gitCmd(t, repo, "init", "-q", "-b", "main")
+	gitCmd(t, repo, "add", "-A")
+	gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "base")
+	writeTree(t, repo, map[string]string{path + "/cm.yaml": cm("2")})
+	gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-am", "head")
+	// The checkout's remote is the GitRepository's URL, in another form.
+	gitCmd(t, repo, "remote", "add", "origin", "git@github.com:acme/fleet.git")
+	kubeconfig := writeKubeconfig(t, env, filepath.Join(t.TempDir(), "kubeconfig"))
+
+	out, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD", "--kubeconfig", kubeconfig, "--format", "json")
+	if code == exitError {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	found := "built as Flux Kustomization " + env.Namespace + "/found builds it, found on the cluster"
+	for _, want := range []string{`"namespace": "` + env.Namespace + `"`, `level: debug`, found} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %s:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, path+" is "+found) {
+		t.Errorf("stderr does not name the Kustomization:\n%s", errOut)
+	}
+	out, errOut, _ = runCLI(t, "diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD", "--kubeconfig", kubeconfig, "--format", "json", "--plain")
+	if strings.Contains(out, found) || strings.Contains(errOut, found) || !strings.Contains(out, "${LEVEL}") {
+		t.Errorf("--plain is built as the Kustomization:\n%s\n%s", out, errOut)
+	}
+	// A Kustomization that builds the same path from another repository
+	// is not this checkout's.
+	gitCmd(t, repo, "remote", "set-url", "origin", "https://github.com/acme/other.git")
+	out, errOut, _ = runCLI(t, "diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD", "--kubeconfig", kubeconfig, "--format", "json")
+	if strings.Contains(out, found) || strings.Contains(errOut, found) {
+		t.Errorf("a Kustomization of another repository builds the checkout's path:\n%s\n%s", out, errOut)
+	}
+}
