@@ -24,7 +24,7 @@ import (
 // withShopChart adds render/helm's shop chart to files, at dir.
 func withShopChart(t *testing.T, files map[string]string, dir string) map[string]string {
 	t.Helper()
-	for name, b := range testfs.Read(t, filepath.Join("..", "..", "render", "helm", "testdata", "shop")) {
+	for name, b := range testfs.Read(t, filepath.Join("..", "render", "helm", "testdata", "shop")) {
 		files[dir+"/"+name] = string(b)
 	}
 	return files
@@ -210,7 +210,7 @@ func TestAReleaseItCannotRenderSaysWhy(t *testing.T) {
 // range picks and rendered.
 func TestAChartFromARepositoryIsFetchedOnlyWhenTrusted(t *testing.T) {
 	shop := func(v string) map[string][]byte {
-		files := testfs.Read(t, filepath.Join("..", "..", "render", "helm", "testdata", "shop"))
+		files := testfs.Read(t, filepath.Join("..", "render", "helm", "testdata", "shop"))
 		files["Chart.yaml"] = []byte(strings.Replace(string(files["Chart.yaml"]), "version: 1.2.0", "version: "+v, 1))
 		return files
 	}
@@ -513,9 +513,9 @@ func sameNumber(v any, n int64) bool {
 // each says why. Once trusted, both are fetched.
 func TestUntrustedRepositoriesAreNeverAsked(t *testing.T) {
 	repo := helmtest.NewRepo(t)
-	cache := testfs.Read(t, filepath.Join("..", "..", "render", "helm", "testdata", "shop", "charts", "cache"))
+	cache := testfs.Read(t, filepath.Join("..", "render", "helm", "testdata", "shop", "charts", "cache"))
 	repo.Add(t, cache)
-	repo.Add(t, testfs.Read(t, filepath.Join("..", "..", "render", "helm", "testdata", "shop")))
+	repo.Add(t, testfs.Read(t, filepath.Join("..", "render", "helm", "testdata", "shop")))
 	files := withShopChart(t, map[string]string{
 		"apps/shop/kustomization.yaml": "resources: [release.yaml, app.yaml]\n",
 		"apps/shop/release.yaml":       shopRelease,
