@@ -145,8 +145,11 @@ type Plan struct {
 	Codified []Codified        `json:"codified"`
 	Manual   []Manual          `json:"manual"`
 	// Deleted are objects Git has that the cluster does not: listed, not removed.
-	Deleted []string      `json:"deleted"`
-	Secrets []SecretDrift `json:"secrets"`
+	Deleted []string `json:"deleted"`
+	// NotApplied are objects Git has that the reconciler has not applied
+	// yet (a commit newer than what it applied): not drift, listed.
+	NotApplied []string      `json:"notApplied"`
+	Secrets    []SecretDrift `json:"secrets"`
 	// Adopted are objects created live, now written into the overlay.
 	Adopted []Adopted `json:"adopted"`
 	// Unmanaged are objects created live that are only listed: adoption is
@@ -247,7 +250,7 @@ func Make(ctx context.Context, in Input) (*Plan, error) {
 			return nil, err
 		}
 	}
-	plan := &Plan{Overlay: in.Overlay, Files: map[string][]byte{}, Codified: []Codified{}, Manual: []Manual{}, Deleted: []string{}, Secrets: []SecretDrift{},
+	plan := &Plan{Overlay: in.Overlay, Files: map[string][]byte{}, Codified: []Codified{}, Manual: []Manual{}, Deleted: []string{}, NotApplied: []string{}, Secrets: []SecretDrift{},
 		Adopted: []Adopted{}, Unmanaged: []Manual{}, Autoscaled: []Manual{}}
 	for _, ch := range in.Drift {
 		obj := refString(ch)

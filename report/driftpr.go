@@ -208,6 +208,13 @@ func driftPlan(p *prgen.Plan, to audience) string {
 		}
 		b.WriteString("\n")
 	}
+	if len(p.NotApplied) > 0 {
+		b.WriteString("### In Git, not applied yet (the reconciler has not applied them: not drift)\n\n")
+		for _, d := range p.NotApplied {
+			fmt.Fprintf(&b, "- %s\n", code(d))
+		}
+		b.WriteString("\n")
+	}
 	switch {
 	case to == forCommandLine && len(p.Files) > 0:
 		b.WriteString("driftback would propose these changes to Git as a pull request. `--write` writes them into the working tree instead, to review with `git diff`.\n")

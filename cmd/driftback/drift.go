@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +11,18 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
+	git "github.com/go-git/go-git/v5"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/reconcile/compare"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
 )
@@ -31,6 +38,13 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 	live := fs.String("live", "", "read the live state from this `DIR` of object dumps")
 	format := fs.String("format", "", "output: text (plain, with colour in a terminal), markdown or json; default: text when stdout is a terminal, else markdown")
 	write := fs.Bool("write", false, "apply the codified edits to the working tree")
+	fluxKs := fs.String("flux-kustomization", "", "with --kubeconfig, build as this Flux Kustomization (`NAMESPACE/NAME`) does, with its variables from the cluster; its inventory tells what it has not applied yet")
+	argoApp := fs.String("argocd-app", "", "with --kubeconfig, build as this Argo CD Application (`NAME`) does; its last sync tells what it has not applied yet")
+	argoNS := fs.String("argocd-namespace", "argocd", "the namespace of Argo CD and its Applications")
+	plain := fs.Bool("plain", false, "with --kubeconfig, build plainly, not as the Flux Kustomization or Argo CD Application on the cluster that builds the path")
+	var chartRepos, chartHosts multiFlag
+	fs.Var(&chartRepos, "chart-repository", "also trust this chart repository `URL`, besides those the tree names (repeatable)")
+	fs.Var(&chartHosts, "chart-private-host", "a chart repository `HOST` that may resolve to a private or loopback address (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -53,6 +67,8 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 		return fail("--format must be text, markdown or json")
 	case *write && *ref != "":
 		return fail("--write edits the working tree; it cannot be combined with --ref")
+	case (*fluxKs != "" || *argoApp != "") && *kubeconfig == "":
+		return fail("--flux-kustomization and --argocd-app read the object from the cluster: give --kubeconfig")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -61,50 +77,81 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	r := render.New(render.Options{Origins: true, Cache: render.NewCache(64 << 20)})
+	setup := buildSetup{plain: *plain, argoNS: *argoNS, base: tree, trusted: chartRepos, privateHosts: chartHosts, renderer: r}
 	var reader object.LiveReader
+	var recon *compare.Build
 	if *live != "" {
 		if reader, err = livestate.ReadDir(*live); err != nil {
 			return fail("%v", err)
 		}
 	} else {
-		cfg, err := kubeConfig(*kubeconfig, *kubeContext, *limits)
+		if setup.cfg, err = kubeConfig(*kubeconfig, *kubeContext, *limits); err != nil {
+			return fail("%v", err)
+		}
+		if reader, err = livestate.NewClusterReader(setup.cfg); err != nil {
+			return fail("%v", err)
+		}
+		switch {
+		case *fluxKs != "":
+			recon, err = fluxBuild(ctx, *fluxKs, "", *kubeconfig, *kubeContext, *limits, tree, tree)
+		case *argoApp != "":
+			recon, err = argoBuild(ctx, *argoApp, *argoNS, *kubeconfig, *kubeContext, *limits)
+		case !*plain:
+			var gitRepo *git.Repository
+			if g, err := render.OpenRepository(*repo); err == nil {
+				gitRepo = g
+			}
+			if setup.found, err = reconcilersOnCluster(ctx, setup.cfg, *argoNS, remoteKeys(gitRepo)); err != nil {
+				fmt.Fprintf(stderr, "driftback drift: the reconciler objects on the cluster could not be read, so the path is built plainly: %v\n", err)
+				err = nil
+			}
+		}
 		if err != nil {
 			return fail("%v", err)
 		}
-		if reader, err = livestate.NewClusterReader(cfg); err != nil {
-			return fail("%v", err)
+		if recon != nil && recon.Path() != paths[0] {
+			return fail("--path %s: the reconciler builds %s", paths[0], recon.Path())
 		}
 	}
-	r := render.New(render.Options{Origins: true, Cache: render.NewCache(64 << 20)})
-	res, err := r.Render(ctx, tree, paths)
-	if err != nil {
-		return fail("%v", err)
-	}
-	o := res.Overlays[0]
-	if err := o.Err(); err != nil {
-		for _, p := range o.Problems {
-			fmt.Fprintf(stderr, "driftback drift: %v\n", p)
+	say := func(format string, a ...any) { fmt.Fprintf(stderr, "driftback drift: "+format+"\n", a...) }
+	b := builds(ctx, paths, recon, setup, say)[0].KeepSecretValues()
+	objs, problems := b.Objects(ctx, r, tree)
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintf(stderr, "driftback drift: %s\n", p)
 		}
 		return exitError
 	}
-	objs, err := o.Objects()
+	if objs == nil {
+		return fail("%s has nothing to build at %s", paths[0], cmp.Or(*ref, "the working tree"))
+	}
+	opts := drift.DefaultOptions()
+	if b.Found() != nil {
+		opts.Tracking, opts.DefaultNamespace = b.Tracking(), b.DefaultNamespace()
+	}
+	target, err := drift.Compare(ctx, reader, drift.Input{Path: paths[0], Head: objs}, opts)
 	if err != nil {
 		return fail("%v", err)
 	}
-	target, err := drift.Compare(ctx, reader, drift.Input{Path: paths[0], Head: objs}, drift.DefaultOptions())
+	b.Hide(target)
+	in, why := b.WriteBack(tree)
+	if why != "" {
+		return fail("%s: nothing of its drift is shown rather than shown unhidden", why)
+	}
+	in.Renderer, in.Drift = r, target.Drift
+	plan, err := prgen.Make(ctx, in)
 	if err != nil {
 		return fail("%v", err)
 	}
-	plan, err := prgen.Make(ctx, prgen.Input{Tree: tree, Overlay: paths[0], Renderer: r, Drift: target.Drift})
-	if err != nil {
-		return fail("%v", err)
-	}
+	notApplied(plan, b.Found())
 	*format = outputFormat(*format, stdout)
 	if *format == "json" {
 		b, err := json.MarshalIndent(struct {
 			*prgen.Plan
 			Files []string `json:"files"`
-		}{plan, plan.Paths()}, "", "  ")
+			Notes []string `json:"notes"`
+		}{plan, plan.Paths(), append(b.Notes(), target.Notes...)}, "", "  ")
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -127,4 +174,71 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	return exitChanges
+}
+
+// notApplied moves, of the objects Git has and the cluster lacks, those
+// the reconciler has not applied yet out of Deleted: a Flux Kustomization's
+// inventory does not list them, or an Argo CD Application's last sync did
+// not apply them. Without a reconciler object, all stay (the preview says
+// how to tell).
+func notApplied(plan *prgen.Plan, f *discover.Found) {
+	applied, known := appliedObjects(f)
+	if !known {
+		return
+	}
+	kept := plan.Deleted[:0]
+	for _, d := range plan.Deleted {
+		if applied[d] {
+			kept = append(kept, d)
+		} else {
+			plan.NotApplied = append(plan.NotApplied, d)
+		}
+	}
+	plan.Deleted = kept
+}
+
+// appliedObjects are the objects ("Kind/namespace/name", as a plan names
+// them) a reconciler object says it applied; known is false when it says
+// nothing (no reconciler object, no inventory, no sync yet).
+func appliedObjects(f *discover.Found) (map[string]bool, bool) {
+	out := map[string]bool{}
+	name := func(kind, ns, n string) string {
+		if ns == "" {
+			return kind + "/" + n
+		}
+		return kind + "/" + ns + "/" + n
+	}
+	switch {
+	case f == nil:
+		return nil, false
+	case f.Flux != nil:
+		entries, ok, _ := unstructured.NestedSlice(f.Flux.Object, "status", "inventory", "entries")
+		if !ok {
+			return nil, false
+		}
+		for _, e := range entries {
+			m, _ := e.(map[string]any)
+			id, _ := m["id"].(string)
+			// namespace_name_group_kind, as Flux's inventory writes it.
+			parts := strings.Split(id, "_")
+			if len(parts) == 4 {
+				out[name(parts[3], parts[0], parts[1])] = true
+			}
+		}
+	case f.Application != nil:
+		res, ok, _ := unstructured.NestedSlice(f.Application.Object, "status", "operationState", "syncResult", "resources")
+		if !ok {
+			return nil, false
+		}
+		for _, r := range res {
+			m, _ := r.(map[string]any)
+			kind, _ := m["kind"].(string)
+			ns, _ := m["namespace"].(string)
+			n, _ := m["name"].(string)
+			out[name(kind, ns, n)] = true
+		}
+	default:
+		return nil, false
+	}
+	return out, true
 }

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/internal/kubetest"
@@ -209,5 +214,62 @@ func TestDiffFindsTheReconcilerOnTheCluster(t *testing.T) {
 	out, errOut, _ = runCLI(t, "diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD", "--kubeconfig", kubeconfig, "--format", "json")
 	if strings.Contains(out, found) || strings.Contains(errOut, found) {
 		t.Errorf("a Kustomization of another repository builds the checkout's path:\n%s\n%s", out, errOut)
+	}
+}
+
+// TestDriftTellsDeletedFromNotAppliedYet: of the objects Git has and the
+// cluster lacks, `drift` lists as deleted only what the Flux Kustomization
+// that builds the path (found on the cluster) says it applied; what Git
+// added since is "not applied yet", not drift.
+func TestDriftTellsDeletedFromNotAppliedYet(t *testing.T) {
+	env := kubetest.New(t)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	ns := env.Namespace
+	path := ns + "/app"
+	apply := func(y string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(strings.ReplaceAll(y, "NS", ns)), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		kubetest.Apply(t, env.Setup, "kustomize-controller", u)
+		return u
+	}
+	apply("apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: app, namespace: NS}\nspec:\n  interval: 10m\n  path: ./" + path + "\n  prune: true\n  targetNamespace: NS\n  sourceRef: {kind: GitRepository, name: fleet}\n")
+	apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept, namespace: NS, labels: {kustomize.toolkit.fluxcd.io/name: app, kustomize.toolkit.fluxcd.io/namespace: NS}}\ndata: {a: b}\n")
+	// Flux applied kept and gone; gone was deleted by hand since.
+	dyn, err := dynamic.NewForConfig(env.Setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := dyn.Resource(fluxKustomizations).Namespace(ns).Get(context.Background(), "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks.Object["status"] = map[string]any{"inventory": map[string]any{"entries": []any{
+		map[string]any{"id": ns + "_kept__ConfigMap", "v": "v1"}, map[string]any{"id": ns + "_gone__ConfigMap", "v": "v1"}}}}
+	if _, err := dyn.Resource(fluxKustomizations).Namespace(ns).UpdateStatus(context.Background(), ks, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	repo := t.TempDir()
+	cm := func(name string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + "}\ndata: {a: b}\n"
+	}
+	writeTree(t, repo, map[string]string{path + "/kustomization.yaml": "resources: [kept.yaml, gone.yaml, fresh.yaml]\n",
+		path + "/kept.yaml": cm("kept"), path + "/gone.yaml": cm("gone"), path + "/fresh.yaml": cm("fresh")})
+	kubeconfig := writeKubeconfig(t, env, filepath.Join(t.TempDir(), "kubeconfig"))
+	out, errOut, code := runCLI(t, "drift", "--repo", repo, "--path", path, "--kubeconfig", kubeconfig, "--format", "json")
+	if code == exitError {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var plan struct{ Deleted, NotApplied []string }
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plan.Deleted, []string{"ConfigMap/" + ns + "/gone"}) || !slices.Equal(plan.NotApplied, []string{"ConfigMap/" + ns + "/fresh"}) {
+		t.Errorf("deleted %v, not applied yet %v; want gone deleted and fresh not applied yet\n%s", plan.Deleted, plan.NotApplied, errOut)
+	}
+	out, _, _ = runCLI(t, "drift", "--repo", repo, "--path", path, "--kubeconfig", kubeconfig, "--format", "markdown")
+	if !strings.Contains(out, "### In Git, not applied yet") || !strings.Contains(out, "### In Git but deleted from the cluster") {
+		t.Errorf("the preview does not tell them apart:\n%s", out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/render"
@@ -39,8 +40,10 @@ type Build struct {
 	// rendered says, when a chart is rendered, for what (Helm's default
 	// capabilities).
 	rendered string
-	// Hooks are the Argo CD hooks of the last tree built (the head's).
-	Hooks []string
+	// Hooks are the Argo CD hooks of the last tree built (the head's),
+	// Charts the values of its charts (nil when it has none).
+	Hooks  []string
+	Charts prgen.ChartValues
 }
 
 // Plain builds a path that no reconciler object names: kustomize, then the
@@ -193,7 +196,7 @@ func (b *Build) keep(built reconcile.Built) ([]*unstructured.Unstructured, []str
 		b.gitOnly[k] = append(b.gitOnly[k], v...)
 	}
 	b.releases = append(b.releases, built.Releases)
-	b.Hooks = built.Hooks
+	b.Hooks, b.Charts = built.Hooks, built.Charts
 	return built.Objects, built.Problems
 }
 
@@ -207,4 +210,27 @@ func (b *Build) GitOnly() func(*unstructured.Unstructured) []fieldpath.Path {
 func (b *Build) Hide(t *drift.Target) {
 	hide.Substituted(t, b.hidden)
 	hide.Redact(t, b.vars.Hidden)
+}
+
+// KeepSecretValues builds with a Secret's variable's value where it is
+// substituted (the drift of what it sets is then drift, shown hidden), as
+// the drift loop does; a chart is still given stand-ins.
+func (b *Build) KeepSecretValues() *Build {
+	b.vars.KeepSecretValues = true
+	return b
+}
+
+// WriteBack is what writing the drift of the last tree built (tree) back
+// to Git reads of the build: the reconciler object whose fields take part
+// in it, the kustomization it generates for a plain directory, its
+// variables and the values of its charts; why not, when its variables
+// could not be read.
+func (b *Build) WriteBack(tree *render.Tree) (prgen.Input, string) {
+	in := prgen.Input{Tree: tree, Overlay: b.target.Path, Charts: b.Charts, NotWritable: reconcile.NotWritable(b.target, tree)}
+	in.Build, in.Generated = reconcile.WriteBack(b.target, tree)
+	var ok bool
+	if in.Variables, ok = reconcile.WriteBackVariables(b.target, b.vars); !ok {
+		return in, "its postBuild variables could not be read: " + b.vars.Note
+	}
+	return in, ""
 }
