@@ -55,6 +55,9 @@ type TargetList struct {
 	NotRendered []drift.NotRendered `json:"notRendered,omitempty"`
 	// Problems are what discovery could not read.
 	Problems []string `json:"problems,omitempty"`
+	// LeftOut says what discovery leaves out: reconciler objects in
+	// namespaces it does not read, and the setting that brings them in.
+	LeftOut []string `json:"leftOut,omitempty"`
 }
 
 // ListTargets reads every discovering cluster once and lists the targets
@@ -79,6 +82,12 @@ func ListTargets(ctx context.Context, cfg *config.Config) (*TargetList, error) {
 		for _, p := range problems {
 			out.Problems = append(out.Problems, fmt.Sprintf("cluster %s: %s", name, p))
 		}
+		counts, err := discover.CountLeftOut(ctx, rc, src.Options(name))
+		why := ""
+		if err != nil {
+			why = err.Error()
+		}
+		out.LeftOut = append(out.LeftOut, targets.SayLeftOut(name, counts, why)...)
 		found = append(found, fs...)
 	}
 	discover.Sort(found)

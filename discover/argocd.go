@@ -13,8 +13,8 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
-	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/reconcile/prepare"
+	"github.com/driftback/driftback/render"
 )
 
 // ArgoCDApplications is the Argo CD kind discovery reads.

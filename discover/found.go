@@ -17,8 +17,8 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
-	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/reconcile/prepare"
+	"github.com/driftback/driftback/render"
 )
 
 // Reconciler is the controller a Found object belongs to.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -41,6 +43,7 @@ type Options struct {
 // objects as they change.
 type Watcher struct {
 	dyn    dynamic.Interface
+	meta   metadata.Interface
 	disc   discovery.DiscoveryInterface
 	kube   kubernetes.Interface
 	opts   Options
@@ -56,6 +59,10 @@ type Watcher struct {
 	found      []*Found
 	settings   Settings
 	synced     bool
+	// leftOut counts the reconciler objects in namespaces not read;
+	// leftOutErr says why that is unknown.
+	leftOut    []LeftOut
+	leftOutErr string
 }
 
 // NewWatcher returns a Watcher for the cluster cfg reaches.
@@ -68,11 +75,15 @@ func NewWatcher(cfg *rest.Config, opts Options) (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Recheck <= 0 {
 		opts.Recheck = time.Minute
 	}
 	return &Watcher{
-		dyn: dyn, disc: kube.Discovery(), kube: kube, opts: opts,
+		dyn: dyn, meta: meta, disc: kube.Discovery(), kube: kube, opts: opts,
 		change:    make(chan struct{}, 1),
 		informers: map[schema.GroupVersionResource][]cache.SharedIndexInformer{},
 		errs:      map[schema.GroupVersionResource]string{},
@@ -158,6 +169,7 @@ func (w *Watcher) Run(ctx context.Context) {
 	for {
 		w.start(ctx, notify)
 		w.readArgoSettings(ctx)
+		w.countLeftOut(ctx)
 		w.rebuild()
 		select {
 		case <-ctx.Done():
@@ -172,6 +184,25 @@ func (w *Watcher) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// countLeftOut counts, again, the reconciler objects discovery leaves out.
+func (w *Watcher) countLeftOut(ctx context.Context) {
+	l, err := countLeftOut(ctx, w.meta, w.opts)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.leftOut, w.leftOutErr = l, ""
+	if err != nil && ctx.Err() == nil {
+		w.leftOutErr = err.Error()
+	}
+}
+
+// LeftOut are the reconciler objects in namespaces discovery does not read,
+// by kind; why it is unknown, when it is.
+func (w *Watcher) LeftOut() ([]LeftOut, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.leftOut), w.leftOutErr
 }
 
 // start starts informers for the kinds the apiserver serves and waits for

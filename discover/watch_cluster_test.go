@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -283,4 +285,54 @@ spec:
 	})
 	applyAll(t, env, strings.Replace(project, "namespace: 'team-*'", "namespace: '*'", 1))
 	wait("a project that permits it", func(f *discover.Found) bool { return f.NotRendered == "" && f.Repo == "acme/gitops" })
+}
+
+// TestWatcherCountsWhatItLeavesOut: reconciler objects in namespaces the
+// options leave out are counted by namespace (and again as they come),
+// said with the setting that brings them in; every namespace read leaves
+// nothing out.
+func TestWatcherCountsWhatItLeavesOut(t *testing.T) {
+	env := kubetest.New(t)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	tenant := env.Namespace + "-tenant"
+	if _, err := env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().Namespaces().Delete(context.Background(), tenant, metav1.DeleteOptions{})
+	})
+	ks := func(name string) string {
+		return "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: " + name + ", namespace: " + tenant + "}\nspec: {interval: 10m, path: ./" + name + ", prune: true, sourceRef: {kind: GitRepository, name: fleet}}\n"
+	}
+	applyAll(t, env, ks("media")+"---\n"+ks("games"))
+	w, err := discover.NewWatcher(env.Config, discover.Options{Flux: true, Namespaces: []string{env.Namespace}, Recheck: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	count := func() int {
+		counts, why := w.LeftOut()
+		if why != "" {
+			t.Fatal(why)
+		}
+		for _, l := range counts {
+			if l.Kind == "Flux Kustomizations" {
+				return l.Namespaces[tenant]
+			}
+		}
+		return 0
+	}
+	kubetest.Eventually(t, 30*time.Second, "the tenant's Kustomizations to be counted", func() bool { return count() == 2 })
+	applyAll(t, env, ks("music"))
+	kubetest.Eventually(t, 30*time.Second, "a third to be counted", func() bool { return count() == 3 })
+	counts, _ := w.LeftOut()
+	if s := counts[0].Say("clusters.prod.discover.namespaces"); !strings.Contains(s, tenant+": 3") || !strings.Contains(s, "in namespaces clusters.prod.discover.namespaces leaves out") {
+		t.Errorf("said as %q", s)
+	}
+	all, err := discover.CountLeftOut(context.Background(), env.Config, discover.Options{Flux: true})
+	if err != nil || len(all) != 0 {
+		t.Errorf("reading every namespace leaves out %v (%v)", all, err)
+	}
 }

@@ -17,7 +17,9 @@ type Discover struct {
 	// Argo CD's own, flux-system and argocdNamespace). Whoever may create a
 	// Kustomization or an Application in a namespace listed here steers
 	// what driftback compares: list tenants' namespaces deliberately, and
-	// bound them with Repositories. "*" is every namespace.
+	// bound them with Repositories. "*" is every namespace. Those left
+	// out are counted, by namespace, in `driftback targets`, /readyz and
+	// the drift dashboard.
 	Namespaces []string `yaml:"namespaces"`
 	// Repositories bound what a namespace's objects may name: namespace →
 	// owner/name patterns (path.Match, case-insensitive, such as

@@ -410,6 +410,11 @@ func (d *DriftLoop) publishDashboards(ctx context.Context, cluster string, ts []
 			}
 			views = append(views, report.DashboardTarget{Key: "source-" + f.Object + "-" + f.On, Name: f.Object, Cluster: f.On, Path: f.Path, NotCompared: "not rendered: " + why, Source: true})
 		}
+		// What discovery leaves out may apply this repository too.
+		for _, l := range d.deps.Targets.LeftOutOn(cluster) {
+			views = append(views, report.DashboardTarget{Key: "left-out-" + l.Kind + "-" + cluster, Name: l.Kind + " left out", Cluster: cluster,
+				NotCompared: l.Say("clusters." + cluster + ".discover.namespaces"), Source: true})
+		}
 		if err := d.writeDashboard(ctx, repo, cluster, views, keep); err != nil && ctx.Err() == nil {
 			d.deps.Metrics.Failure("drift_dashboard")
 			d.log.Error("cannot update the drift dashboard", "repo", repo, "cluster", cluster, "err", err)

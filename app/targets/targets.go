@@ -361,6 +361,52 @@ func (s *Source) Status() []string {
 				out = append(out, fmt.Sprintf("discovery on %s: %s", name, p))
 			}
 		}
+		out = append(out, s.leftOut(name, w)...)
+	}
+	return out
+}
+
+// LeftOut says, per discovering cluster, what its discovery leaves out
+// (reconciler objects in namespaces it does not read), naming the setting
+// that brings them in.
+func (s *Source) LeftOut() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, name := range s.Discovering() {
+		out = append(out, s.leftOut(name, s.watchers[name])...)
+	}
+	return out
+}
+
+// LeftOutOn counts what discovery on cluster leaves out, by kind.
+func (s *Source) LeftOutOn(cluster string) []discover.LeftOut {
+	s.mu.Lock()
+	w := s.watchers[cluster]
+	s.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	counts, _ := w.LeftOut()
+	return counts
+}
+
+func (s *Source) leftOut(cluster string, w *discover.Watcher) []string {
+	if w == nil {
+		return nil
+	}
+	counts, why := w.LeftOut()
+	return SayLeftOut(cluster, counts, why)
+}
+
+// SayLeftOut is what discovery on cluster leaves out, for a person.
+func SayLeftOut(cluster string, counts []discover.LeftOut, why string) []string {
+	var out []string
+	if why != "" {
+		out = append(out, fmt.Sprintf("discovery on %s: whether it leaves reconciler objects out is unknown: %s", cluster, why))
+	}
+	for _, l := range counts {
+		out = append(out, fmt.Sprintf("discovery on %s: %s", cluster, l.Say("clusters."+cluster+".discover.namespaces")))
 	}
 	return out
 }

@@ -95,6 +95,9 @@ func printTargets(w io.Writer, l *app.TargetList) {
 		}
 		fmt.Fprintf(w, "not rendered: %s: %s\n", where, n.Reason)
 	}
+	for _, l := range l.LeftOut {
+		fmt.Fprintf(w, "left out: %s\n", l)
+	}
 	if len(l.Targets) == 0 {
 		fmt.Fprintln(w, strings.TrimSpace("no targets: app.yml names none and discovery found none"))
 	}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -168,5 +171,49 @@ func TestTargetsReadThePathAtTheBranch(t *testing.T) {
 		if !strings.HasPrefix(tg.Source, "decided at the first pull request") {
 			t.Errorf("%s without the repository in the cache: %q", tg.Path, tg.Source)
 		}
+	}
+}
+
+// TestTargetsSayWhatDiscoveryLeavesOut: reconciler objects in namespaces
+// discover.namespaces leaves out are counted, by namespace, with the
+// setting that brings them in; they are not silently missing.
+func TestTargetsSayWhatDiscoveryLeavesOut(t *testing.T) {
+	env := kubetest.New(t)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	tenant := env.Namespace + "-tenant"
+	if _, err := env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().Namespaces().Delete(context.Background(), tenant, metav1.DeleteOptions{})
+	})
+	for _, y := range []string{
+		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: NS}\nspec: {interval: 10m, path: ./apps, prune: true, sourceRef: {kind: GitRepository, name: fleet}}\n",
+		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: media, namespace: TENANT}\nspec: {interval: 10m, path: ./media, prune: true, sourceRef: {kind: GitRepository, name: fleet}}\n",
+		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: games, namespace: TENANT}\nspec: {interval: 10m, path: ./games, prune: true, sourceRef: {kind: GitRepository, name: fleet}}\n",
+	} {
+		u := &unstructured.Unstructured{}
+		y = strings.ReplaceAll(strings.ReplaceAll(y, "TENANT", tenant), "NS", env.Namespace)
+		if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		kubetest.Apply(t, env.Setup, "kubectl", u)
+	}
+	dir := t.TempDir()
+	kubeconfig := writeKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
+	cfg := filepath.Join(dir, "app.yml")
+	writeFile(t, cfg, "clusters:\n  prod:\n    kubeconfig: "+kubeconfig+"\n    discover: {flux: true, namespaces: ["+env.Namespace+"]}\n")
+	stdout, stderr, code := runCLI(t, "targets", "--config", cfg)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"left out: discovery on prod: ", " Flux Kustomizations in namespaces clusters.prod.discover.namespaces leaves out (", tenant + ": 2", "list their namespaces there"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("targets does not say %q:\n%s", want, stdout)
+		}
+	}
+	stdout, _, _ = runCLI(t, "targets", "--config", cfg, "--output", "json")
+	if !strings.Contains(stdout, `"leftOut": [`) || !strings.Contains(stdout, tenant+": 2") {
+		t.Errorf("the JSON does not count what is left out:\n%s", stdout)
 	}
 }
