@@ -164,6 +164,11 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 				Message: fmt.Sprintf("removing the CRD deletes every %s with it: how many is unknown, %s", kind, scope.Unknown)})
 			return nil
 		}
+		if why := object.Lacks(c.live, schema.GroupKind{Group: group, Kind: kind}); why != "" {
+			ch.Danger = append(ch.Danger, Danger{Reason: DangerCRDRemoval, Count: 1, CountUnknown: true,
+				Message: fmt.Sprintf("removing the CRD deletes every %s with it: how many is unknown, %s", kind, why)})
+			return nil
+		}
 		crs, err := c.live.List(c.ctx, schema.GroupKind{Group: group, Kind: kind}, "", nil)
 		if err != nil {
 			return err
@@ -194,7 +199,11 @@ func (c *comparer) deleteDangers(ch *Change, l *unstructured.Unstructured) error
 		if len(counts) > 0 {
 			msg += " (" + strings.Join(counts, ", ") + ")"
 		}
-		ch.Danger = append(ch.Danger, Danger{Reason: DangerNamespaceRemoval, Count: len(lost), Lost: capLost(lost), Message: msg})
+		partial := object.IsPartial(c.live)
+		if partial {
+			msg += ", and whatever else it holds: the live state holds some kinds only, so the rest is unknown"
+		}
+		ch.Danger = append(ch.Danger, Danger{Reason: DangerNamespaceRemoval, Count: len(lost), CountUnknown: partial, Lost: capLost(lost), Message: msg})
 	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
 		held, err := c.claimHolds(l)
 		if err != nil {
@@ -248,6 +257,9 @@ func (c *comparer) claimHolds(pvc *unstructured.Unstructured) (string, error) {
 	phase, _, _ := unstructured.NestedString(pvc.Object, "status", "phase")
 	if pvName == "" || phase == "Lost" {
 		return "", nil
+	}
+	if why := object.Lacks(c.unscoped, schema.GroupKind{Kind: "PersistentVolume"}); why != "" {
+		return "bound to volume " + pvName + ", which is not known (" + why + "): its data may be deleted", nil
 	}
 	// The volume the live claim is bound to belongs to the claim, which is
 	// within the scope: it is read whatever the scope.

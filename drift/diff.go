@@ -166,6 +166,7 @@ func Compare(ctx context.Context, live object.LiveReader, in Input, opts Options
 			return nil, err
 		}
 	}
+	base, head = c.unread(base, head)
 	if err := c.liveDiff(base, head); err != nil {
 		return nil, err
 	}
@@ -214,6 +215,32 @@ func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, 
 	if err != nil {
 		return nil, nil, err
 	}
+	inBase, inHead, c.t.OutOfScope = c.setAside(base, head, func(o *unstructured.Unstructured) string {
+		if c.opts.Scope.Within(o, namespaced) {
+			return ""
+		}
+		return OutOfScopeNote
+	})
+	return inBase, inHead, nil
+}
+
+// unread keeps, of the renders, the objects of kinds the live state holds,
+// and lists the others (kinds a dump lacks) with what the pull request does
+// to them in Git, and why.
+func (c *comparer) unread(base, head []*unstructured.Unstructured) (inBase, inHead []*unstructured.Unstructured) {
+	inBase, inHead, c.t.Unread = c.setAside(base, head, func(o *unstructured.Unstructured) string {
+		if why := object.Lacks(c.live, o.GroupVersionKind().GroupKind()); why != "" {
+			return "not compared with the cluster: " + why
+		}
+		return ""
+	})
+	return inBase, inHead
+}
+
+// setAside keeps, of the renders, the objects aside says nothing of, and
+// lists the others once, with what the pull request does to them in Git
+// and aside's note.
+func (c *comparer) setAside(base, head []*unstructured.Unstructured, aside func(*unstructured.Unstructured) string) (inBase, inHead []*unstructured.Unstructured, set []Change) {
 	git := map[string]Action{}
 	for _, ch := range c.t.PR {
 		git[ch.Ref().Key()] = ch.Action
@@ -222,7 +249,8 @@ func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, 
 	keep := func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 		out := []*unstructured.Unstructured{}
 		for _, o := range objs {
-			if c.opts.Scope.Within(o, namespaced) {
+			note := aside(o)
+			if note == "" {
 				out = append(out, o)
 				continue
 			}
@@ -236,8 +264,8 @@ func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, 
 				action = ActionUnchanged
 			}
 			ch := newChange(ref, action)
-			ch.Note = OutOfScopeNote
-			c.t.OutOfScope = append(c.t.OutOfScope, ch)
+			ch.Note = note
+			set = append(set, ch)
 		}
 		return out
 	}
@@ -246,8 +274,8 @@ func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, 
 		inBase = nil // nil base: the drift of the head is wanted
 	}
 	inHead = keep(head)
-	sortChanges(c.t.OutOfScope)
-	return inBase, inHead, nil
+	sortChanges(set)
+	return inBase, inHead, set
 }
 
 // OutOfScopeNote explains an object the comparison did not read live.

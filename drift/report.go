@@ -186,6 +186,10 @@ type Target struct {
 	// with what the pull request does to them in Git: no live value, owner
 	// or count of theirs is read or shown.
 	OutOfScope []Change `json:"outOfScope,omitempty"`
+	// Unread lists the objects of the renders of kinds the live state does
+	// not hold (a dump made without them), with what the pull request does
+	// to them in Git and why: nothing live is known of them.
+	Unread []Change `json:"unread,omitempty"`
 	// Reverts are the pull request's revert commits ("Revert …"): the
 	// comment then says what the revert does not restore.
 	Reverts []string `json:"reverts,omitempty"`

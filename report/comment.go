@@ -221,10 +221,17 @@ func liveMark(t drift.Target) string {
 	case t.LiveError != "":
 		return " (Git only: ❌ the cluster could not be read)"
 	}
+	var marks []string
 	if n := len(t.OutOfScope); n > 0 {
-		return fmt.Sprintf(" (%s outside its scope: Git only)", plural(n, "object"))
+		marks = append(marks, fmt.Sprintf("%s outside its scope", plural(n, "object")))
 	}
-	return ""
+	if n := len(t.Unread); n > 0 {
+		marks = append(marks, fmt.Sprintf("❌ %s not in the live state", plural(n, "object")))
+	}
+	if len(marks) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(marks, ", ") + ": Git only)"
 }
 
 func bold(n int) string {
@@ -549,6 +556,14 @@ func targetBlocks(index int, t drift.Target, dangers dangerList) []string {
 		fmt.Fprintf(&b, "#### Outside the scope of %s (%d)\n\nThese objects are compared in Git only: the cluster is not read for them, so no live value, owner or count is shown. An operator widens a target's scope with %s in app.yml.\n\n", code(t.Path), len(t.OutOfScope), code("scope:"))
 		for _, c := range t.OutOfScope {
 			fmt.Fprintf(&b, "- %s: %s in Git\n", code(refString(c)), text(string(c.Action)))
+		}
+		blocks = append(blocks, b.String())
+	}
+	if len(t.Unread) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "#### ❌ Not compared with the cluster (%d)\n\nNothing live is known of these objects, not even whether they exist: what a sync does to them, and the dangers that hang on them, are unknown.\n\n", len(t.Unread))
+		for _, c := range t.Unread {
+			fmt.Fprintf(&b, "- %s: %s in Git; %s\n", code(refString(c)), text(string(c.Action)), text(c.Note))
 		}
 		blocks = append(blocks, b.String())
 	}

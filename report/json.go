@@ -100,7 +100,7 @@ func Summarize(r *drift.Report) Summary {
 	s.Total.LiveChangesReverted = new(int)
 	for _, t := range r.Targets {
 		tc := TargetCounts{Name: t.Name, Path: t.Path, NotCompared: t.NotCompared != "", LiveError: t.LiveError}
-		if tc.NotCompared || len(t.Errors) > 0 || (t.LiveError != "" && !t.LiveNotAsked) {
+		if tc.NotCompared || len(t.Errors) > 0 || (t.LiveError != "" && !t.LiveNotAsked) || len(t.Unread) > 0 {
 			s.Complete = false
 		}
 		if t.LiveError == "" && t.NotCompared == "" {

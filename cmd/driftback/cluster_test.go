@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
@@ -107,4 +111,98 @@ func writeKubeconfig(t testing.TB, env *kubetest.Env, path string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestDumpHoldsWhatDiffReads: `driftback dump` writes what comparing an
+// overlay needs, and `diff --live` on it says what `diff --kubeconfig`
+// says (the claim's removal and its danger, the ConfigMap's change), but
+// for the Secret it never writes, which it says is not compared.
+func TestDumpHoldsWhatDiffReads(t *testing.T) {
+	env := kubetest.New(t)
+	ns := env.Namespace
+	for _, y := range []string{
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: NS}\ndata: {mode: normal}\n",
+		"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: NS}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n",
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: NS}\nstringData: {token: dump-canary-8812}\n",
+	} {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(strings.ReplaceAll(y, "NS", ns)), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		kubetest.Apply(t, env.Setup, "kustomize-controller", u)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"app/kustomization.yaml": "namespace: " + ns + "\nresources: [settings.yaml, data.yaml, token.yaml]\n",
+		"app/settings.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: normal}\n",
+		"app/data.yaml":          "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n",
+		"app/token.yaml":         "apiVersion: v1\nkind: Secret\nmetadata: {name: token}\nstringData: {token: dump-canary-8812}\n",
+	}
+	writeTree(t, filepath.Join(dir, "base"), files)
+	files["app/kustomization.yaml"] = "namespace: " + ns + "\nresources: [settings.yaml, token.yaml]\n"
+	files["app/settings.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: fast}\n"
+	writeTree(t, filepath.Join(dir, "head"), files)
+	kubeconfig := writeKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
+	dump := filepath.Join(dir, "live")
+	_, errOut, code := runCLI(t, "dump", "--repo", filepath.Join(dir, "base"), "--path", "app", "--kubeconfig", kubeconfig, "--out", dump)
+	if code != exitOK || !strings.Contains(errOut, "Secrets are never written") {
+		t.Fatalf("dump: exit %d: %s", code, errOut)
+	}
+	written, err := os.ReadDir(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range written {
+		b, err := os.ReadFile(filepath.Join(dump, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "dump-canary") || strings.Contains(string(b), "ZHVtcC1jYW5hcnk") {
+			t.Errorf("%s holds the Secret's value", f.Name())
+		}
+	}
+	type report struct {
+		Targets []struct {
+			Changes []struct {
+				Kind, Name, Action string
+				Danger             []struct{ Reason string }
+			}
+			Unread []struct{ Kind, Name string }
+		}
+	}
+	read := func(args ...string) report {
+		t.Helper()
+		out, errOut, code := runCLI(t, append([]string{"diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--format", "json"}, args...)...)
+		if code == exitError {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		var r report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	said := func(r report) map[string]string {
+		out := map[string]string{}
+		for _, c := range r.Targets[0].Changes {
+			s := c.Action
+			for _, d := range c.Danger {
+				s += " " + d.Reason
+			}
+			out[c.Kind+"/"+c.Name] = s
+		}
+		return out
+	}
+	cluster, fromDump := read("--kubeconfig", kubeconfig), read("--live", dump)
+	want := said(cluster)
+	delete(want, "Secret/token") // never in a dump
+	if got := said(fromDump); !maps.Equal(got, want) {
+		t.Errorf("from the dump %v, from the cluster %v", got, want)
+	}
+	if want["PersistentVolumeClaim/data"] != "delete pvc-removal" && want["PersistentVolumeClaim/data"] != "delete" {
+		t.Errorf("the claim's removal: %q", want["PersistentVolumeClaim/data"])
+	}
+	if u := fromDump.Targets[0].Unread; len(u) != 1 || u[0].Kind != "Secret" {
+		t.Errorf("not compared from the dump: %+v, want the Secret", u)
+	}
 }

@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/report"
 )
@@ -679,5 +681,76 @@ func TestThePostBuildNoteIsTrue(t *testing.T) {
 	out, errOut, _ = runCLI(t, "diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--path", "app", "--format", "json")
 	if !strings.Contains(out, note) {
 		t.Errorf("a path Flux builds with postBuild has no note: %s\n%s", errOut, out)
+	}
+}
+
+// TestADumpOfSomeKindsIsReadAsSuch: the demo compared with a dump of
+// Deployments, Services and ConfigMaps only (as `kubectl get deploy,svc,cm`
+// makes): the Namespaces, claims and Secrets that exist live are "not
+// compared with the cluster", never "create"; the report is not whole.
+func TestADumpOfSomeKindsIsReadAsSuch(t *testing.T) {
+	some := t.TempDir()
+	entries, err := os.ReadDir(filepath.Join(demoDir, "live"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := map[string]bool{"Deployment": true, "Service": true, "ConfigMap": true}
+	var items []any
+	for _, e := range entries {
+		if e.Name() == livestate.DumpIndexFile {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(demoDir, "live", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l struct{ Items []map[string]any }
+		if err := yaml.Unmarshal(b, &l); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range l.Items {
+			if keep[it["kind"].(string)] {
+				items = append(items, it)
+			}
+		}
+	}
+	b, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(some, "all.yaml"), string(b))
+	out, errOut, code := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", some, "--format", "json")
+	if code != exitIncomplete {
+		t.Errorf("exit %d, want %d (not whole): %s", code, exitIncomplete, errOut)
+	}
+	var rep struct {
+		Targets []struct {
+			Path    string
+			Changes []struct{ Kind, Name, Action string }
+			Unread  []struct{ Kind, Name, Note string }
+		}
+		Summary struct{ Complete bool }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	unread := map[string]string{}
+	for _, tg := range rep.Targets {
+		for _, c := range tg.Changes {
+			if c.Action == "create" && !keep[c.Kind] {
+				t.Errorf("%s: %s/%s is a create, though the dump does not hold its kind", tg.Path, c.Kind, c.Name)
+			}
+		}
+		for _, u := range tg.Unread {
+			unread[u.Kind] = u.Note
+		}
+	}
+	for _, kind := range []string{"Namespace", "PersistentVolumeClaim", "Secret"} {
+		if !strings.Contains(unread[kind], "the live dump has no "+kind) {
+			t.Errorf("%s is not said to be unknown: %q", kind, unread[kind])
+		}
+	}
+	if rep.Summary.Complete {
+		t.Error("the report says it is complete")
 	}
 }

@@ -37,6 +37,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"diff", "show what a change does to the cluster: created, changed and pruned objects, dangers, drift", runDiff},
+		{"dump", "write the live objects comparing overlays needs into a folder, for diff --live", runDump},
 		{"drift", "find lasting manual changes to the cluster and codify them into the overlay's sources", runDrift},
 		{"register", "create the GitHub App from app.yml's manifest and save its key and secrets", runRegister},
 		{"render", "print the rendered objects of kustomize overlays", runRender},
@@ -198,6 +199,10 @@ var examples = map[string][]string{
 		"driftback diff --base fixtures/demo/base --head fixtures/demo/pr --live fixtures/demo/live",
 		"driftback diff --repo . --base origin/main --head HEAD --kubeconfig ~/.kube/config",
 		"driftback diff --repo . --base origin/main --head HEAD --path apps/prod --format json",
+	},
+	"dump": {
+		"driftback dump --repo . --path apps/prod --kubeconfig ~/.kube/config --out ./live",
+		"driftback diff --repo . --base origin/main --head HEAD --path apps/prod --live ./live",
 	},
 	"drift": {
 		"driftback drift --repo . --path apps/prod --kubeconfig ~/.kube/config",

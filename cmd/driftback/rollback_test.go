@@ -96,6 +96,8 @@ func TestDiffSaysARestoredCRDComesBackEmpty(t *testing.T) {
 	commit("Revert \"Remove widgets\"", map[string]string{"app/kustomization.yaml": "resources: [crd.yaml, cm.yaml]\n"})
 	live := t.TempDir()
 	writeFile(t, filepath.Join(live, "live.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {a: b}\n")
+	// The dump read CRDs whole: there is none live.
+	writeFile(t, filepath.Join(live, "driftback-dump.yaml"), "kinds: [ConfigMap, apiextensions.k8s.io/CustomResourceDefinition]\n")
 	for _, args := range [][]string{{"--live", live}, {}} {
 		out, errOut, code := runCLI(t, append([]string{"diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD"}, args...)...)
 		if code == exitError {

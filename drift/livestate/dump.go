@@ -26,6 +26,38 @@ import (
 type DirReader struct {
 	objects map[string]*unstructured.Unstructured // by Ref.Key
 	order   []string
+	// held are the kinds the folder holds: those of its objects, and those
+	// its index (DumpIndexFile, written by `driftback dump`) says were
+	// read whole, with none found. Of any other kind nothing is known.
+	held map[schema.GroupKind]bool
+	// partial is false for a fixed set of objects standing for a whole
+	// cluster (NewObjectReader).
+	partial bool
+}
+
+// DumpIndexFile names the file of a dump folder that lists the kinds read
+// whole: a kind listed there with no object in the folder has none live.
+const DumpIndexFile = "driftback-dump.yaml"
+
+// DumpIndex is the content of DumpIndexFile.
+type DumpIndex struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Kinds are the kinds read whole, as "Kind" (core) or "group/Kind".
+	Kinds []string `json:"kinds"`
+}
+
+// Lacks implements object.Partial: a kind the folder holds no object of,
+// and its index does not list, is unknown.
+func (r *DirReader) Lacks(gk schema.GroupKind) string {
+	if !r.partial || r.held[gk] {
+		return ""
+	}
+	name := gk.Kind
+	if gk.Group != "" {
+		name += "." + gk.Group
+	}
+	return "the live dump has no " + name + " (a dump holds only the kinds it was made of; `driftback dump` makes one with every kind a comparison needs)"
 }
 
 // maxDumpFile bounds one dump file.
@@ -33,7 +65,7 @@ const maxDumpFile = 256 << 20
 
 // ReadDir loads every .yaml, .yml and .json file under dir.
 func ReadDir(dir string) (*DirReader, error) {
-	r := &DirReader{objects: map[string]*unstructured.Unstructured{}}
+	r := &DirReader{objects: map[string]*unstructured.Unstructured{}, held: map[schema.GroupKind]bool{}, partial: true}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -51,6 +83,9 @@ func ReadDir(dir string) (*DirReader, error) {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
+		}
+		if d.Name() == DumpIndexFile {
+			return r.readIndex(p, b)
 		}
 		objs, err := decodeObjects(b)
 		if err != nil {
@@ -78,7 +113,26 @@ func NewObjectReader(objs []*unstructured.Unstructured) *DirReader {
 	return r
 }
 
+// readIndex reads a dump's index of the kinds it read whole.
+func (r *DirReader) readIndex(path string, b []byte) error {
+	var idx DumpIndex
+	if err := utilyaml.Unmarshal(b, &idx); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, k := range idx.Kinds {
+		group, kind, ok := strings.Cut(k, "/")
+		if !ok {
+			group, kind = "", k
+		}
+		r.held[schema.GroupKind{Group: group, Kind: kind}] = true
+	}
+	return nil
+}
+
 func (r *DirReader) add(o *unstructured.Unstructured) {
+	if r.held != nil {
+		r.held[o.GroupVersionKind().GroupKind()] = true
+	}
 	k := object.RefOf(o).Key()
 	if _, ok := r.objects[k]; !ok {
 		r.order = append(r.order, k)

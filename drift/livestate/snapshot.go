@@ -367,6 +367,9 @@ func (s *Snapshot) List(ctx context.Context, gk schema.GroupKind, namespace stri
 // Kinds implements LiveReader.
 func (s *Snapshot) Kinds(ctx context.Context) ([]object.Kind, error) { return s.live.Kinds(ctx) }
 
+// Lacks implements object.Partial for the reader it reads.
+func (s *Snapshot) Lacks(gk schema.GroupKind) string { return object.Lacks(s.live, gk) }
+
 // TypeConverter implements SchemaSource when the cluster reader does.
 func (s *Snapshot) TypeConverter(ctx context.Context, gvks []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
 	src, ok := s.live.(object.SchemaSource)

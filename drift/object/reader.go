@@ -52,3 +52,26 @@ type Coverer interface {
 // once for the whole cluster rather than once per namespace. Below it, per
 // namespace lists cost few requests and never read other tenants' objects.
 const ClusterWideFrom = 3
+
+// Partial is a LiveReader that holds some kinds only (a folder of dumps): of
+// a kind it lacks nothing is known, not even that there is none.
+type Partial interface {
+	// Lacks says why nothing is known of a kind's objects ("the dump has
+	// no PersistentVolumeClaims"); "" when the reader holds them.
+	Lacks(gk schema.GroupKind) string
+}
+
+// Lacks says why live knows nothing of gk's objects; "" for a reader that
+// holds every kind it serves.
+func Lacks(live LiveReader, gk schema.GroupKind) string {
+	if p, ok := live.(Partial); ok {
+		return p.Lacks(gk)
+	}
+	return ""
+}
+
+// IsPartial says live holds some kinds only (a dump): what it does not
+// list may still exist.
+func IsPartial(live LiveReader) bool {
+	return Lacks(live, schema.GroupKind{Group: "probe.driftback.io", Kind: "NoSuchKind"}) != ""
+}

@@ -45,6 +45,9 @@ func NewReader(live object.LiveReader, scope *Scope) object.LiveReader {
 
 func (r *scopedReader) Kinds(ctx context.Context) ([]object.Kind, error) { return r.live.Kinds(ctx) }
 
+// Lacks implements object.Partial for the reader it reads.
+func (r *scopedReader) Lacks(gk schema.GroupKind) string { return object.Lacks(r.live, gk) }
+
 // isNamespaced says whether a kind is namespaced, as the cluster says.
 func (r *scopedReader) isNamespaced(ctx context.Context, gk schema.GroupKind) (bool, error) {
 	r.once.Do(func() { r.namespaced, r.kindsErr = object.NamespacedKinds(ctx, r.live, nil) })

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/render"
 )
 
@@ -284,6 +285,23 @@ func (c *cluster) dump(ctx context.Context, dir string) error {
 				add("cluster.yaml", u)
 			}
 		}
+	}
+	// The kinds read whole: one of them with no object in the folder has
+	// none live (livestate.DumpIndexFile).
+	index := livestate.DumpIndex{APIVersion: "driftback.io/v1", Kind: "Dump"}
+	for _, k := range kinds {
+		group, _, ok := strings.Cut(k.apiVersion, "/")
+		if !ok {
+			group = ""
+		}
+		index.Kinds = append(index.Kinds, strings.TrimPrefix(group+"/"+k.kind, "/"))
+	}
+	b, err := yaml.Marshal(index)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, livestate.DumpIndexFile), b, 0o644); err != nil {
+		return err
 	}
 	for _, f := range files {
 		list := map[string]any{"apiVersion": "v1", "kind": "List", "items": f.items, "metadata": map[string]any{"resourceVersion": ""}}
