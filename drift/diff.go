@@ -170,6 +170,9 @@ func Compare(ctx context.Context, live object.LiveReader, in Input, opts Options
 	if err := c.liveDiff(base, head); err != nil {
 		return nil, err
 	}
+	if err := c.syncFailures(head); err != nil {
+		return nil, err
+	}
 	c.autoscaled(base, head)
 	markBefore(t.Changes, index(base))
 	markBefore(t.PR, index(base))

@@ -102,7 +102,7 @@ func (r DangerReason) Severity() Severity {
 	switch r {
 	case DangerCRDRemoval, DangerNamespaceRemoval, DangerPVCRemoval, DangerPVRemoval, DangerStatefulSetPVC:
 		return SeverityDataLoss
-	case DangerImmutableField:
+	case DangerImmutableField, DangerSyncFails:
 		return SeveritySyncFails
 	case DangerRBACEscalation:
 		return SeverityPrivilege

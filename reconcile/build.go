@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -427,6 +428,10 @@ type Vars struct {
 	KeepSecretValues bool
 	// Note says why, for the comment.
 	Note string
+	// Fails says the reconciler fails to build the target at all (a
+	// substituteFrom object that is missing and not optional), with its
+	// message: a sync-fails danger (BuildFailure).
+	Fails string
 	// secretNames are the variables that came from Secrets.
 	secretNames []string
 }
@@ -455,7 +460,13 @@ func LoadFluxVariables(ctx context.Context, ks *unstructured.Unstructured, lenie
 			}
 		})
 		loaded, err = fluxkustomize.LoadVariables(collect, c, *ks)
-		if err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			// kustomize-controller fails the whole build: nothing of it
+			// is applied until the object exists.
+			msg := hide.In(err.Error(), v.Hidden)
+			return Vars{Skip: true, Fails: "kustomize-controller fails this Kustomization's build: " + msg, Note: "postBuild variables are not substituted: " + msg}
+		case err != nil:
 			return Vars{Skip: true, Note: "postBuild variables are not substituted: " + hide.In(err.Error(), v.Hidden)}
 		}
 		for k, val := range loaded {
@@ -520,6 +531,17 @@ func Variables(ctx context.Context, t Target, live bool, kube Kube) Vars {
 		return Vars{Skip: true, Note: "postBuild variables are not substituted: " + err.Error()}
 	}
 	return LoadFluxVariables(ctx, f.Flux, f.LenientSubstitution, c, "")
+}
+
+// BuildFailure is the reconciler object of t and why its reconciler fails
+// to build it at all; "" when it does not (drift.Target.BuildFails).
+func BuildFailure(t Target, vars Vars) (object.Ref, string) {
+	if vars.Fails == "" || t.Found == nil || t.Found.Flux == nil {
+		return object.Ref{}, ""
+	}
+	ks := t.Found.Flux
+	gvk := ks.GroupVersionKind()
+	return object.Ref{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: ks.GetNamespace(), Name: ks.GetName()}, vars.Fails
 }
 
 // HooksNote says which Argo CD hooks the head holds: run at sync, not compared.

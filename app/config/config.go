@@ -415,7 +415,7 @@ var knownDangers = map[drift.DangerReason]bool{
 	drift.DangerCRDRemoval: true, drift.DangerNamespaceRemoval: true, drift.DangerPVCRemoval: true,
 	drift.DangerPVRemoval: true, drift.DangerStatefulSetPVC: true, drift.DangerImmutableField: true,
 	drift.DangerRBACEscalation: true, drift.DangerAutoscaledReplicas: true,
-	drift.DangerRestoreNotRollback: true, drift.DangerRollbackAcrossJob: true,
+	drift.DangerRestoreNotRollback: true, drift.DangerRollbackAcrossJob: true, drift.DangerSyncFails: true,
 }
 
 // KnownDangers are the danger reasons a policy may fail on, sorted.

@@ -271,6 +271,10 @@ type targetWork struct {
 	ignore []object.IgnoreRule
 	// notes say what the reconciler does that changes what merging means.
 	notes []string
+	// fails is the reconciler object whose build fails at all, and why
+	// ("" when it does not).
+	failsOn object.Ref
+	fails   string
 	// hooks are the Argo CD hooks of the last build: run at sync, not compared.
 	Hooks []string
 	// hidden are values substituted from Secrets, never shown.
@@ -372,6 +376,7 @@ func scopeOf(ctx context.Context, live object.LiveReader, w *targetWork) (*scope
 // renderTarget renders one target at base and head.
 func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, head *render.Tree, vars reconcile.Vars) *targetWork {
 	w := &targetWork{t: t, in: drift.Input{Path: t.Path}, notes: reconcile.Notes(t.Build(), vars), hidden: vars.Hidden}
+	w.failsOn, w.fails = reconcile.BuildFailure(t.Build(), vars)
 	var releases []reconcile.Release
 	objects := func(tree *render.Tree) []*unstructured.Unstructured {
 		start := time.Now()
@@ -574,6 +579,9 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	}
 	target.Cluster, target.Name = t.Cluster, t.Name
 	target.Reverts = w.reverts
+	if w.fails != "" {
+		target.BuildFails(w.failsOn, w.fails)
+	}
 	// What a revert does not restore is known from Git alone too (a
 	// restored CRD comes back empty); the cluster adds what it holds.
 	if w.history != nil {

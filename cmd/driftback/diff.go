@@ -608,6 +608,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, base, head *render.Tr
 			history(ctx, t, reader)
 		}
 		t.Notes = append(t.Notes, builds[i].Notes()...)
+		builds[i].Fails(t)
 		builds[i].Hide(t)
 		switch {
 		case builds[i].Found() != nil:

@@ -273,3 +273,66 @@ func TestDriftTellsDeletedFromNotAppliedYet(t *testing.T) {
 		t.Errorf("the preview does not tell them apart:\n%s", out)
 	}
 }
+
+// TestSyncsThatWillFailAreDangers: what the reconciler cannot apply at all
+// is a sync-fails danger with its own message, not a plain create: a kind
+// the cluster does not serve (no CRD, none in the change), an Application
+// whose AppProject does not exist, and a Flux Kustomization whose
+// substituteFrom ConfigMap is missing (its whole build fails).
+func TestSyncsThatWillFailAreDangers(t *testing.T) {
+	env := kubetest.New(t)
+	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
+	ns := env.Namespace
+	path := ns + "/app"
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte("apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: app, namespace: "+ns+"}\nspec:\n  interval: 10m\n  path: ./"+path+"\n  prune: true\n  targetNamespace: "+ns+"\n  sourceRef: {kind: GitRepository, name: fleet}\n  postBuild:\n    substituteFrom: [{kind: ConfigMap, name: cluster-vars}]\n"), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Apply(t, env.Setup, "kubectl", u)
+	dir := t.TempDir()
+	files := map[string]string{
+		path + "/kustomization.yaml": "resources: [cm.yaml]\n",
+		path + "/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {cluster: '${CLUSTER}'}\n",
+		"plain/kustomization.yaml":   "namespace: " + ns + "\nresources: [widget.yaml, app.yaml]\n",
+		"plain/widget.yaml":          "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: blue}\nspec: {size: 3}\n",
+		"plain/app.yaml":             "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: shop}\nspec:\n  project: ghost\n  source: {repoURL: 'https://github.com/acme/gitops', path: shop}\n  destination: {server: 'https://kubernetes.default.svc', namespace: shop}\n",
+	}
+	writeTree(t, filepath.Join(dir, "base"), map[string]string{"README.md": "fleet\n"})
+	writeTree(t, filepath.Join(dir, "head"), files)
+	kubeconfig := writeKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
+	out, errOut, code := runCLI(t, "diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--kubeconfig", kubeconfig, "--format", "json")
+	if code == exitError {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Targets []struct {
+			Path    string
+			Changes []struct {
+				Kind, Name string
+				Danger     []struct{ Reason, Message string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	fails := map[string]string{}
+	for _, tg := range rep.Targets {
+		for _, c := range tg.Changes {
+			for _, d := range c.Danger {
+				if d.Reason == "sync-fails" {
+					fails[c.Kind+"/"+c.Name] = d.Message
+				}
+			}
+		}
+	}
+	for obj, want := range map[string]string{
+		"Gadget/blue":       `no matches for kind "Gadget" in version "example.com/v1"`,
+		"Application/shop":  "its AppProject ghost does not exist",
+		"Kustomization/app": `configmaps "cluster-vars" not found`,
+	} {
+		if !strings.Contains(fails[obj], want) {
+			t.Errorf("%s: sync-fails %q, want it to say %q\n%s", obj, fails[obj], want, out)
+		}
+	}
+}

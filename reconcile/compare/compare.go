@@ -206,6 +206,14 @@ func (b *Build) GitOnly() func(*unstructured.Unstructured) []fieldpath.Path {
 	return hide.GitOnlyFields(b.gitOnly)
 }
 
+// Fails marks a report whose target the reconciler fails to build at all
+// (a substituteFrom object missing): a sync-fails danger on its object.
+func (b *Build) Fails(t *drift.Target) {
+	if ref, why := reconcile.BuildFailure(b.target, b.vars); why != "" {
+		t.BuildFails(ref, why)
+	}
+}
+
 // Hide takes out of a report every value that came from a Secret.
 func (b *Build) Hide(t *drift.Target) {
 	hide.Substituted(t, b.hidden)
