@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/report"
 
@@ -92,7 +93,7 @@ func TestPublicRepository(t *testing.T) {
 	w.gh.SetPull(fullName, githubfake.Pull{Number: 1, Title: "public", User: "dev", HeadSHA: head, BaseSHA: base, BaseRef: branch, HeadRef: "change"})
 
 	// The reconciler objects, pointed at the fake.
-	repo, err := render.OpenRepository(dir)
+	repo, err := gitrepo.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

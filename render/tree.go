@@ -21,7 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/driftback/driftback/internal/gitlock"
+	"github.com/driftback/driftback/internal/gitrepo"
 )
 
 // Tree is a read-only snapshot of a repository's files: either a commit read
@@ -176,7 +176,7 @@ const MaxTreeDepth = 64
 // held no longer than the job that asked. A path nested deeper than
 // MaxTreeDepth is a *TooLargeError too.
 func GitTreeContext(ctx context.Context, repo *git.Repository, rev string) (*Tree, error) {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	h, err := repo.ResolveRevision(plumbing.Revision(rev))

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
-	"github.com/driftback/driftback/internal/gitlock"
+	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/internal/gittest"
 	"github.com/driftback/driftback/render"
 )
@@ -43,7 +43,7 @@ func TestGitTreeIsBounded(t *testing.T) {
 		t.Fatalf("err = %v, want a TooLargeError for %s", err, bomb)
 	}
 	t.Logf("%v after %s", err, time.Since(start))
-	if !gitlock.Of(g.repo).TryLock() {
+	if !gitrepo.Lock(g.repo).TryLock() {
 		t.Error("the repository lock is still held")
 	}
 }
@@ -69,7 +69,7 @@ func TestGitTreeIsBoundedInDepthAndStopsWithItsJob(t *testing.T) {
 	if _, err := render.GitTreeContext(ctx, g.repo, bomb.String()); !errors.Is(err, context.Canceled) {
 		t.Errorf("a walk for a job that ended: err = %v, want it stopped", err)
 	}
-	if !gitlock.Of(g.repo).TryLock() {
+	if !gitrepo.Lock(g.repo).TryLock() {
 		t.Error("the repository lock is still held")
 	}
 }

@@ -16,7 +16,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/memory"
 
-	"github.com/driftback/driftback/internal/gitlock"
+	"github.com/driftback/driftback/internal/gitrepo"
 )
 
 func tokenAuth(token string) *githttp.BasicAuth {
@@ -45,7 +45,7 @@ func RemoteRefs(ctx context.Context, url, token string) (map[string]string, erro
 // commitFiles writes one commit on parent whose tree is parent's with files
 // (repository path → content) replaced or added, and returns it.
 func commitFiles(repo *git.Repository, parent string, files map[string][]byte, message string, who object.Signature) (plumbing.Hash, error) {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	pc, err := repo.CommitObject(plumbing.NewHash(parent))
@@ -160,7 +160,7 @@ func pushBranch(ctx context.Context, repo *git.Repository, url, token string, co
 	local := plumbing.ReferenceName("refs/driftback/" + branch)
 	// go-git reads the lease from the local name's remote-tracking ref.
 	tracking := plumbing.ReferenceName("refs/remotes/origin/" + local.String())
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	if err := repo.Storer.SetReference(plumbing.NewHashReference(local, commit)); err != nil {
@@ -189,7 +189,7 @@ func pushBranch(ctx context.Context, repo *git.Repository, url, token string, co
 
 // deleteBranch removes a remote branch.
 func deleteBranch(ctx context.Context, repo *git.Repository, url, token, branch string) error {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	return push(ctx, repo, url, token, gitconfig.RefSpec(":refs/heads/"+branch))
@@ -212,7 +212,7 @@ func push(ctx context.Context, repo *git.Repository, url, token string, spec git
 
 // commitAuthor reads who made a commit, by committer e-mail.
 func commitAuthor(repo *git.Repository, sha string) (string, error) {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	c, err := repo.CommitObject(plumbing.NewHash(sha))

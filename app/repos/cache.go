@@ -20,7 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
-	"github.com/driftback/driftback/internal/gitlock"
+	"github.com/driftback/driftback/internal/gitrepo"
 )
 
 // Cache keeps one bare clone per repository on local disk and fetches into
@@ -203,7 +203,7 @@ func (c *Cache) ForgetPull(fullName string, number int) error {
 	}()
 	cr.lock.Lock()
 	defer cr.lock.Unlock()
-	lock := gitlock.Of(cr.repo)
+	lock := gitrepo.Lock(cr.repo)
 	lock.Lock()
 	defer lock.Unlock() // the old repository's lock: no one takes it after the swap
 	removed := false
@@ -227,7 +227,7 @@ func (c *Cache) ForgetPull(fullName string, number int) error {
 	if err != nil {
 		return fmt.Errorf("%s: reopen after the repack: %w", fullName, err)
 	}
-	gitlock.Forget(cr.repo)
+	gitrepo.Forget(cr.repo)
 	cr.repo = repo
 	c.touch(cr, dirSize(cr.path))
 	if repackErr != nil {
@@ -332,7 +332,7 @@ func (c *Cache) remove(name string) bool {
 		return false
 	}
 	delete(c.repos, name)
-	gitlock.Forget(cr.repo)
+	gitrepo.Forget(cr.repo)
 	return true
 }
 
@@ -390,7 +390,7 @@ func fetch(ctx context.Context, repo *git.Repository, url, token string, refs []
 	}
 	// The cache's write lock keeps this repository's jobs out; the object
 	// store's lock keeps out reads through trees still held elsewhere.
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	err = remote.FetchContext(ctx, &git.FetchOptions{RefSpecs: specs, Auth: auth, Tags: git.NoTags, Force: true})
@@ -403,7 +403,7 @@ func fetch(ctx context.Context, repo *git.Repository, url, token string, refs []
 func hasAll(repo *git.Repository, want []string) bool { return len(missingOf(repo, want)) == 0 }
 
 func missingOf(repo *git.Repository, want []string) []string {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	var out []string

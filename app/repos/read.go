@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/driftback/driftback/internal/gitlock"
+	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/render"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -14,7 +14,7 @@ import (
 
 // BranchTree is the tree at the tip of a branch.
 func BranchTree(ctx context.Context, repo *git.Repository, branch string) (*render.Tree, error) {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
 	lock.Unlock()
@@ -27,7 +27,7 @@ func BranchTree(ctx context.Context, repo *git.Repository, branch string) (*rend
 // BranchFile reads a file at the tip of a branch; nil
 // when it does not exist.
 func BranchFile(repo *git.Repository, branch, path string) ([]byte, error) {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	ref, err := repo.Reference(plumbing.NewBranchReferenceName(branch), true)
 	lock.Unlock()
@@ -39,7 +39,7 @@ func BranchFile(repo *git.Repository, branch, path string) ([]byte, error) {
 
 // CommitFile reads a file at a commit; nil when it does not exist.
 func CommitFile(repo *git.Repository, sha, path string) ([]byte, error) {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	commit, err := repo.CommitObject(plumbing.NewHash(sha))

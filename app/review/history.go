@@ -9,7 +9,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/drift/scope"
-	"github.com/driftback/driftback/internal/gitlock"
+	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/rollback"
 )
 
@@ -20,7 +20,7 @@ import (
 // the cluster within the target's scope.
 func History(repo *git.Repository, base string, earlier rollback.Earlier) func(context.Context, *drift.Target, object.LiveReader, *scope.Scope) error {
 	return func(ctx context.Context, t *drift.Target, live object.LiveReader, sc *scope.Scope) error {
-		lock := gitlock.Of(repo)
+		lock := gitrepo.Lock(repo)
 		lock.Lock()
 		defer lock.Unlock()
 		return rollback.Analyze(ctx, rollback.Input{
@@ -33,7 +33,7 @@ func History(repo *git.Repository, base string, earlier rollback.Earlier) func(c
 
 // Reverts are the subjects of a pull request's revert commits.
 func Reverts(repo *git.Repository, base, head string, log *slog.Logger) []string {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	cs, err := rollback.Reverts(repo, base, head, rollback.DefaultLimits())

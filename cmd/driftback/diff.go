@@ -25,6 +25,7 @@ import (
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/reconcile/compare"
 	"github.com/driftback/driftback/reconcile/prepare"
@@ -312,7 +313,7 @@ func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, *git.Reposi
 		}
 		return b, h, nil, nil
 	}
-	r, err := render.OpenRepository(repo)
+	r, err := gitrepo.Open(repo)
 	if err != nil {
 		return nil, nil, nil, err
 	}

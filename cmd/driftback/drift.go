@@ -21,6 +21,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/reconcile/compare"
 	"github.com/driftback/driftback/render"
@@ -99,7 +100,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 			recon, err = argoBuild(ctx, *argoApp, *argoNS, *kubeconfig, *kubeContext, *limits)
 		case !*plain:
 			var gitRepo *git.Repository
-			if g, err := render.OpenRepository(*repo); err == nil {
+			if g, err := gitrepo.Open(*repo); err == nil {
 				gitRepo = g
 			}
 			if setup.found, err = reconcilersOnCluster(ctx, setup.cfg, *argoNS, remoteKeys(gitRepo)); err != nil {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/render"
 )
 
@@ -84,7 +85,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	// with their charts, so the namespaces and kinds are the same.
 	setup := buildSetup{cfg: cfg, argoNS: *argoNS, base: tree, renderer: render.New(render.DefaultOptions())}
 	var gitRepo *git.Repository
-	if g, err := render.OpenRepository(*repo); err == nil {
+	if g, err := gitrepo.Open(*repo); err == nil {
 		gitRepo = g
 	}
 	if setup.found, err = reconcilersOnCluster(ctx, cfg, *argoNS, remoteKeys(gitRepo)); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/render"
 )
 
@@ -89,7 +90,7 @@ func openTree(dir, ref string) (*render.Tree, error) {
 		}
 		return render.DirTree(dir)
 	}
-	repo, err := render.OpenRepository(dir)
+	repo, err := gitrepo.Open(dir)
 	if err != nil {
 		return nil, err
 	}

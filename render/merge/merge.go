@@ -14,14 +14,14 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/driftback/driftback/drift"
-	"github.com/driftback/driftback/internal/gitlock"
+	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/render"
 )
 
 // Base returns the best common ancestor of two commits, as `git
 // merge-base` does.
 func Base(repo *git.Repository, a, b string) (string, error) {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	ca, err := repo.CommitObject(plumbing.NewHash(a))
@@ -100,7 +100,7 @@ func Choose(repo *git.Repository, pr PullRequest) (drift.Compared, error) {
 
 // Parents are a commit's parents, first parent first.
 func Parents(repo *git.Repository, sha string) ([]string, error) {
-	lock := gitlock.Of(repo)
+	lock := gitrepo.Lock(repo)
 	lock.Lock()
 	defer lock.Unlock()
 	c, err := repo.CommitObject(plumbing.NewHash(sha))

@@ -1,4 +1,4 @@
-package render
+package gitrepo
 
 import (
 	"errors"
@@ -11,12 +11,12 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
-// OpenRepository opens the git repository dir is in, as git itself finds
+// Open opens the git repository dir is in, as git itself finds
 // it: from a subdirectory, a linked worktree (git worktree add) through its
 // common directory, and objects borrowed from another repository through
 // objects/info/alternates (git clone --shared or --reference, as CI caches
 // clone).
-func OpenRepository(dir string) (*git.Repository, error) {
+func Open(dir string) (*git.Repository, error) {
 	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		return nil, fmt.Errorf("%s is not in a git repository (give --repo the folder of a clone)", dir)
