@@ -2,10 +2,11 @@ package drift
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/driftback/driftback/drift/rbac"
 )
 
 // rbacDangers flags creates and updates of RBAC objects that newly grant
@@ -33,12 +34,12 @@ func rbacDangers(changes []Change, desired, before map[string]*unstructured.Unst
 		case "Role", "ClusterRole":
 			was := map[string]bool{}
 			if l != nil {
-				for _, g := range riskyGrants(l) {
+				for _, g := range rbac.RiskyGrants(l) {
 					was[g] = true
 				}
 			}
 			var added []string
-			for _, g := range riskyGrants(d) {
+			for _, g := range rbac.RiskyGrants(d) {
 				if !was[g] {
 					added = append(added, g)
 				}
@@ -48,13 +49,13 @@ func rbacDangers(changes []Change, desired, before map[string]*unstructured.Unst
 					Message: fmt.Sprintf("%sgrants %s: %s", where, plural(len(added), "risky rule"), strings.Join(added, "; "))})
 			}
 		case "RoleBinding", "ClusterRoleBinding":
-			if roleRefName(d) != "cluster-admin" {
+			if rbac.ClusterRoleRef(d) != "cluster-admin" {
 				continue
 			}
-			newSubjects := subjects(d)
-			if l != nil && roleRefName(l) == "cluster-admin" {
+			newSubjects := rbac.Subjects(d)
+			if l != nil && rbac.ClusterRoleRef(l) == "cluster-admin" {
 				old := map[string]bool{}
-				for _, s := range subjects(l) {
+				for _, s := range rbac.Subjects(l) {
 					old[s] = true
 				}
 				var fresh []string
@@ -80,99 +81,4 @@ func hasDanger(ch *Change, reason DangerReason) bool {
 		}
 	}
 	return false
-}
-
-// escalatingVerbs let a subject gain permissions it does not hold.
-var escalatingVerbs = map[string]string{
-	"escalate":    "escalate (grant permissions it lacks)",
-	"bind":        "bind (bind roles it lacks)",
-	"impersonate": "impersonate (act as other users, groups or service accounts)",
-}
-
-// riskyGrants describes each rule of a role that grants more than it names:
-// a wildcard in verbs, resources, API groups or URLs; an escalating verb;
-// exec or attach into pods; the node proxy; or, in a ClusterRole, reading
-// Secrets (which a ClusterRoleBinding makes cluster-wide).
-func riskyGrants(role *unstructured.Unstructured) []string {
-	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
-	clusterRole := role.GetKind() == "ClusterRole"
-	var out []string
-	for _, r := range rules {
-		rm, _ := r.(map[string]any)
-		fields := map[string][]string{}
-		var parts []string
-		for _, field := range []string{"verbs", "resources", "apiGroups", "nonResourceURLs"} {
-			vals, _, _ := unstructured.NestedStringSlice(rm, field)
-			fields[field] = vals
-			if len(vals) == 0 {
-				continue
-			}
-			shown := append([]string(nil), vals...)
-			for i, v := range shown {
-				if field == "apiGroups" && v == "" {
-					shown[i] = `""`
-				}
-			}
-			parts = append(parts, field+" ["+strings.Join(shown, ", ")+"]")
-		}
-		has := func(field string, want ...string) bool {
-			for _, v := range fields[field] {
-				for _, w := range want {
-					if v == w {
-						return true
-					}
-				}
-			}
-			return false
-		}
-		core := has("apiGroups", "", "*")
-		var why []string
-		if has("verbs", "*") || has("resources", "*") || has("apiGroups", "*") || has("nonResourceURLs", "*") {
-			why = append(why, "wildcard")
-		}
-		for _, v := range fields["verbs"] {
-			if e, ok := escalatingVerbs[v]; ok {
-				why = append(why, e)
-			}
-		}
-		if core && has("resources", "pods/exec", "pods/attach") {
-			why = append(why, "exec into pods")
-		}
-		if core && has("resources", "nodes/proxy") {
-			why = append(why, "the node proxy (the kubelet API)")
-		}
-		if clusterRole && core && has("resources", "secrets", "*") && has("verbs", "get", "list", "watch", "*") {
-			why = append(why, "read Secrets, in every namespace when bound by a ClusterRoleBinding")
-		}
-		if len(why) > 0 {
-			out = append(out, strings.Join(parts, " ")+" ("+strings.Join(why, "; ")+")")
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func roleRefName(b *unstructured.Unstructured) string {
-	kind, _, _ := unstructured.NestedString(b.Object, "roleRef", "kind")
-	name, _, _ := unstructured.NestedString(b.Object, "roleRef", "name")
-	if kind != "ClusterRole" {
-		return ""
-	}
-	return name
-}
-
-func subjects(b *unstructured.Unstructured) []string {
-	subs, _, _ := unstructured.NestedSlice(b.Object, "subjects")
-	var out []string
-	for _, s := range subs {
-		sm, _ := s.(map[string]any)
-		kind, _ := sm["kind"].(string)
-		name, _ := sm["name"].(string)
-		ns, _ := sm["namespace"].(string)
-		if ns != "" {
-			name = ns + "/" + name
-		}
-		out = append(out, kind+" "+name)
-	}
-	return out
 }

@@ -14,17 +14,12 @@ import (
 // an Application Argo CD refuses to sync.
 const DangerSyncFails DangerReason = "sync-fails"
 
-var (
-	crdKind        = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
-	applicationGK  = schema.GroupKind{Group: "argoproj.io", Kind: "Application"}
-	appProjectKind = "AppProject"
-)
+var crdKind, applicationGK, appProjectKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"},
+	schema.GroupKind{Group: "argoproj.io", Kind: "Application"}, "AppProject"
 
 // syncFailures adds, to the changes of the head's objects, what makes the
-// sync fail: a kind the cluster does not serve for which the head defines
-// no CRD (the apply fails: "no matches for kind"), and an Argo CD
-// Application whose AppProject is neither live nor in the head (Argo CD
-// refuses it). Nothing is said of what the live state does not hold.
+// sync fail: a kind the cluster does not serve nor the head defines, an
+// Argo CD Application whose AppProject is neither live nor in the head.
 func (c *comparer) syncFailures(head []*unstructured.Unstructured) error {
 	if object.IsPartial(c.live) {
 		return nil
