@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/reconcile/prepare"
+	"github.com/driftback/driftback/render"
 )
 
 const (

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sync"
 )
 
@@ -67,6 +68,9 @@ func cacheKey(t *Tree, c *closure, origins bool, b BuildOptions) (string, error)
 	}
 	if b.WithoutArgoCDHooks {
 		h.Write([]byte("without-argocd-hooks\n"))
+	}
+	if b.EnableHelm {
+		fmt.Fprintf(h, "enable-helm %q %q\n", b.HelmKubeVersion, b.HelmAPIVersions)
 	}
 	h.Write([]byte(c.overlay + "\n"))
 	for _, f := range c.files {

@@ -2,20 +2,21 @@ package render
 
 import (
 	"bufio"
+	"context"
 	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"path"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/driftback/driftback/internal/argocd"
+	"github.com/driftback/driftback/render/helm"
+	"github.com/driftback/driftback/render/slots"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/types"
@@ -87,7 +88,7 @@ func runChild(in io.Reader, out io.Writer) int {
 	}
 	if req.Chart != nil || req.Index != nil {
 		if cpu, _ := strconv.Atoi(os.Getenv(childCPUEnv)); cpu > 0 {
-			if err := limitCPU(cpu); err != nil {
+			if err := slots.LimitCPU(cpu); err != nil {
 				fmt.Fprintln(os.Stderr, "render child:", err)
 				return 1
 			}
@@ -118,7 +119,7 @@ func runChild(in io.Reader, out io.Writer) int {
 	cpu, _ := strconv.Atoi(os.Getenv(childCPUEnv))
 	for _, o := range req.Overlays {
 		if cpu > 0 {
-			if err := limitCPU(cpu); err != nil {
+			if err := slots.LimitCPU(cpu); err != nil {
 				fmt.Fprintln(os.Stderr, "render child:", err)
 				return 1
 			}
@@ -146,53 +147,14 @@ func (refusingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, fmt.Errorf("network access is disabled while rendering (refused %s %s)", r.Method, r.URL.Redacted())
 }
 
-// confine applies the child's limits before it reads any untrusted byte.
+// confine applies the child's limits before it reads any untrusted byte:
+// no network, and the memory and CPU its parent gave it.
 func confine() error {
 	http.DefaultTransport = refusingTransport{}
 	http.DefaultClient = &http.Client{Transport: refusingTransport{}}
-	if mem, _ := strconv.ParseInt(os.Getenv(childMemoryEnv), 10, 64); mem > 0 {
-		if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(mem), Max: uint64(mem)}); err != nil {
-			return fmt.Errorf("limit memory: %w", err)
-		}
-		// Collect harder as the limit nears, so an honest large render fits.
-		debug.SetMemoryLimit(mem / 2)
-	}
-	if total, _ := strconv.ParseInt(os.Getenv(childTotalEnv), 10, 64); total > 0 {
-		if err := syscall.Setrlimit(syscall.RLIMIT_CPU, &syscall.Rlimit{Cur: uint64(total), Max: uint64(total) + 1}); err != nil {
-			return fmt.Errorf("limit CPU: %w", err)
-		}
-	}
-	// No file may be written: the render reads an in-memory copy only.
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: 0, Max: 0}); err != nil {
-		return fmt.Errorf("limit file size: %w", err)
-	}
-	// Rendering allocates many short-lived objects; fewer collections are faster
-	// and the memory limit above still bounds the heap.
-	debug.SetGCPercent(400)
-	debug.SetMaxStack(256 << 20)
-	xcpu := make(chan os.Signal, 1)
-	signal.Notify(xcpu, syscall.SIGXCPU)
-	go func() {
-		<-xcpu
-		os.Exit(exitCPULimit)
-	}()
-	return nil
-}
-
-// limitCPU moves the soft CPU limit to the time used so far plus one overlay's
-// budget; the kernel signals SIGXCPU when it is reached.
-func limitCPU(seconds int) error {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return err
-	}
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_CPU, &lim); err != nil {
-		return err
-	}
-	used := uint64(ru.Utime.Sec + ru.Stime.Sec + 1)
-	lim.Cur = min(used+uint64(seconds), lim.Max)
-	return syscall.Setrlimit(syscall.RLIMIT_CPU, &lim)
+	mem, _ := strconv.ParseInt(os.Getenv(childMemoryEnv), 10, 64)
+	total, _ := strconv.ParseInt(os.Getenv(childTotalEnv), 10, 64)
+	return slots.Confine(mem, total, exitCPULimit)
 }
 
 // build runs kustomize on one overlay. With origins, origin annotations are
@@ -212,6 +174,12 @@ func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins b
 		var err error
 		if reply.Hooks, err = argocd.DropHooks(fs, dir); err != nil {
 			reply.Problem = &Problem{Overlay: overlay, Reason: ReasonInvalid, Message: err.Error()}
+			return reply, false
+		}
+	}
+	if b.EnableHelm {
+		if err := helm.Inflate(context.Background(), fs, dir, helm.InflateOptions{KubeVersion: b.HelmKubeVersion, APIVersions: b.HelmAPIVersions}); err != nil {
+			reply.Problem = &Problem{Overlay: overlay, Reason: ReasonHelm, Message: err.Error()}
 			return reply, false
 		}
 	}

@@ -96,6 +96,21 @@ func closureOf(t *Tree, overlay string) *closure {
 }
 
 // touches reports whether a change to path p can change the overlay's render.
+// problemsWith are the closure's problems for a build with b: helmCharts
+// is one only without EnableHelm.
+func (c *closure) problemsWith(b BuildOptions) []*Problem {
+	if !b.EnableHelm {
+		return c.problems
+	}
+	var out []*Problem
+	for _, p := range c.problems {
+		if p.Reason != ReasonHelm {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (c *closure) touches(p string) bool {
 	if i := sort.SearchStrings(c.files, p); i < len(c.files) && c.files[i] == p {
 		return true

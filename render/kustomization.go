@@ -93,6 +93,8 @@ func parseKustomization(t *Tree, file string) (*kustomization, error) {
 			Message: "a kustomization must be a YAML mapping"})
 		return k, nil
 	}
+	var charts []*yaml.Node
+	var home *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i], deref(root.Content[i+1])
 		switch key.Value {
@@ -147,12 +149,52 @@ func parseKustomization(t *Tree, file string) (*kustomization, error) {
 			if p := mapValue(val, "path"); p != nil {
 				k.add("openapi.path", p, refFile)
 			}
-		case "helmCharts", "helmChartInflationGenerator", "helmGlobals":
+		case "helmCharts", "helmChartInflationGenerator":
 			k.problems = append(k.problems, &Problem{File: file, Line: key.Line, Reason: ReasonHelm,
-				Message: fmt.Sprintf("%s: Helm charts are not rendered: inflating a chart runs the helm program and may fetch from the network; commit the rendered manifests instead", key.Value)})
+				Message: fmt.Sprintf("%s: Helm charts are not rendered without --enable-helm, as kustomize builds: Argo CD with it in argocd-cm's kustomize.buildOptions, or the command line's --enable-helm", key.Value)})
+			charts = append(charts, seqItems(val)...)
+		case "helmGlobals":
+			if h := mapValue(val, "chartHome"); h != nil && h.Kind == yaml.ScalarNode {
+				home = h
+			}
 		}
 	}
+	for _, c := range charts {
+		k.chartRefs(t, c, home)
+	}
 	return k, nil
+}
+
+// chartRefs adds what a helmCharts entry reads: its chart's files (in
+// chartHome, default charts/: <name>, or <name>-<version>/<name> with a
+// repo), its valuesFile and additionalValuesFiles.
+func (k *kustomization) chartRefs(t *Tree, entry, home *yaml.Node) {
+	str := func(key string) string {
+		if n := mapValue(entry, key); n != nil && n.Kind == yaml.ScalarNode {
+			return n.Value
+		}
+		return ""
+	}
+	dir := "charts"
+	line := entry.Line
+	if home != nil {
+		dir, line = home.Value, home.Line
+	}
+	if name, version, repo := str("name"), str("version"), str("repo"); name != "" && !path.IsAbs(dir) {
+		if version != "" && repo != "" {
+			dir = path.Join(dir, name+"-"+version)
+		}
+		chart := path.Clean(path.Join(k.dir, dir, name))
+		for _, f := range t.Files() {
+			if strings.HasPrefix(f, chart+"/") && !strings.HasPrefix(f, "../") {
+				k.refs = append(k.refs, ref{field: "helmCharts.chart", raw: f, value: f, line: line, kind: refFile})
+			}
+		}
+	}
+	if n := mapValue(entry, "valuesFile"); n != nil && n.Kind == yaml.ScalarNode {
+		k.add("helmCharts.valuesFile", n, refFile)
+	}
+	k.scalars("helmCharts.additionalValuesFiles", mapValue(entry, "additionalValuesFiles"), refFile)
 }
 
 func (k *kustomization) scalars(field string, seq *yaml.Node, kind refKind) {

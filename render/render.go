@@ -269,6 +269,14 @@ type BuildOptions struct {
 	// leaves them out of what it compares and prunes: it runs them at sync.
 	// A hook may have no name (generateName), which kustomize refuses.
 	WithoutArgoCDHooks bool
+	// EnableHelm inflates the kustomizations' helmCharts as `kustomize
+	// build --enable-helm` does, for HelmKubeVersion and HelmAPIVersions
+	// (--helm-kube-version, --helm-api-versions), with the Helm SDK in
+	// the child: charts must be in the tree. Without it, helmCharts is a
+	// problem, as kustomize refuses it.
+	EnableHelm      bool
+	HelmKubeVersion string
+	HelmAPIVersions []string
 }
 
 // RenderWith is Render with build options.
@@ -280,8 +288,8 @@ func (r *Renderer) RenderWith(ctx context.Context, t *Tree, overlays []string, b
 		out := &Overlay{Path: o}
 		res.Overlays[i] = out
 		c := t.closure(o)
-		if len(c.problems) > 0 {
-			out.Problems = c.problems
+		if ps := c.problemsWith(b); len(ps) > 0 {
+			out.Problems = ps
 			continue
 		}
 		key, err := cacheKey(t, c, r.opts.Origins, b)

@@ -112,7 +112,7 @@ func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, err
 	req := childRequest{Files: map[string][]byte{}, MaxOutput: lim.MaxOutput, Origins: r.opts.Origins}
 	for _, j := range jobs {
 		req.Overlays = append(req.Overlays, j.overlay.Path)
-		if j.build != (BuildOptions{}) {
+		if j.build.LoadAnywhere || j.build.WithoutArgoCDHooks || j.build.EnableHelm {
 			if req.Build == nil {
 				req.Build = map[string]BuildOptions{}
 			}

@@ -50,6 +50,9 @@ type Hook struct {
 	Kind, Name string
 	Events     []string
 	Path       string
+	// Manifest is the hook's object, as `helm template` prints it; it
+	// never leaves the render child.
+	Manifest string `json:"-"`
 }
 
 // Rendered is a chart rendered for one release.
@@ -127,7 +130,7 @@ func Template(ctx context.Context, files map[string][]byte, values map[string]an
 	}
 	r.CRDs = crds.String()
 	for _, h := range rel.Hooks {
-		hook := Hook{Kind: h.Kind, Name: h.Name, Path: h.Path}
+		hook := Hook{Kind: h.Kind, Name: h.Name, Path: h.Path, Manifest: h.Manifest}
 		for _, e := range h.Events {
 			hook.Events = append(hook.Events, string(e))
 		}

@@ -1,5 +1,6 @@
 // Package slots bounds the render children of a process by the container's
-// memory: how many run at once, and how much memory each may have.
+// memory: how many run at once, and how much memory each may have; and
+// the limits a child puts on itself (memory, CPU, no file written).
 package slots
 
 import (
