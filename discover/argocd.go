@@ -32,7 +32,7 @@ func FromArgoCD(app *unstructured.Unstructured, s Settings) *Found {
 		Reconciler: ReconcilerArgoCD,
 		Object:     objectName("Application", app.GetNamespace(), app.GetName()),
 		Namespace:  app.GetNamespace(), Name: app.GetName(),
-		On: s.On, Application: applicationSpec(app),
+		On: s.On, Application: applicationSpec(app), EnableHelm: s.ArgoCDEnableHelm,
 	}
 	str := func(fields ...string) string {
 		v, _, _ := unstructured.NestedString(app.Object, fields...)

@@ -39,6 +39,9 @@ type Settings struct {
 	// ArgoCDTrackingMethod is application.resourceTrackingMethod; empty
 	// matches both the label and the annotation.
 	ArgoCDTrackingMethod string
+	// ArgoCDEnableHelm says argocd-cm's kustomize.buildOptions holds
+	// --enable-helm: Argo CD inflates kustomizations' helmCharts.
+	ArgoCDEnableHelm bool
 	// ArgoCDAppNamespaces are the namespaces besides its own whose
 	// Applications Argo CD reconciles (application.namespaces in
 	// argocd-cmd-params-cm: globs, or regular expressions between slashes).

@@ -33,6 +33,9 @@ const (
 // Found is one reconciler object and the target it implies.
 type Found struct {
 	Reconciler Reconciler `json:"reconciler"`
+	// EnableHelm says the reconciler inflates the kustomizations'
+	// helmCharts (Argo CD with --enable-helm in kustomize.buildOptions).
+	EnableHelm bool `json:"enableHelm,omitempty"`
 	// Object is "Kustomization flux-system/apps" or "Application argocd/shop".
 	Object    string `json:"object"`
 	Namespace string `json:"namespace"`

@@ -328,6 +328,9 @@ func (w *Watcher) readArgoSettings(ctx context.Context) {
 	if w.opts.Settings.ArgoCDInstanceLabel == "" {
 		w.settings.ArgoCDInstanceLabel = cm.Data["application.instanceLabelKey"]
 	}
+	if !w.opts.Settings.ArgoCDEnableHelm {
+		w.settings.ArgoCDEnableHelm = strings.Contains(cm.Data["kustomize.buildOptions"], "--enable-helm")
+	}
 	if w.opts.Settings.ArgoCDTrackingMethod == "" {
 		switch m := cm.Data["application.resourceTrackingMethod"]; m {
 		case "label", "annotation", "annotation+label":

@@ -39,6 +39,9 @@ type Target struct {
 	Name, Repo, Path, Cluster string
 	Tracking                  drift.Tracking
 	Found                     *discover.Found
+	// EnableHelm inflates helmCharts (kustomize build --enable-helm) for
+	// a path no reconciler object names.
+	EnableHelm bool
 }
 
 // Built is a target rendered the way its reconciler builds it.
@@ -79,6 +82,10 @@ func Build(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target,
 		return argoCDChart(ctx, r, tree, t, vars)
 	}
 	tree, opts, absent, err := targetTree(t, tree)
+	if opts.EnableHelm && vars.Helm != nil {
+		// As Argo CD passes them: --helm-kube-version, --helm-api-versions.
+		opts.HelmKubeVersion, opts.HelmAPIVersions = vars.Helm.KubeVersion, vars.Helm.APIVersions
+	}
 	switch {
 	case err != nil:
 		return Built{Problems: []string{err.Error()}}
@@ -314,6 +321,7 @@ func reconcilerTree(t Target, tree *render.Tree, ks *unstructured.Unstructured, 
 		}
 		out = tree
 	}
+	opts.EnableHelm = t.EnableHelm || (f != nil && f.EnableHelm)
 	return out, opts, false, err
 }
 

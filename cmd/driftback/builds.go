@@ -12,11 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"helm.sh/helm/v4/pkg/chart/common"
 
+	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/reconcile/charts"
@@ -34,6 +36,8 @@ type buildSetup struct {
 	// the cluster builds (--plain).
 	plain  bool
 	argoNS string
+	// enableHelm inflates helmCharts in paths built plainly (--enable-helm).
+	enableHelm bool
 	// base is the tree whose chart repositories are trusted, with
 	// trusted (--chart-repository); privateHosts may resolve to private
 	// addresses (--chart-private-host).
@@ -62,6 +66,15 @@ func builds(ctx context.Context, overlays []string, recon *compare.Build, s buil
 		access.Live = kube
 	}
 	found := s.found
+	argoHelm := s.enableHelm
+	if s.cfg != nil {
+		// Argo CD inflates helmCharts as its argocd-cm says.
+		if cs, err := kubernetes.NewForConfig(s.cfg); err == nil {
+			if cm, err := cs.CoreV1().ConfigMaps(s.argoNS).Get(ctx, "argocd-cm", metav1.GetOptions{}); err == nil {
+				argoHelm = strings.Contains(cm.Data["kustomize.buildOptions"], "--enable-helm")
+			}
+		}
+	}
 	// A plain path names no GitRepository of its own: a HelmRelease's
 	// chart in Git is read from the repository compared.
 	plainAccess := *access
@@ -94,6 +107,12 @@ func builds(ctx context.Context, overlays []string, recon *compare.Build, s buil
 			}
 			slices.Sort(names)
 			say("%s is built plainly: %s build it on the cluster; name one with --flux-kustomization or --argocd-app", path, strings.Join(names, ", "))
+		}
+		switch f := b.Found(); {
+		case f == nil:
+			b.HelmCharts(s.enableHelm)
+		case f.Reconciler == discover.ReconcilerArgoCD:
+			b.HelmCharts(argoHelm)
 		}
 		if b.Found() == nil {
 			out[i] = b.WithCharts(caps, capsNote, &plainAccess)

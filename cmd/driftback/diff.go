@@ -70,6 +70,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	fluxKs := fs.String("flux-kustomization", "", "build as this Flux Kustomization (`NAMESPACE/NAME`) does, read with its variables from the cluster (--kubeconfig) or from --flux-kustomization-file, and prune what it applied that the head drops")
 	fluxFile := fs.String("flux-kustomization-file", "", "read the Flux Kustomization from this `FILE` of the repository, at base and at head (variables from its substitute only)")
 	selector := fs.String("prune-selector", "", "prune live objects matching this label selector that the head drops")
+	enableHelm := fs.Bool("enable-helm", false, "inflate kustomizations' helmCharts, as kustomize build --enable-helm does (an Argo CD Application found on the cluster follows argocd-cm's kustomize.buildOptions)")
 	plain := fs.Bool("plain", false, "with --kubeconfig, build every path plainly, not as the Flux Kustomization or Argo CD Application on the cluster that builds it")
 	var chartRepos, chartHosts multiFlag
 	fs.Var(&chartRepos, "chart-repository", "also trust this chart repository `URL` (https://, oci://), with everything under it, besides those the base names (repeatable)")
@@ -206,7 +207,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		liveErr = "no cluster given (--kubeconfig or --live)"
 	}
 
-	setup := buildSetup{plain: *plain, argoNS: *argoNS, base: baseTree, trusted: chartRepos, privateHosts: chartHosts, renderer: render.New(render.DefaultOptions())}
+	setup := buildSetup{plain: *plain, enableHelm: *enableHelm, argoNS: *argoNS, base: baseTree, trusted: chartRepos, privateHosts: chartHosts, renderer: render.New(render.DefaultOptions())}
 	if reader != nil && *kubeconfig != "" {
 		if setup.cfg, err = kubeConfig(*kubeconfig, *kubeContext, *limits); err != nil {
 			return fail("%v", err)
@@ -492,7 +493,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, base, head *render.Tr
 	// Plain paths are rendered at once; a reconciler's, each as it builds.
 	var plain []string
 	for i, o := range overlays {
-		if builds[i].Found() == nil {
+		if builds[i].Found() == nil && !builds[i].InflatesHelmCharts() {
 			plain = append(plain, o)
 		}
 	}
@@ -538,7 +539,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, base, head *render.Tr
 		// An overlay new at head has an empty base: all of it is the change.
 		var b, h []*unstructured.Unstructured
 		var bp, hp []string
-		if builds[i].Found() != nil {
+		if builds[i].Found() != nil || builds[i].InflatesHelmCharts() {
 			b, bp = builds[i].Objects(ctx, r, base)
 			h, hp = builds[i].Objects(ctx, r, head)
 		} else {

@@ -83,3 +83,28 @@ func TestDiffRendersHelmReleases(t *testing.T) {
 		t.Errorf("a change to the chart alone: exit %d, %s\n%s", code, errOut, out)
 	}
 }
+
+// TestDiffInflatesHelmChartsWithEnableHelm: a kustomization's helmCharts
+// (a chart in its charts/) is compared as kustomize build --enable-helm
+// builds it; without the flag it is not compared, and says why.
+func TestDiffInflatesHelmChartsWithEnableHelm(t *testing.T) {
+	dir := t.TempDir()
+	for side, replicas := range map[string]string{"base": "2", "head": "4"} {
+		chart := filepath.Join(dir, side, "apps", "cache")
+		writeTree(t, chart, map[string]string{
+			"kustomization.yaml":       "namespace: cache\nhelmCharts:\n- name: redis\n  releaseName: cache\n  valuesInline: {replicas: " + replicas + "}\n",
+			"charts/redis/Chart.yaml":  "apiVersion: v2\nname: redis\nversion: 0.1.0\n",
+			"charts/redis/values.yaml": "replicas: 1\n",
+			"charts/redis/templates/s.yaml": "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: '{{ .Release.Name }}-redis'}\nspec:\n  replicas: {{ .Values.replicas }}\n  serviceName: redis\n" +
+				"  selector: {matchLabels: {app: redis}}\n  template:\n    metadata: {labels: {app: redis}}\n    spec: {containers: [{name: redis, image: redis}]}\n",
+		})
+	}
+	out, errOut, code := runCLI(t, "diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--enable-helm", "--format", "json")
+	if code != exitChanges || !strings.Contains(out, `"name": "cache-redis"`) || !strings.Contains(out, `"path": ".spec.replicas"`) {
+		t.Errorf("--enable-helm: exit %d, %s\n%s", code, errOut, out)
+	}
+	out, _, code = runCLI(t, "diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--format", "json")
+	if code != exitError || !strings.Contains(out, "Helm charts are not rendered without --enable-helm") {
+		t.Errorf("without --enable-helm: exit %d\n%s", code, out)
+	}
+}

@@ -113,6 +113,21 @@ func (b *Build) WithCharts(caps *reconcile.Capabilities, note string, access *re
 // builds as, and where that was found).
 func (b *Build) Note(s string) { b.notes = append(b.notes, s) }
 
+// HelmCharts inflates the kustomizations' helmCharts, as kustomize build
+// --enable-helm (Argo CD with it in kustomize.buildOptions) does.
+func (b *Build) HelmCharts(on bool) *Build {
+	if f := b.target.Found; f != nil {
+		found := *f
+		found.EnableHelm = on
+		b.target.Found = &found
+	}
+	b.target.EnableHelm = on
+	return b
+}
+
+// InflatesHelmCharts says HelmCharts is on.
+func (b *Build) InflatesHelmCharts() bool { return b.target.EnableHelm }
+
 // Path is the directory built.
 func (b *Build) Path() string { return b.target.Path }
 
