@@ -28,6 +28,7 @@ import (
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/argocd"
 	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/reconcile/charts"
 	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/reconcile/prepare"
 	"github.com/driftback/driftback/render"
@@ -85,6 +86,19 @@ func Build(ctx context.Context, r *render.Renderer, tree *render.Tree, t Target,
 	if opts.EnableHelm && vars.Helm != nil {
 		// As Argo CD passes them: --helm-kube-version, --helm-api-versions.
 		opts.HelmKubeVersion, opts.HelmAPIVersions = vars.Helm.KubeVersion, vars.Helm.APIVersions
+	}
+	if opts.EnableHelm && err == nil && !absent {
+		// What kustomize would helm pull: from trusted repositories only.
+		var fetcher *charts.Fetcher
+		var trust *charts.Trust
+		if vars.Charts != nil {
+			fetcher, trust = vars.Charts.Fetcher, vars.Charts.Trust
+		}
+		pulled, problems := charts.Pulled(ctx, tree, t.Path, fetcher, trust)
+		if len(problems) > 0 {
+			return Built{Problems: problems}
+		}
+		tree = tree.With(pulled)
 	}
 	switch {
 	case err != nil:

@@ -420,3 +420,31 @@ func TestALargeIndexIsParsedOutsideTheProcess(t *testing.T) {
 		t.Errorf("a large index without a render child: %v", err)
 	}
 }
+
+// TestKustomizeChartsArePulledFromTrustedRepositories: a kustomization's
+// helmCharts entry with a repo and a version that its chartHome lacks is
+// fetched where kustomize's helm pull puts it, from a repository the
+// default branch names (its own helmCharts count); from any other, nothing
+// is asked, and why is said. A vendored chart is not fetched.
+func TestKustomizeChartsArePulledFromTrustedRepositories(t *testing.T) {
+	repo := helmtest.NewRepo(t)
+	repo.Add(t, shop(t, "1.2.0"))
+	kust := "helmCharts:\n- name: shop\n  version: 1.2.0\n  repo: " + repo.URL + "\n  releaseName: shop\n"
+	tree := testfs.Tree(t, map[string]string{"app/kustomization.yaml": kust, "vendored/kustomization.yaml": kust,
+		"vendored/charts/shop-1.2.0/shop/Chart.yaml": "apiVersion: v2\nname: shop\nversion: 1.2.0\n"})
+	defaults := testfs.Tree(t, map[string]string{"app/kustomization.yaml": kust})
+	f := local(Options{})
+
+	files, problems := Pulled(context.Background(), tree, "app", f, NewTrust(nil).With(defaults))
+	if len(problems) > 0 || len(files["app/charts/shop-1.2.0/shop/templates/deployment.yaml"]) == 0 {
+		t.Errorf("a trusted repository: problems %v, files %d", problems, len(files))
+	}
+	asked := repo.Requests()
+	files, problems = Pulled(context.Background(), tree, "app", f, NewTrust(nil).With(testfs.Tree(t, map[string]string{"README.md": "x"})))
+	if len(files) != 0 || len(problems) != 1 || !strings.Contains(problems[0], "not trusted yet") || repo.Requests() != asked {
+		t.Errorf("an untrusted repository: files %d, problems %v, requests %d more", len(files), problems, repo.Requests()-asked)
+	}
+	if files, problems = Pulled(context.Background(), tree, "vendored", f, NewTrust(nil)); len(files)+len(problems) != 0 {
+		t.Errorf("a vendored chart: files %d, problems %v", len(files), problems)
+	}
+}

@@ -87,7 +87,7 @@ func (t *Trust) scan() {
 		if err != nil || !mayNameRepository(b) {
 			continue
 		}
-		for _, u := range repositoriesIn(b, path.Base(f) == "Chart.yaml") {
+		for _, u := range repositoriesIn(b, path.Base(f) == "Chart.yaml", isKustomization(f)) {
 			if n := Normalize(u); n != "" {
 				t.exact[n] = true
 			}
@@ -100,11 +100,12 @@ const maxScannedFile = 4 << 20
 
 // mayNameRepository is a cheap look before parsing.
 func mayNameRepository(b []byte) bool {
-	return bytes.Contains(b, []byte("Repository")) || bytes.Contains(b, []byte("repoURL")) || bytes.Contains(b, []byte("repository:"))
+	return bytes.Contains(b, []byte("Repository")) || bytes.Contains(b, []byte("repoURL")) || bytes.Contains(b, []byte("repository:")) ||
+		bytes.Contains(b, []byte("helmCharts:"))
 }
 
 // repositoriesIn are the repository URLs the YAML documents of b name.
-func repositoriesIn(b []byte, chartYAML bool) []string {
+func repositoriesIn(b []byte, chartYAML, kustomization bool) []string {
 	var out []string
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 	for {
@@ -119,6 +120,12 @@ func repositoriesIn(b []byte, chartYAML bool) []string {
 				if m, ok := d.(map[string]any); ok {
 					out = append(out, str(m["repository"]))
 				}
+			}
+			continue
+		}
+		if kustomization {
+			for _, c := range KustomizeCharts(doc) {
+				out = append(out, c.Repo)
 			}
 			continue
 		}
