@@ -180,6 +180,9 @@ func build(fs filesys.FileSystem, overlay string, maxOutput int64, withOrigins b
 	if b.EnableHelm {
 		if err := helm.Inflate(context.Background(), fs, dir, helm.InflateOptions{KubeVersion: b.HelmKubeVersion, APIVersions: b.HelmAPIVersions}); err != nil {
 			reply.Problem = &Problem{Overlay: overlay, Reason: ReasonHelm, Message: err.Error()}
+			if ie := (*helm.InflateError)(nil); errors.As(err, &ie) {
+				reply.Problem.File, reply.Problem.Message = ie.File, ie.Message
+			}
 			return reply, false
 		}
 	}

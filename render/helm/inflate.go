@@ -51,6 +51,12 @@ func Inflate(ctx context.Context, fs filesys.FileSystem, dir string, o InflateOp
 	return in.visit(ctx, dir, "")
 }
 
+// InflateError is a kustomization whose helmCharts do not inflate: its
+// repository path and why.
+type InflateError struct{ File, Message string }
+
+func (e *InflateError) Error() string { return e.File + ": " + e.Message }
+
 type inflation struct {
 	fs filesys.FileSystem
 	o  InflateOptions
@@ -74,7 +80,7 @@ func (in *inflation) visit(ctx context.Context, dir, namespace string) error {
 	}
 	if ns, ok := in.done[dir]; ok {
 		if ns != namespace {
-			return fmt.Errorf("%s: its helmCharts are inflated for namespace %q and %q by the kustomizations that use it", file, ns, namespace)
+			return &InflateError{strings.TrimPrefix(file, "/"), fmt.Sprintf("its helmCharts are inflated for namespace %q and %q by the kustomizations that use it", ns, namespace)}
 		}
 		return nil
 	}
@@ -85,7 +91,7 @@ func (in *inflation) visit(ctx context.Context, dir, namespace string) error {
 	}
 	var k types.Kustomization
 	if err := yaml.Unmarshal(b, &k); err != nil {
-		return fmt.Errorf("%s: %w", file, err)
+		return &InflateError{strings.TrimPrefix(file, "/"), err.Error()}
 	}
 	k.FixKustomization() // helmChartInflationGenerator becomes helmCharts
 	if k.Namespace != "" {
@@ -105,7 +111,7 @@ func (in *inflation) visit(ctx context.Context, dir, namespace string) error {
 	for i, c := range k.HelmCharts {
 		out, err := in.chart(ctx, dir, k.HelmGlobals, c, namespace)
 		if err != nil {
-			return fmt.Errorf("%s: helmCharts[%d] (%s): %w", file, i, c.Name, err)
+			return &InflateError{strings.TrimPrefix(file, "/"), fmt.Sprintf("helmCharts[%d] (%s): %v", i, c.Name, err)}
 		}
 		name := fmt.Sprintf(".helmchart-%d-%s.yaml", i, c.Name)
 		if err := in.fs.WriteFile(path.Join(dir, name), out); err != nil {
@@ -140,7 +146,7 @@ func (in *inflation) chart(ctx context.Context, dir string, g *types.HelmGlobals
 		if c.Repo != "" {
 			where = c.Repo
 		}
-		return nil, fmt.Errorf("the chart is not in %s (kustomize runs helm pull from %s into it, which is not rendered here)", chartDir, where)
+		return nil, fmt.Errorf("the chart is not in %s (kustomize runs helm pull from %s into it; here it is fetched only from a trusted repository)", strings.TrimPrefix(chartDir, "/"), where)
 	}
 	values, err := in.values(dir, chartDir, c)
 	if err != nil {
