@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -334,5 +336,56 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 		if !strings.Contains(fails[obj], want) {
 			t.Errorf("%s: sync-fails %q, want it to say %q\n%s", obj, fails[obj], want, out)
 		}
+	}
+}
+
+// TestDriftWritesAReleaseValueBack: a person scaled a Deployment a
+// HelmRelease's chart (in the repository) renders; `drift` renders the
+// chart as serve does and writes the live value into the HelmRelease's
+// values, the field the chart reads it from.
+func TestDriftWritesAReleaseValueBack(t *testing.T) {
+	env := kubetest.New(t)
+	ns := env.Namespace
+	repo := t.TempDir()
+	writeTree(t, repo, map[string]string{
+		"charts/shop/Chart.yaml":  "apiVersion: v2\nname: shop\nversion: 1.2.0\n",
+		"charts/shop/values.yaml": "replicaCount: 1\n",
+		"charts/shop/templates/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-web\n  namespace: {{ .Release.Namespace }}\nspec:\n  replicas: {{ .Values.replicaCount }}\n" +
+			"  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: \"nginx:1.27\"}]\n",
+		"apps/shop/kustomization.yaml": "resources: [release.yaml]\n",
+		"apps/shop/release.yaml": "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: shop, namespace: " + ns + "}\nspec:\n  interval: 10m\n" +
+			"  chart:\n    spec:\n      chart: ./charts/shop\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n  values:\n    replicaCount: 2\n",
+	})
+	deploy := func(manager string, replicas int) {
+		u := &unstructured.Unstructured{}
+		y := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop-web, namespace: " + ns + "}\nspec:\n  replicas: " + strconv.Itoa(replicas) +
+			"\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: \"nginx:1.27\"}]\n"
+		if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		kubetest.Apply(t, env.Setup, manager, u)
+	}
+	deploy("helm-controller", 2)
+	deploy("kubectl", 5) // a person scaled it
+	kubeconfig := writeKubeconfig(t, env, filepath.Join(t.TempDir(), "kubeconfig"))
+	out, errOut, code := runCLI(t, "drift", "--repo", repo, "--path", "apps/shop", "--kubeconfig", kubeconfig, "--format", "json")
+	if code != exitChanges {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	var plan struct {
+		Codified []struct{ Object, Path string }
+		Files    []string
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(plan.Files, "apps/shop/release.yaml") {
+		t.Fatalf("the release's values are not written: files %v\n%s", plan.Files, out)
+	}
+	if _, _, code := runCLI(t, "drift", "--repo", repo, "--path", "apps/shop", "--kubeconfig", kubeconfig, "--write"); code != exitChanges {
+		t.Fatalf("--write: exit %d", code)
+	}
+	if b, _ := os.ReadFile(filepath.Join(repo, "apps/shop/release.yaml")); !strings.Contains(string(b), "replicaCount: 5") {
+		t.Errorf("the HelmRelease does not hold the live value:\n%s", b)
 	}
 }
