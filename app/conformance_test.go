@@ -423,7 +423,9 @@ stringData: {TOKEN: SeCrEtVaLuE-4242xyz}
 		live:    map[string]string{"kustomize-controller": withMeta(inNS("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}'}\n"), fluxLabels("vars"))},
 		base:    map[string]any{"vars/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}'}\n"},
 		head:    map[string]any{"vars/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}', tier: web}\n"},
-		objects: map[string]map[string]drift.Action{"vars": {ref("ConfigMap", "settings"): drift.ActionUpdate}},
+		// kustomize-controller fails the whole build: a sync-fails danger on
+		// the Kustomization, with its message.
+		objects: map[string]map[string]drift.Action{"vars": {ref("ConfigMap", "settings"): drift.ActionUpdate, ref("Kustomization", "vars"): drift.ActionUnchanged}},
 		fields:  map[string][]string{"vars": {ref("ConfigMap", "settings") + ` .data.tier: (absent) → "web"`}},
 		notes:   map[string]string{"vars": `postBuild variables are not substituted: substitute from 'ConfigMap/absent-required' error`},
 	}, {
