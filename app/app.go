@@ -12,12 +12,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/driftback/driftback/reconcile"
-	"github.com/driftback/driftback/reconcile/charts"
 	"github.com/driftback/driftback/app/driftloop"
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/app/metrics"
 	"github.com/driftback/driftback/app/review"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/charts"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/app/review"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 

@@ -420,9 +420,9 @@ stringData: {TOKEN: SeCrEtVaLuE-4242xyz}
     - {kind: ConfigMap, name: absent-optional, optional: true}
     - {kind: ConfigMap, name: absent-required}
 `),
-		live:    map[string]string{"kustomize-controller": withMeta(inNS("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}'}\n"), fluxLabels("vars"))},
-		base:    map[string]any{"vars/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}'}\n"},
-		head:    map[string]any{"vars/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}', tier: web}\n"},
+		live: map[string]string{"kustomize-controller": withMeta(inNS("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}'}\n"), fluxLabels("vars"))},
+		base: map[string]any{"vars/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}'}\n"},
+		head: map[string]any{"vars/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {env: '${ENV:=dev}', tier: web}\n"},
 		// kustomize-controller fails the whole build: a sync-fails danger on
 		// the Kustomization, with its message.
 		objects: map[string]map[string]drift.Action{"vars": {ref("ConfigMap", "settings"): drift.ActionUpdate, ref("Kustomization", "vars"): drift.ActionUnchanged}},

@@ -17,8 +17,8 @@ import (
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/merge"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/render/merge"
 	"github.com/driftback/driftback/report"
 )
 

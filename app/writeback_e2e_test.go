@@ -12,14 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/kubetest"
-	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/reconcile/prepare"
+	"github.com/driftback/driftback/render"
 )
 
 // plainWeb is a Deployment in a plain directory of manifests, as `flux

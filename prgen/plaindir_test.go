@@ -11,8 +11,8 @@ import (
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/prgen"
-	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/reconcile/prepare"
+	"github.com/driftback/driftback/render"
 )
 
 // TestAPlainDirectoryIsWrittenInItsManifest: a Flux Kustomization on a

@@ -13,8 +13,8 @@ import (
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/prgen"
-	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/reconcile/prepare"
+	"github.com/driftback/driftback/render"
 )
 
 // variablesRepo is a Flux repository that shares one directory across

@@ -48,17 +48,17 @@ type Summary struct {
 // change's own dangers (by severity), the dangers true before it, and the
 // live changes a sync reverts.
 type Counts struct {
-	Objects             int `json:"objects"`
-	Create              int `json:"create"`
-	Update              int `json:"update"`
-	Delete              int `json:"delete"`
-	Unchanged           int `json:"unchanged"`
-	Dangers             int `json:"dangers"`
-	DataLoss            int `json:"dataLoss"`
-	SyncFails           int `json:"syncFails"`
-	Privilege           int `json:"privilege"`
-	Advisory            int `json:"advisory"`
-	DangersBefore       int `json:"dangersBefore"`
+	Objects       int `json:"objects"`
+	Create        int `json:"create"`
+	Update        int `json:"update"`
+	Delete        int `json:"delete"`
+	Unchanged     int `json:"unchanged"`
+	Dangers       int `json:"dangers"`
+	DataLoss      int `json:"dataLoss"`
+	SyncFails     int `json:"syncFails"`
+	Privilege     int `json:"privilege"`
+	Advisory      int `json:"advisory"`
+	DangersBefore int `json:"dangersBefore"`
 	// LiveChangesReverted is null when the cluster was not read: unknown,
 	// not none.
 	LiveChangesReverted *int `json:"liveChangesReverted"`

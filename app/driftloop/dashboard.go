@@ -15,10 +15,10 @@ import (
 
 	"github.com/driftback/driftback/app/config"
 	ghapp "github.com/driftback/driftback/app/github"
-	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/report"
 )
 

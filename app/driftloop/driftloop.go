@@ -22,12 +22,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/driftback/driftback/reconcile"
-	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/app/metrics"
 	"github.com/driftback/driftback/app/repos"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/hide"
 
 	ghapp "github.com/driftback/driftback/app/github"
 

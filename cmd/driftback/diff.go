@@ -26,10 +26,10 @@ import (
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/gitrepo"
+	"github.com/driftback/driftback/merge"
 	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/reconcile/compare"
 	"github.com/driftback/driftback/reconcile/prepare"
-	"github.com/driftback/driftback/render/merge"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/internal/testfs"
-	"github.com/driftback/driftback/render"
 	. "github.com/driftback/driftback/reconcile/prepare"
+	"github.com/driftback/driftback/render"
 )
 
 // fluxRepo is a repository Flux Kustomizations point into: an overlay that
