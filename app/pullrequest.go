@@ -141,9 +141,8 @@ func (a *App) fetchPullRequest(ctx context.Context, p *pullRequest) (release fun
 			return release, nil
 		}
 		// GitHub may have made a newer test merge since: compare with
-		// the merge base, saying so.
+		// the merge base; the note says the test merge could not be read.
 		p.log.Info("cannot fetch GitHub's test merge", "merge", p.pr.MergeSHA, "err", err)
-		p.pr.MergeSHA = ""
 	}
 	p.git, release, err = a.cache.Fetch(ctx, p.req.owner+"/"+p.req.repo, p.repo.CloneURL, token, refs, want)
 	return release, err
@@ -185,6 +184,12 @@ func (a *App) reviewInput(ctx context.Context, p *pullRequest) (review.Input, er
 	if err != nil {
 		return review.Input{}, err
 	}
+	var tip *render.Tree
+	if compared.How == drift.HowMergeBase {
+		if tip, err = render.GitTreeContext(ctx, p.git, p.pr.BaseSHA); err != nil {
+			return review.Input{}, err
+		}
+	}
 	changed, err := render.Changed(base, head)
 	if err != nil {
 		return review.Input{}, err
@@ -208,7 +213,7 @@ func (a *App) reviewInput(ctx context.Context, p *pullRequest) (review.Input, er
 	}
 	return review.Input{
 		Targets: ts, Unrenderable: p.unrenderable, Problems: p.problems,
-		Base: base, Head: head, Scope: scope, Changed: changed, Branch: p.pr.BaseRef, DefaultBranch: p.repo.DefaultBranch,
+		Base: base, Head: head, Tip: tip, Scope: scope, Changed: changed, Branch: p.pr.BaseRef, DefaultBranch: p.repo.DefaultBranch,
 		Fork:      p.fork(),
 		ForceLive: p.req.forceLive,
 		Labels:    labels,

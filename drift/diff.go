@@ -105,6 +105,26 @@ type Input struct {
 	Head []*unstructured.Unstructured
 	// HasBase says Base is meaningful even when empty.
 	HasBase bool
+	// Newer are objects the base branch's tip renders that Base (a merge
+	// base: the head is compared with where it left its base) lacks: added
+	// after the branch left it, merging keeps them, so they are never the
+	// head's to prune.
+	Newer []*unstructured.Unstructured
+}
+
+// NewerThan are the objects of tip that base lacks (Input.Newer).
+func NewerThan(tip, base []*unstructured.Unstructured) []*unstructured.Unstructured {
+	in := map[string]bool{}
+	for _, o := range base {
+		in[object.RefOf(o).Key()] = true
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range tip {
+		if !in[object.RefOf(o).Key()] {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Compare works out, for one overlay, what the pull request changes in Git,
@@ -142,7 +162,10 @@ func Compare(ctx context.Context, live object.LiveReader, in Input, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster's schema: %w", err)
 	}
-	c := &comparer{ctx: ctx, live: scope.NewReader(live, opts.Scope), unscoped: live, opts: opts, tc: tc, pred: object.PredictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted, inGit: map[string]bool{}}
+	c := &comparer{ctx: ctx, live: scope.NewReader(live, opts.Scope), unscoped: live, opts: opts, tc: tc, pred: object.PredictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted, inGit: map[string]bool{}, newer: map[string]bool{}}
+	for _, o := range in.Newer {
+		c.newer[object.RefOf(o).Key()] = true
+	}
 	for _, o := range append(append([]*unstructured.Unstructured{}, base...), head...) {
 		c.inGit[object.RefOf(o).Key()] = true
 	}
@@ -170,9 +193,6 @@ func Compare(ctx context.Context, live object.LiveReader, in Input, opts Options
 	if err := c.liveDiff(base, head); err != nil {
 		return nil, err
 	}
-	if err := c.syncFailures(head); err != nil {
-		return nil, err
-	}
 	c.autoscaled(base, head)
 	markBefore(t.Changes, index(base))
 	markBefore(t.PR, index(base))
@@ -198,8 +218,9 @@ type comparer struct {
 	// encrypted are the objects SOPS encrypts in Git, by Ref key: their live
 	// values cannot be compared.
 	encrypted map[string]bool
-	// inGit are the objects of the base and head renders, by Ref key.
-	inGit map[string]bool
+	// inGit are the objects of the base and head renders, by Ref key;
+	// newer those the base branch gained since the merge base (Input.Newer).
+	inGit, newer map[string]bool
 
 	errMu sync.Mutex // predictions run at once and report errors here
 }

@@ -130,7 +130,7 @@ func (c *comparer) prunes(base []*unstructured.Unstructured, inHead map[string]b
 	}
 	for _, l := range tracked {
 		k := object.RefOf(l).Key()
-		if inHead[k] || len(l.GetOwnerReferences()) > 0 {
+		if inHead[k] || c.newer[k] || len(l.GetOwnerReferences()) > 0 {
 			continue
 		}
 		if c.opts.Tracking.ArgoCDApp != "" && argocd.IsHook(l.GetAnnotations()) {

@@ -40,6 +40,9 @@ const (
 	// across Jobs that completed since the current one went live (a
 	// database migration, say): what they did stays. A warning.
 	DangerRollbackAcrossJob DangerReason = "rollback-across-job"
+	// DangerSyncFails is a change the reconciler cannot apply at all
+	// (drift/syncfail).
+	DangerSyncFails DangerReason = "sync-fails"
 )
 
 // Danger is something about a change that loses data or access, with its

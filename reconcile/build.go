@@ -556,7 +556,7 @@ func Variables(ctx context.Context, t Target, live bool, kube Kube) Vars {
 }
 
 // BuildFailure is the reconciler object of t and why its reconciler fails
-// to build it at all; "" when it does not (drift.Target.BuildFails).
+// to build it at all; "" when it does not (syncfail.Build).
 func BuildFailure(t Target, vars Vars) (object.Ref, string) {
 	if vars.Fails == "" || t.Found == nil || t.Found.Flux == nil {
 		return object.Ref{}, ""

@@ -23,6 +23,7 @@ import (
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/drift/scope"
+	"github.com/driftback/driftback/drift/syncfail"
 	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/reconcile/charts"
 	"github.com/driftback/driftback/reconcile/hide"
@@ -76,6 +77,9 @@ type Input struct {
 	// differ; Scope is the tip of the branch it merges into (Branch), whose
 	// render bounds what may be read from a cluster.
 	Base, Head, Scope *render.Tree
+	// Tip is the base branch's tip when Base is the merge base (the pull
+	// request conflicts, or its test merge is not there); nil otherwise.
+	Tip *render.Tree
 	Changed           []string
 	Branch            string
 	// DefaultBranch is the repository's: the branch a target that names
@@ -153,7 +157,7 @@ func (r *Reviewer) render(ctx context.Context, t targets.Target, in Input, trust
 		if live {
 			defaults, sc, vars.Charts = r.renderDefaults(ctx, t, in.Scope, vars)
 		}
-		w = r.renderTarget(ctx, t, in.Base, in.Head, vars)
+		w = r.renderTarget(ctx, t, in.Tip, in.Base, in.Head, vars)
 		w.live, w.defaults, w.scope = live, defaults, sc
 	}); err != nil {
 		r.Log.Error("a target failed", "target", t.Name, "err", hide.In(err.Error(), vars.Hidden))
@@ -374,7 +378,7 @@ func scopeOf(ctx context.Context, live object.LiveReader, w *targetWork) (*scope
 }
 
 // renderTarget renders one target at base and head.
-func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, head *render.Tree, vars reconcile.Vars) *targetWork {
+func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, tip, base, head *render.Tree, vars reconcile.Vars) *targetWork {
 	w := &targetWork{t: t, in: drift.Input{Path: t.Path}, notes: reconcile.Notes(t.Build(), vars), hidden: vars.Hidden}
 	w.failsOn, w.fails = reconcile.BuildFailure(t.Build(), vars)
 	var releases []reconcile.Release
@@ -404,7 +408,16 @@ func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, base, hea
 	}
 	// An overlay new in this pull request has an empty base: everything in it
 	// is a change of the pull request, not drift.
+	var atTip []*unstructured.Unstructured
+	if tip != nil {
+		// Compared from a merge base: what the base branch gained since
+		// is not the pull request's to prune.
+		if b := reconcile.Build(ctx, r.Renderer, tip, t.Build(), vars); len(b.Problems) == 0 {
+			atTip = b.Objects
+		}
+	}
 	w.in.Base, w.in.HasBase = objects(base), true
+	w.in.Newer = drift.NewerThan(atTip, w.in.Base)
 	baseReleases := releases
 	w.in.Head = objects(head)
 	w.notes = append(w.notes, reconcile.ReleaseNotes(baseReleases, releases)...)
@@ -579,8 +592,14 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	}
 	target.Cluster, target.Name = t.Cluster, t.Name
 	target.Reverts = w.reverts
+	if reader != nil {
+		// What the reconciler cannot apply, read within the scope.
+		if err := syncfail.Mark(ctx, scope.NewReader(reader, opts.Scope), in.Head, target); err != nil {
+			target.Errors = append(target.Errors, "whether the sync fails could not be checked: "+err.Error())
+		}
+	}
 	if w.fails != "" {
-		target.BuildFails(w.failsOn, w.fails)
+		syncfail.Build(target, w.failsOn, w.fails)
 	}
 	// What a revert does not restore is known from Git alone too (a
 	// restored CRD comes back empty); the cluster adds what it holds.

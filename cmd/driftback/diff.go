@@ -25,6 +25,7 @@ import (
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/syncfail"
 	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/merge"
 	"github.com/driftback/driftback/reconcile"
@@ -142,12 +143,13 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	var compared *drift.Compared
+	var tipTree *render.Tree // the base's tip, when the head is compared with a merge base
 	var pr *ghapp.PullRequest
 	if onPR != nil {
 		pr = onPR.pr
 	}
 	if gitRepo != nil {
-		if baseTree, headTree, compared, err = comparedTrees(gitRepo, baseTree, headTree, *merged, pr); err != nil {
+		if tipTree, baseTree, headTree, compared, err = comparedTrees(gitRepo, baseTree, headTree, *merged, pr); err != nil {
 			return fail("%v", err)
 		}
 	} else if *merged {
@@ -233,7 +235,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		// and the live cluster, as serve says it.
 		history = restores(gitRepo, compared)
 	}
-	rep, err := diffOverlays(ctx, setup.renderer, baseTree, headTree, overlays, built, reader, liveErr, opts, history, progress(stderr))
+	rep, err := diffOverlays(ctx, setup.renderer, tipTree, baseTree, headTree, overlays, built, reader, liveErr, opts, history, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -396,7 +398,9 @@ func changedFiles(base, head *render.Tree) []string {
 // merge, when the checkout has it; otherwise --head is compared with where
 // it left --base (their merge base), or, with --merged, --base with their
 // merge made here.
-func comparedTrees(r *git.Repository, b, h *render.Tree, merged bool, pr *ghapp.PullRequest) (*render.Tree, *render.Tree, *drift.Compared, error) {
+// In merge-base mode, tip is the base's own tip (what it gained since is not
+// the head's to prune); nil otherwise.
+func comparedTrees(r *git.Repository, b, h *render.Tree, merged bool, pr *ghapp.PullRequest) (tip, base, head *render.Tree, c *drift.Compared, err error) {
 	tree := func(sha string, t *render.Tree) (*render.Tree, error) {
 		if sha == t.Rev {
 			return t, nil
@@ -407,39 +411,43 @@ func comparedTrees(r *git.Repository, b, h *render.Tree, merged bool, pr *ghapp.
 		c, err := merge.Choose(r, merge.PullRequest{Base: pr.BaseSHA, BaseRef: pr.BaseRef, Head: pr.HeadSHA,
 			Merge: pr.MergeSHA, Conflicts: pr.Mergeable != nil && !*pr.Mergeable})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%w%s", err, missingCommit(pr.BaseSHA, plumbing.ErrReferenceNotFound))
+			return nil, nil, nil, nil, fmt.Errorf("%w%s", err, missingCommit(pr.BaseSHA, plumbing.ErrReferenceNotFound))
 		}
 		bt, err := tree(c.Base, b)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		ht, err := tree(c.Head, h)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%w%s", err, missingCommit(c.Head, plumbing.ErrReferenceNotFound))
+			return nil, nil, nil, nil, fmt.Errorf("%w%s", err, missingCommit(c.Head, plumbing.ErrReferenceNotFound))
 		}
-		return bt, ht, &c, nil
+		var tip *render.Tree
+		if c.How == drift.HowMergeBase {
+			tip = b
+		}
+		return tip, bt, ht, &c, nil
 	}
 	mb, err := merge.Base(r, b.Rev, h.Rev)
 	if err != nil {
-		return b, h, &drift.Compared{How: drift.HowGiven, Base: b.Rev, Head: h.Rev,
+		return nil, b, h, &drift.Compared{How: drift.HowGiven, Base: b.Rev, Head: h.Rev,
 			Note: fmt.Sprintf("The base and the head are compared as given: %v.", err)}, nil
 	}
 	if mb == b.Rev {
 		// The head holds the base: merging it is a fast-forward.
-		return b, h, &drift.Compared{How: drift.HowMerge, Base: b.Rev, Head: h.Rev}, nil
+		return nil, b, h, &drift.Compared{How: drift.HowMerge, Base: b.Rev, Head: h.Rev}, nil
 	}
 	mbt, err := render.GitTree(r, mb)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if merged {
 		m, err := merge.Trees(mbt, b, h)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--merged: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("--merged: %w", err)
 		}
-		return b, m, &drift.Compared{How: drift.HowMerge, Base: b.Rev, Head: h.Rev, PullHead: h.Rev}, nil
+		return nil, b, m, &drift.Compared{How: drift.HowMerge, Base: b.Rev, Head: h.Rev, PullHead: h.Rev}, nil
 	}
-	return mbt, h, &drift.Compared{How: drift.HowMergeBase, Base: mb, Head: h.Rev,
+	return b, mbt, h, &drift.Compared{How: drift.HowMergeBase, Base: mb, Head: h.Rev,
 		Note: fmt.Sprintf("The base has commits the head lacks: the head is compared with where it left the base (the merge base %.12s), as git diff BASE...HEAD does; --merged compares the base with what merging gives.", mb)}, nil
 }
 
@@ -487,7 +495,7 @@ func restores(repo *git.Repository, c *drift.Compared) func(context.Context, *dr
 
 // diffOverlays renders each overlay at base and head and compares them with
 // the live state. Render problems become errors of their overlay's target.
-func diffOverlays(ctx context.Context, r *render.Renderer, base, head *render.Tree, overlays []string, builds []*compare.Build, reader object.LiveReader, liveErr string, opts drift.Options,
+func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *render.Tree, overlays []string, builds []*compare.Build, reader object.LiveReader, liveErr string, opts drift.Options,
 	history func(context.Context, *drift.Target, object.LiveReader), step func(string, ...any)) (*drift.Report, error) {
 	start := time.Now()
 	// Plain paths are rendered at once; a reconciler's, each as it builds.
@@ -514,6 +522,16 @@ func diffOverlays(ctx context.Context, r *render.Renderer, base, head *render.Tr
 		return m
 	}
 	baseOut, headOut := byPath(baseRes), byPath(headRes)
+	// Compared from a merge base, the base branch's tip tells what it
+	// gained since, which the head is not the one to prune.
+	var tipOut map[string]*render.Overlay
+	if tip != nil {
+		tipRes, err := r.Render(ctx, tip, onlyPresent(tip, plain))
+		if err != nil {
+			return nil, err
+		}
+		tipOut = byPath(tipRes)
+	}
 	rep := &drift.Report{Targets: []drift.Target{}, Errors: []string{}}
 	inputs := make([]drift.Input, len(overlays))
 	problems := make([][]string, len(overlays))
@@ -539,6 +557,15 @@ func diffOverlays(ctx context.Context, r *render.Renderer, base, head *render.Tr
 		// An overlay new at head has an empty base: all of it is the change.
 		var b, h []*unstructured.Unstructured
 		var bp, hp []string
+		var atTip []*unstructured.Unstructured
+		switch {
+		case tip != nil && (builds[i].Found() != nil || builds[i].InflatesHelmCharts()):
+			atTip, _ = builds[i].Objects(ctx, r, tip)
+		case tip != nil:
+			if objs, tp := objects(tipOut[path]); len(tp) == 0 {
+				atTip, _ = builds[i].Rendered(ctx, r, tip, objs)
+			}
+		}
 		if builds[i].Found() != nil || builds[i].InflatesHelmCharts() {
 			b, bp = builds[i].Objects(ctx, r, base)
 			h, hp = builds[i].Objects(ctx, r, head)
@@ -554,7 +581,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, base, head *render.Tr
 			}
 		}
 		problems[i] = sidedProblems(bp, hp)
-		inputs[i] = drift.Input{Path: path, Base: b, HasBase: true, Head: h}
+		inputs[i] = drift.Input{Path: path, Base: b, HasBase: true, Head: h, Newer: drift.NewerThan(atTip, b)}
 		if len(problems[i]) == 0 {
 			all = append(append(all, inputs[i].Base...), inputs[i].Head...)
 		}
@@ -594,6 +621,11 @@ func diffOverlays(ctx context.Context, r *render.Renderer, base, head *render.Tr
 					o.Tracking, o.DefaultNamespace = tracking, builds[i].DefaultNamespace()
 				}
 				targets[i], errs[i] = compareOverlay(ctx, overlays[i], inputs[i], problems[i], reader, liveErr, notAsked, o)
+				if errs[i] == nil && len(problems[i]) == 0 {
+					if err := syncfail.Mark(ctx, reader, inputs[i].Head, targets[i]); err != nil {
+						targets[i].Errors = append(targets[i].Errors, "whether the sync fails could not be checked: "+err.Error())
+					}
+				}
 			}
 		}()
 	}

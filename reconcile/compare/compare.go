@@ -15,6 +15,7 @@ import (
 
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/syncfail"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/reconcile/hide"
@@ -225,7 +226,7 @@ func (b *Build) GitOnly() func(*unstructured.Unstructured) []fieldpath.Path {
 // (a substituteFrom object missing): a sync-fails danger on its object.
 func (b *Build) Fails(t *drift.Target) {
 	if ref, why := reconcile.BuildFailure(b.target, b.vars); why != "" {
-		t.BuildFails(ref, why)
+		syncfail.Build(t, ref, why)
 	}
 }
 

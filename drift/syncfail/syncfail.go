@@ -1,0 +1,112 @@
+// Package syncfail says which changes a reconciler cannot apply at all: a
+// kind the cluster does not serve and the change does not define, an Argo
+// CD Application whose AppProject does not exist, a target whose build
+// fails (a missing substituteFrom object): sync-fails dangers, with the
+// reconciler's own message.
+package syncfail
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
+)
+
+var crdKind, applicationGK, appProjectKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"},
+	schema.GroupKind{Group: "argoproj.io", Kind: "Application"}, "AppProject"
+
+// argoNamespace is where Argo CD's AppProjects are when an Application in
+// another namespace names one (apps in any namespace).
+const argoNamespace = "argocd"
+
+// Mark adds, to t's live changes of head's objects (the whole render, out
+// of scope or not), what makes the sync fail: a kind the cluster does not
+// serve and head does not define, an Argo CD Application whose AppProject
+// is neither live (in its namespace or Argo CD's) nor in head. A live state
+// that holds some kinds only (a dump) says nothing of either.
+func Mark(ctx context.Context, live object.LiveReader, head []*unstructured.Unstructured, t *drift.Target) error {
+	if live == nil || t.LiveError != "" || object.IsPartial(live) {
+		return nil
+	}
+	kinds, err := live.Kinds(ctx)
+	if err != nil {
+		return err
+	}
+	served := map[schema.GroupKind]bool{}
+	for _, k := range kinds {
+		served[k.GroupKind()] = true
+	}
+	defined := map[schema.GroupKind]bool{}
+	projects := map[string]bool{}
+	for _, o := range head {
+		switch gk := o.GroupVersionKind().GroupKind(); {
+		case gk == crdKind:
+			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+			defined[schema.GroupKind{Group: group, Kind: kind}] = true
+		case gk.Group == applicationGK.Group && gk.Kind == appProjectKind:
+			projects[o.GetNamespace()+"/"+o.GetName()] = true
+		}
+	}
+	fail := func(o *unstructured.Unstructured, msg string) {
+		key := object.RefOf(o).Key()
+		for i := range t.Changes {
+			if t.Changes[i].Ref().Key() == key && t.Changes[i].Action != drift.ActionDelete {
+				t.Changes[i].Danger = append(t.Changes[i].Danger, drift.Danger{Reason: drift.DangerSyncFails, Count: 1, Message: msg})
+			}
+		}
+	}
+	for _, o := range head {
+		gvk := o.GroupVersionKind()
+		gk := gvk.GroupKind()
+		if !served[gk] && !defined[gk] {
+			fail(o, fmt.Sprintf("the cluster serves no %s and this change defines no CRD for it: the apply fails (no matches for kind %q in version %q)", gk, gvk.Kind, gvk.GroupVersion()))
+			continue
+		}
+		if gk != applicationGK || !served[schema.GroupKind{Group: applicationGK.Group, Kind: appProjectKind}] {
+			continue
+		}
+		project, _, _ := unstructured.NestedString(o.Object, "spec", "project")
+		if project == "" {
+			project = "default"
+		}
+		if projects[o.GetNamespace()+"/"+project] {
+			continue
+		}
+		if projects[argoNamespace+"/"+project] {
+			continue
+		}
+		exists, known := false, true
+		for _, ns := range []string{o.GetNamespace(), argoNamespace} {
+			ref := object.Ref{Group: applicationGK.Group, Version: gvk.Version, Kind: appProjectKind, Namespace: ns, Name: project}
+			got, err := live.Get(ctx, []object.Ref{ref})
+			if err != nil {
+				known = false // not this target's to read: nothing said
+				break
+			}
+			exists = exists || got[ref.Key()] != nil
+		}
+		if known && !exists {
+			fail(o, fmt.Sprintf("its AppProject %s does not exist, nor does this change define it: Argo CD refuses to sync it (application references project %s which does not exist)", project, project))
+		}
+	}
+	return nil
+}
+
+// Build marks a target whose reconciler fails to build it at all (a
+// substituteFrom object that is missing and not optional): a sync-fails
+// danger on the reconciler object, with its message. Nothing else of the
+// target is applied, so a sync changes nothing else live.
+func Build(t *drift.Target, obj object.Ref, message string) {
+	ch := drift.Change{APIVersion: obj.APIVersion(), Kind: obj.Kind, Namespace: obj.Namespace, Name: obj.Name, Action: drift.ActionUnchanged,
+		Note:   "the reconciler's build of this target fails: nothing of it is applied",
+		Danger: []drift.Danger{{Reason: drift.DangerSyncFails, Count: 1, Message: message}}}
+	if t.LiveError == "" {
+		t.Changes = []drift.Change{ch}
+	}
+	t.PR = append(t.PR, ch)
+}
