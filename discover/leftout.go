@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
@@ -84,6 +85,9 @@ func countLeftOut(ctx context.Context, meta metadata.Interface, opts Options) ([
 		cont := ""
 		for {
 			list, err := meta.Resource(k.gvr).List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
+			if apierrors.IsNotFound(err) {
+				break // not served: there is none to leave out
+			}
 			if err != nil {
 				return nil, fmt.Errorf("count %s outside the namespaces discovery reads: %w", k.kind, err)
 			}

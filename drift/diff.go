@@ -265,9 +265,9 @@ func (c *comparer) unread(base, head []*unstructured.Unstructured) (inBase, inHe
 // lists the others once, with what the pull request does to them in Git
 // and aside's note.
 func (c *comparer) setAside(base, head []*unstructured.Unstructured, aside func(*unstructured.Unstructured) string) (inBase, inHead []*unstructured.Unstructured, set []Change) {
-	git := map[string]Action{}
+	git := map[string]Change{}
 	for _, ch := range c.t.PR {
-		git[ch.Ref().Key()] = ch.Action
+		git[ch.Ref().Key()] = ch
 	}
 	seen := map[string]bool{}
 	keep := func(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
@@ -283,11 +283,16 @@ func (c *comparer) setAside(base, head []*unstructured.Unstructured, aside func(
 				continue
 			}
 			seen[ref.Key()] = true
-			action, ok := git[ref.Key()]
-			if !ok {
-				action = ActionUnchanged
+			ch := newChange(ref, ActionUnchanged)
+			if g, ok := git[ref.Key()]; ok {
+				// What Git alone says of it stands, its dangers too,
+				// with how much they cost unknown.
+				ch.Action = g.Action
+				for _, d := range g.Danger {
+					d.CountUnknown = true
+					ch.Danger = append(ch.Danger, d)
+				}
 			}
-			ch := newChange(ref, action)
 			ch.Note = note
 			set = append(set, ch)
 		}

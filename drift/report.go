@@ -286,5 +286,9 @@ func (t *Target) Told() []Change {
 	if t.LiveError != "" {
 		return t.PR
 	}
+	if len(t.Unread) > 0 {
+		// Objects the live state does not hold: what Git says of them.
+		return append(append([]Change{}, t.Changes...), t.Unread...)
+	}
 	return t.Changes
 }

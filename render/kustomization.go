@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"regexp"
@@ -180,7 +181,11 @@ func (k *kustomization) chartRefs(t *Tree, entry, home *yaml.Node) {
 	if home != nil {
 		dir, line = home.Value, home.Line
 	}
-	if name, version, repo := str("name"), str("version"), str("repo"); name != "" && !path.IsAbs(dir) {
+	if h := str("chartHome"); h != "" { // the legacy helmChartInflationGenerator
+		dir = h
+	}
+	name, version, repo := cmp.Or(str("name"), str("chartName")), cmp.Or(str("version"), str("chartVersion")), cmp.Or(str("repo"), str("chartRepoUrl"))
+	if name != "" && !path.IsAbs(dir) {
 		if version != "" && repo != "" {
 			dir = path.Join(dir, name+"-"+version)
 		}

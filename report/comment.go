@@ -527,7 +527,11 @@ func targetBlocks(index int, t drift.Target, dangers dangerList) []string {
 	// What changes on the cluster, then what stays as it is live while Git
 	// changes (Git takes the live value, or only the cluster differs).
 	var changing, unchanged []drift.Change
-	for _, c := range t.Told() {
+	told := t.Changes // the unread are listed in their own section below
+	if t.LiveError != "" {
+		told = t.PR
+	}
+	for _, c := range told {
 		switch {
 		case c.Action != drift.ActionUnchanged:
 			changing = append(changing, c)

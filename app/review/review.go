@@ -655,6 +655,8 @@ func Judge(name string, target *drift.Target, policy config.Policy, labels map[s
 		check.Conclusion, check.Title = "neutral", report.IncompleteTitle(len(target.Errors))
 	case len(target.OutOfScope) > 0:
 		check.Conclusion, check.Title = "neutral", report.OutOfScopeTitle(len(target.OutOfScope))
+	case len(target.Unread) > 0:
+		check.Conclusion, check.Title = "neutral", fmt.Sprintf("%d objects not compared with the cluster: the live state does not hold their kind", len(target.Unread))
 	case len(failing) > 0:
 		check.Conclusion, check.Title = "success", report.AcknowledgedTitle(policy.AckLabel)
 	default:

@@ -208,7 +208,8 @@ func repoKey(url string) string {
 	for _, p := range []string{"https://", "http://", "ssh://", "git://"} {
 		u = strings.TrimPrefix(u, p)
 	}
-	if at := strings.Index(u, "@"); at >= 0 && at < strings.IndexAny(u+"/", "/:") {
+	// Userinfo (git@, user:token@) ends at the last @ before the path.
+	if at := strings.LastIndex(u[:strings.IndexAny(u+"/", "/")], "@"); at >= 0 {
 		u = u[at+1:]
 	}
 	if host, rest, ok := strings.Cut(u, ":"); ok && !strings.Contains(host, "/") && !strings.HasPrefix(rest, "//") {

@@ -761,3 +761,26 @@ func TestADumpOfSomeKindsIsReadAsSuch(t *testing.T) {
 		t.Error("the report says it is complete")
 	}
 }
+
+// TestARemovalADumpCannotSeeIsStillADanger: Git removes a claim; the dump
+// holds no claims. The claim is not compared with the cluster, but what Git
+// says of it stands: a pvc-removal danger whose cost is unknown.
+func TestARemovalADumpCannotSeeIsStillADanger(t *testing.T) {
+	dir := t.TempDir()
+	claim := "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: shop}\nspec:\n  resources: {requests: {storage: 1Gi}}\n"
+	web := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\ndata: {a: b}\n"
+	writeTree(t, filepath.Join(dir, "base"), map[string]string{"app/kustomization.yaml": "resources: [web.yaml, data.yaml]\n", "app/web.yaml": web, "app/data.yaml": claim})
+	writeTree(t, filepath.Join(dir, "head"), map[string]string{"app/kustomization.yaml": "resources: [web.yaml]\n", "app/web.yaml": web})
+	writeTree(t, filepath.Join(dir, "live"), map[string]string{"all.yaml": web})
+	out, errOut, code := runCLI(t, "diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--live", filepath.Join(dir, "live"), "--format", "json")
+	if code != exitIncomplete {
+		t.Errorf("exit %d, want %d: %s", code, exitIncomplete, errOut)
+	}
+	var rep struct{ Summary struct{ Total struct{ Dangers, DataLoss int } } }
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Summary.Total.DataLoss != 1 || !strings.Contains(out, `"reason": "pvc-removal"`) || !strings.Contains(out, `"countUnknown": true`) {
+		t.Errorf("the claim's removal is not a danger:\n%s", out)
+	}
+}

@@ -171,7 +171,20 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "driftback drift: wrote %s\n", f)
 		}
 	}
-	if plan.Empty() {
+	// What the live state does not hold is not compared: said, and the
+	// result is not whole.
+	for _, u := range target.Unread {
+		fmt.Fprintf(stderr, "driftback drift: %s/%s: %s\n", u.Kind, u.Name, u.Note)
+	}
+	if *format != "json" {
+		for _, n := range append(b.Notes(), target.Notes...) {
+			fmt.Fprintf(stderr, "driftback drift: note: %s\n", n)
+		}
+	}
+	switch {
+	case len(target.Unread) > 0 || len(target.Errors) > 0:
+		return exitIncomplete
+	case plan.Empty():
 		return exitOK
 	}
 	return exitChanges

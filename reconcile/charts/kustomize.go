@@ -66,11 +66,11 @@ func isKustomization(f string) bool {
 // from repositories trust allows, where kustomize's `helm pull` would put
 // them (the files, by path in the tree); and why each that is not.
 func Pulled(ctx context.Context, tree *render.Tree, overlay string, f *Fetcher, trust *Trust) (map[string][]byte, []string) {
-	fetch := func(ctx context.Context, src Source) (*Chart, string) {
+	fetch := func(ctx context.Context, repo string, src Source) (*Chart, string) {
 		switch {
 		case f == nil:
 			return nil, "charts are not fetched here; vendor it in the kustomization's chartHome"
-		case !trust.Allows(src.URL):
+		case !trust.Allows(repo):
 			return nil, "the repository is not trusted yet: it is fetched from once the default branch names it, or app.yml's helm.repositories lists it"
 		}
 		c, err := f.Fetch(ctx, src)
@@ -102,7 +102,7 @@ func Pulled(ctx context.Context, tree *render.Tree, overlay string, f *Fetcher, 
 			if strings.HasPrefix(c.Repo, "oci://") {
 				src.URL, src.Chart = strings.TrimSuffix(c.Repo, "/")+"/"+c.Name, ""
 			}
-			chart, why := fetch(ctx, src)
+			chart, why := fetch(ctx, c.Repo, src)
 			if why != "" {
 				problems = append(problems, fmt.Sprintf("%s: helmCharts %s %s from %s: %s", f, c.Name, c.Version, c.Repo, why))
 				continue
