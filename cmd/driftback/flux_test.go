@@ -285,6 +285,7 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 	env := kubetest.New(t)
 	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
 	ns := env.Namespace
+	kubetest.ArgoCDDefaultProject(t, env, ns)
 	path := ns + "/app"
 	u := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte("apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: app, namespace: "+ns+"}\nspec:\n  interval: 10m\n  path: ./"+path+"\n  prune: true\n  targetNamespace: "+ns+"\n  sourceRef: {kind: GitRepository, name: fleet}\n  postBuild:\n    substituteFrom: [{kind: ConfigMap, name: cluster-vars}]\n"), &u.Object); err != nil {
@@ -295,9 +296,16 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 	files := map[string]string{
 		path + "/kustomization.yaml": "resources: [cm.yaml]\n",
 		path + "/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {cluster: '${CLUSTER}'}\n",
-		"plain/kustomization.yaml":   "namespace: " + ns + "\nresources: [widget.yaml, app.yaml]\n",
-		"plain/widget.yaml":          "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: blue}\nspec: {size: 3}\n",
-		"plain/app.yaml":             "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: shop}\nspec:\n  project: ghost\n  source: {repoURL: 'https://github.com/acme/gitops', path: shop}\n  destination: {server: 'https://kubernetes.default.svc', namespace: shop}\n",
+		"plain/kustomization.yaml":   "namespace: " + ns + "\nresources: [widget.yaml, app.yaml, ok.yaml]\n",
+		// Served, defined by the change, or with a project that exists:
+		// none of these fails.
+		"plain/ok.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine}\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: sprockets.example.com}\n" +
+			"spec:\n  group: example.com\n  names: {kind: Sprocket, plural: sprockets, singular: sprocket, listKind: SprocketList}\n  scope: Namespaced\n" +
+			"  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]\n" +
+			"---\napiVersion: example.com/v1\nkind: Sprocket\nmetadata: {name: red}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: fine}\nspec:\n  project: default\n" +
+			"  source: {repoURL: 'https://github.com/acme/gitops', path: shop}\n  destination: {server: 'https://kubernetes.default.svc', namespace: shop}\n",
+		"plain/widget.yaml": "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: blue}\nspec: {size: 3}\n",
+		"plain/app.yaml":    "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: shop}\nspec:\n  project: ghost\n  source: {repoURL: 'https://github.com/acme/gitops', path: shop}\n  destination: {server: 'https://kubernetes.default.svc', namespace: shop}\n",
 	}
 	writeTree(t, filepath.Join(dir, "base"), map[string]string{"README.md": "fleet\n"})
 	writeTree(t, filepath.Join(dir, "head"), files)
@@ -327,6 +335,9 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 				}
 			}
 		}
+	}
+	if len(fails) != 3 {
+		t.Errorf("sync-fails on %d objects, want the 3 below: %v", len(fails), fails)
 	}
 	for obj, want := range map[string]string{
 		"Gadget/blue":       `no matches for kind "Gadget" in version "example.com/v1"`,
