@@ -253,7 +253,7 @@ func (c *comparer) outOfScope(base, head []*unstructured.Unstructured) (inBase, 
 // to them in Git, and why.
 func (c *comparer) unread(base, head []*unstructured.Unstructured) (inBase, inHead []*unstructured.Unstructured) {
 	inBase, inHead, c.t.Unread = c.setAside(base, head, func(o *unstructured.Unstructured) string {
-		if why := object.Lacks(c.live, o.GroupVersionKind().GroupKind()); why != "" {
+		if why := object.LacksIn(c.live, o.GroupVersionKind().GroupKind(), o.GetNamespace()); why != "" {
 			return "not compared with the cluster: " + why
 		}
 		return ""

@@ -100,7 +100,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		}
 		objs = append(objs, o...)
 	}
-	kinds, namespaces := dumpPlan(objs)
+	kinds, namespaces, everywhere := dumpPlan(objs)
 	served, err := reader.Kinds(ctx)
 	if err != nil {
 		return fail("the cluster could not be read: %v", err)
@@ -125,8 +125,8 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 			continue // not served: nothing of it is live
 		}
 		var items []any
-		where := []string{""}
-		if isNamespaced {
+		where := []string{""} // cluster-scoped, or every namespace
+		if isNamespaced && !everywhere[gk] {
 			where = namespaces
 		}
 		for _, ns := range where {
@@ -152,7 +152,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	}
-	index, err := yaml.Marshal(livestate.DumpIndex{APIVersion: "driftback.io/v1", Kind: "Dump", Kinds: held})
+	index, err := yaml.Marshal(livestate.DumpIndex{APIVersion: "driftback.io/v1", Kind: "Dump", Kinds: held, Namespaces: namespaces})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -167,8 +167,10 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 // dumpPlan is what a comparison of objs needs read: the kinds rendered
 // (Secrets aside), Namespaces, claims and volumes, CRDs and the custom
 // resources of the CRDs rendered; in the namespaces the objects are in, and
-// those the render creates.
-func dumpPlan(objs []*unstructured.Unstructured) (map[schema.GroupKind]bool, []string) {
+// those the render creates, but the custom resources (everywhere: what
+// removing their CRD deletes).
+func dumpPlan(objs []*unstructured.Unstructured) (map[schema.GroupKind]bool, []string, map[schema.GroupKind]bool) {
+	everywhere := map[schema.GroupKind]bool{}
 	kinds := map[schema.GroupKind]bool{
 		{Kind: "Namespace"}: true, {Kind: "PersistentVolumeClaim"}: true, {Kind: "PersistentVolume"}: true,
 		{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: true,
@@ -189,12 +191,13 @@ func dumpPlan(objs []*unstructured.Unstructured) (map[schema.GroupKind]bool, []s
 			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
 			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
 			kinds[schema.GroupKind{Group: group, Kind: kind}] = true
+			everywhere[schema.GroupKind{Group: group, Kind: kind}] = true
 		}
 	}
 	if len(nss) == 0 {
 		nss["default"] = true
 	}
-	return kinds, slices.Sorted(maps.Keys(nss))
+	return kinds, slices.Sorted(maps.Keys(nss)), everywhere
 }
 
 func sortedKinds(m map[schema.GroupKind]bool) []schema.GroupKind {

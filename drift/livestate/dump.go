@@ -33,6 +33,9 @@ type DirReader struct {
 	// partial is false for a fixed set of objects standing for a whole
 	// cluster (NewObjectReader).
 	partial bool
+	// namespaces are where the index says namespaced kinds were read; nil
+	// for everywhere.
+	namespaces map[string]bool
 }
 
 // DumpIndexFile names the file of a dump folder that lists the kinds read
@@ -45,6 +48,21 @@ type DumpIndex struct {
 	Kind       string `json:"kind"`
 	// Kinds are the kinds read whole, as "Kind" (core) or "group/Kind".
 	Kinds []string `json:"kinds"`
+	// Namespaces, when set, are the only namespaces the namespaced kinds
+	// were read in.
+	Namespaces []string `json:"namespaces,omitempty"`
+}
+
+// LacksIn implements object.NamespacePartial: a namespaced kind the index
+// read in some namespaces only is unknown elsewhere.
+func (r *DirReader) LacksIn(gk schema.GroupKind, namespace string) string {
+	if why := r.Lacks(gk); why != "" {
+		return why
+	}
+	if r.namespaces == nil || r.namespaces[namespace] {
+		return ""
+	}
+	return "the live dump read its namespaced kinds in other namespaces than " + namespace
 }
 
 // Lacks implements object.Partial: a kind the folder holds no object of,
@@ -125,6 +143,12 @@ func (r *DirReader) readIndex(path string, b []byte) error {
 			group, kind = "", k
 		}
 		r.held[schema.GroupKind{Group: group, Kind: kind}] = true
+	}
+	if len(idx.Namespaces) > 0 {
+		r.namespaces = map[string]bool{}
+		for _, ns := range idx.Namespaces {
+			r.namespaces[ns] = true
+		}
 	}
 	return nil
 }

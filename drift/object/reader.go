@@ -75,3 +75,19 @@ func Lacks(live LiveReader, gk schema.GroupKind) string {
 func IsPartial(live LiveReader) bool {
 	return Lacks(live, schema.GroupKind{Group: "probe.driftback.io", Kind: "NoSuchKind"}) != ""
 }
+
+// NamespacePartial is a Partial reader that read namespaced kinds in some
+// namespaces only.
+type NamespacePartial interface {
+	// LacksIn says why nothing is known of gk's objects in namespace;
+	// "" when the reader holds them there.
+	LacksIn(gk schema.GroupKind, namespace string) string
+}
+
+// LacksIn is Lacks for one namespace ("" for a cluster-scoped object).
+func LacksIn(live LiveReader, gk schema.GroupKind, namespace string) string {
+	if p, ok := live.(NamespacePartial); ok && namespace != "" {
+		return p.LacksIn(gk, namespace)
+	}
+	return Lacks(live, gk)
+}

@@ -48,6 +48,11 @@ func (r *scopedReader) Kinds(ctx context.Context) ([]object.Kind, error) { retur
 // Lacks implements object.Partial for the reader it reads.
 func (r *scopedReader) Lacks(gk schema.GroupKind) string { return object.Lacks(r.live, gk) }
 
+// LacksIn implements object.NamespacePartial for the reader it reads.
+func (r *scopedReader) LacksIn(gk schema.GroupKind, ns string) string {
+	return object.LacksIn(r.live, gk, ns)
+}
+
 // isNamespaced says whether a kind is namespaced, as the cluster says.
 func (r *scopedReader) isNamespaced(ctx context.Context, gk schema.GroupKind) (bool, error) {
 	r.once.Do(func() { r.namespaced, r.kindsErr = object.NamespacedKinds(ctx, r.live, nil) })
