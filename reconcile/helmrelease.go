@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,6 +37,9 @@ type Release struct {
 	// NotRendered says why the release's objects are not in the render;
 	// its HelmRelease is still compared as an object.
 	NotRendered string
+	// Fails says helm-controller fails the release too (a valuesFrom
+	// object that does not exist): a sync-fails danger on its HelmRelease.
+	Fails string
 	// Values are the HelmRelease's own values, as Git writes them (a
 	// Secret's variable as its stand-in).
 	Values map[string]any
@@ -107,6 +109,9 @@ func helmReleases(ctx context.Context, r *render.Renderer, tree *render.Tree, ks
 			chart, vals, rel.NotRendered = releaseChart(ctx, in)
 		}
 		if rel.NotRendered != "" {
+			if strings.HasPrefix(rel.NotRendered, failsPrefix) {
+				rel.Fails = rel.NotRendered
+			}
 			out.releases = append(out.releases, rel)
 			continue
 		}
@@ -489,6 +494,18 @@ func releaseNamespace(hr *unstructured.Unstructured) string {
 // CapabilitiesOf reads a cluster's capabilities.
 type CapabilitiesOf func(ctx context.Context, cluster string) (*Capabilities, error)
 
+// ReleaseFailures are the HelmReleases of releases that helm-controller
+// fails, with why (syncfail.Object).
+func ReleaseFailures(releases []Release) map[string]string {
+	out := map[string]string{}
+	for _, r := range releases {
+		if r.Fails != "" {
+			out[r.Object] = r.Fails
+		}
+	}
+	return out
+}
+
 // HelmCapabilities are the capabilities t's charts are rendered for, read
 // from its cluster, or why there are none: a fork's pull request reads
 // nothing of the cluster until a writer approves (live false).
@@ -524,7 +541,7 @@ func ReleaseNotes(base, head []Release) []string {
 			change = append(change, fmt.Sprintf("chart %s → %s", old.Chart, r.Chart))
 		}
 		if existed {
-			if v := valueChanges(old.Values, r.Values); v != "" {
+			if v := helm.ValueChanges(old.Values, r.Values); v != "" {
 				change = append(change, "values: "+v)
 			}
 		}
@@ -543,69 +560,4 @@ func ReleaseNotes(base, head []Release) []string {
 		}
 	}
 	return notes
-}
-
-// valueChanges says which values differ between a and b, by their dotted
-// paths: "replicaCount 2 → 3, image.tag added: \"1.2\"". At most a few are
-// named; long values are cut.
-func valueChanges(a, b map[string]any) string {
-	before, after := map[string]string{}, map[string]string{}
-	flattenValues("", a, before)
-	flattenValues("", b, after)
-	var keys []string
-	for k := range before {
-		keys = append(keys, k)
-	}
-	for k := range after {
-		if _, ok := before[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	const most = 5
-	var out []string
-	changed := 0
-	for _, k := range keys {
-		x, inA := before[k]
-		y, inB := after[k]
-		var s string
-		switch {
-		case !inA:
-			s = fmt.Sprintf("%s added: %s", k, y)
-		case !inB:
-			s = fmt.Sprintf("%s removed", k)
-		case x != y:
-			s = fmt.Sprintf("%s %s → %s", k, x, y)
-		default:
-			continue
-		}
-		if changed++; changed <= most {
-			out = append(out, s)
-		}
-	}
-	if changed > most {
-		out = append(out, fmt.Sprintf("and %d more", changed-most))
-	}
-	return strings.Join(out, ", ")
-}
-
-// flattenValues writes v's leaves into out by dotted path, as JSON cut to
-// a short length; a list is one leaf.
-func flattenValues(prefix string, v map[string]any, out map[string]string) {
-	for k, e := range v {
-		p := k
-		if prefix != "" {
-			p = prefix + "." + k
-		}
-		if m, ok := e.(map[string]any); ok && len(m) > 0 {
-			flattenValues(p, m, out)
-			continue
-		}
-		b, _ := json.Marshal(e)
-		s := string(b)
-		if len(s) > 40 {
-			s = s[:37] + "…"
-		}
-		out[p] = s
-	}
 }

@@ -93,6 +93,10 @@ func loadReleaseValues(ctx context.Context, in chartInput) (*releaseValues, stri
 			if why := encryptedSource(in.objs, hr.GetNamespace(), refs); why != "" {
 				return nil, why
 			}
+			if !rendered(in.objs, missing.Kind, missing.Name.Namespace, missing.Name.Name) {
+				// Nor will it be: helm-controller fails the release.
+				return nil, failsPrefix + hide.In(err.Error(), seen.hidden)
+			}
 		}
 		return nil, "its valuesFrom: " + hide.In(err.Error(), seen.hidden)
 	}
@@ -104,6 +108,20 @@ func loadReleaseValues(ctx context.Context, in chartInput) (*releaseValues, stri
 		out.allSecret = err != nil
 	}
 	return out, ""
+}
+
+// failsPrefix begins why a release is not rendered when helm-controller
+// fails it too (Release.Fails).
+const failsPrefix = "helm-controller fails this release: its valuesFrom names an object that does not exist and is not optional: "
+
+// rendered says the render holds the object of kind ns/name.
+func rendered(objs []*unstructured.Unstructured, kind, ns, name string) bool {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetNamespace() == ns && o.GetName() == name {
+			return true
+		}
+	}
+	return false
 }
 
 // encryptedSource says, for a valuesFrom the cluster lacks, that the target

@@ -79,9 +79,9 @@ type Input struct {
 	Base, Head, Scope *render.Tree
 	// Tip is the base branch's tip when Base is the merge base (the pull
 	// request conflicts, or its test merge is not there); nil otherwise.
-	Tip *render.Tree
-	Changed           []string
-	Branch            string
+	Tip     *render.Tree
+	Changed []string
+	Branch  string
 	// DefaultBranch is the repository's: the branch a target that names
 	// none follows.
 	DefaultBranch string
@@ -279,6 +279,9 @@ type targetWork struct {
 	// ("" when it does not).
 	failsOn object.Ref
 	fails   string
+	// releaseFails are the head's releases helm-controller fails, by
+	// HelmRelease ("Kind/namespace/name").
+	releaseFails map[string]string
 	// hooks are the Argo CD hooks of the last build: run at sync, not compared.
 	Hooks []string
 	// hidden are values substituted from Secrets, never shown.
@@ -421,6 +424,7 @@ func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, tip, base
 	baseReleases := releases
 	w.in.Head = objects(head)
 	w.notes = append(w.notes, reconcile.ReleaseNotes(baseReleases, releases)...)
+	w.releaseFails = reconcile.ReleaseFailures(releases)
 	if len(w.Hooks) > 0 {
 		w.notes = append(w.notes, reconcile.HooksNote(w.Hooks))
 	}
@@ -598,6 +602,7 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 			target.Errors = append(target.Errors, "whether the sync fails could not be checked: "+err.Error())
 		}
 	}
+	syncfail.Objects(target, w.releaseFails)
 	if w.fails != "" {
 		syncfail.Build(target, w.failsOn, w.fails)
 	}

@@ -294,9 +294,13 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 	kubetest.Apply(t, env.Setup, "kubectl", u)
 	dir := t.TempDir()
 	files := map[string]string{
-		path + "/kustomization.yaml": "resources: [cm.yaml]\n",
-		path + "/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {cluster: '${CLUSTER}'}\n",
-		"plain/kustomization.yaml":   "namespace: " + ns + "\nresources: [widget.yaml, app.yaml, ok.yaml]\n",
+		path + "/kustomization.yaml":    "resources: [cm.yaml]\n",
+		path + "/cm.yaml":               "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {cluster: '${CLUSTER}'}\n",
+		"plain/kustomization.yaml":      "namespace: " + ns + "\nresources: [widget.yaml, app.yaml, ok.yaml, release.yaml]\n",
+		"charts/tiny/Chart.yaml":        "apiVersion: v2\nname: tiny\nversion: 0.1.0\n",
+		"charts/tiny/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: tiny}\ndata: {a: '{{ .Values.a }}'}\n",
+		"plain/release.yaml": "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: tiny}\nspec:\n  interval: 10m\n" +
+			"  chart: {spec: {chart: ./charts/tiny, sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}}}\n  valuesFrom: [{kind: ConfigMap, name: tiny-values}]\n",
 		// Served, defined by the change, or with a project that exists:
 		// none of these fails.
 		"plain/ok.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine}\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: sprockets.example.com}\n" +
@@ -336,13 +340,14 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 			}
 		}
 	}
-	if len(fails) != 3 {
-		t.Errorf("sync-fails on %d objects, want the 3 below: %v", len(fails), fails)
+	if len(fails) != 4 {
+		t.Errorf("sync-fails on %d objects, want the 4 below: %v", len(fails), fails)
 	}
 	for obj, want := range map[string]string{
 		"Gadget/blue":       `no matches for kind "Gadget" in version "example.com/v1"`,
 		"Application/shop":  "its AppProject ghost does not exist",
 		"Kustomization/app": `configmaps "cluster-vars" not found`,
+		"HelmRelease/tiny":  "helm-controller fails this release: its valuesFrom names an object that does not exist",
 	} {
 		if !strings.Contains(fails[obj], want) {
 			t.Errorf("%s: sync-fails %q, want it to say %q\n%s", obj, fails[obj], want, out)

@@ -110,3 +110,15 @@ func Build(t *drift.Target, obj object.Ref, message string) {
 	}
 	t.PR = append(t.PR, ch)
 }
+
+// Objects adds to t's live changes a sync-fails danger on each object of
+// fails ("Kind/namespace/name" → the reconciler's message): a release
+// helm-controller fails.
+func Objects(t *drift.Target, fails map[string]string) {
+	for i := range t.Changes {
+		ch := &t.Changes[i]
+		if msg, ok := fails[ch.Kind+"/"+ch.Namespace+"/"+ch.Name]; ok && ch.Action != drift.ActionDelete {
+			ch.Danger = append(ch.Danger, drift.Danger{Reason: drift.DangerSyncFails, Count: 1, Message: msg})
+		}
+	}
+}

@@ -228,6 +228,9 @@ func (b *Build) Fails(t *drift.Target) {
 	if ref, why := reconcile.BuildFailure(b.target, b.vars); why != "" {
 		syncfail.Build(t, ref, why)
 	}
+	if n := len(b.releases); n > 0 {
+		syncfail.Objects(t, reconcile.ReleaseFailures(b.releases[n-1]))
+	}
 }
 
 // Hide takes out of a report every value that came from a Secret.
