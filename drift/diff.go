@@ -163,7 +163,12 @@ func Compare(ctx context.Context, live object.LiveReader, in Input, opts Options
 		return nil, fmt.Errorf("read the cluster's schema: %w", err)
 	}
 	c := &comparer{ctx: ctx, live: scope.NewReader(live, opts.Scope), unscoped: live, opts: opts, tc: tc, pred: object.PredictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted, inGit: map[string]bool{}, newer: map[string]bool{}}
-	for _, o := range in.Newer {
+	newer, err := object.Typed(in.Newer)
+	if err != nil {
+		return nil, fmt.Errorf("the base tip's render: %w", err)
+	}
+	defaultNamespaces(newer, scopes, opts.DefaultNamespace, live != nil) // placed as the head is
+	for _, o := range newer {
 		c.newer[object.RefOf(o).Key()] = true
 	}
 	for _, o := range append(append([]*unstructured.Unstructured{}, base...), head...) {

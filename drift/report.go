@@ -286,9 +286,10 @@ func (t *Target) Told() []Change {
 	if t.LiveError != "" {
 		return t.PR
 	}
-	if len(t.Unread) > 0 {
-		// Objects the live state does not hold: what Git says of them.
-		return append(append([]Change{}, t.Changes...), t.Unread...)
+	if len(t.Unread)+len(t.OutOfScope) > 0 {
+		// Objects not compared with the cluster (a kind the live state
+		// does not hold, outside the target's scope): what Git says.
+		return append(append(append([]Change{}, t.Changes...), t.Unread...), t.OutOfScope...)
 	}
 	return t.Changes
 }

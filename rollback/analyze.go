@@ -60,9 +60,21 @@ func Analyze(ctx context.Context, in Input) error {
 		// What Git alone says: the pull request's own change.
 		in.Live, volumesKnown, why = nil, false, "without the cluster"
 	}
-	changes := t.Told()
-	for i := range changes {
-		ch := &changes[i]
+	// In place: the dangers go on the report's own changes.
+	var all []*drift.Change
+	if t.LiveError != "" {
+		for i := range t.PR {
+			all = append(all, &t.PR[i])
+		}
+	}
+	for _, list := range [][]drift.Change{t.Changes, t.Unread, t.OutOfScope} {
+		for i := range list {
+			if t.LiveError == "" {
+				all = append(all, &list[i])
+			}
+		}
+	}
+	for _, ch := range all {
 		switch {
 		case ch.Action == drift.ActionCreate && ch.Ref().GroupKind() == pvcKind && !volumesKnown:
 			if err := claimUnknown(in, ch, why); err != nil {

@@ -598,7 +598,7 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	target.Reverts = w.reverts
 	if reader != nil {
 		// What the reconciler cannot apply, read within the scope.
-		if err := syncfail.Mark(ctx, scope.NewReader(reader, opts.Scope), in.Head, target); err != nil {
+		if err := syncfail.Mark(ctx, scope.NewReader(reader, opts.Scope), in.Head, opts.DefaultNamespace, target); err != nil {
 			target.Errors = append(target.Errors, "whether the sync fails could not be checked: "+err.Error())
 		}
 	}

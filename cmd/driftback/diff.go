@@ -622,7 +622,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 				}
 				targets[i], errs[i] = compareOverlay(ctx, overlays[i], inputs[i], problems[i], reader, liveErr, notAsked, o)
 				if errs[i] == nil && len(problems[i]) == 0 {
-					if err := syncfail.Mark(ctx, reader, inputs[i].Head, targets[i]); err != nil {
+					if err := syncfail.Mark(ctx, reader, inputs[i].Head, o.DefaultNamespace, targets[i]); err != nil {
 						targets[i].Errors = append(targets[i].Errors, "whether the sync fails could not be checked: "+err.Error())
 					}
 				}

@@ -150,9 +150,11 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 	if *format == "json" {
 		b, err := json.MarshalIndent(struct {
 			*prgen.Plan
-			Files []string `json:"files"`
-			Notes []string `json:"notes"`
-		}{plan, plan.Paths(), append(b.Notes(), target.Notes...)}, "", "  ")
+			Files  []string       `json:"files"`
+			Notes  []string       `json:"notes"`
+			Unread []drift.Change `json:"unread"`
+			Errors []string       `json:"errors"`
+		}{plan, plan.Paths(), append(b.Notes(), target.Notes...), target.Unread, target.Errors}, "", "  ")
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -175,6 +177,9 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 	// result is not whole.
 	for _, u := range target.Unread {
 		fmt.Fprintf(stderr, "driftback drift: %s/%s: %s\n", u.Kind, u.Name, u.Note)
+	}
+	for _, e := range target.Errors {
+		fmt.Fprintf(stderr, "driftback drift: %s\n", e)
 	}
 	if *format != "json" {
 		for _, n := range append(b.Notes(), target.Notes...) {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/render"
 )
@@ -97,6 +98,10 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		o, problems := b.Objects(ctx, setup.renderer, tree)
 		if len(problems) > 0 {
 			return fail("%s does not render: %s", overlays[i], strings.Join(problems, "; "))
+		}
+		// Where the apply puts what names no namespace.
+		if o, err = object.Place(ctx, reader, o, b.DefaultNamespace()); err != nil {
+			return fail("%v", err)
 		}
 		objs = append(objs, o...)
 	}

@@ -299,6 +299,9 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 		"plain/kustomization.yaml":      "namespace: " + ns + "\nresources: [widget.yaml, app.yaml, ok.yaml, release.yaml]\n",
 		"charts/tiny/Chart.yaml":        "apiVersion: v2\nname: tiny\nversion: 0.1.0\n",
 		"charts/tiny/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: tiny}\ndata: {a: '{{ .Values.a }}'}\n",
+		// No namespace written: placed in default, as the apply does.
+		"bare/kustomization.yaml": "resources: [gadget.yaml]\n",
+		"bare/gadget.yaml":        "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: bare}\n",
 		"plain/release.yaml": "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: tiny}\nspec:\n  interval: 10m\n" +
 			"  chart: {spec: {chart: ./charts/tiny, sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}}}\n  valuesFrom: [{kind: ConfigMap, name: tiny-values}]\n",
 		// Served, defined by the change, or with a project that exists:
@@ -340,11 +343,12 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 			}
 		}
 	}
-	if len(fails) != 4 {
-		t.Errorf("sync-fails on %d objects, want the 4 below: %v", len(fails), fails)
+	if len(fails) != 5 {
+		t.Errorf("sync-fails on %d objects, want the 5 below: %v", len(fails), fails)
 	}
 	for obj, want := range map[string]string{
 		"Gadget/blue":       `no matches for kind "Gadget" in version "example.com/v1"`,
+		"Gadget/bare":       `no matches for kind "Gadget" in version "example.com/v1"`,
 		"Application/shop":  "its AppProject ghost does not exist",
 		"Kustomization/app": `configmaps "cluster-vars" not found`,
 		"HelmRelease/tiny":  "helm-controller fails this release: its valuesFrom names an object that does not exist",

@@ -90,10 +90,12 @@ func TestDiffSaysARestoredCRDComesBackEmpty(t *testing.T) {
 	}
 	crd := "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec:\n  group: example.com\n  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n"
 	gitCmd(t, repo, "init", "-q", "-b", "main")
-	commit("widgets", map[string]string{"app/kustomization.yaml": "resources: [crd.yaml, cm.yaml]\n", "app/crd.yaml": crd,
+	// A Secret too, which no dump holds: the restore is still told.
+	commit("widgets", map[string]string{"app/kustomization.yaml": "resources: [crd.yaml, cm.yaml, s.yaml]\n", "app/crd.yaml": crd,
+		"app/s.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\nstringData: {t: x}\n",
 		"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {a: b}\n"})
-	commit("Remove widgets", map[string]string{"app/kustomization.yaml": "resources: [cm.yaml]\n"})
-	commit("Revert \"Remove widgets\"", map[string]string{"app/kustomization.yaml": "resources: [crd.yaml, cm.yaml]\n"})
+	commit("Remove widgets", map[string]string{"app/kustomization.yaml": "resources: [cm.yaml, s.yaml]\n"})
+	commit("Revert \"Remove widgets\"", map[string]string{"app/kustomization.yaml": "resources: [crd.yaml, cm.yaml, s.yaml]\n"})
 	live := t.TempDir()
 	writeFile(t, filepath.Join(live, "live.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {a: b}\n")
 	// The dump read CRDs whole: there is none live.

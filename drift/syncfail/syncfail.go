@@ -28,9 +28,14 @@ const argoNamespace = "argocd"
 // serve and head does not define, an Argo CD Application whose AppProject
 // is neither live (in its namespace or Argo CD's) nor in head. A live state
 // that holds some kinds only (a dump) says nothing of either.
-func Mark(ctx context.Context, live object.LiveReader, head []*unstructured.Unstructured, t *drift.Target) error {
+func Mark(ctx context.Context, live object.LiveReader, head []*unstructured.Unstructured, defaultNamespace string, t *drift.Target) error {
 	if live == nil || t.LiveError != "" || object.IsPartial(live) {
 		return nil
+	}
+	// Placed as the comparison placed them, to find their changes.
+	head, err := object.Place(ctx, live, head, defaultNamespace)
+	if err != nil {
+		return err
 	}
 	kinds, err := live.Kinds(ctx)
 	if err != nil {
@@ -115,10 +120,16 @@ func Build(t *drift.Target, obj object.Ref, message string) {
 // fails ("Kind/namespace/name" → the reconciler's message): a release
 // helm-controller fails.
 func Objects(t *drift.Target, fails map[string]string) {
-	for i := range t.Changes {
-		ch := &t.Changes[i]
-		if msg, ok := fails[ch.Kind+"/"+ch.Namespace+"/"+ch.Name]; ok && ch.Action != drift.ActionDelete {
-			ch.Danger = append(ch.Danger, drift.Danger{Reason: drift.DangerSyncFails, Count: 1, Message: msg})
+	for _, list := range [][]drift.Change{t.Changes, t.PR} {
+		for i := range list {
+			ch := &list[i]
+			msg, ok := fails[ch.Kind+"/"+ch.Namespace+"/"+ch.Name]
+			if !ok {
+				msg, ok = fails[ch.Kind+"//"+ch.Name] // written without a namespace
+			}
+			if ok && ch.Action != drift.ActionDelete {
+				ch.Danger = append(ch.Danger, drift.Danger{Reason: drift.DangerSyncFails, Count: 1, Message: msg})
+			}
 		}
 	}
 }
