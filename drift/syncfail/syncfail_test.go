@@ -1,0 +1,81 @@
+package syncfail_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/syncfail"
+)
+
+func objs(t *testing.T, docs ...string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, d := range docs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// TestMarkFlagsOnlyWhatCannotBeApplied: of a head render, a kind the
+// cluster does not serve and the head does not define, and an Application
+// whose AppProject exists neither in its namespace, nor in Argo CD's, nor in
+// the head, fail the sync; a served kind, a kind the head's CRD defines and
+// an Application whose project is in Argo CD's namespace do not. A dump
+// says nothing of either.
+func TestMarkFlagsOnlyWhatCannotBeApplied(t *testing.T) {
+	live := livestate.NewObjectReader(objs(t,
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team}\n",
+		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec: {group: example.com, names: {kind: Widget}, scope: Namespaced}\n",
+		"apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata: {name: default, namespace: argocd}\nspec: {}\n",
+		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: live, namespace: argocd}\nspec: {project: default}\n"))
+	head := objs(t,
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine, namespace: team}\n",
+		"apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: blue, namespace: team}\n",
+		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: sprockets.example.com}\nspec: {group: example.com, names: {kind: Sprocket}}\n",
+		"apiVersion: example.com/v1\nkind: Sprocket\nmetadata: {name: red, namespace: team}\n",
+		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: shop, namespace: team}\nspec: {project: default}\n",
+		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: ghost, namespace: team}\nspec: {project: ghost}\n")
+	target := func() *drift.Target {
+		tg := &drift.Target{}
+		for _, o := range head {
+			tg.Changes = append(tg.Changes, drift.Change{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Action: drift.ActionCreate})
+		}
+		return tg
+	}
+	tg := target()
+	if err := syncfail.Mark(context.Background(), live, head, "", tg); err != nil {
+		t.Fatal(err)
+	}
+	failing := map[string]string{}
+	for _, c := range tg.Changes {
+		for _, d := range c.Danger {
+			failing[c.Kind+"/"+c.Name] = d.Message
+		}
+	}
+	if len(failing) != 2 || !strings.Contains(failing["Gadget/blue"], `no matches for kind "Gadget"`) || !strings.Contains(failing["Application/ghost"], "AppProject ghost does not exist") {
+		t.Errorf("sync-fails on %v; want Gadget/blue and Application/ghost only", failing)
+	}
+	dump, err := livestate.ReadDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg = target()
+	if err := syncfail.Mark(context.Background(), dump, head, "", tg); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tg.Changes {
+		if len(c.Danger) > 0 {
+			t.Errorf("a dump says %s/%s fails: %v", c.Kind, c.Name, c.Danger)
+		}
+	}
+}
