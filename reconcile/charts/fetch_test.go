@@ -448,3 +448,17 @@ func TestKustomizeChartsArePulledFromTrustedRepositories(t *testing.T) {
 		t.Errorf("a vendored chart: files %d, problems %v", len(files), problems)
 	}
 }
+
+// TestKustomizeChartsFromARegistryAreTrustedByTheirRepository: an oci://
+// helmCharts repo the default branch names is trusted for its charts (the
+// address kustomize pulls is repo/name).
+func TestKustomizeChartsFromARegistryAreTrustedByTheirRepository(t *testing.T) {
+	reg := helmtest.NewRegistry(t)
+	reg.Push(t, "charts", shop(t, "1.2.0"))
+	kust := "helmCharts:\n- name: shop\n  version: 1.2.0\n  repo: oci://" + reg.Host() + "/charts\n"
+	tree := testfs.Tree(t, map[string]string{"app/kustomization.yaml": kust})
+	files, problems := Pulled(context.Background(), tree, "app", local(Options{}), NewTrust(nil).With(tree))
+	if len(problems) > 0 || len(files["app/charts/shop-1.2.0/shop/Chart.yaml"]) == 0 {
+		t.Errorf("a trusted registry: problems %v, %d files", problems, len(files))
+	}
+}
