@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -96,19 +97,9 @@ func closureOf(t *Tree, overlay string) *closure {
 }
 
 // touches reports whether a change to path p can change the overlay's render.
-// problemsWith are the closure's problems for a build with b: helmCharts
-// is one only without EnableHelm.
+// problemsWith are the problems for b: helmCharts is one without EnableHelm.
 func (c *closure) problemsWith(b BuildOptions) []*Problem {
-	if !b.EnableHelm {
-		return c.problems
-	}
-	var out []*Problem
-	for _, p := range c.problems {
-		if p.Reason != ReasonHelm {
-			out = append(out, p)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(c.problems), func(p *Problem) bool { return b.EnableHelm && p.Reason == ReasonHelm })
 }
 
 func (c *closure) touches(p string) bool {

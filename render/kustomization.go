@@ -167,8 +167,7 @@ func parseKustomization(t *Tree, file string) (*kustomization, error) {
 }
 
 // chartRefs adds what a helmCharts entry reads: its chart's files (in
-// chartHome, default charts/: <name>, or <name>-<version>/<name> with a
-// repo), its valuesFile and additionalValuesFiles.
+// chartHome), valuesFile and additionalValuesFiles.
 func (k *kustomization) chartRefs(t *Tree, entry, home *yaml.Node) {
 	str := func(key string) string {
 		if n := mapValue(entry, key); n != nil && n.Kind == yaml.ScalarNode {

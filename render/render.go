@@ -269,11 +269,8 @@ type BuildOptions struct {
 	// leaves them out of what it compares and prunes: it runs them at sync.
 	// A hook may have no name (generateName), which kustomize refuses.
 	WithoutArgoCDHooks bool
-	// EnableHelm inflates the kustomizations' helmCharts as `kustomize
-	// build --enable-helm` does, for HelmKubeVersion and HelmAPIVersions
-	// (--helm-kube-version, --helm-api-versions), with the Helm SDK in
-	// the child: charts must be in the tree. Without it, helmCharts is a
-	// problem, as kustomize refuses it.
+	// EnableHelm inflates helmCharts as kustomize build --enable-helm
+	// --helm-kube-version --helm-api-versions does (charts in the tree).
 	EnableHelm      bool
 	HelmKubeVersion string
 	HelmAPIVersions []string

@@ -312,12 +312,26 @@ type stderrBuffer struct {
 	max  int
 	head []byte
 	tail bytes.Buffer
+	// cause is the first line saying why the child died, wherever it is.
+	cause, carry []byte
 }
+
+var crashCause = regexp.MustCompile(`out of memory|cannot allocate memory|failed to allocate|stack exceeds|fatal error|panic:|ERROR:`)
 
 func (b *stderrBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := len(p)
+	if b.cause == nil {
+		b.carry = append(b.carry, p...)
+		for i := bytes.IndexByte(b.carry, '\n'); i >= 0 && b.cause == nil; i = bytes.IndexByte(b.carry, '\n') {
+			if crashCause.Match(b.carry[:i]) {
+				b.cause = bytes.Clone(b.carry[:i])
+			}
+			b.carry = b.carry[i+1:]
+		}
+		b.carry = b.carry[max(0, len(b.carry)-b.max):] // a longer line names no cause
+	}
 	if room := b.max - len(b.head); room > 0 {
 		k := min(room, len(p))
 		b.head = append(b.head, p[:k]...)
@@ -333,6 +347,9 @@ func (b *stderrBuffer) Write(p []byte) (int, error) {
 func (b *stderrBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.cause != nil && !bytes.Contains(b.head, b.cause) {
+		return string(b.cause) + "\n" + string(b.head) + b.tail.String()
+	}
 	return string(b.head) + b.tail.String()
 }
 

@@ -92,3 +92,22 @@ func TestChildTimeLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestACrashCauseIsKeptWhereverItIs: a child that writes more than the
+// buffer keeps before it dies still names why it died: the cause line is
+// kept wherever it falls, and the crash is classified by it.
+func TestACrashCauseIsKeptWhereverItIs(t *testing.T) {
+	b := &stderrBuffer{max: 64}
+	for i := 0; i < 100; i++ {
+		_, _ = b.Write([]byte("runtime: a warning line of no consequence\n"))
+	}
+	_, _ = b.Write([]byte("fatal error: runtime: out of mem"))
+	_, _ = b.Write([]byte("ory\ngoroutine 1 [running]:\n"))
+	for i := 0; i < 100; i++ {
+		_, _ = b.Write([]byte("\tmain.f()\n"))
+	}
+	p := exitProblem(nil, b.String(), Limits{Memory: 2 << 30})
+	if p.Reason != ReasonLimit || !strings.Contains(p.Message, "more than the memory limit") {
+		t.Errorf("classified as %s: %s", p.Reason, p.Message)
+	}
+}
