@@ -776,7 +776,11 @@ func TestARemovalADumpCannotSeeIsStillADanger(t *testing.T) {
 	if code != exitIncomplete {
 		t.Errorf("exit %d, want %d: %s", code, exitIncomplete, errOut)
 	}
-	var rep struct{ Summary struct{ Total struct{ Dangers, DataLoss int } } }
+	var rep struct {
+		Summary struct {
+			Total struct{ Dangers, DataLoss int }
+		}
+	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}

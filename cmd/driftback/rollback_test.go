@@ -92,7 +92,7 @@ func TestDiffSaysARestoredCRDComesBackEmpty(t *testing.T) {
 	gitCmd(t, repo, "init", "-q", "-b", "main")
 	// A Secret too, which no dump holds: the restore is still told.
 	commit("widgets", map[string]string{"app/kustomization.yaml": "resources: [crd.yaml, cm.yaml, s.yaml]\n", "app/crd.yaml": crd,
-		"app/s.yaml": "apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\nstringData: {t: x}\n",
+		"app/s.yaml":  "apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\nstringData: {t: x}\n",
 		"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\ndata: {a: b}\n"})
 	commit("Remove widgets", map[string]string{"app/kustomization.yaml": "resources: [cm.yaml, s.yaml]\n"})
 	commit("Revert \"Remove widgets\"", map[string]string{"app/kustomization.yaml": "resources: [crd.yaml, cm.yaml, s.yaml]\n"})

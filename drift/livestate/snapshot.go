@@ -371,7 +371,9 @@ func (s *Snapshot) Kinds(ctx context.Context) ([]object.Kind, error) { return s.
 func (s *Snapshot) Lacks(gk schema.GroupKind) string { return object.Lacks(s.live, gk) }
 
 // LacksIn implements object.NamespacePartial for the reader it reads.
-func (s *Snapshot) LacksIn(gk schema.GroupKind, ns string) string { return object.LacksIn(s.live, gk, ns) }
+func (s *Snapshot) LacksIn(gk schema.GroupKind, ns string) string {
+	return object.LacksIn(s.live, gk, ns)
+}
 
 // TypeConverter implements SchemaSource when the cluster reader does.
 func (s *Snapshot) TypeConverter(ctx context.Context, gvks []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
