@@ -56,8 +56,10 @@ type world struct {
 	seq    int
 	// logs holds every log line; no secret may be among them.
 	logs *logCapture
-	// message, when set, is the next commit's message.
+	// message, when set, is the next commit's message; parents its
+	// parents (a merge), consumed like it.
 	message string
+	parents []plumbing.Hash
 }
 
 func newWorld(t testing.TB, configure func(*config.Config)) *world {
@@ -206,7 +208,9 @@ func (w *world) commit(parent plumbing.Hash, files map[string]any) plumbing.Hash
 	if w.message != "" {
 		msg, w.message = w.message, ""
 	}
-	h, err := wt.Commit(msg, &git.CommitOptions{All: true, AllowEmptyCommits: true,
+	parents := w.parents
+	w.parents = nil
+	h, err := wt.Commit(msg, &git.CommitOptions{All: true, AllowEmptyCommits: true, Parents: parents,
 		Author: &object.Signature{Name: "dev", Email: "dev@example.com", When: time.Unix(1_760_000_000+int64(w.seq), 0)}})
 	if err != nil {
 		w.t.Fatal(err)

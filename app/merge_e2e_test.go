@@ -2,15 +2,11 @@ package app
 
 import (
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/drift"
@@ -22,33 +18,8 @@ import (
 // pull request's head).
 func (w *world) merge(first, second plumbing.Hash, files map[string]any) plumbing.Hash {
 	w.t.Helper()
-	wt, err := w.local.Worktree()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := wt.Checkout(&git.CheckoutOptions{Hash: first, Force: true}); err != nil {
-		w.t.Fatal(err)
-	}
-	for name, v := range files {
-		p := filepath.Join(w.dir, "work", filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			w.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(w.ns(v.(string))), 0o644); err != nil {
-			w.t.Fatal(err)
-		}
-	}
-	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
-		w.t.Fatal(err)
-	}
-	w.seq++
-	h, err := wt.Commit("Merge "+second.String()+" into "+first.String(), &git.CommitOptions{All: true, AllowEmptyCommits: true,
-		Parents: []plumbing.Hash{first, second},
-		Author:  &object.Signature{Name: "GitHub", Email: "noreply@github.com", When: time.Unix(1_760_000_000+int64(w.seq), 0)}})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return h
+	w.message, w.parents = "Merge "+second.String()+" into "+first.String(), []plumbing.Hash{first, second}
+	return w.commit(first, files)
 }
 
 // TestAPullRequestBehindItsBaseIsNotBlamedForIt: a teammate merged a PVC
