@@ -93,6 +93,7 @@ func (a *App) cluster(name string) review.Cluster {
 func (a *App) reviewer() *review.Reviewer {
 	return &review.Reviewer{
 		Renderer: a.renderer, Cluster: a.cluster, Kube: a.kubeClient, Capabilities: a.capabilities, Charts: a.charts, Log: a.log,
-		Rendered: a.metrics.Render,
+		Rendered:        a.metrics.Render,
+		ArgoCDNamespace: func(cluster string) string { return a.cfg.Clusters[cluster].Discover.ArgoNamespace() },
 	}
 }

@@ -63,13 +63,18 @@ func (d *Discover) Where() []string {
 		out = append(out, "flux-system")
 	}
 	if d.ArgoCD {
-		ns := d.ArgoCDNamespace
-		if ns == "" {
-			ns = "argocd"
-		}
-		out = append(out, ns)
+		out = append(out, d.ArgoNamespace())
 	}
 	return out
+}
+
+// ArgoNamespace is Argo CD's own namespace: ArgoCDNamespace or "argocd"
+// (also when d is nil).
+func (d *Discover) ArgoNamespace() string {
+	if d == nil || d.ArgoCDNamespace == "" {
+		return "argocd"
+	}
+	return d.ArgoCDNamespace
 }
 
 // Allows says whether an object in namespace may name repo (owner/name).

@@ -50,6 +50,9 @@ type Reviewer struct {
 	Log    *slog.Logger
 	// Rendered, when set, is told how long each render took.
 	Rendered func(time.Duration)
+	// ArgoCDNamespace is Argo CD's own namespace on a cluster, where the
+	// AppProjects of Applications in other namespaces are; nil is "argocd".
+	ArgoCDNamespace func(cluster string) string
 }
 
 // Cluster is one cluster as a review reads it.
@@ -597,8 +600,12 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	target.Cluster, target.Name = t.Cluster, t.Name
 	target.Reverts = w.reverts
 	if reader != nil {
+		argoNS := ""
+		if r.ArgoCDNamespace != nil {
+			argoNS = r.ArgoCDNamespace(t.Cluster)
+		}
 		// What the reconciler cannot apply, read within the scope.
-		if err := syncfail.Mark(ctx, scope.NewReader(reader, opts.Scope), in.Head, opts.DefaultNamespace, target); err != nil {
+		if err := syncfail.Mark(ctx, scope.NewReader(reader, opts.Scope), in.Head, opts.DefaultNamespace, argoNS, target); err != nil {
 			target.Errors = append(target.Errors, "whether the sync fails could not be checked: "+err.Error())
 		}
 	}

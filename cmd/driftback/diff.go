@@ -235,7 +235,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		// and the live cluster, as serve says it.
 		history = restores(gitRepo, compared)
 	}
-	rep, err := diffOverlays(ctx, setup.renderer, tipTree, baseTree, headTree, overlays, built, reader, liveErr, opts, history, progress(stderr))
+	rep, err := diffOverlays(ctx, setup.renderer, tipTree, baseTree, headTree, overlays, built, liveSide{reader, liveErr, *argoNS}, opts, history, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -493,10 +493,19 @@ func restores(repo *git.Repository, c *drift.Compared) func(context.Context, *dr
 	}
 }
 
+// liveSide is what diff compares with: a reader, or why there is none
+// (given: not asked, by choice), and where Argo CD's projects are.
+type liveSide struct {
+	reader object.LiveReader
+	err    string
+	argoNS string
+}
+
 // diffOverlays renders each overlay at base and head and compares them with
 // the live state. Render problems become errors of their overlay's target.
-func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *render.Tree, overlays []string, builds []*compare.Build, reader object.LiveReader, liveErr string, opts drift.Options,
+func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *render.Tree, overlays []string, builds []*compare.Build, live liveSide, opts drift.Options,
 	history func(context.Context, *drift.Target, object.LiveReader), step func(string, ...any)) (*drift.Report, error) {
+	reader, liveErr := live.reader, live.err
 	start := time.Now()
 	// Plain paths are rendered at once; a reconciler's, each as it builds.
 	var plain []string
@@ -622,7 +631,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 				}
 				targets[i], errs[i] = compareOverlay(ctx, overlays[i], inputs[i], problems[i], reader, liveErr, notAsked, o)
 				if errs[i] == nil && len(problems[i]) == 0 {
-					if err := syncfail.Mark(ctx, reader, inputs[i].Head, o.DefaultNamespace, targets[i]); err != nil {
+					if err := syncfail.Mark(ctx, reader, inputs[i].Head, o.DefaultNamespace, live.argoNS, targets[i]); err != nil {
 						targets[i].Errors = append(targets[i].Errors, "whether the sync fails could not be checked: "+err.Error())
 					}
 				}

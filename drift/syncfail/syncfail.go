@@ -19,16 +19,17 @@ import (
 var crdKind, applicationGK, appProjectKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"},
 	schema.GroupKind{Group: "argoproj.io", Kind: "Application"}, "AppProject"
 
-// argoNamespace is where Argo CD's AppProjects are when an Application in
-// another namespace names one (apps in any namespace).
-const argoNamespace = "argocd"
-
 // Mark adds, to t's live changes of head's objects (the whole render, out
 // of scope or not), what makes the sync fail: a kind the cluster does not
 // serve and head does not define, an Argo CD Application whose AppProject
-// is neither live (in its namespace or Argo CD's) nor in head. A live state
-// that holds some kinds only (a dump) says nothing of either.
-func Mark(ctx context.Context, live object.LiveReader, head []*unstructured.Unstructured, defaultNamespace string, t *drift.Target) error {
+// is neither live (in its namespace or argoNamespace, Argo CD's own, where
+// the projects of Applications in any namespace are; "argocd" when empty)
+// nor in head. A live state that holds some kinds only (a dump) says
+// nothing of either.
+func Mark(ctx context.Context, live object.LiveReader, head []*unstructured.Unstructured, defaultNamespace, argoNamespace string, t *drift.Target) error {
+	if argoNamespace == "" {
+		argoNamespace = "argocd"
+	}
 	if live == nil || t.LiveError != "" || object.IsPartial(live) {
 		return nil
 	}

@@ -30,8 +30,8 @@ func objs(t *testing.T, docs ...string) []*unstructured.Unstructured {
 // cluster does not serve and the head does not define, and an Application
 // whose AppProject exists neither in its namespace, nor in Argo CD's, nor in
 // the head, fail the sync; a served kind, a kind the head's CRD defines and
-// an Application whose project is in Argo CD's namespace do not. A dump
-// says nothing of either.
+// an Application whose project is in Argo CD's namespace (the one given)
+// do not. A dump says nothing of either.
 func TestMarkFlagsOnlyWhatCannotBeApplied(t *testing.T) {
 	live := livestate.NewObjectReader(objs(t,
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team}\n",
@@ -53,7 +53,7 @@ func TestMarkFlagsOnlyWhatCannotBeApplied(t *testing.T) {
 		return tg
 	}
 	tg := target()
-	if err := syncfail.Mark(context.Background(), live, head, "", tg); err != nil {
+	if err := syncfail.Mark(context.Background(), live, head, "", "", tg); err != nil {
 		t.Fatal(err)
 	}
 	failing := map[string]string{}
@@ -65,12 +65,22 @@ func TestMarkFlagsOnlyWhatCannotBeApplied(t *testing.T) {
 	if len(failing) != 2 || !strings.Contains(failing["Gadget/blue"], `no matches for kind "Gadget"`) || !strings.Contains(failing["Application/ghost"], "AppProject ghost does not exist") {
 		t.Errorf("sync-fails on %v; want Gadget/blue and Application/ghost only", failing)
 	}
+	// Argo CD installed elsewhere: the project in "argocd" is not its.
+	tg = target()
+	if err := syncfail.Mark(context.Background(), live, head, "", "gitops", tg); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tg.Changes {
+		if c.Kind+"/"+c.Name == "Application/shop" && len(c.Danger) == 0 {
+			t.Errorf("with Argo CD in gitops, Application/shop's project default (live in argocd only) was found")
+		}
+	}
 	dump, err := livestate.ReadDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	tg = target()
-	if err := syncfail.Mark(context.Background(), dump, head, "", tg); err != nil {
+	if err := syncfail.Mark(context.Background(), dump, head, "", "", tg); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range tg.Changes {
