@@ -87,4 +87,15 @@ func TestAPullRequestBehindItsBaseIsNotBlamedForIt(t *testing.T) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
 		}
 	}
+	// main's tip breaks prod: what main gained cannot be told from a prune,
+	// and the comment says so.
+	broken := w.commit(teammate, map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- data.yaml\n- gone.yaml\n"})
+	w.openPR(3, broken, head, func(p *githubfake.Pull) { p.Mergeable = &no })
+	if code := w.deliver("pull_request", "d-broken", prPayload("opened", 3, head.String())); code != http.StatusAccepted {
+		t.Fatalf("opened: %d", code)
+	}
+	eventually(t, func() bool { return len(w.gh.Comments(fullName, 3)) == 1 }, "the comment of a pull request into a broken main")
+	if body = w.gh.Comments(fullName, 3)[0].Body; !strings.Contains(body, "the base branch's tip does not render") {
+		t.Errorf("the comment does not say main's tip does not render:\n%s", body)
+	}
 }

@@ -112,6 +112,13 @@ type Input struct {
 	Newer []*unstructured.Unstructured
 }
 
+// TipUnrendered is the note of a target compared from a merge base whose
+// base branch tip does not render: what the branch gained since cannot be
+// told from what the pull request would prune.
+func TipUnrendered(problem string) string {
+	return "the base branch's tip does not render (" + problem + "): an object it gained since this branch left it would read here as pruned; rebase, or fix the base branch, to know"
+}
+
 // NewerThan are the objects of tip that base lacks (Input.Newer).
 func NewerThan(tip, base []*unstructured.Unstructured) []*unstructured.Unstructured {
 	in := map[string]bool{}

@@ -420,6 +420,8 @@ func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, tip, base
 		// is not the pull request's to prune.
 		if b := reconcile.Build(ctx, r.Renderer, tip, t.Build(), vars); len(b.Problems) == 0 {
 			atTip = b.Objects
+		} else if !b.Absent {
+			w.notes = append(w.notes, drift.TipUnrendered(b.Problems[0]))
 		}
 	}
 	w.in.Base, w.in.HasBase = objects(base), true

@@ -544,6 +544,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 	rep := &drift.Report{Targets: []drift.Target{}, Errors: []string{}}
 	inputs := make([]drift.Input, len(overlays))
 	problems := make([][]string, len(overlays))
+	tipProblem := make([]string, len(overlays)) // the base branch tip's, compared from a merge base
 	var all []*unstructured.Unstructured
 	for i, path := range overlays {
 		objects := func(o *render.Overlay) ([]*unstructured.Unstructured, []string) {
@@ -567,13 +568,17 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 		var b, h []*unstructured.Unstructured
 		var bp, hp []string
 		var atTip []*unstructured.Unstructured
+		var tp []string
 		switch {
 		case tip != nil && (builds[i].Found() != nil || builds[i].InflatesHelmCharts()):
-			atTip, _ = builds[i].Objects(ctx, r, tip)
+			atTip, tp = builds[i].Objects(ctx, r, tip)
 		case tip != nil:
-			if objs, tp := objects(tipOut[path]); len(tp) == 0 {
-				atTip, _ = builds[i].Rendered(ctx, r, tip, objs)
+			if atTip, tp = objects(tipOut[path]); len(tp) == 0 {
+				atTip, tp = builds[i].Rendered(ctx, r, tip, atTip)
 			}
+		}
+		if len(tp) > 0 {
+			atTip, tipProblem[i] = nil, tp[0]
 		}
 		if builds[i].Found() != nil || builds[i].InflatesHelmCharts() {
 			b, bp = builds[i].Objects(ctx, r, base)
@@ -651,6 +656,9 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 			history(ctx, t, reader)
 		}
 		t.Notes = append(t.Notes, builds[i].Notes()...)
+		if tipProblem[i] != "" {
+			t.Notes = append(t.Notes, drift.TipUnrendered(tipProblem[i]))
+		}
 		builds[i].Fails(t)
 		builds[i].Hide(t)
 		switch {

@@ -600,9 +600,18 @@ func TestDiffComparesWhatMergingDoes(t *testing.T) {
 		"---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop, labels: {app: shop}}\nspec:\n  replicas: 2\n")
 	report("--live", live, "--prune-selector", "app=shop")
 
+	// main breaks: what it gained cannot be told from a prune, and the
+	// output says so.
+	commit(map[string]string{"prod/kustomization.yaml": "resources:\n- web.yaml\n- data.yaml\n- gone.yaml\n"}, "a broken main")
+	out, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "main", "--head", "feature", "--format", "json", "--live", live, "--prune-selector", "app=shop")
+	if code != exitChanges || !strings.Contains(out, "the base branch's tip does not render") {
+		t.Errorf("a tip that does not render: exit %d, no note: %s\n%s", code, out, errOut)
+	}
+	commit(map[string]string{"prod/kustomization.yaml": "resources:\n- web.yaml\n- data.yaml\n"}, "main fixed")
+
 	// main changes the same line differently: --merged refuses, naming it.
 	commit(map[string]string{"prod/web.yaml": strings.Replace(web, "replicas: 2", "replicas: 5", 1)}, "five on main")
-	_, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "main", "--head", "feature", "--merged")
+	_, errOut, code = runCLI(t, "diff", "--repo", repo, "--base", "main", "--head", "feature", "--merged")
 	if code != exitError || !strings.Contains(errOut, "both sides change prod/web.yaml differently") {
 		t.Errorf("a conflict with --merged: exit %d: %s", code, errOut)
 	}
