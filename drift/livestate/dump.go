@@ -34,8 +34,9 @@ type DirReader struct {
 	// cluster (NewObjectReader).
 	partial bool
 	// namespaces are where the index says namespaced kinds were read; nil
-	// for everywhere.
+	// for everywhere. The kinds of everywhere were read in every namespace.
 	namespaces map[string]bool
+	everywhere map[schema.GroupKind]bool
 }
 
 // DumpIndexFile names the file of a dump folder that lists the kinds read
@@ -49,8 +50,10 @@ type DumpIndex struct {
 	// Kinds are the kinds read whole, as "Kind" (core) or "group/Kind".
 	Kinds []string `json:"kinds"`
 	// Namespaces, when set, are the only namespaces the namespaced kinds
-	// were read in.
+	// were read in, but those of Everywhere.
 	Namespaces []string `json:"namespaces,omitempty"`
+	// Everywhere are the kinds read in every namespace (as Kinds).
+	Everywhere []string `json:"everywhere,omitempty"`
 }
 
 // LacksIn implements object.NamespacePartial: a namespaced kind the index
@@ -59,7 +62,7 @@ func (r *DirReader) LacksIn(gk schema.GroupKind, namespace string) string {
 	if why := r.Lacks(gk); why != "" {
 		return why
 	}
-	if r.namespaces == nil || r.namespaces[namespace] {
+	if r.namespaces == nil || r.namespaces[namespace] || r.everywhere[gk] {
 		return ""
 	}
 	return "the live dump read its namespaced kinds in other namespaces than " + namespace
@@ -137,12 +140,18 @@ func (r *DirReader) readIndex(path string, b []byte) error {
 	if err := utilyaml.Unmarshal(b, &idx); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	for _, k := range idx.Kinds {
-		group, kind, ok := strings.Cut(k, "/")
-		if !ok {
-			group, kind = "", k
+	gk := func(k string) schema.GroupKind {
+		if group, kind, ok := strings.Cut(k, "/"); ok {
+			return schema.GroupKind{Group: group, Kind: kind}
 		}
-		r.held[schema.GroupKind{Group: group, Kind: kind}] = true
+		return schema.GroupKind{Kind: k}
+	}
+	for _, k := range idx.Kinds {
+		r.held[gk(k)] = true
+	}
+	r.everywhere = map[schema.GroupKind]bool{}
+	for _, k := range idx.Everywhere {
+		r.everywhere[gk(k)] = true
 	}
 	if len(idx.Namespaces) > 0 {
 		r.namespaces = map[string]bool{}

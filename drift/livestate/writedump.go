@@ -1,0 +1,138 @@
+package livestate
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/drift/object"
+)
+
+// secretKind is never dumped: a dump holds no Secret's value.
+var secretKind = schema.GroupKind{Kind: "Secret"}
+
+// noisyKinds are the kinds a namespace's count leaves out (the server
+// makes them, or they mirror others), as the comparison does.
+var noisyKinds = map[schema.GroupKind]bool{
+	{Kind: "Event"}: true, {Group: "events.k8s.io", Kind: "Event"}: true, {Group: "discovery.k8s.io", Kind: "EndpointSlice"}: true,
+	{Kind: "Endpoints"}: true, {Group: "coordination.k8s.io", Kind: "Lease"}: true,
+}
+
+// Dumped is what WriteDump wrote.
+type Dumped struct {
+	Objects    int
+	Kinds      []string // as DumpIndex lists them
+	Namespaces []string
+	Everywhere []string
+}
+
+// WriteDump writes into dir (created; files there of the same names are
+// replaced) what comparing objs, a render placed where the apply puts it,
+// with the live state needs, and the index (DumpIndexFile) that says what
+// it holds: the kinds objs hold, Namespaces, claims and volumes, CRDs and
+// the custom resources of the CRDs rendered, and every namespaced kind the
+// cluster serves (what removing a namespace deletes); in the namespaces the
+// objects are in and those objs create, but the custom resources of objs'
+// CRDs (everywhere: what removing their CRD deletes). Secrets are never
+// written: a dump holds no Secret's value.
+func WriteDump(ctx context.Context, live object.LiveReader, objs []*unstructured.Unstructured, dir string) (Dumped, error) {
+	kinds, namespaces, everywhere := dumpPlan(objs)
+	served, err := live.Kinds(ctx)
+	if err != nil {
+		return Dumped{}, fmt.Errorf("the cluster could not be read: %w", err)
+	}
+	namespaced := map[schema.GroupKind]bool{}
+	for _, k := range served {
+		gk := k.GroupKind()
+		namespaced[gk] = k.Namespaced
+		if k.Namespaced && gk != secretKind && !noisyKinds[gk] {
+			kinds[gk] = true
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Dumped{}, err
+	}
+	out := Dumped{Namespaces: namespaces}
+	for _, gk := range slices.SortedFunc(maps.Keys(kinds), func(a, b schema.GroupKind) int { return strings.Compare(a.String(), b.String()) }) {
+		isNamespaced, ok := namespaced[gk]
+		if !ok {
+			continue // not served: nothing of it is live
+		}
+		var items []any
+		where := []string{""} // cluster-scoped, or every namespace
+		switch {
+		case isNamespaced && !everywhere[gk]:
+			where = namespaces
+		case isNamespaced:
+			out.Everywhere = append(out.Everywhere, strings.TrimPrefix(gk.Group+"/"+gk.Kind, "/"))
+		}
+		for _, ns := range where {
+			l, err := live.List(ctx, gk, ns, nil)
+			if err != nil {
+				return Dumped{}, fmt.Errorf("list %s: %w", gk, err)
+			}
+			for _, o := range l {
+				items = append(items, o.Object)
+			}
+		}
+		out.Kinds = append(out.Kinds, strings.TrimPrefix(gk.Group+"/"+gk.Kind, "/"))
+		out.Objects += len(items)
+		if len(items) == 0 {
+			continue
+		}
+		b, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+		if err != nil {
+			return Dumped{}, err
+		}
+		name := strings.ToLower(strings.TrimPrefix(gk.Group+"_"+gk.Kind, "_")) + ".yaml"
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return Dumped{}, err
+		}
+	}
+	index, err := yaml.Marshal(DumpIndex{APIVersion: "driftback.io/v1", Kind: "Dump", Kinds: out.Kinds, Namespaces: namespaces, Everywhere: out.Everywhere})
+	if err != nil {
+		return Dumped{}, err
+	}
+	return out, os.WriteFile(filepath.Join(dir, DumpIndexFile), index, 0o644)
+}
+
+// dumpPlan is what a comparison of objs needs read (WriteDump): the kinds,
+// the namespaces, and the kinds read in every namespace.
+func dumpPlan(objs []*unstructured.Unstructured) (map[schema.GroupKind]bool, []string, map[schema.GroupKind]bool) {
+	everywhere := map[schema.GroupKind]bool{}
+	kinds := map[schema.GroupKind]bool{
+		{Kind: "Namespace"}: true, {Kind: "PersistentVolumeClaim"}: true, {Kind: "PersistentVolume"}: true,
+		{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: true,
+	}
+	nss := map[string]bool{}
+	for _, o := range objs {
+		gk := o.GroupVersionKind().GroupKind()
+		if gk != secretKind {
+			kinds[gk] = true
+		}
+		if ns := o.GetNamespace(); ns != "" {
+			nss[ns] = true
+		}
+		switch gk {
+		case schema.GroupKind{Kind: "Namespace"}:
+			nss[o.GetName()] = true
+		case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+			kinds[schema.GroupKind{Group: group, Kind: kind}] = true
+			everywhere[schema.GroupKind{Group: group, Kind: kind}] = true
+		}
+	}
+	if len(nss) == 0 {
+		nss["default"] = true
+	}
+	return kinds, slices.Sorted(maps.Keys(nss)), everywhere
+}

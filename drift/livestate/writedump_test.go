@@ -1,0 +1,85 @@
+package livestate_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
+)
+
+func parse(t *testing.T, docs ...string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, d := range docs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// TestAWrittenDumpReadsAsWhatItHolds: a dump written for a render in
+// namespace shop holds the rendered kinds, every namespaced kind there,
+// PVCs and Namespaces, and the custom resources of the render's CRD in
+// every namespace; read back, it knows nothing of other namespaces, of
+// kinds it did not read, or of Secrets, which it never holds.
+func TestAWrittenDumpReadsAsWhatItHolds(t *testing.T) {
+	ctx := context.Background()
+	cluster := livestate.NewObjectReader(parse(t,
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\ndata: {a: b}\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: billing}\n",
+		"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: shop}\n",
+		"apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: runner, namespace: shop}\n",
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\ndata: {t: c2VjcmV0}\n",
+		"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: blue, namespace: billing}\n"))
+	render := parse(t,
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\n",
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\n",
+		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec: {group: example.com, names: {kind: Widget}, scope: Namespaced}\n")
+	dir := t.TempDir()
+	got, err := livestate.WriteDump(ctx, cluster, render, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Objects != 5 || strings.Join(got.Namespaces, ",") != "shop" {
+		t.Errorf("wrote %d objects in %v; want 5 (no Secret, no CRD: the cluster has none, nothing of billing but its Widget) in shop", got.Objects, got.Namespaces)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(string(b), "c2VjcmV0") || strings.Contains(string(b), "kind: Secret") {
+			t.Errorf("%s holds a Secret:\n%s", f, b)
+		}
+	}
+	dump, err := livestate.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, secret, widget, deploy := schema.GroupKind{Kind: "ConfigMap"}, schema.GroupKind{Kind: "Secret"}, schema.GroupKind{Group: "example.com", Kind: "Widget"}, schema.GroupKind{Group: "apps", Kind: "Deployment"}
+	for _, c := range []struct {
+		gk   schema.GroupKind
+		ns   string
+		lack bool
+	}{
+		{cm, "shop", false}, {schema.GroupKind{Kind: "ServiceAccount"}, "shop", false}, {schema.GroupKind{Kind: "PersistentVolumeClaim"}, "shop", false},
+		{cm, "billing", true}, {widget, "billing", false}, {secret, "shop", true}, {deploy, "shop", true},
+	} {
+		if why := object.LacksIn(dump, c.gk, c.ns); (why != "") != c.lack {
+			t.Errorf("%s in %s: lacks %q; want lacking %v", c.gk, c.ns, why, c.lack)
+		}
+	}
+	if l, err := dump.List(ctx, widget, "", nil); err != nil || len(l) != 1 {
+		t.Errorf("the Widget in billing: %v %v", l, err)
+	}
+}
