@@ -93,6 +93,10 @@ func loadReleaseValues(ctx context.Context, in chartInput) (*releaseValues, stri
 			if why := encryptedSource(in.objs, hr.GetNamespace(), refs); why != "" {
 				return nil, why
 			}
+			if by := object.SecretMaker(in.objs, missing.Name.Namespace, missing.Name.Name); missing.Kind == "Secret" && by != "" {
+				// helm-controller retries until the operator creates it.
+				return nil, fmt.Sprintf("its values come from Secret %s/%s, which %s of this target creates once applied: the release is rendered when the cluster holds it", missing.Name.Namespace, missing.Name.Name, by)
+			}
 			if !rendered(in.objs, missing.Kind, missing.Name.Namespace, missing.Name.Name) {
 				// Nor will it be: helm-controller fails the release.
 				return nil, failsPrefix + hide.In(err.Error(), seen.hidden)

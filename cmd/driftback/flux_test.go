@@ -296,7 +296,7 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 	files := map[string]string{
 		path + "/kustomization.yaml":    "resources: [cm.yaml]\n",
 		path + "/cm.yaml":               "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {cluster: '${CLUSTER}'}\n",
-		"plain/kustomization.yaml":      "namespace: " + ns + "\nresources: [widget.yaml, app.yaml, ok.yaml, release.yaml]\n",
+		"plain/kustomization.yaml":      "namespace: " + ns + "\nresources: [widget.yaml, app.yaml, ok.yaml, release.yaml, vault.yaml]\n",
 		"charts/tiny/Chart.yaml":        "apiVersion: v2\nname: tiny\nversion: 0.1.0\n",
 		"charts/tiny/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: tiny}\ndata: {a: '{{ .Values.a }}'}\n",
 		// No namespace written: placed in default, as the apply does.
@@ -304,6 +304,14 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 		"bare/gadget.yaml":        "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: bare}\n",
 		"plain/release.yaml": "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: tiny}\nspec:\n  interval: 10m\n" +
 			"  chart: {spec: {chart: ./charts/tiny, sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}}}\n  valuesFrom: [{kind: ConfigMap, name: tiny-values}]\n",
+		// Its values' Secret is made by an ExternalSecret of the change:
+		// helm-controller retries until it exists, no sync fails.
+		"plain/vault.yaml": "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: vault}\nspec:\n  interval: 10m\n" +
+			"  chart: {spec: {chart: ./charts/tiny, sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}}}\n  valuesFrom: [{kind: Secret, name: vault-values}]\n" +
+			"---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: externalsecrets.external-secrets.io}\n" +
+			"spec:\n  group: external-secrets.io\n  names: {kind: ExternalSecret, plural: externalsecrets, singular: externalsecret, listKind: ExternalSecretList}\n  scope: Namespaced\n" +
+			"  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]\n" +
+			"---\napiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: vault}\nspec:\n  target: {name: vault-values}\n",
 		// Served, defined by the change, or with a project that exists:
 		// none of these fails.
 		"plain/ok.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine}\n---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: sprockets.example.com}\n" +
@@ -356,6 +364,9 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 		if !strings.Contains(fails[obj], want) {
 			t.Errorf("%s: sync-fails %q, want it to say %q\n%s", obj, fails[obj], want, out)
 		}
+	}
+	if !strings.Contains(out, "its values come from Secret "+ns+"/vault-values, which ExternalSecret "+ns+"/vault of this target creates once applied") {
+		t.Errorf("the release whose values an ExternalSecret makes is not said to wait for it:\n%s", out)
 	}
 }
 
