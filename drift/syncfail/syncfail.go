@@ -106,13 +106,15 @@ func Mark(ctx context.Context, live object.LiveReader, head []*unstructured.Unst
 // Build marks a target whose reconciler fails to build it at all (a
 // substituteFrom object that is missing and not optional): a sync-fails
 // danger on the reconciler object, with its message. Nothing else of the
-// target is applied, so a sync changes nothing else live.
+// target is applied, so a sync changes nothing else live: not even what
+// the live state could not be compared on (Unread, OutOfScope), whose Git
+// dangers no longer count; the pull request's Git change (PR) stays.
 func Build(t *drift.Target, obj object.Ref, message string) {
 	ch := drift.Change{APIVersion: obj.APIVersion(), Kind: obj.Kind, Namespace: obj.Namespace, Name: obj.Name, Action: drift.ActionUnchanged,
 		Note:   "the reconciler's build of this target fails: nothing of it is applied",
 		Danger: []drift.Danger{{Reason: drift.DangerSyncFails, Count: 1, Message: message}}}
 	if t.LiveError == "" {
-		t.Changes = []drift.Change{ch}
+		t.Changes, t.Unread, t.OutOfScope = []drift.Change{ch}, nil, nil
 	}
 	t.PR = append(t.PR, ch)
 }

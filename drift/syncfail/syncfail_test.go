@@ -10,6 +10,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/drift/syncfail"
 )
 
@@ -87,5 +88,22 @@ func TestMarkFlagsOnlyWhatCannotBeApplied(t *testing.T) {
 		if len(c.Danger) > 0 {
 			t.Errorf("a dump says %s/%s fails: %v", c.Kind, c.Name, c.Danger)
 		}
+	}
+}
+
+// TestABuildThatFailsAppliesNothing: a target whose build fails tells only
+// that: none of its live changes, nor the Git dangers of what the live
+// state could not be compared on, is what a sync does; its Git change stays.
+func TestABuildThatFailsAppliesNothing(t *testing.T) {
+	pvc := drift.Change{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: "shop", Name: "data", Action: drift.ActionDelete,
+		Danger: []drift.Danger{{Reason: drift.DangerPVCRemoval, Count: 1}}}
+	tg := &drift.Target{Changes: []drift.Change{{Kind: "ConfigMap", Name: "web", Action: drift.ActionUpdate}}, Unread: []drift.Change{pvc}, OutOfScope: []drift.Change{pvc}, PR: []drift.Change{pvc}}
+	syncfail.Build(tg, object.Ref{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization", Namespace: "flux-system", Name: "apps"}, `configmaps "vars" not found`)
+	told := tg.Told()
+	if len(told) != 1 || told[0].Kind != "Kustomization" || len(told[0].Danger) != 1 || told[0].Danger[0].Reason != drift.DangerSyncFails {
+		t.Errorf("a failed build tells %+v; want its sync-fails only", told)
+	}
+	if len(tg.PR) != 2 || tg.PR[0].Name != "data" {
+		t.Errorf("the pull request's Git change is lost: %+v", tg.PR)
 	}
 }
