@@ -321,7 +321,9 @@ var severityCount = map[drift.Severity]string{
 func verdict(r *drift.Report, opts CommentOptions, dangers dangerList) string {
 	incomplete := ""
 	for _, t := range r.Targets {
-		if t.NotCompared != "" || len(t.Errors) > 0 {
+		// A live state that failed, or lacks kinds: what it would have
+		// shown (an overwrite, a count) is unknown.
+		if t.NotCompared != "" || len(t.Errors) > 0 || len(t.Unread) > 0 || (t.LiveError != "" && !t.LiveNotAsked) {
 			incomplete = " Not everything was compared: see ❌ below."
 			break
 		}
@@ -565,7 +567,7 @@ func targetBlocks(index int, t drift.Target, dangers dangerList) []string {
 	}
 	if len(t.Unread) > 0 {
 		var b strings.Builder
-		fmt.Fprintf(&b, "#### ❌ Not compared with the cluster (%d)\n\nNothing live is known of these objects, not even whether they exist: what a sync does to them, and the dangers that hang on them, are unknown.\n\n", len(t.Unread))
+		fmt.Fprintf(&b, "#### ❌ Not compared with the cluster (%d)\n\nNothing live is known of these objects, not even whether they exist: what a sync does to them is unknown. The dangers Git alone shows (a removal) are counted above; those only the cluster shows (a live change overwritten, what a removal holds) are not.\n\n", len(t.Unread))
 		for _, c := range t.Unread {
 			fmt.Fprintf(&b, "- %s: %s in Git; %s\n", code(refString(c)), text(string(c.Action)), text(c.Note))
 		}

@@ -119,4 +119,22 @@ func TestNoAllClearWhenSomethingWasNotCompared(t *testing.T) {
 	if !strings.Contains(out, "⚠️ **Not everything was compared** (see ❌ below); nothing in what was is dangerous.") || strings.Contains(out, "✅") {
 		t.Errorf("the verdict with a target not compared:\n%s", out)
 	}
+	// Objects the live state lacks, a cluster that failed: the same. A
+	// cluster not read by choice is a whole Git comparison.
+	cm := drift.Change{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "app", Action: drift.ActionCreate}
+	for _, c := range []struct {
+		target drift.Target
+		whole  bool
+	}{
+		{drift.Target{Path: "unread", Unread: []drift.Change{cm}}, false},
+		{drift.Target{Path: "down", LiveError: "connection refused", PR: []drift.Change{cm}}, false},
+		{drift.Target{Path: "git", LiveError: "no cluster given", LiveNotAsked: true, PR: []drift.Change{cm}}, true},
+	} {
+		rep := imageBump()
+		rep.Targets = append(rep.Targets, c.target)
+		out := strings.Join(Comment(rep, CommentOptions{}), "")
+		if strings.Contains(out, "✅ **Nothing here is dangerous**") != c.whole {
+			t.Errorf("%s: the verdict:\n%s", c.target.Path, out)
+		}
+	}
 }
