@@ -670,7 +670,7 @@ func Judge(name string, target *drift.Target, policy config.Policy, labels map[s
 	case len(target.OutOfScope) > 0:
 		check.Conclusion, check.Title = "neutral", report.OutOfScopeTitle(len(target.OutOfScope))
 	case len(target.Unread) > 0:
-		check.Conclusion, check.Title = "neutral", fmt.Sprintf("%d objects not compared with the cluster: the live state does not hold their kind", len(target.Unread))
+		check.Conclusion, check.Title = "neutral", report.Plural(len(target.Unread), "object")+" not compared with the cluster: the live state does not hold their kind"
 	case len(failing) > 0:
 		check.Conclusion, check.Title = "success", report.AcknowledgedTitle(policy.AckLabel)
 	default:

@@ -178,3 +178,19 @@ func TestATargetOnAnUnnamedRepositoryIsAdvisory(t *testing.T) {
 		t.Errorf("a named target's failure: aggregate %s", agg.Conclusion)
 	}
 }
+
+// TestJudgeUnreadIsNotASuccess: objects the live state does not hold
+// leave the check neutral, never a success; a danger Git alone shows on
+// them still fails it.
+func TestJudgeUnreadIsNotASuccess(t *testing.T) {
+	cm := drift.Change{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "app", Action: drift.ActionCreate}
+	pvc := drift.Change{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: "shop", Name: "data", Action: drift.ActionDelete,
+		Danger: []drift.Danger{{Reason: drift.DangerPVCRemoval, Count: 1}}}
+	policy := config.Policy{FailOn: []drift.DangerReason{drift.DangerPVCRemoval}, AckLabel: config.DefaultAckLabel}
+	if c := Judge("prod", &drift.Target{Path: "prod", Unread: []drift.Change{cm}}, policy, nil); c.Conclusion != "neutral" || !strings.Contains(c.Title, "1 object not compared with the cluster") {
+		t.Errorf("unread: %+v, want neutral", c)
+	}
+	if c := Judge("prod", &drift.Target{Path: "prod", Unread: []drift.Change{pvc}}, policy, nil); c.Conclusion != "failure" {
+		t.Errorf("an unread claim removed: %+v, want a failure", c)
+	}
+}
