@@ -769,6 +769,11 @@ func TestADumpOfSomeKindsIsReadAsSuch(t *testing.T) {
 	if rep.Summary.Complete {
 		t.Error("the report says it is complete")
 	}
+	// drift says the same, and exits as not whole.
+	out, errOut, code = runCLI(t, "drift", "--repo", demoDir+"/pr", "--path", "apps/shop/overlays/production", "--live", some, "--format", "json")
+	if code != exitIncomplete || !strings.Contains(out, "the live dump has no PersistentVolumeClaim") || !strings.Contains(errOut, "the live dump has no PersistentVolumeClaim") {
+		t.Errorf("drift: exit %d, want %d, the claim unread in JSON and on stderr:\n%s\n%s", code, exitIncomplete, out, errOut)
+	}
 }
 
 // TestARemovalADumpCannotSeeIsStillADanger: Git removes a claim; the dump
