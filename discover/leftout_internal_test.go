@@ -11,7 +11,7 @@ import (
 
 // TestAKindNotServedLeavesNothingOut: a reconciler whose CRD the cluster
 // does not serve has no object to leave out (the apiserver answers
-// NotFound), which is not an error; one that is served is counted.
+// NotFound), which is not an error.
 func TestAKindNotServedLeavesNothingOut(t *testing.T) {
 	env := kubetest.New(t)
 	kubetest.InstallCRDs(t, env, kubetest.ReconcilerCRDs(t)...)
