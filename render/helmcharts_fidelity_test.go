@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,7 +29,7 @@ func TestHelmChartsRenderAsKustomizeDoes(t *testing.T) {
 	dir := t.TempDir()
 	chart := testfs.Read(t, filepath.Join("helm", "testdata", "shop"))
 	files := map[string]string{
-		"overlay/kustomization.yaml": "namespace: shop\nresources: [../web, ../worker, cm.yaml]\ncommonLabels: {team: shop}\n",
+		"overlay/kustomization.yaml": "namespace: shop\nresources: [../web, ../worker, ../legacy, cm.yaml]\ncommonLabels: {team: shop}\n",
 		"overlay/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: fast}\n",
 		"web/kustomization.yaml": "helmCharts:\n- name: shop\n  releaseName: web\n  includeCRDs: true\n  valuesInline:\n    replicaCount: 3\n" +
 			"    image: {tag: \"2.0\"}\n    storage: {size: 5Gi}\n",
@@ -36,10 +37,14 @@ func TestHelmChartsRenderAsKustomizeDoes(t *testing.T) {
 			"  valuesFile: values/base.yaml\n  valuesMerge: merge\n  valuesInline: {replicaCount: 9, migrate: false}\n  additionalValuesFiles: [values/extra.yaml]\n",
 		"worker/values/base.yaml":  "replicaCount: 1\nimage: {repository: registry.example.com/worker, tag: \"1.1\"}\nstorage: {size: 2Gi}\nmigrate: true\ncache: {enabled: false}\n",
 		"worker/values/extra.yaml": "storage: {size: 8Gi}\n",
+		// The legacy form, which kustomize turns into helmCharts.
+		"legacy/kustomization.yaml": "helmChartInflationGenerator:\n- chartName: shop\n  releaseName: old\n  releaseNamespace: legacy\n" +
+			"  valuesLocal: {replicaCount: 4, migrate: false}\n",
 	}
 	for name, b := range chart {
 		files["web/charts/shop/"+name] = string(b)
 		files["worker/vendor/shop/"+name] = string(b)
+		files["legacy/charts/shop/"+name] = string(b)
 	}
 	testfs.Write(t, dir, files)
 
@@ -84,6 +89,15 @@ func TestHelmChartsRenderAsKustomizeDoes(t *testing.T) {
 		got[key(o)] = o
 	}
 	t.Logf("%d objects", len(want))
+	legacy := 0
+	for _, o := range got {
+		if o.GetLabels()["app.kubernetes.io/instance"] == "old" || strings.HasPrefix(o.GetName(), "old-") {
+			legacy++
+		}
+	}
+	if legacy == 0 {
+		t.Errorf("nothing of the legacy helmChartInflationGenerator is rendered")
+	}
 	if len(got) != len(want) || len(want) < 8 {
 		t.Errorf("%d objects, kustomize build --enable-helm renders %d", len(got), len(want))
 	}
