@@ -7,26 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/internal/testfs"
 )
-
-func parse(t *testing.T, docs ...string) []*unstructured.Unstructured {
-	t.Helper()
-	var out []*unstructured.Unstructured
-	for _, d := range docs {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, u)
-	}
-	return out
-}
 
 // TestAWrittenDumpReadsAsWhatItHolds: a dump written for a render in
 // namespace shop holds the rendered kinds, every namespaced kind there,
@@ -35,7 +21,7 @@ func parse(t *testing.T, docs ...string) []*unstructured.Unstructured {
 // kinds it did not read, or of Secrets, which it never holds.
 func TestAWrittenDumpReadsAsWhatItHolds(t *testing.T) {
 	ctx := context.Background()
-	cluster := livestate.NewObjectReader(parse(t,
+	cluster := livestate.NewObjectReader(testfs.Objects(t,
 		"apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n",
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\ndata: {a: b}\n",
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: billing}\n",
@@ -43,7 +29,7 @@ func TestAWrittenDumpReadsAsWhatItHolds(t *testing.T) {
 		"apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: runner, namespace: shop}\n",
 		"apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\ndata: {t: c2VjcmV0}\n",
 		"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: blue, namespace: billing}\n"))
-	render := parse(t,
+	render := testfs.Objects(t,
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\n",
 		"apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\n",
 		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec: {group: example.com, names: {kind: Widget}, scope: Namespaced}\n")

@@ -5,27 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
-
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/drift/syncfail"
+	"github.com/driftback/driftback/internal/testfs"
 )
-
-func objs(t *testing.T, docs ...string) []*unstructured.Unstructured {
-	t.Helper()
-	var out []*unstructured.Unstructured
-	for _, d := range docs {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, u)
-	}
-	return out
-}
 
 // TestMarkFlagsOnlyWhatCannotBeApplied: of a head render, a kind the
 // cluster does not serve and the head does not define, and an Application
@@ -34,12 +19,12 @@ func objs(t *testing.T, docs ...string) []*unstructured.Unstructured {
 // an Application whose project is in Argo CD's namespace (the one given)
 // do not. A dump says nothing of either.
 func TestMarkFlagsOnlyWhatCannotBeApplied(t *testing.T) {
-	live := livestate.NewObjectReader(objs(t,
+	live := livestate.NewObjectReader(testfs.Objects(t,
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team}\n",
 		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec: {group: example.com, names: {kind: Widget}, scope: Namespaced}\n",
 		"apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata: {name: default, namespace: argocd}\nspec: {}\n",
 		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: live, namespace: argocd}\nspec: {project: default}\n"))
-	head := objs(t,
+	head := testfs.Objects(t,
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine, namespace: team}\n",
 		"apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: blue, namespace: team}\n",
 		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: sprockets.example.com}\nspec: {group: example.com, names: {kind: Sprocket}}\n",

@@ -1,5 +1,5 @@
 // Package testfs writes the files of a test's repository tree, and reads
-// them as a render tree.
+// them as a render tree; Objects parses a test's objects.
 package testfs
 
 import (
@@ -8,8 +8,26 @@ import (
 	"path/filepath"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
 	"github.com/driftback/driftback/render"
 )
+
+// Objects parses each of docs, one YAML object each; a failure fails the
+// test.
+func Objects(t testing.TB, docs ...string) []*unstructured.Unstructured {
+	t.Helper()
+	out := make([]*unstructured.Unstructured, 0, len(docs))
+	for _, d := range docs {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
 
 // Write writes files (slash-separated paths below dir) with their parent
 // directories; a failure fails the test.
