@@ -21,16 +21,17 @@ import (
 )
 
 func runDump(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("dump", "dump --repo DIR [--ref REF] --path OVERLAY... --kubeconfig FILE [--context NAME] --out DIR", stderr)
+	fs := newFlagSet("dump", "dump --repo DIR [--ref REF]... --path OVERLAY... --kubeconfig FILE [--context NAME] --out DIR", stderr)
 	repo := fs.String("repo", ".", "repository `DIR` (its root)")
-	ref := fs.String("ref", "", "render at this branch, tag or SHA (default: the working tree)")
+	var refs multiFlag
+	fs.Var(&refs, "ref", "render at this branch, tag or SHA (repeatable: give a pull request's base and head, so what it removes is in the dump too; default: the working tree)")
 	var paths multiFlag
 	fs.Var(&paths, "path", "an overlay whose live state to dump (repeatable)")
 	kubeconfig := fs.String("kubeconfig", "", "read the cluster through this kubeconfig `FILE`")
 	kubeContext := fs.String("context", "", "the kubeconfig context")
 	limits := clientLimitFlags(fs)
 	argoNS := fs.String("argocd-namespace", "argocd", "the namespace of Argo CD and its Applications")
-	out := fs.String("out", "", "write the dump into this `DIR` (created; files there of the same names are replaced)")
+	out := fs.String("out", "", "write the dump into this `DIR` (created; an earlier dump there is replaced; a folder of other files is refused)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -54,9 +55,14 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	tree, err := openTree(*repo, *ref)
-	if err != nil {
-		return fail("%v", err)
+	if len(refs) == 0 {
+		refs = multiFlag{""}
+	}
+	trees := make([]*render.Tree, len(refs))
+	for i, ref := range refs {
+		if trees[i], err = openTree(*repo, ref); err != nil {
+			return fail("%v", err)
+		}
 	}
 	cfg, err := kubeConfig(*kubeconfig, *kubeContext, *limits)
 	if err != nil {
@@ -68,7 +74,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	}
 	// Built as diff builds them: as the reconciler on the cluster does,
 	// with their charts, so the namespaces and kinds are the same.
-	setup := buildSetup{cfg: cfg, argoNS: *argoNS, base: tree, renderer: render.New(render.DefaultOptions())}
+	setup := buildSetup{cfg: cfg, argoNS: *argoNS, base: trees[0], renderer: render.New(render.DefaultOptions())}
 	var gitRepo *git.Repository
 	if g, err := gitrepo.Open(*repo); err == nil {
 		gitRepo = g
@@ -79,15 +85,20 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	say := func(format string, a ...any) { fmt.Fprintf(stderr, "driftback dump: "+format+"\n", a...) }
 	var objs []*unstructured.Unstructured
 	for i, b := range builds(ctx, overlays, nil, setup, say) {
-		o, problems := b.Objects(ctx, setup.renderer, tree)
-		if len(problems) > 0 {
-			return fail("%s does not render: %s", overlays[i], strings.Join(problems, "; "))
+		for j, tree := range trees {
+			if !tree.HasDir(overlays[i]) && len(trees) > 1 {
+				continue // an overlay one side adds or removes
+			}
+			o, problems := b.Objects(ctx, setup.renderer, tree)
+			if len(problems) > 0 {
+				return fail("%s does not render%s: %s", overlays[i], at(refs[j]), strings.Join(problems, "; "))
+			}
+			// Where the apply puts what names no namespace.
+			if o, err = object.Place(ctx, reader, o, b.DefaultNamespace()); err != nil {
+				return fail("%v", err)
+			}
+			objs = append(objs, o...)
 		}
-		// Where the apply puts what names no namespace.
-		if o, err = object.Place(ctx, reader, o, b.DefaultNamespace()); err != nil {
-			return fail("%v", err)
-		}
-		objs = append(objs, o...)
 	}
 	dumped, err := livestate.WriteDump(ctx, reader, objs, *out)
 	if err != nil {
@@ -103,4 +114,12 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// at names a ref in a message: " at REF", or "" for the working tree.
+func at(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return " at " + ref
 }

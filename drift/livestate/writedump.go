@@ -2,7 +2,9 @@ package livestate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -34,8 +36,8 @@ type Dumped struct {
 	Everywhere []string
 }
 
-// WriteDump writes into dir (created; files there of the same names are
-// replaced) what comparing objs, a render placed where the apply puts it,
+// WriteDump writes into dir (created, or replaced when it holds an earlier
+// dump; refused when it holds anything else) what comparing objs, a render placed where the apply puts it,
 // with the live state needs, and the index (DumpIndexFile) that says what
 // it holds: the kinds objs hold, Namespaces, claims and volumes, CRDs and
 // the custom resources of the CRDs rendered, and every namespaced kind the
@@ -57,14 +59,28 @@ func WriteDump(ctx context.Context, live object.LiveReader, objs []*unstructured
 			kinds[gk] = true
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Written whole into a new folder, then put in place of dir: a kind
+	// that has no object left must not keep an earlier dump's file.
+	if err := replaceable(dir); err != nil {
+		return Dumped{}, err
+	}
+	parent, base := filepath.Split(filepath.Clean(dir))
+	if parent == "" {
+		parent = "."
+	}
+	tmp, err := os.MkdirTemp(parent, "."+base+"-")
+	if err != nil {
+		return Dumped{}, err
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		return Dumped{}, err
 	}
 	out := Dumped{Namespaces: namespaces}
 	for _, gk := range slices.SortedFunc(maps.Keys(kinds), func(a, b schema.GroupKind) int { return strings.Compare(a.String(), b.String()) }) {
 		isNamespaced, ok := namespaced[gk]
-		if !ok {
-			continue // not served: nothing of it is live
+		if !ok || gk == secretKind {
+			continue // not served: nothing of it is live; never a Secret
 		}
 		var items []any
 		where := []string{""} // cluster-scoped, or every namespace
@@ -93,7 +109,7 @@ func WriteDump(ctx context.Context, live object.LiveReader, objs []*unstructured
 			return Dumped{}, err
 		}
 		name := strings.ToLower(strings.TrimPrefix(gk.Group+"_"+gk.Kind, "_")) + ".yaml"
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
 			return Dumped{}, err
 		}
 	}
@@ -101,7 +117,36 @@ func WriteDump(ctx context.Context, live object.LiveReader, objs []*unstructured
 	if err != nil {
 		return Dumped{}, err
 	}
-	return out, os.WriteFile(filepath.Join(dir, DumpIndexFile), index, 0o644)
+	if err := os.WriteFile(filepath.Join(tmp, DumpIndexFile), index, 0o644); err != nil {
+		return Dumped{}, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return Dumped{}, err
+	}
+	return out, os.Rename(tmp, dir)
+}
+
+// replaceable refuses a dir that holds anything but an earlier dump: a
+// dump replaces the folder it is written to.
+func replaceable(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case len(entries) == 0:
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, DumpIndexFile)); err != nil {
+		return fmt.Errorf("%s is not empty and holds no earlier dump (%s): a dump replaces the folder it is written to, so give a new or empty one", dir, DumpIndexFile)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".yaml")) {
+			return fmt.Errorf("%s holds %s, which a dump did not write: a dump replaces the folder it is written to, so give a new or empty one", dir, e.Name())
+		}
+	}
+	return nil
 }
 
 // dumpPlan is what a comparison of objs needs read (WriteDump): the kinds,
@@ -127,6 +172,9 @@ func dumpPlan(objs []*unstructured.Unstructured) (map[schema.GroupKind]bool, []s
 		case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
 			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
 			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+			if group == "" || kind == "" {
+				continue // no custom resource: a CRD cannot define a core kind
+			}
 			kinds[schema.GroupKind{Group: group, Kind: kind}] = true
 			everywhere[schema.GroupKind{Group: group, Kind: kind}] = true
 		}

@@ -32,7 +32,9 @@ func TestAWrittenDumpReadsAsWhatItHolds(t *testing.T) {
 	render := testfs.Objects(t,
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\n",
 		"apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\n",
-		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec: {group: example.com, names: {kind: Widget}, scope: Namespaced}\n")
+		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec: {group: example.com, names: {kind: Widget}, scope: Namespaced}\n",
+		// Git may name a core kind in a CRD: no Secret is read for it.
+		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: secrets.core}\nspec: {group: '', names: {kind: Secret}, scope: Namespaced}\n")
 	dir := t.TempDir()
 	got, err := livestate.WriteDump(ctx, cluster, render, dir)
 	if err != nil {
@@ -67,5 +69,31 @@ func TestAWrittenDumpReadsAsWhatItHolds(t *testing.T) {
 	}
 	if l, err := dump.List(ctx, widget, "", nil); err != nil || len(l) != 1 {
 		t.Errorf("the Widget in billing: %v %v", l, err)
+	}
+	if index, err := os.ReadFile(filepath.Join(dir, livestate.DumpIndexFile)); err != nil || !strings.Contains(string(index), "everywhere:\n- example.com/Widget\n") {
+		t.Errorf("the index does not say the Widgets were read everywhere: %v\n%s", err, index)
+	}
+
+	// The claim is deleted; a new dump into the same folder says so.
+	cluster = livestate.NewObjectReader(testfs.Objects(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\n"))
+	if _, err := livestate.WriteDump(ctx, cluster, render, dir); err != nil {
+		t.Fatal(err)
+	}
+	if dump, err = livestate.ReadDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dump.Get(ctx, []object.Ref{{Version: "v1", Kind: "PersistentVolumeClaim", Namespace: "shop", Name: "data"}}); err != nil || len(got) != 0 {
+		t.Errorf("a second dump still holds the deleted claim: %v %v", got, err)
+	}
+	// A folder that is not a dump is never replaced.
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := livestate.WriteDump(ctx, cluster, render, other); err == nil || !strings.Contains(err.Error(), "holds no earlier dump") {
+		t.Errorf("a folder of other files: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(other, "notes.txt")); err != nil || string(b) != "mine" {
+		t.Errorf("the folder's own file: %q %v", b, err)
 	}
 }
