@@ -31,7 +31,12 @@ func (w *world) merge(first, second plumbing.Hash, files map[string]any) plumbin
 func TestAPullRequestBehindItsBaseIsNotBlamedForIt(t *testing.T) {
 	t.Parallel()
 	// prod prunes what its reconciler applied and the head drops.
-	w := newWorld(t, func(c *config.Config) { c.Targets[0].Tracking = drift.Tracking{Selector: "tracked-by=prod"} })
+	// Its scope is every namespace: a base branch that does not render
+	// still lets the claim be read.
+	w := newWorld(t, func(c *config.Config) {
+		c.Targets[0].Tracking = drift.Tracking{Selector: "tracked-by=prod"}
+		c.Targets[0].Scope.Namespaces = []string{"*"}
+	})
 	w.srv.App.MergeWaits = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
 	w.liveProd() // the teammate's PVC is live: Flux applied main
 	w.apply(strings.Replace(strings.Replace(baseFiles["deploy/prod/data.yaml"].(string), "metadata:\n", "metadata:\n  namespace: NS\n  labels: {tracked-by: prod}\n", 1), "name: data", "name: data", 1))
@@ -87,15 +92,15 @@ func TestAPullRequestBehindItsBaseIsNotBlamedForIt(t *testing.T) {
 			t.Errorf("the comment does not say %q:\n%s", s, body)
 		}
 	}
-	// main's tip breaks prod: what main gained cannot be told from a prune,
-	// and the comment says so.
+	// main's tip breaks prod: what main gained cannot be told from a prune;
+	// the claim is not compared, with why, and never pruned.
 	broken := w.commit(teammate, map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- data.yaml\n- gone.yaml\n"})
 	w.openPR(3, broken, head, func(p *githubfake.Pull) { p.Mergeable = &no })
 	if code := w.deliver("pull_request", "d-broken", prPayload("opened", 3, head.String())); code != http.StatusAccepted {
 		t.Fatalf("opened: %d", code)
 	}
 	eventually(t, func() bool { return len(w.gh.Comments(fullName, 3)) == 1 }, "the comment of a pull request into a broken main")
-	if body = w.gh.Comments(fullName, 3)[0].Body; !strings.Contains(body, "the base branch's tip does not render") {
-		t.Errorf("the comment does not say main's tip does not render:\n%s", body)
+	if body = w.gh.Comments(fullName, 3)[0].Body; !strings.Contains(body, "the base branch's tip does not render") || strings.Contains(body, "pvc-removal") {
+		t.Errorf("the claim main may have gained is not \"not compared\" with why:\n%s", body)
 	}
 }

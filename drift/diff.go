@@ -110,13 +110,11 @@ type Input struct {
 	// after the branch left it, merging keeps them, so they are never the
 	// head's to prune.
 	Newer []*unstructured.Unstructured
-}
-
-// TipUnrendered is the note of a target compared from a merge base whose
-// base branch tip does not render: what the branch gained since cannot be
-// told from what the pull request would prune.
-func TipUnrendered(problem string) string {
-	return "the base branch's tip does not render (" + problem + "): an object it gained since this branch left it would read here as pruned; rebase, or fix the base branch, to know"
+	// TipUnknown, when Base is a merge base, says why the base branch's
+	// tip has no render (it does not render): a live object the reconciler
+	// tracks that neither Base nor Head renders may be one the branch
+	// gained since, so it is not compared (Unread), never pruned.
+	TipUnknown string
 }
 
 // NewerThan are the objects of tip that base lacks (Input.Newer).
@@ -169,7 +167,7 @@ func Compare(ctx context.Context, live object.LiveReader, in Input, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster's schema: %w", err)
 	}
-	c := &comparer{ctx: ctx, live: scope.NewReader(live, opts.Scope), unscoped: live, opts: opts, tc: tc, pred: object.PredictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted, inGit: map[string]bool{}, newer: map[string]bool{}}
+	c := &comparer{ctx: ctx, live: scope.NewReader(live, opts.Scope), unscoped: live, opts: opts, tc: tc, pred: object.PredictorFor(tc), crds: newCRDSchemas(head, base), t: t, encrypted: encrypted, inGit: map[string]bool{}, newer: map[string]bool{}, tipUnknown: in.TipUnknown}
 	newer, err := object.Typed(in.Newer)
 	if err != nil {
 		return nil, fmt.Errorf("the base tip's render: %w", err)
@@ -233,6 +231,7 @@ type comparer struct {
 	// inGit are the objects of the base and head renders, by Ref key;
 	// newer those the base branch gained since the merge base (Input.Newer).
 	inGit, newer map[string]bool
+	tipUnknown   string // Input.TipUnknown
 
 	errMu sync.Mutex // predictions run at once and report errors here
 }
@@ -455,6 +454,7 @@ func (c *comparer) liveDiff(base, head []*unstructured.Unstructured) error {
 		return err
 	}
 	c.t.Changes = append(c.t.Changes, prunes...)
+	sortChanges(c.t.Unread)
 	if err := c.classify(c.t.Changes, liveObjs); err != nil {
 		return err
 	}

@@ -115,8 +115,10 @@ func keptBy(o *unstructured.Unstructured) string {
 // render. Objects owned by another object are left to their owner.
 func (c *comparer) prunes(base []*unstructured.Unstructured, inHead map[string]bool, liveObjs map[string]*unstructured.Unstructured) ([]Change, error) {
 	candidates := map[string]*unstructured.Unstructured{}
+	inBase := map[string]bool{}
 	for _, b := range base {
 		k := object.RefOf(b).Key()
+		inBase[k] = true
 		if inHead[k] {
 			continue
 		}
@@ -135,6 +137,13 @@ func (c *comparer) prunes(base []*unstructured.Unstructured, inHead map[string]b
 		}
 		if c.opts.Tracking.ArgoCDApp != "" && argocd.IsHook(l.GetAnnotations()) {
 			continue // Argo CD deletes its hooks by their delete policy, never by pruning
+		}
+		if c.tipUnknown != "" && !inBase[k] {
+			// Perhaps the base branch's since the merge base: not known.
+			ch := newChange(object.RefOf(l), ActionUnchanged) // Git, head against merge base, does not touch it
+			ch.Note = "not compared: the base branch's tip does not render (" + c.tipUnknown + "), so whether it added this object since this branch left it, which merging keeps, is unknown"
+			c.t.Unread = append(c.t.Unread, ch)
+			continue
 		}
 		maskSecret(l)
 		candidates[k] = l

@@ -418,10 +418,12 @@ func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, tip, base
 	if tip != nil {
 		// Compared from a merge base: what the base branch gained since
 		// is not the pull request's to prune.
-		if b := reconcile.Build(ctx, r.Renderer, tip, t.Build(), vars); len(b.Problems) == 0 {
+		b := reconcile.Build(ctx, r.Renderer, tip, t.Build(), vars)
+		w.hidden = hide.With(w.hidden, b.Hidden)
+		if len(b.Problems) == 0 {
 			atTip = b.Objects
-		} else if !b.Absent {
-			w.notes = append(w.notes, drift.TipUnrendered(b.Problems[0]))
+		} else {
+			w.in.TipUnknown = hide.In(b.Problems[0], w.hidden)
 		}
 	}
 	w.in.Base, w.in.HasBase = objects(base), true

@@ -595,7 +595,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 			}
 		}
 		problems[i] = sidedProblems(bp, hp)
-		inputs[i] = drift.Input{Path: path, Base: b, HasBase: true, Head: h, Newer: drift.NewerThan(atTip, b)}
+		inputs[i] = drift.Input{Path: path, Base: b, HasBase: true, Head: h, Newer: drift.NewerThan(atTip, b), TipUnknown: tipProblem[i]}
 		if len(problems[i]) == 0 {
 			all = append(append(all, inputs[i].Base...), inputs[i].Head...)
 		}
@@ -656,9 +656,6 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 			history(ctx, t, reader)
 		}
 		t.Notes = append(t.Notes, builds[i].Notes()...)
-		if tipProblem[i] != "" {
-			t.Notes = append(t.Notes, drift.TipUnrendered(tipProblem[i]))
-		}
 		builds[i].Fails(t)
 		builds[i].Hide(t)
 		switch {

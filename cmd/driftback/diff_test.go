@@ -600,12 +600,30 @@ func TestDiffComparesWhatMergingDoes(t *testing.T) {
 		"---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop, labels: {app: shop}}\nspec:\n  replicas: 2\n")
 	report("--live", live, "--prune-selector", "app=shop")
 
-	// main breaks: what it gained cannot be told from a prune, and the
-	// output says so.
+	// main breaks: what it gained cannot be told from a prune. The claim
+	// is not compared, never pruned, and the report is not whole.
 	commit(map[string]string{"prod/kustomization.yaml": "resources:\n- web.yaml\n- data.yaml\n- gone.yaml\n"}, "a broken main")
 	out, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "main", "--head", "feature", "--format", "json", "--live", live, "--prune-selector", "app=shop")
-	if code != exitChanges || !strings.Contains(out, "the base branch's tip does not render") {
-		t.Errorf("a tip that does not render: exit %d, no note: %s\n%s", code, out, errOut)
+	var broken struct {
+		Targets []struct {
+			Changes []struct{ Kind, Action string }
+			Unread  []struct{ Kind, Note string }
+		}
+		Summary struct{ Complete bool }
+	}
+	if err := json.Unmarshal([]byte(out), &broken); err != nil {
+		t.Fatal(err)
+	}
+	if code != exitIncomplete || broken.Summary.Complete || len(broken.Targets) != 1 {
+		t.Fatalf("a tip that does not render: exit %d, whole %v: %s\n%s", code, broken.Summary.Complete, out, errOut)
+	}
+	for _, c := range broken.Targets[0].Changes {
+		if c.Kind == "PersistentVolumeClaim" {
+			t.Errorf("the claim main may have gained is a %s", c.Action)
+		}
+	}
+	if u := broken.Targets[0].Unread; len(u) != 1 || u[0].Kind != "PersistentVolumeClaim" || !strings.Contains(u[0].Note, "the base branch's tip does not render") {
+		t.Errorf("the claim is not said to be not compared: %+v", u)
 	}
 	commit(map[string]string{"prod/kustomization.yaml": "resources:\n- web.yaml\n- data.yaml\n"}, "main fixed")
 
