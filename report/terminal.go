@@ -2,6 +2,7 @@ package report
 
 import (
 	stdhtml "html"
+	"io"
 	"regexp"
 	"strings"
 	"unicode"
@@ -84,6 +85,20 @@ func (p painter) paint(code, s string) string {
 		return s
 	}
 	return code + s + ansiReset
+}
+
+// NoControls is w without control characters but line breaks and tabs:
+// what a command prints to a terminal from Git, the cluster or GitHub
+// never moves its cursor, colours it or rewrites what it shows.
+func NoControls(w io.Writer) io.Writer { return noControlsWriter{w} }
+
+type noControlsWriter struct{ w io.Writer }
+
+func (n noControlsWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(n.w, noControls(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // noControls drops control characters but line breaks and tabs.

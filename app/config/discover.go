@@ -27,7 +27,8 @@ type Discover struct {
 	// not rendered, with why. A namespace without an entry may name any.
 	Repositories map[string][]string `yaml:"repositories"`
 	// ArgoCDNamespace is Argo CD's own namespace, where argocd-cm lives
-	// (default "argocd").
+	// and the only one it reads AppProjects from: an Application whose
+	// project is not there is a sync that fails (default "argocd").
 	ArgoCDNamespace string `yaml:"argocdNamespace"`
 	// FluxSubstitution is how kustomize-controller substitutes postBuild
 	// variables: "strict" (the default since Flux 2.9: a variable without a

@@ -325,32 +325,42 @@ func TestSyncsThatWillFailAreDangers(t *testing.T) {
 	writeTree(t, filepath.Join(dir, "base"), map[string]string{"README.md": "fleet\n"})
 	writeTree(t, filepath.Join(dir, "head"), files)
 	kubeconfig := writeKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
-	out, errOut, code := runCLI(t, "diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--kubeconfig", kubeconfig, "--format", "json")
-	if code == exitError {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var rep struct {
-		Targets []struct {
-			Path    string
-			Changes []struct {
-				Kind, Name string
-				Danger     []struct{ Reason, Message string }
-			}
+	// Argo CD runs in the test's namespace, where its projects are.
+	diff := func(argoNS string) (string, map[string]string) {
+		t.Helper()
+		out, errOut, code := runCLI(t, "diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--kubeconfig", kubeconfig, "--format", "json", "--argocd-namespace", argoNS)
+		if code == exitError {
+			t.Fatalf("exit %d: %s", code, errOut)
 		}
-	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
-	fails := map[string]string{}
-	for _, tg := range rep.Targets {
-		for _, c := range tg.Changes {
-			for _, d := range c.Danger {
-				if d.Reason == "sync-fails" {
-					fails[c.Kind+"/"+c.Name] = d.Message
+		var rep struct {
+			Targets []struct {
+				Path    string
+				Changes []struct {
+					Kind, Name string
+					Danger     []struct{ Reason, Message string }
 				}
 			}
 		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		fails := map[string]string{}
+		for _, tg := range rep.Targets {
+			for _, c := range tg.Changes {
+				for _, d := range c.Danger {
+					if d.Reason == "sync-fails" {
+						fails[c.Kind+"/"+c.Name] = d.Message
+					}
+				}
+			}
+		}
+		return out, fails
 	}
+	// Told Argo CD is elsewhere, the project is not where it reads them.
+	if _, fails := diff("argocd"); !strings.Contains(fails["Application/fine"], "its AppProject default does not exist in argocd") {
+		t.Errorf("--argocd-namespace argocd: Application/fine's project was found in %s: %v", ns, fails)
+	}
+	out, fails := diff(ns)
 	if len(fails) != 5 {
 		t.Errorf("sync-fails on %d objects, want the 5 below: %v", len(fails), fails)
 	}

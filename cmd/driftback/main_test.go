@@ -223,3 +223,18 @@ func TestHelpAndFlagMistakes(t *testing.T) {
 		t.Errorf("a mistyped flag: exit %d, stderr:\n%s\nwant:\n%s", code, errOut, want)
 	}
 }
+
+// TestStderrHoldsNoControlCharacters: an error quoting Git (a resources
+// entry that clears the screen and recolours it) reaches the terminal
+// without its control characters.
+func TestStderrHoldsNoControlCharacters(t *testing.T) {
+	repo := t.TempDir()
+	writeFile(t, filepath.Join(repo, "app", "kustomization.yaml"), "resources:\n- \"\\e[2J\\e[31mwiped\\a.yaml\"\n")
+	_, errOut, code := runCLI(t, "render", "--repo", repo, "app")
+	if code != exitError || !strings.Contains(errOut, "[2J[31mwiped.yaml") {
+		t.Fatalf("exit %d: %q", code, errOut)
+	}
+	if strings.ContainsAny(errOut, "\x1b\a") {
+		t.Errorf("stderr holds control characters: %q", errOut)
+	}
+}

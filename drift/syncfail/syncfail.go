@@ -7,7 +7,9 @@ package syncfail
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,9 +24,9 @@ var crdKind, applicationGK, appProjectKind = schema.GroupKind{Group: "apiextensi
 // Mark adds, to t's live changes of head's objects (the whole render, out
 // of scope or not), what makes the sync fail: a kind the cluster does not
 // serve and head does not define, an Argo CD Application whose AppProject
-// is neither live (in its namespace or argoNamespace, Argo CD's own, where
-// the projects of Applications in any namespace are; "argocd" when empty)
-// nor in head. A live state that holds some kinds only (a dump) says
+// is neither live nor in head in argoNamespace (Argo CD's own, the only
+// one it reads AppProjects from; "argocd" when empty): an AppProject that
+// could not be read is an error, the rest marked all the same. A live state that holds some kinds only (a dump) says
 // nothing of either.
 func Mark(ctx context.Context, live object.LiveReader, head []*unstructured.Unstructured, defaultNamespace, argoNamespace string, t *drift.Target) error {
 	if argoNamespace == "" {
@@ -48,6 +50,7 @@ func Mark(ctx context.Context, live object.LiveReader, head []*unstructured.Unst
 	}
 	defined := map[schema.GroupKind]bool{}
 	projects := map[string]bool{}
+	var unknown []string
 	for _, o := range head {
 		switch gk := o.GroupVersionKind().GroupKind(); {
 		case gk == crdKind:
@@ -80,25 +83,23 @@ func Mark(ctx context.Context, live object.LiveReader, head []*unstructured.Unst
 		if project == "" {
 			project = "default"
 		}
-		if projects[o.GetNamespace()+"/"+project] {
-			continue
-		}
 		if projects[argoNamespace+"/"+project] {
 			continue
 		}
-		exists, known := false, true
-		for _, ns := range []string{o.GetNamespace(), argoNamespace} {
-			ref := object.Ref{Group: applicationGK.Group, Version: gvk.Version, Kind: appProjectKind, Namespace: ns, Name: project}
-			got, err := live.Get(ctx, []object.Ref{ref})
-			if err != nil {
-				known = false // not this target's to read: nothing said
-				break
-			}
-			exists = exists || got[ref.Key()] != nil
+		ref := object.Ref{Group: applicationGK.Group, Version: gvk.Version, Kind: appProjectKind, Namespace: argoNamespace, Name: project}
+		got, err := live.Get(ctx, []object.Ref{ref})
+		if err != nil {
+			// Not known (Argo CD's namespace outside what may be read):
+			// said, never taken for "it exists".
+			unknown = append(unknown, fmt.Sprintf("whether the AppProject %s of Application %s/%s exists could not be read: %v", project, o.GetNamespace(), o.GetName(), err))
+			continue
 		}
-		if known && !exists {
-			fail(o, fmt.Sprintf("its AppProject %s does not exist, nor does this change define it: Argo CD refuses to sync it (application references project %s which does not exist)", project, project))
+		if got[ref.Key()] == nil {
+			fail(o, fmt.Sprintf("its AppProject %s does not exist in %s, nor does this change define it there: Argo CD refuses to sync it (application references project %s which does not exist)", project, argoNamespace, project))
 		}
+	}
+	if len(unknown) > 0 {
+		return errors.New(strings.Join(unknown, "; "))
 	}
 	return nil
 }

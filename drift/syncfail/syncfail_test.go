@@ -5,17 +5,20 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/scope"
 	"github.com/driftback/driftback/drift/syncfail"
 	"github.com/driftback/driftback/internal/testfs"
 )
 
 // TestMarkFlagsOnlyWhatCannotBeApplied: of a head render, a kind the
 // cluster does not serve and the head does not define, and an Application
-// whose AppProject exists neither in its namespace, nor in Argo CD's, nor in
-// the head, fail the sync; a served kind, a kind the head's CRD defines and
+// whose AppProject exists neither in Argo CD's namespace nor in the head
+// (one in the Application's own namespace is not read), fail the sync; a served kind, a kind the head's CRD defines and
 // an Application whose project is in Argo CD's namespace (the one given)
 // do not. A dump says nothing of either.
 func TestMarkFlagsOnlyWhatCannotBeApplied(t *testing.T) {
@@ -23,14 +26,17 @@ func TestMarkFlagsOnlyWhatCannotBeApplied(t *testing.T) {
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team}\n",
 		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec: {group: example.com, names: {kind: Widget}, scope: Namespaced}\n",
 		"apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata: {name: default, namespace: argocd}\nspec: {}\n",
-		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: live, namespace: argocd}\nspec: {project: default}\n"))
+		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: live, namespace: argocd}\nspec: {project: default}\n",
+		// Argo CD reads no AppProject outside its own namespace.
+		"apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata: {name: local, namespace: team}\nspec: {}\n"))
 	head := testfs.Objects(t,
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine, namespace: team}\n",
 		"apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: blue, namespace: team}\n",
 		"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: sprockets.example.com}\nspec: {group: example.com, names: {kind: Sprocket}}\n",
 		"apiVersion: example.com/v1\nkind: Sprocket\nmetadata: {name: red, namespace: team}\n",
 		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: shop, namespace: team}\nspec: {project: default}\n",
-		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: ghost, namespace: team}\nspec: {project: ghost}\n")
+		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: ghost, namespace: team}\nspec: {project: ghost}\n",
+		"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: near, namespace: team}\nspec: {project: local}\n")
 	target := func() *drift.Target {
 		tg := &drift.Target{}
 		for _, o := range head {
@@ -48,8 +54,9 @@ func TestMarkFlagsOnlyWhatCannotBeApplied(t *testing.T) {
 			failing[c.Kind+"/"+c.Name] = d.Message
 		}
 	}
-	if len(failing) != 2 || !strings.Contains(failing["Gadget/blue"], `no matches for kind "Gadget"`) || !strings.Contains(failing["Application/ghost"], "AppProject ghost does not exist") {
-		t.Errorf("sync-fails on %v; want Gadget/blue and Application/ghost only", failing)
+	if len(failing) != 3 || !strings.Contains(failing["Gadget/blue"], `no matches for kind "Gadget"`) || !strings.Contains(failing["Application/ghost"], "AppProject ghost does not exist") ||
+		!strings.Contains(failing["Application/near"], "AppProject local does not exist in argocd") {
+		t.Errorf("sync-fails on %v; want Gadget/blue, Application/ghost and Application/near only", failing)
 	}
 	// Argo CD installed elsewhere: the project in "argocd" is not its.
 	tg = target()
@@ -60,6 +67,13 @@ func TestMarkFlagsOnlyWhatCannotBeApplied(t *testing.T) {
 		if c.Kind+"/"+c.Name == "Application/shop" && len(c.Danger) == 0 {
 			t.Errorf("with Argo CD in gitops, Application/shop's project default (live in argocd only) was found")
 		}
+	}
+	// Argo CD's namespace outside what may be read: said, never taken for
+	// "the project exists".
+	tg = target()
+	team := scope.NewReader(live, &scope.Scope{Namespaces: map[string]bool{"team": true}, ClusterKinds: map[schema.GroupKind]bool{scope.AnyKind: true}})
+	if err := syncfail.Mark(context.Background(), team, head, "", "", tg); err == nil || !strings.Contains(err.Error(), "whether the AppProject default of Application team/shop exists could not be read") {
+		t.Errorf("an AppProject that may not be read: %v", err)
 	}
 	dump, err := livestate.ReadDir(t.TempDir())
 	if err != nil {
