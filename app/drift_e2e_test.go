@@ -126,6 +126,35 @@ type driftWorld struct {
 	main     plumbing.Hash
 	cancel   context.CancelFunc
 	done     chan struct{}
+	// clock, when set (stopClock), is the drift loop's: quiet periods and
+	// fights are measured on it, not on how fast the machine runs.
+	clock *testClock
+}
+
+// testClock is a clock that moves only when the test moves it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(by time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(by)
+}
+
+// stopClock gives the drift loop a clock that stands still until the test
+// advances it (before run).
+func (d *driftWorld) stopClock() *testClock {
+	d.clock = &testClock{now: time.Now()}
+	d.srv.App.now = d.clock.Now
+	return d.clock
 }
 
 func newDriftWorld(t testing.TB, quiet time.Duration, policy func(*config.Policy)) *driftWorld {

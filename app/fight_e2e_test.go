@@ -10,10 +10,13 @@ import (
 // manager scales the Deployment and the applier takes it back, four times
 // within a minute. That is a fight, not drift: no drift pull request for
 // it, shown on the drift dashboard, the metric set. A person's change that stays is still
-// proposed, with the fight named beside it.
+// proposed, with the fight named beside it. The loop's clock is the test's:
+// the writers alternate within the quiet period however slowly the
+// machine runs the loop.
 func TestWritersThatFightAreReportedNotProposed(t *testing.T) {
 	t.Parallel()
 	d := newDriftWorld(t, 10*time.Second, nil)
+	clock := d.stopClock()
 	d.run()
 	d.settle(1)
 	for range 2 {
@@ -43,6 +46,12 @@ func TestWritersThatFightAreReportedNotProposed(t *testing.T) {
 	// image and leaves it.
 	d.scale(5, "deploy-pipeline")
 	d.patch("Deployment", "web", "kubectl-set", `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"registry.example.com/web:1.3.0"}]}}}}`)
+	d.settle(2) // seen
+	if p := d.gh.Pulls(fullName); len(p) != 0 {
+		t.Errorf("a change was proposed before its quiet period: %+v", p)
+	}
+	clock.Advance(11 * time.Second) // the image stayed
+	d.loop.WakeAll()
 	d.waitFor("a drift pull request for the image", func() bool { return len(d.openPulls()) == 1 })
 	pr := d.openPulls()[0]
 	if !strings.Contains(pr.Body, "registry.example.com/web:1.3.0") || !strings.Contains(pr.Body, "Two writers fight") {

@@ -44,6 +44,28 @@ func (d *DriftLoop) followFields(ctx context.Context, w *livestate.Watcher, st *
 		st.fields = map[string]*fieldWatch{}
 	}
 	window := t.Policy.FightWindow
+	// The live objects say when each writer last wrote: a change of hands
+	// between two looks is read from them, however seldom the loop looks.
+	var refs []object.Ref
+	seen := map[string]bool{}
+	for _, ch := range changes {
+		if k := ch.Ref().Key(); ch.Action == drift.ActionUpdate && !seen[k] {
+			seen[k] = true
+			refs = append(refs, ch.Ref())
+		}
+	}
+	for _, fw := range st.fields {
+		if k := fw.ref.Key(); !seen[k] {
+			seen[k] = true
+			refs = append(refs, fw.ref)
+		}
+	}
+	var live map[string]*unstructured.Unstructured
+	if len(refs) > 0 {
+		// A failed read observes what the comparison says: the next check
+		// reads the rest.
+		live, _ = w.Get(ctx, refs)
+	}
 	current := map[string]bool{}
 	for _, ch := range changes {
 		if ch.Action != drift.ActionUpdate {
@@ -60,19 +82,8 @@ func (d *DriftLoop) followFields(ctx context.Context, w *livestate.Watcher, st *
 				fw = &fieldWatch{ref: ch.Ref(), field: f, since: now}
 				st.fields[k] = fw
 			}
-			fw.observe(f.Manager, f.Live, now, window)
+			fw.observeDrift(f, live[ch.Ref().Key()], now, window)
 		}
-	}
-	var refs []object.Ref
-	for k, fw := range st.fields {
-		if !current[k] {
-			refs = append(refs, fw.ref)
-		}
-	}
-	var live map[string]*unstructured.Unstructured
-	if len(refs) > 0 {
-		// A failed read observes nothing: the next check does.
-		live, _ = w.Get(ctx, refs)
 	}
 	for k, fw := range st.fields {
 		if current[k] {
@@ -86,7 +97,7 @@ func (d *DriftLoop) followFields(ctx context.Context, w *livestate.Watcher, st *
 				// who holds it counts, its value is never kept.
 				value = hiddenValue
 			}
-			fw.observe(held.Manager, value, now, window)
+			fw.observe(held.Manager, value, writtenAt(held.Time, now), window)
 		}
 		// Settled: nothing changed hands within the window.
 		if last := fw.hands[len(fw.hands)-1]; now.Sub(last.at) > window {
@@ -108,6 +119,51 @@ func (d *DriftLoop) followFields(ctx context.Context, w *livestate.Watcher, st *
 		return out[i].Path < out[j].Path
 	})
 	return fighting, out
+}
+
+// observeDrift adds a look at the field in drift, f, on the live object o
+// (nil when it could not be read): the hand that holds it, when it wrote
+// it, and before that the applier's, when o records that it wrote between
+// the last hand seen and this one (it took the field back, and lost it
+// again, between two looks).
+func (fw *fieldWatch) observeDrift(f object.Field, o *unstructured.Unstructured, now time.Time, window time.Duration) {
+	at := writtenAt(f.Time, now)
+	if applier, took := applierWrote(o); applier != "" && applier != f.Manager && len(fw.hands) > 0 {
+		// Strictly after the last hand: the object records seconds, and a
+		// write in the same second as the last hand is not known to be after.
+		if last := fw.hands[len(fw.hands)-1]; last.manager == f.Manager && took.After(last.at) && !took.After(at) {
+			fw.observe(applier, f.Desired, took, window)
+		}
+	}
+	fw.observe(f.Manager, f.Live, at, window)
+}
+
+// writtenAt is when a field's holder last wrote it, as the object records
+// it; now when it does not.
+func writtenAt(t *time.Time, now time.Time) time.Time {
+	if t == nil || t.IsZero() {
+		return now
+	}
+	return *t
+}
+
+// applierWrote names the GitOps applier among o's writers and when it last
+// wrote o: "" when none of them is one.
+func applierWrote(o *unstructured.Unstructured) (string, time.Time) {
+	if o == nil {
+		return "", time.Time{}
+	}
+	var name string
+	var at time.Time
+	for _, e := range o.GetManagedFields() {
+		if e.Subresource != "" || e.Time == nil || !isApplier(e.Manager) {
+			continue
+		}
+		if e.Time.After(at) {
+			name, at = e.Manager, e.Time.Time
+		}
+	}
+	return name, at
 }
 
 // observe adds a change of hands or of value; hands older than the window

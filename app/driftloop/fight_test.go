@@ -3,6 +3,11 @@ package driftloop
 import (
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/driftback/driftback/drift/object"
 )
 
 func TestAFightIsThreeChangesOfHandsBetweenTwoWriters(t *testing.T) {
@@ -29,5 +34,44 @@ func TestAFightIsThreeChangesOfHandsBetweenTwoWriters(t *testing.T) {
 		if ok && f.Managers != [2]string{"kustomize-controller", "pipeline"} {
 			t.Errorf("%s: managers %v, the reconciler first", tc.name, f.Managers)
 		}
+	}
+}
+
+// TestAFightIsReadFromTheObjectBetweenLooks: the loop looks only while the
+// pipeline holds the field (each look slower than a round of the fight);
+// the object's record of when the applier last wrote shows the rounds it
+// missed, so the fight is seen all the same. A person's change the
+// applier never touched since is no fight.
+func TestAFightIsReadFromTheObjectBetweenLooks(t *testing.T) {
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	held := func(min int) object.Field {
+		at := start.Add(time.Duration(min) * time.Minute)
+		return object.Field{Path: ".spec.replicas", Manager: "deploy-pipeline", Live: int64(5), Desired: int64(2), Time: &at}
+	}
+	live := func(applierMin int) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "web"}}}
+		o.SetManagedFields([]metav1.ManagedFieldsEntry{
+			{Manager: "kustomize-controller", Operation: metav1.ManagedFieldsOperationApply, Time: &metav1.Time{Time: start.Add(time.Duration(applierMin) * time.Minute)}},
+			{Manager: "deploy-pipeline", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale"},
+		})
+		return o
+	}
+	fw := &fieldWatch{}
+	// Looks at 0:30, 3:30 and 5:30; the pipeline wrote at 0, 3 and 5, the
+	// applier at 2 and 4 (and before it all, at -10).
+	fw.observeDrift(held(0), live(-10), start.Add(30*time.Second), time.Hour)
+	fw.observeDrift(held(3), live(2), start.Add(3*time.Minute+30*time.Second), time.Hour)
+	fw.observeDrift(held(5), live(4), start.Add(5*time.Minute+30*time.Second), time.Hour)
+	if f, ok := fw.fight(time.Hour); !ok || f.Changes != 4 {
+		t.Errorf("the fight between looks is not seen: %+v %+v", f, fw.hands)
+	}
+	// A person scaled once; the applier last wrote before it: no fight,
+	// however often the loop looks.
+	fw = &fieldWatch{}
+	for look := range 4 {
+		fw.observeDrift(held(0), live(-10), start.Add(time.Duration(look+1)*time.Minute), time.Hour)
+	}
+	if _, ok := fw.fight(time.Hour); ok || len(fw.hands) != 1 {
+		t.Errorf("a change that stays reads as a fight: %+v", fw.hands)
 	}
 }
