@@ -39,6 +39,15 @@ type CommentOptions struct {
 	Checked bool
 }
 
+// FailingName is how Failing.Target names t: its name, else its path (a
+// target of the command line has none).
+func FailingName(t drift.Target) string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return t.Path
+}
+
 // Failing is a target whose check fails on dangers its policy names.
 type Failing struct {
 	// Target names the target; Reasons are "reason (count)", On the
@@ -276,7 +285,7 @@ func listDangers(r *drift.Report, failing []Failing) dangerList {
 	for i, t := range r.Targets {
 		for _, c := range t.Told() {
 			for _, d := range c.Danger {
-				ld := listedDanger{target: i, t: t, change: c, danger: d, failing: !d.Before && fails[t.Name+"|"+string(d.Reason)]}
+				ld := listedDanger{target: i, t: t, change: c, danger: d, failing: !d.Before && fails[FailingName(t)+"|"+string(d.Reason)]}
 				if d.Before {
 					l.before = append(l.before, ld)
 				} else {

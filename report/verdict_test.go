@@ -138,3 +138,17 @@ func TestNoAllClearWhenSomethingWasNotCompared(t *testing.T) {
 		}
 	}
 }
+
+// TestAFailingDangerIsMarkedOnAnUnnamedTarget: a target of the command
+// line (CI mode) has a path and no name; the danger its check fails on is
+// marked all the same.
+func TestAFailingDangerIsMarkedOnAnUnnamedTarget(t *testing.T) {
+	pvc := drift.Change{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: "shop", Name: "data", Action: drift.ActionDelete,
+		Danger: []drift.Danger{{Reason: drift.DangerPVCRemoval, Count: 1, Message: "its data is deleted"}}}
+	rep := &drift.Report{Targets: []drift.Target{{Path: "overlays/prod", Changes: []drift.Change{pvc}}}}
+	failing := []Failing{{Target: FailingName(rep.Targets[0]), Reasons: []string{"pvc-removal (1)"}, On: []drift.DangerReason{drift.DangerPVCRemoval}, AckLabel: "driftback/allow-danger"}}
+	out := strings.Join(Comment(rep, CommentOptions{Failing: failing, Checked: true}), "")
+	if !strings.Contains(out, "❌ **fails the check**") {
+		t.Errorf("the danger the check fails on is not marked:\n%s", out)
+	}
+}

@@ -159,7 +159,7 @@ func (r *pullRequestRun) publish(ctx context.Context, rep *drift.Report, p *publ
 	var checks []review.CheckResult
 	for i := range rep.Targets {
 		t := &rep.Targets[i]
-		checks = append(checks, review.Judge(targetName(t), t, policy, labels))
+		checks = append(checks, review.Judge(report.FailingName(*t), t, policy, labels))
 	}
 	for _, e := range rep.Errors {
 		if !inSomeTarget(rep, e) {
@@ -181,15 +181,6 @@ func (r *pullRequestRun) publish(ctx context.Context, rep *drift.Report, p *publ
 		return "", fmt.Errorf("%w (GitHub lets only an App's token, such as a workflow's GITHUB_TOKEN with checks: write, write check runs)", err)
 	}
 	return agg.Conclusion, nil
-}
-
-// targetName is how a compared overlay is named in the check run: its
-// name, else its path.
-func targetName(t *drift.Target) string {
-	if t.Name != "" {
-		return t.Name
-	}
-	return t.Path
 }
 
 // inSomeTarget says whether an error of the report is also a target's, so
