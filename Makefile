@@ -5,7 +5,9 @@
 #                  helm (the render fidelity test compares with its helm
 #                  template), and bring Flux's and Argo CD's CRDs into the
 #                  module cache (cached)
-#   make test      testbin, go vet, and every test (race detector on)
+#   make lint      the GitHub workflows, checked by actionlint (built from the
+#                  Go module proxy into bin/tools)
+#   make test      testbin, go vet, lint, and every test (race detector on)
 #   make bench     every benchmark (builds kubectl and helm for the baselines); figures
 #                  go in BENCHMARKS.md
 #   make fuzz      every fuzz target for FUZZTIME each (default 30s); make
@@ -19,6 +21,8 @@
 #                  darwin on amd64 and arm64, archives, SBOMs, checksums, and
 #                  the multi-arch image when a Docker engine runs); nothing
 #                  is published
+#   make publish   a tag's release, published (what .github/workflows/release.yml
+#                  runs; hack/release/tag.sh makes the tag)
 
 SHELL := /usr/bin/env bash
 GO ?= go
@@ -40,10 +44,12 @@ IMAGE ?= ghcr.io/driftback/driftback:$(VERSION)
 # per version).
 GORELEASER_VERSION ?= v2.15.1
 CYCLONEDX_VERSION ?= v1.10.0
+ACTIONLINT_VERSION ?= v1.7.12
 GORELEASER := bin/tools/goreleaser@$(GORELEASER_VERSION)/goreleaser
 CYCLONEDX := bin/tools/cyclonedx-gomod@$(CYCLONEDX_VERSION)/cyclonedx-gomod
+ACTIONLINT := bin/tools/actionlint@$(ACTIONLINT_VERSION)/actionlint
 
-.PHONY: build testbin test vet bench fuzz demo image release clean
+.PHONY: build testbin test vet lint bench fuzz demo image release release-tools publish clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/driftback ./cmd/driftback
@@ -57,7 +63,11 @@ testbin:
 vet:
 	$(GO) vet ./...
 
-test: testbin vet
+# The workflows (.github/workflows), checked by actionlint.
+lint: $(ACTIONLINT)
+	$(ACTIONLINT) -no-color .github/workflows/*.yml
+
+test: testbin vet lint
 	@set -eo pipefail; assets=$$(hack/testbin/build.sh 2>/dev/null | tail -n1); \
 	crds=$$(hack/testbin/crds.sh | tail -n1); \
 	helm=$$(hack/helm/build.sh 2>/dev/null | tail -n1); \
@@ -105,6 +115,16 @@ $(GORELEASER):
 
 $(CYCLONEDX):
 	GOBIN=$(CURDIR)/$(@D) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
+
+$(ACTIONLINT):
+	GOBIN=$(CURDIR)/$(@D) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
+release-tools: $(GORELEASER) $(CYCLONEDX)
+
+# A tag's release (.github/workflows/release.yml): published on GitHub and
+# ghcr.io; needs GITHUB_TOKEN and a Docker engine with buildx.
+publish: release-tools
+	PATH=$(CURDIR)/$(dir $(CYCLONEDX)):$$PATH $(GORELEASER) release --clean
 
 # Without a Docker engine (docker info fails) the image is left out, and
 # says so; everything else is built.

@@ -550,3 +550,14 @@ func (c *Clients) Observe(o CallObserver) {
 	defer c.mu.Unlock()
 	c.observe = o
 }
+
+// NotAllowed says GitHub refused the token the request, not a rate limit:
+// 403 "Resource not accessible by integration", as a workflow's read-only
+// GITHUB_TOKEN on a fork's pull request is refused every write.
+func NotAllowed(err error) bool {
+	if _, limited := RateLimitWait(err); limited {
+		return false
+	}
+	var resp *github.ErrorResponse
+	return errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode == http.StatusForbidden
+}

@@ -76,6 +76,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	var chartRepos, chartHosts multiFlag
 	fs.Var(&chartRepos, "chart-repository", "also trust this chart repository `URL` (https://, oci://), with everything under it, besides those the base names (repeatable)")
 	fs.Var(&chartHosts, "chart-private-host", "a chart repository `HOST` that may resolve to a private or loopback address (repeatable)")
+	reportFile := fs.String("report-file", "", "also write the JSON report to this `FILE` (with --publish in GitHub Actions, the step's output report names it)")
 	pub := addPublishFlags(fs)
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -253,13 +254,32 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		parts := report.Comment(rep, report.CommentOptions{})
 		fmt.Fprint(stdout, strings.Join(parts, "\n"))
 	}
+	if *reportFile != "" {
+		b, err := report.JSON(rep)
+		if err == nil {
+			err = os.WriteFile(*reportFile, append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			return fail("--report-file: %v", err)
+		}
+	}
 	if onPR != nil {
-		conclusion, err := onPR.publish(ctx, rep, pub, time.Now())
+		j, err := onPR.judge(ctx, rep, pub, time.Now())
 		if err != nil {
 			return fail("publish on pull request #%d: %v", onPR.pr.Number, err)
 		}
-		fmt.Fprintf(stderr, "driftback: published on pull request #%d: the driftback check is %s\n", onPR.pr.Number, conclusion)
-		return publishExit(rep, conclusion)
+		if err := toWorkflow(os.Getenv, rep, j, *reportFile); err != nil {
+			return fail("%v", err)
+		}
+		switch err := onPR.publish(ctx, j); {
+		case ghapp.NotAllowed(err):
+			fmt.Fprintln(stderr, readOnlyHint(onPR.pr.Number, j.check.Conclusion))
+		case err != nil:
+			return fail("publish on pull request #%d: %v", onPR.pr.Number, err)
+		default:
+			fmt.Fprintf(stderr, "driftback: published on pull request #%d: the driftback check is %s\n", onPR.pr.Number, j.check.Conclusion)
+		}
+		return publishExit(rep, j.check.Conclusion)
 	}
 	switch {
 	case len(rep.Errors) > 0:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -139,11 +140,16 @@ func eventPullRequest(event, path string) (int, error) {
 	return pr.Number, nil
 }
 
-// publish writes the report on the pull request as the App does: the
-// comment, edited in place and split when long, and the driftback check
-// run on the head commit, judged by the flags' policy. It returns the
-// check's conclusion.
-func (r *pullRequestRun) publish(ctx context.Context, rep *drift.Report, p *publishFlags, now time.Time) (string, error) {
+// judged is a report as the App would publish it: the comment's parts and
+// the check run, judged by the flags' policy.
+type judged struct {
+	parts []string
+	check ghapp.Check
+}
+
+// judge decides the comment and the check run of rep on the pull request
+// (reading who applied the acknowledgement label), writing nothing.
+func (r *pullRequestRun) judge(ctx context.Context, rep *drift.Report, p *publishFlags, now time.Time) (judged, error) {
 	policy := config.Policy{AckLabel: p.ackLabel}
 	for _, d := range p.failOn {
 		policy.FailOn = append(policy.FailOn, drift.DangerReason(d))
@@ -154,7 +160,7 @@ func (r *pullRequestRun) publish(ctx context.Context, rep *drift.Report, p *publ
 	}
 	labels, err := r.gh.WritersLabels(ctx, r.owner, r.name, r.pr.Number, labels, []string{p.ackLabel}, r.log)
 	if err != nil {
-		return "", err
+		return judged{}, err
 	}
 	var checks []review.CheckResult
 	for i := range rep.Targets {
@@ -173,14 +179,74 @@ func (r *pullRequestRun) publish(ctx context.Context, rep *drift.Report, p *publ
 		compared = *rep.Compared
 	}
 	parts[len(parts)-1] += "\n" + report.Footer(compared, now)
-	if err := r.gh.PublishComment(ctx, r.owner, r.name, r.pr.Number, parts); err != nil {
-		return "", err
+	return judged{parts: parts, check: ghapp.Check{Name: agg.Name, Conclusion: agg.Conclusion, Title: agg.Title, Summary: agg.Summary}}, nil
+}
+
+// publish writes what judge decided on the pull request as the App does:
+// the comment, edited in place and split when long, and the driftback
+// check run on the head commit.
+func (r *pullRequestRun) publish(ctx context.Context, j judged) error {
+	if err := r.gh.PublishComment(ctx, r.owner, r.name, r.pr.Number, j.parts); err != nil {
+		return err
 	}
-	check := ghapp.Check{Name: agg.Name, Conclusion: agg.Conclusion, Title: agg.Title, Summary: agg.Summary}
-	if err := r.gh.PublishChecks(ctx, r.owner, r.name, r.pr.HeadSHA, []ghapp.Check{check}); err != nil {
-		return "", fmt.Errorf("%w (GitHub lets only an App's token, such as a workflow's GITHUB_TOKEN with checks: write, write check runs)", err)
+	if err := r.gh.PublishChecks(ctx, r.owner, r.name, r.pr.HeadSHA, []ghapp.Check{j.check}); err != nil {
+		return fmt.Errorf("%w (GitHub lets only an App's token, such as a workflow's GITHUB_TOKEN with checks: write, write check runs)", err)
 	}
-	return agg.Conclusion, nil
+	return nil
+}
+
+// maxStepSummary is what GitHub shows of a step's summary (1 MiB).
+const maxStepSummary = 1 << 20
+
+// toWorkflow gives the workflow what a later step can use, when it runs in
+// GitHub Actions: the comment in the step summary ($GITHUB_STEP_SUMMARY),
+// and the outputs ($GITHUB_OUTPUT) verdict, conclusion, dangers, create,
+// update, delete, complete and report (reportFile, "" when none).
+func toWorkflow(getenv func(string) string, rep *drift.Report, j judged, reportFile string) error {
+	if path := getenv("GITHUB_STEP_SUMMARY"); path != "" {
+		body := strings.Join(j.parts, "\n")
+		if len(body) > maxStepSummary {
+			body = strings.ToValidUTF8(body[:maxStepSummary-200], "") + "\n\n… cut: the step summary holds 1 MiB; the whole report is in the comment, or with --report-file.\n"
+		}
+		if err := appendFile(path, body+"\n"); err != nil {
+			return fmt.Errorf("the step summary: %w", err)
+		}
+	}
+	path := getenv("GITHUB_OUTPUT")
+	if path == "" {
+		return nil
+	}
+	sum := report.Summarize(rep)
+	var b strings.Builder
+	for _, kv := range [][2]string{
+		{"verdict", sum.Verdict}, {"conclusion", j.check.Conclusion}, {"complete", strconv.FormatBool(sum.Complete)},
+		{"dangers", strconv.Itoa(sum.Total.Dangers)}, {"create", strconv.Itoa(sum.Total.Create)},
+		{"update", strconv.Itoa(sum.Total.Update)}, {"delete", strconv.Itoa(sum.Total.Delete)}, {"report", reportFile},
+	} {
+		fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
+	}
+	if err := appendFile(path, b.String()); err != nil {
+		return fmt.Errorf("the step's outputs: %w", err)
+	}
+	return nil
+}
+
+func appendFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(s); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// readOnlyHint is said when the workflow's token may not write to the pull
+// request: a fork's pull_request event gives a read-only token.
+func readOnlyHint(number int, conclusion string) string {
+	return fmt.Sprintf("driftback: this workflow's token may not write to pull request #%d (a fork's pull_request event gives a read-only token): the report is in the step summary, and the driftback check would be %s. The driftback App publishes on forks' pull requests; a workflow on pull_request_target that checks out the fork's head, and nothing else of it runs, can too (docs/ci.md)", number, conclusion)
 }
 
 // inSomeTarget says whether an error of the report is also a target's, so

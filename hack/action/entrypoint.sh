@@ -55,14 +55,24 @@ install_release() {
   DRIFTBACK_BIN="$dir/driftback"
 }
 
+# The Action's own version is in its files (hack/action/version, which the
+# release writes into the tagged tree): a composite action is not told its
+# ref (GITHUB_ACTION_REF is empty there).
+action_dir="${GITHUB_ACTION_PATH:-$(cd "$(dirname "$0")/../.." && pwd)}"
 if [[ -z "${DRIFTBACK_BIN:-}" ]]; then
   version="${INPUT_VERSION:-}"
-  [[ -n "$version" ]] || version="${GITHUB_ACTION_REF:-}"
-  if [[ "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]]; then
+  [[ -n "$version" ]] || version="$(tr -d '[:space:]' <"$action_dir/hack/action/version" 2>/dev/null || true)"
+  if [[ "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
     install_release "$version"
+  elif [[ -n "${INPUT_VERSION:-}" ]]; then
+    # A commit or branch asked for by name: built from the module proxy.
+    say "building driftback at ${version} with go install (a release tag installs in seconds)"
+    GOBIN="${RUNNER_TEMP:-/tmp}/driftback-src" go install "github.com/driftback/driftback/cmd/driftback@${version}"
+    DRIFTBACK_BIN="${RUNNER_TEMP:-/tmp}/driftback-src/driftback"
   else
-    say "building driftback at ${version:-latest} with go install (a release tag installs in seconds)"
-    GOBIN="${RUNNER_TEMP:-/tmp}/driftback-src" go install "github.com/driftback/driftback/cmd/driftback@${version:-latest}"
+    # Not a release (a branch or commit of the Action): its own source.
+    say "this Action is not a release (hack/action/version says ${version:-nothing}): building driftback from its own source (a release tag installs in seconds)"
+    (cd "$action_dir" && go build -o "${RUNNER_TEMP:-/tmp}/driftback-src/driftback" ./cmd/driftback)
     DRIFTBACK_BIN="${RUNNER_TEMP:-/tmp}/driftback-src/driftback"
   fi
 fi
@@ -73,7 +83,8 @@ if [[ "$(git rev-parse --is-shallow-repository)" == true ]]; then
   say "the checkout is shallow: fetching its history (fetch-depth: 0 on actions/checkout saves this step)"
   git fetch --quiet --no-tags --unshallow origin
 fi
-args=(diff --repo . --publish --format markdown --ack-label "${INPUT_ACK_LABEL:-driftback/allow-danger}")
+report="${RUNNER_TEMP:-/tmp}/driftback-report.json"
+args=(diff --repo . --publish --format markdown --report-file "$report" --ack-label "${INPUT_ACK_LABEL:-driftback/allow-danger}")
 
 if [[ -n "${INPUT_KUBECONFIG:-}" ]]; then
   # The credentials live in a file only this job can read, removed on exit.
@@ -96,5 +107,7 @@ extra=(${INPUT_ARGS:-})
 args+=("${extra[@]}")
 
 # The step's output is the report; the comment and the check run carry it
-# to the pull request. Exit 1: the check fails on a danger; 2: an error.
+# to the pull request, the step summary and outputs to the workflow (a
+# fork's read-only token: the step summary alone). Exit 1: the check fails
+# on a danger; 2: an error.
 "$DRIFTBACK_BIN" "${args[@]}"

@@ -68,6 +68,9 @@ type token struct {
 	// actions marks a GitHub Actions workflow's GITHUB_TOKEN: what it
 	// writes is by github-actions[bot] and the GitHub Actions App.
 	actions bool
+	// readOnly marks the read-only GITHUB_TOKEN a workflow on a fork's
+	// pull_request event gets: every write is refused.
+	readOnly bool
 }
 
 // The GitHub Actions App, whose installation token a workflow's
@@ -462,6 +465,11 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 				writeJSON(rec, http.StatusUnauthorized, map[string]any{"message": "Bad credentials"})
 				return
 			}
+			if r.Method != http.MethodGet && f.readOnly(r) {
+				writeJSON(rec, http.StatusForbidden, map[string]any{"message": "Resource not accessible by integration",
+					"documentation_url": "https://docs.github.com/rest/pulls/comments#create-a-review-comment-for-a-pull-request"})
+				return
+			}
 		}
 		rt.handle(rec, r, m, inst)
 		return
@@ -557,6 +565,31 @@ func (f *Fake) ActionsToken(installation int64) string {
 	t.actions = true
 	f.tokens[tok] = t
 	return tok
+}
+
+// ReadOnlyActionsToken issues the GITHUB_TOKEN of a workflow run on a
+// fork's pull_request event: it reads, and every write is refused with 403
+// "Resource not accessible by integration", as GitHub refuses it.
+func (f *Fake) ReadOnlyActionsToken(installation int64) string {
+	tok := f.ActionsToken(installation)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tokens[tok]
+	t.readOnly = true
+	f.tokens[tok] = t
+	return tok
+}
+
+// readOnly says the request's token may not write.
+func (f *Fake) readOnly(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	raw, ok := strings.CutPrefix(h, "token ")
+	if !ok {
+		raw, _ = strings.CutPrefix(h, "Bearer ")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tokens[raw].readOnly
 }
 
 // writer is who a request's token writes as: its login and its App.
