@@ -46,7 +46,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 	var chartRepos, chartHosts multiFlag
 	fs.Var(&chartRepos, "chart-repository", "also trust this chart repository `URL`, besides those the tree names (repeatable)")
 	fs.Var(&chartHosts, "chart-private-host", "a chart repository `HOST` that may resolve to a private or loopback address (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

@@ -32,7 +32,7 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	limits := clientLimitFlags(fs)
 	argoNS := fs.String("argocd-namespace", "argocd", "the namespace of Argo CD and its Applications")
 	out := fs.String("out", "", "write the dump into this `DIR` (created; an earlier dump there is replaced; a folder of other files is refused)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

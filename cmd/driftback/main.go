@@ -72,14 +72,38 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return runVersion(nil, stdout, stderr)
+	}
+	var names []string
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(args[1:], stdout, stderr)
 		}
+		names = append(names, c.name)
 	}
-	fmt.Fprintf(stderr, "driftback: unknown command %q\n\n", args[0])
-	usage(stderr)
+	hint := ""
+	if s := config.DidYouMean(args[0], names); s != "" {
+		hint = fmt.Sprintf(" Did you mean %q?", s)
+	}
+	fmt.Fprintf(stderr, "driftback: unknown command %q.%s Run 'driftback --help' for the commands.\n", args[0], hint)
 	return exitError
+}
+
+// exitStatuses say, in each command's -h, what its exit status means.
+var exitStatuses = map[string]string{
+	"diff":    "0 nothing changes; 1 changes (with --publish: the check fails); 2 an error; 3 not whole: something was not compared (a cluster that could not be read, a kind a dump lacks)",
+	"drift":   "0 no drift; 1 drift found (codified or listed); 2 an error; 3 not whole: something was not compared",
+	"dump":    "0 written; 2 an error",
+	"targets": "0 all read; 1 something could not be read (a cluster, a reconciler's kind); 2 the configuration is wrong",
+}
+
+// exitStatus is what a command's -h says of its exit status.
+func exitStatus(name string) string {
+	if s, ok := exitStatuses[name]; ok {
+		return s
+	}
+	return "0 success; 2 an error"
 }
 
 func usage(w io.Writer) {
@@ -88,15 +112,16 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'driftback COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'driftback COMMAND -h' for a command's flags and exit statuses; 'driftback --version' for the version.")
 }
 
 // parseInterspersed parses flags that may come before, between or after the
 // positional arguments, and returns the positional ones.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	onceOnly(fs)
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		args = fs.Args()
@@ -138,8 +163,48 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 				fmt.Fprintf(stderr, "  %s\n", e)
 			}
 		}
+		fmt.Fprintf(stderr, "\nExit status: %s.\n", exitStatus(name))
 	}
 	return fs
+}
+
+// parseFlags parses args, refusing a flag that takes one value given twice.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	onceOnly(fs)
+	return fs.Parse(args)
+}
+
+// onceOnly makes every flag of fs that takes one value refuse a second:
+// the last one would otherwise win without a word. Repeatable flags
+// (multiFlag) keep every value.
+func onceOnly(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		switch f.Value.(type) {
+		case *multiFlag, *once:
+			return
+		}
+		f.Value = &once{Value: f.Value}
+	})
+}
+
+// once is a flag value that may be set once.
+type once struct {
+	flag.Value
+	set bool
+}
+
+func (o *once) Set(s string) error {
+	if o.set {
+		return errors.New("given twice: it takes one value")
+	}
+	o.set = true
+	return o.Value.Set(s)
+}
+
+// IsBoolFlag keeps a boolean flag's -flag form.
+func (o *once) IsBoolFlag() bool {
+	b, ok := o.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // undefinedFlag matches the flag package's error for a flag it does not know.

@@ -238,3 +238,34 @@ func TestStderrHoldsNoControlCharacters(t *testing.T) {
 		t.Errorf("stderr holds control characters: %q", errOut)
 	}
 }
+
+// TestTheCommandLineFollowsItsConventions: --version; a mistyped command
+// gets a suggestion; every -h says what the exit status means; a flag that
+// takes one value refuses a second.
+func TestTheCommandLineFollowsItsConventions(t *testing.T) {
+	if out, _, code := runCLI(t, "--version"); code != exitOK || !strings.HasPrefix(out, "driftback ") {
+		t.Errorf("--version: exit %d: %q", code, out)
+	}
+	if _, errOut, code := runCLI(t, "dif"); code != exitError || !strings.Contains(errOut, `Did you mean "diff"?`) {
+		t.Errorf("a mistyped command: exit %d: %q", code, errOut)
+	}
+	for _, c := range commands() {
+		if _, errOut, code := runCLI(t, c.name, "-h"); code != exitOK || !strings.Contains(errOut, "\nExit status: 0 ") {
+			t.Errorf("%s -h: exit %d, no exit status:\n%s", c.name, code, errOut)
+		}
+	}
+	for _, args := range [][]string{
+		{"drift", "--path", "apps/a", "--path", "apps/b", "--live", "x"},
+		{"diff", "--base", "a", "--base", "b", "--head", "c"},
+		{"render", "--repo", "a", "--repo", "b", "x"},
+	} {
+		_, errOut, code := runCLI(t, args...)
+		if code != exitError || !strings.Contains(errOut, "given twice: it takes one value") {
+			t.Errorf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	// A repeatable flag keeps every value.
+	if _, errOut, _ := runCLI(t, "diff", "--path", "a", "--path", "b", "--base", "x", "--head", "y"); strings.Contains(errOut, "given twice") {
+		t.Errorf("--path is repeatable in diff: %s", errOut)
+	}
+}

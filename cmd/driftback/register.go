@@ -20,7 +20,7 @@ func runRegister(args []string, stdout, stderr io.Writer) int {
 	org := fs.String("org", "", "register the App under this organization `ORG` (default: your own account)")
 	out := fs.String("out", ".", "the `DIR`ectory for the private key and secrets (created with mode 0700 if missing)")
 	listen := fs.String("listen", app.DefaultRegisterListen, "the local `ADDR`ess of the registration page, where GitHub sends the browser back")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

@@ -21,7 +21,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", "serve --config app.yml", stderr)
 	path := fs.String("config", "app.yml", "the configuration `FILE`")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long running work may finish after SIGTERM")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

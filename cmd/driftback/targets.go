@@ -21,10 +21,11 @@ import (
 // read, 1 something could not be read (a cluster, a reconciler's kind), 2 the
 // configuration is wrong.
 func runTargets(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("targets", "targets --config app.yml [--output text|json]", stderr)
+	fs := newFlagSet("targets", "targets --config app.yml [--format text|json]", stderr)
 	path := fs.String("config", "app.yml", "the configuration `FILE`")
-	output := fs.String("output", "text", "text, or json for scripts")
-	if err := fs.Parse(args); err != nil {
+	output := fs.String("format", "text", "text, or json for scripts")
+	fs.StringVar(output, "output", "text", "the former name of --format")
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -35,7 +36,7 @@ func runTargets(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	if *output != "text" && *output != "json" {
-		fmt.Fprintf(stderr, "driftback targets: --output %q is neither text nor json\n", *output)
+		fmt.Fprintf(stderr, "driftback targets: --format %q is neither text nor json\n", *output)
 		return exitError
 	}
 	cfg, err := config.LoadConfig(*path, os.Getenv)

@@ -61,7 +61,7 @@ targets:
 			t.Errorf("the listing does not say %q:\n%s", s, stdout)
 		}
 	}
-	stdout, _, code = runCLI(t, "targets", "--config", cfg, "--output", "json")
+	stdout, _, code = runCLI(t, "targets", "--config", cfg, "--format", "json")
 	var list app.TargetList
 	if err := json.Unmarshal([]byte(stdout), &list); err != nil || code != exitOK {
 		t.Fatalf("json: %v (exit %d)\n%s", err, code, stdout)
@@ -141,7 +141,7 @@ func TestTargetsReadThePathAtTheBranch(t *testing.T) {
 		}
 		return cfg
 	}
-	stdout, stderr, code := runCLI(t, "targets", "--config", config(cache), "--output", "json")
+	stdout, stderr, code := runCLI(t, "targets", "--config", config(cache), "--format", "json")
 	var list app.TargetList
 	if err := json.Unmarshal([]byte(stdout), &list); err != nil || code != exitOK {
 		t.Fatalf("exit %d, %v: %s\n%s", code, err, stderr, stdout)
@@ -163,7 +163,7 @@ func TestTargetsReadThePathAtTheBranch(t *testing.T) {
 			t.Errorf("%s: source %q, not rendered %q, codify %q; want %+v", p, got.Source, got.NotRendered, got.Codify, want)
 		}
 	}
-	stdout, _, _ = runCLI(t, "targets", "--config", config(filepath.Join(dir, "empty-cache")), "--output", "json")
+	stdout, _, _ = runCLI(t, "targets", "--config", config(filepath.Join(dir, "empty-cache")), "--format", "json")
 	if err := json.Unmarshal([]byte(stdout), &list); err != nil || len(list.Targets) == 0 {
 		t.Fatalf("%v\n%s", err, stdout)
 	}
@@ -212,7 +212,7 @@ func TestTargetsSayWhatDiscoveryLeavesOut(t *testing.T) {
 			t.Errorf("targets does not say %q:\n%s", want, stdout)
 		}
 	}
-	stdout, _, _ = runCLI(t, "targets", "--config", cfg, "--output", "json")
+	stdout, _, _ = runCLI(t, "targets", "--config", cfg, "--format", "json")
 	if !strings.Contains(stdout, `"leftOut": [`) || !strings.Contains(stdout, tenant+": 2") {
 		t.Errorf("the JSON does not count what is left out:\n%s", stdout)
 	}

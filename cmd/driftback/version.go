@@ -20,7 +20,7 @@ var (
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version", "version", stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return parseExit(err)
 	}
 	info, _ := debug.ReadBuildInfo()
