@@ -39,16 +39,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/internal/cliflags"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
 	"github.com/driftback/driftback/rollback"
 )
 
 // multiFlag collects a flag given several times.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+// multiFlag is a repeatable flag.
+type multiFlag = cliflags.Multi
 
 func runDiff(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("diff", "diff (--repo DIR --base REF --head REF | --base DIR --head DIR) [--path OVERLAY]... (--kubeconfig FILE [--context NAME] | --live DIR) [--format text|markdown|json] [--mode read-only|dry-run] [--publish [--fail-on DANGER]...]", stderr)

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/internal/cliflags"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
 )
@@ -118,108 +118,14 @@ func usage(w io.Writer) {
 // parseInterspersed parses flags that may come before, between or after the
 // positional arguments, and returns the positional ones.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	onceOnly(fs)
-	var pos []string
-	for {
-		if err := parseFlags(fs, args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	out := &watchedWriter{w: stderr}
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		if out.last != "" {
-			// The flag package has just said what is wrong: a hint, not
-			// the whole usage.
-			hint := ""
-			if m := undefinedFlag.FindStringSubmatch(out.last); m != nil {
-				var known []string
-				fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
-				if s := config.DidYouMean(m[1], known); s != "" {
-					hint = "Did you mean --" + s + "? "
-				}
-			}
-			fmt.Fprintf(stderr, "%sRun 'driftback %s -h' for its flags and examples.\n", hint, name)
-			return
-		}
-		fmt.Fprintf(stderr, "Usage: driftback %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-		if ex := examples[name]; len(ex) > 0 {
-			fmt.Fprintf(stderr, "\nExamples:\n")
-			for _, e := range ex {
-				fmt.Fprintf(stderr, "  %s\n", e)
-			}
-		}
-		fmt.Fprintf(stderr, "\nExit status: %s.\n", exitStatus(name))
-	}
-	return fs
+	return cliflags.ParseInterspersed(fs, args)
 }
 
 // parseFlags parses args, refusing a flag that takes one value given twice.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	onceOnly(fs)
-	return fs.Parse(args)
-}
+func parseFlags(fs *flag.FlagSet, args []string) error { return cliflags.Parse(fs, args) }
 
-// onceOnly makes every flag of fs that takes one value refuse a second:
-// the last one would otherwise win without a word. Repeatable flags
-// (multiFlag) keep every value.
-func onceOnly(fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		switch f.Value.(type) {
-		case *multiFlag, *once:
-			return
-		}
-		f.Value = &once{Value: f.Value}
-	})
-}
-
-// once is a flag value that may be set once.
-type once struct {
-	flag.Value
-	set bool
-}
-
-func (o *once) Set(s string) error {
-	if o.set {
-		return errors.New("given twice: it takes one value")
-	}
-	o.set = true
-	return o.Value.Set(s)
-}
-
-// IsBoolFlag keeps a boolean flag's -flag form.
-func (o *once) IsBoolFlag() bool {
-	b, ok := o.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
-}
-
-// undefinedFlag matches the flag package's error for a flag it does not know.
-var undefinedFlag = regexp.MustCompile(`flag provided but not defined: -+(\S+)`)
-
-// watchedWriter remembers the last thing written to it: the flag package
-// writes its error just before it calls Usage.
-type watchedWriter struct {
-	w    io.Writer
-	last string
-}
-
-func (w *watchedWriter) Write(p []byte) (int, error) {
-	w.last = string(p)
-	return w.w.Write(p)
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	return cliflags.New("driftback", name, cliflags.Help{Synopsis: synopsis, Examples: examples[name], ExitStatus: exitStatus(name)}, stderr, config.DidYouMean)
 }
 
 // outputFormat checks a --format: text, markdown or json; unset is text
