@@ -131,6 +131,9 @@ func Run(ctx context.Context, path string, env func(string) string, grace time.D
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.UnknownEnv(os.Environ()) {
+		log.Warn("an environment variable is not read", "problem", w)
+	}
 	log.Info("effective configuration", "config", cfg.Redacted(secrets))
 	srv, err := NewServer(ctx, cfg, secrets, log)
 	if err != nil {

@@ -10,6 +10,9 @@ package config
 
 import (
 	"bytes"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +37,8 @@ import (
 
 // Config is app.yml: the GitHub App manifest and driftback's settings.
 type Config struct {
+	// consulted are the DRIFTBACK_… variables the overrides read.
+	consulted map[string]bool
 	// Manifest is the GitHub App manifest `driftback register` submits.
 	Manifest Manifest     `yaml:"manifest"`
 	GitHub   GitHub       `yaml:"github"`
@@ -314,7 +319,14 @@ func ParseConfig(b []byte, env func(string) string) (*Config, error) {
 		return nil, explainYAML(err, b, reflect.TypeFor[Config]())
 	}
 	if env != nil {
-		if err := applyEnv(reflect.ValueOf(&cfg).Elem(), "DRIFTBACK", env); err != nil {
+		// What the overrides asked for: an environment variable of the
+		// same prefix that none read is named (UnknownEnv).
+		cfg.consulted = map[string]bool{}
+		seen := func(name string) string {
+			cfg.consulted[name] = true
+			return env(name)
+		}
+		if err := applyEnv(reflect.ValueOf(&cfg).Elem(), "DRIFTBACK", seen); err != nil {
 			return nil, err
 		}
 	}
@@ -524,9 +536,46 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// otherEnv are the DRIFTBACK_… variables read elsewhere than app.yml's
+// overrides: the secrets, and what the render child and the Action read.
+var otherEnv = []string{"DRIFTBACK_GITHUB_PRIVATE_KEY", "DRIFTBACK_GITHUB_WEBHOOK_SECRET", "DRIFTBACK_MEMORY_LIMIT",
+	"DRIFTBACK_RENDER_CHILD", "DRIFTBACK_RENDER_MEMORY", "DRIFTBACK_RENDER_CPU", "DRIFTBACK_RENDER_CPU_TOTAL", "DRIFTBACK_BIN", "DRIFTBACK_RELEASES_URL"}
+
+// UnknownEnv names, of environ (KEY=value lines), the DRIFTBACK_… variables
+// nothing reads: a misspelled override is otherwise ignored without a
+// word. Each says the name it most likely meant. Only a configuration
+// parsed with an environment knows what it read.
+func (c *Config) UnknownEnv(environ []string) []string {
+	if c.consulted == nil {
+		return nil
+	}
+	known := append([]string(nil), otherEnv...)
+	for name := range c.consulted {
+		known = append(known, name)
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "DRIFTBACK_") || c.consulted[name] || slices.Contains(otherEnv, name) || strings.HasPrefix(name, "DRIFTBACK_TEST_") {
+			continue
+		}
+		msg := name + " is not a setting driftback reads: it is ignored"
+		if s := DidYouMean(name, known); s != "" {
+			msg += " (did you mean " + s + "?)"
+		}
+		out = append(out, msg)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // LoadSecrets reads the private key and webhook secret from the environment or
-// the files app.yml names.
+// the files app.yml names, and checks what serving as the App needs: its
+// ID, a private key GitHub can check a token of, a webhook secret.
 func (c *Config) LoadSecrets(env func(string) string) (*Secrets, error) {
+	if c.GitHub.AppID <= 0 {
+		return nil, errors.New("github.appID: not set: the GitHub App's ID (its settings page, \"App ID\"), in app.yml or DRIFTBACK_GITHUB_APP_ID; `driftback register` writes it")
+	}
 	s := &Secrets{From: map[string]string{}}
 	read := func(name, envName, file string) ([]byte, error) {
 		if v := env(envName); v != "" {
@@ -550,6 +599,9 @@ func (c *Config) LoadSecrets(env func(string) string) (*Secrets, error) {
 	var err error
 	if s.PrivateKey, err = read("privateKey", "DRIFTBACK_GITHUB_PRIVATE_KEY", c.GitHub.PrivateKeyFile); err != nil {
 		return nil, err
+	}
+	if err := privateKey(s.PrivateKey); err != nil {
+		return nil, fmt.Errorf("privateKey (%s): %w", s.From["privateKey"], err)
 	}
 	if s.WebhookSecret, err = read("webhookSecret", "DRIFTBACK_GITHUB_WEBHOOK_SECRET", c.GitHub.WebhookSecretFile); err != nil {
 		return nil, err
@@ -686,4 +738,24 @@ func (c *Config) Redacted(s *Secrets) map[string]any {
 		out["github.webhookSecret"] = "(redacted, from " + s.From["webhookSecret"] + ")"
 	}
 	return out
+}
+
+// privateKey checks that b is an RSA private key in PEM, as GitHub issues
+// an App's: what it is otherwise, never its content.
+func privateKey(b []byte) error {
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return errors.New("not a PEM key: give the .pem file GitHub's App settings page generates")
+	}
+	if _, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("a PEM block of type %q that is not a private key", block.Type)
+	}
+	if _, ok := k.(*rsa.PrivateKey); !ok {
+		return fmt.Errorf("a %T, not the RSA key GitHub issues", k)
+	}
+	return nil
 }

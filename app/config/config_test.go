@@ -1,6 +1,10 @@
 package config
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -74,7 +78,7 @@ func TestConfigErrorsNameTheLine(t *testing.T) {
 // TestAMissingKeyFileNamesItsKey: a private key file that is not there is
 // named with its key and the variable that can stand in for it.
 func TestAMissingKeyFileNamesItsKey(t *testing.T) {
-	cfg, err := ParseConfig([]byte("github:\n  privateKeyFile: /does/not/exist.pem\n"), envOf(nil))
+	cfg, err := ParseConfig([]byte("github:\n  appID: 1\n  privateKeyFile: /does/not/exist.pem\n"), envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +118,11 @@ func TestEnvironmentOverrides(t *testing.T) {
 func TestSecretsNeverLogged(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(key, []byte("-----BEGIN PRIVATE KEY-----\nSECRETKEY\n"), 0o600); err != nil {
+	pemKey := testKey(t)
+	if err := os.WriteFile(key, pemKey, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig([]byte("github:\n  privateKeyFile: "+key+"\n"), envOf(nil))
+	cfg, err := ParseConfig([]byte("github:\n  appID: 1\n  privateKeyFile: "+key+"\n"), envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +130,11 @@ func TestSecretsNeverLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(s.PrivateKey), "SECRETKEY") || string(s.WebhookSecret) != "hook-secret-value" {
+	if string(s.PrivateKey) != strings.TrimSpace(string(pemKey)) || string(s.WebhookSecret) != "hook-secret-value" {
 		t.Fatalf("secrets: %q %q", s.PrivateKey, s.WebhookSecret)
 	}
 	shown := fmt.Sprint(cfg.Redacted(s))
-	if strings.Contains(shown, "SECRETKEY") || strings.Contains(shown, "hook-secret-value") {
+	if strings.Contains(shown, string(pemKey[40:80])) || strings.Contains(shown, "hook-secret-value") {
 		t.Errorf("the effective configuration shows a secret: %s", shown)
 	}
 	if !strings.Contains(shown, "file "+key) || !strings.Contains(shown, "environment DRIFTBACK_GITHUB_WEBHOOK_SECRET") {
@@ -146,11 +151,11 @@ func TestEmptyWebhookSecretIsRefused(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("  \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig([]byte("github:\n  webhookSecretFile: "+empty+"\n"), envOf(nil))
+	cfg, err := ParseConfig([]byte("github:\n  appID: 1\n  webhookSecretFile: "+empty+"\n"), envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cfg.LoadSecrets(envOf(map[string]string{"DRIFTBACK_GITHUB_PRIVATE_KEY": "k"})); err == nil || !strings.Contains(err.Error(), "empty") {
+	if _, err := cfg.LoadSecrets(envOf(map[string]string{"DRIFTBACK_GITHUB_PRIVATE_KEY": string(testKey(t))})); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Errorf("an empty webhook secret: %v", err)
 	}
 }
@@ -191,5 +196,55 @@ func TestDiscoverCountsTheReconcilersOwnNamespaces(t *testing.T) {
 		if _, err := ParseConfig([]byte(y), envOf(nil)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err = %v, want %q", y, err, want)
 		}
+	}
+}
+
+// testKey is an App's private key as GitHub issues one (RSA, PKCS #1 PEM).
+func testKey(t *testing.T) []byte {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+}
+
+// TestServingNeedsAnAppAndItsKey: serve refuses an App without its ID,
+// and a private key that is not one, naming the key; a key's content is
+// never in the message.
+func TestServingNeedsAnAppAndItsKey(t *testing.T) {
+	env := envOf(map[string]string{"DRIFTBACK_GITHUB_PRIVATE_KEY": string(testKey(t)), "DRIFTBACK_GITHUB_WEBHOOK_SECRET": "s"})
+	cfg, err := ParseConfig([]byte("github: {}\n"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.LoadSecrets(env); err == nil || !strings.Contains(err.Error(), "github.appID: not set") {
+		t.Errorf("no App ID: %v", err)
+	}
+	cfg.GitHub.AppID = 7
+	if _, err := cfg.LoadSecrets(env); err != nil {
+		t.Errorf("an App with its ID and key: %v", err)
+	}
+	bad := envOf(map[string]string{"DRIFTBACK_GITHUB_PRIVATE_KEY": "ghp_notakey-canary", "DRIFTBACK_GITHUB_WEBHOOK_SECRET": "s"})
+	if _, err := cfg.LoadSecrets(bad); err == nil || !strings.Contains(err.Error(), "privateKey (environment DRIFTBACK_GITHUB_PRIVATE_KEY): not a PEM key") || strings.Contains(err.Error(), "canary") {
+		t.Errorf("a key that is not one: %v", err)
+	}
+}
+
+// TestAMisspelledOverrideIsNamed: a DRIFTBACK_ variable nothing reads is
+// named, with the one it most likely meant; those read are not.
+func TestAMisspelledOverrideIsNamed(t *testing.T) {
+	environ := map[string]string{"DRIFTBACK_GITHUB_APPID": "3", "DRIFTBACK_SERVER_WORKERS": "2", "DRIFTBACK_GITHUB_PRIVATE_KEY": "k", "HOME": "/root"}
+	cfg, err := ParseConfig([]byte("github: {appID: 1}\n"), envOf(environ))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []string
+	for k, v := range environ {
+		list = append(list, k+"="+v)
+	}
+	got := cfg.UnknownEnv(list)
+	if len(got) != 1 || !strings.Contains(got[0], "DRIFTBACK_GITHUB_APPID is not a setting driftback reads") || !strings.Contains(got[0], "did you mean DRIFTBACK_GITHUB_APP_ID?") {
+		t.Errorf("unknown: %v", got)
 	}
 }

@@ -134,3 +134,23 @@ func Refine(targets []Target, content []byte) ([]Target, error) {
 	}
 	return out, nil
 }
+
+// CheckRepoConfig checks a repository's .github/driftback.yml as Refine
+// reads it: against targets (app.yml's), or, without them (a pull
+// request's own CI, where app.yml is not at hand), taking every target name
+// it gives as one app.yml gives.
+func CheckRepoConfig(content []byte, targets []Target) error {
+	if targets == nil {
+		var names struct {
+			Targets []struct {
+				Name string `yaml:"name"`
+			} `yaml:"targets"`
+		}
+		_ = yaml.Unmarshal(content, &names) // Refine says what does not parse
+		for _, t := range names.Targets {
+			targets = append(targets, Target{Name: t.Name})
+		}
+	}
+	_, err := Refine(targets, content)
+	return err
+}

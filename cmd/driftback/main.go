@@ -39,6 +39,7 @@ func commands() []command {
 	return []command{
 		{"diff", "show what a change does to the cluster: created, changed and pruned objects, dangers, drift", runDiff},
 		{"dump", "write the live objects comparing overlays needs into a folder, for diff --live", runDump},
+		{"check-config", "check app.yml and a repository's .github/driftback.yml before they are used", runCheckConfig},
 		{"drift", "find lasting manual changes to the cluster and codify them into the overlay's sources", runDrift},
 		{"register", "create the GitHub App from app.yml's manifest and save its key and secrets", runRegister},
 		{"render", "print the rendered objects of kustomize overlays", runRender},
@@ -92,10 +93,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // exitStatuses say, in each command's -h, what its exit status means.
 var exitStatuses = map[string]string{
-	"diff":    "0 nothing changes; 1 changes (with --publish: the check fails); 2 an error; 3 not whole: something was not compared (a cluster that could not be read, a kind a dump lacks)",
-	"drift":   "0 no drift; 1 drift found (codified or listed); 2 an error; 3 not whole: something was not compared",
-	"dump":    "0 written; 2 an error",
-	"targets": "0 all read; 1 something could not be read (a cluster, a reconciler's kind); 2 the configuration is wrong",
+	"diff":         "0 nothing changes; 1 changes (with --publish: the check fails); 2 an error; 3 not whole: something was not compared (a cluster that could not be read, a kind a dump lacks)",
+	"drift":        "0 no drift; 1 drift found (codified or listed); 2 an error; 3 not whole: something was not compared",
+	"dump":         "0 written; 2 an error",
+	"check-config": "0 valid (warnings aside); 2 a mistake, each named with its line and key",
+	"targets":      "0 all read; 1 something could not be read (a cluster, a reconciler's kind); 2 the configuration is wrong",
 }
 
 // exitStatus is what a command's -h says of its exit status.
@@ -110,7 +112,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "driftback previews what a GitOps pull request would do to a cluster.")
 	fmt.Fprintln(w, "\nUsage: driftback COMMAND [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'driftback COMMAND -h' for a command's flags and exit statuses; 'driftback --version' for the version.")
 }

@@ -269,3 +269,38 @@ func TestTheCommandLineFollowsItsConventions(t *testing.T) {
 		t.Errorf("--path is repeatable in diff: %s", errOut)
 	}
 }
+
+// TestCheckConfig: app.yml and a repository's .github/driftback.yml are
+// checked before they are used: a mistake with its line and key, a
+// variable nothing reads named, a repository file checked alone (a pull
+// request's own CI) or against app.yml's targets.
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "app.yml")
+	writeFile(t, good, "github:\n  appID: 12\nclusters:\n  prod: {context: prod}\ntargets:\n- name: shop\n  repo: acme/gitops\n  path: apps/shop\n  cluster: prod\n")
+	t.Setenv("DRIFTBACK_SERVER_WORKRES", "4")
+	out, errOut, code := runCLI(t, "check-config", "--config", good)
+	if code != exitOK || !strings.Contains(out, "app.yml: valid (1 targets, 1 clusters)") || !strings.Contains(errOut, "DRIFTBACK_SERVER_WORKRES is not a setting driftback reads") {
+		t.Errorf("a valid app.yml, a misspelled variable: exit %d:\n%s%s", code, out, errOut)
+	}
+	bad := filepath.Join(dir, "bad.yml")
+	writeFile(t, bad, "github:\n  appID: 12\nclusters:\n  prod: {kubeconfg: x}\n")
+	if _, errOut, code := runCLI(t, "check-config", "--config", bad); code != exitError || !strings.Contains(errOut, "line 4: clusters.prod.kubeconfg: unknown key (did you mean kubeconfig?)") {
+		t.Errorf("a mistake: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "check-config", "--config", good, "--secrets"); code != exitError || !strings.Contains(errOut, "privateKey: set DRIFTBACK_GITHUB_PRIVATE_KEY or github.privateKeyFile") {
+		t.Errorf("--secrets without a key: exit %d: %s", code, errOut)
+	}
+	repo := filepath.Join(dir, "driftback.yml")
+	writeFile(t, repo, "targets:\n- name: shop\n  policy: {failOn: [pvc-removal]}\n")
+	if out, _, code := runCLI(t, "check-config", "--repo-config", repo); code != exitOK || !strings.Contains(out, "driftback.yml: valid") {
+		t.Errorf("a repository's file alone: exit %d: %s", code, out)
+	}
+	writeFile(t, repo, "targets:\n- name: cart\n  policy: {failOn: [pvc-removel]}\n")
+	if _, errOut, code := runCLI(t, "check-config", "--repo-config", repo); code != exitError || !strings.Contains(errOut, `unknown danger "pvc-removel"`) {
+		t.Errorf("an unknown danger: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "check-config", "--config", good, "--repo-config", repo); code != exitError || !strings.Contains(errOut, `target "cart" is not one app.yml gives`) {
+		t.Errorf("against app.yml's targets: exit %d: %s", code, errOut)
+	}
+}
