@@ -8,6 +8,13 @@ import (
 	"github.com/driftback/driftback/drift/object"
 )
 
+// jsonReport is the JSON report, whose schema docs/schema/report-v1.json
+// publishes.
+type jsonReport struct {
+	*drift.Report
+	Summary Summary `json:"summary"`
+}
+
 // JSON renders the report with its documented, stable schema: every list is
 // present, empty rather than null, and a summary of the table's counts and
 // the verdict comes with it.
@@ -24,10 +31,7 @@ func JSON(r *drift.Report) ([]byte, error) {
 	if out.Errors == nil {
 		out.Errors = []string{}
 	}
-	return json.MarshalIndent(struct {
-		*drift.Report
-		Summary Summary `json:"summary"`
-	}{&out, Summarize(r)}, "", "  ")
+	return json.MarshalIndent(jsonReport{&out, Summarize(r)}, "", "  ")
 }
 
 // Summary is what the report's table and verdict say, for a script: each
@@ -61,7 +65,7 @@ type Counts struct {
 	DangersBefore int `json:"dangersBefore"`
 	// LiveChangesReverted is null when the cluster was not read: unknown,
 	// not none.
-	LiveChangesReverted *int `json:"liveChangesReverted"`
+	LiveChangesReverted *int `json:"liveChangesReverted" jsonschema:"oneof_type=integer;null"`
 }
 
 // TargetCounts are one target's counts.

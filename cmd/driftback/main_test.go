@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/render"
@@ -302,5 +303,38 @@ func TestCheckConfig(t *testing.T) {
 	}
 	if _, errOut, code := runCLI(t, "check-config", "--config", good, "--repo-config", repo); code != exitError || !strings.Contains(errOut, `target "cart" is not one app.yml gives`) {
 		t.Errorf("against app.yml's targets: exit %d: %s", code, errOut)
+	}
+}
+
+// TestTheDemoReportHasThePublishedSchema: the demo's JSON report, every
+// part of it real, validates against docs/schema/report-v1.json.
+func TestTheDemoReportHasThePublishedSchema(t *testing.T) {
+	out, errOut, code := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live", "--format", "json")
+	if code != exitChanges {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	f, err := os.Open(filepath.Join("..", "..", "docs", "schema", "report-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("report-v1.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := c.Compile("report-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Validate(inst); err != nil {
+		t.Errorf("the demo's report does not validate: %v", err)
 	}
 }
