@@ -3,6 +3,7 @@ package report
 import (
 	"flag"
 	"fmt"
+	"github.com/driftback/driftback/prgen"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -184,5 +185,45 @@ func TestDashboardExample(t *testing.T) {
 	}
 	if string(got) != doc {
 		t.Errorf("%s is not what driftback writes: go test ./report -run TestDashboardExample -update", path)
+	}
+}
+
+var updateDriftExample = flag.Bool("update-drift-example", false, "rewrite docs/drift-pr-example.md")
+
+// TestDriftPullRequestExample keeps docs/drift-pr-example.md what driftback
+// writes for a drift pull request: two fields written back (one into the
+// kustomization's replicas, one into the overlay's image), one that needs a
+// manual edit, a Secret named by its keys only, and a person's intent.
+func TestDriftPullRequestExample(t *testing.T) {
+	at := dashNow.Add(-2 * time.Hour)
+	plan := &prgen.Plan{
+		Overlay: "apps/shop/overlays/production",
+		Files: map[string][]byte{
+			"apps/shop/overlays/production/kustomization.yaml": []byte("resources: [../../base]\nreplicas:\n- name: web\n  count: 5\nimages:\n- name: registry.example.com/web\n  newTag: 1.4.1\n"),
+		},
+		Codified: []prgen.Codified{
+			{Object: "Deployment/shop-prod/web", Path: ".spec.replicas", Value: int64(5), Was: int64(3), Manager: "kubectl", Time: &at,
+				File: "apps/shop/overlays/production/kustomization.yaml", Strategy: prgen.StrategyReplicas},
+			{Object: "Deployment/shop-prod/web", Path: `.spec.template.spec.containers[name="web"].image`, Value: "registry.example.com/web:1.4.1",
+				Was: "registry.example.com/web:1.4.0", Manager: "kubectl-set", Time: &at, File: "apps/shop/overlays/production/kustomization.yaml", Strategy: prgen.StrategyImages},
+		},
+		Manual: []prgen.Manual{{Object: "ConfigMap/shop-prod/flags", Path: ".data.checkout", Value: "v2",
+			Reason: "the value comes from a configMapGenerator literal in apps/shop/base/kustomization.yaml, which other overlays share: edit it there or add a generator in this overlay"}},
+		Secrets: []prgen.SecretDrift{{Object: "Secret/shop-prod/api-token", Keys: []string{"token"}}},
+		Intents: map[string]string{"Deployment/shop-prod/web": "INC-4821: scaled and patched during the checkout outage"},
+	}
+	doc := "# " + DriftTitle(plan) + "\n\n" + DriftPullRequest(plan)
+	path := filepath.Join("..", "docs", "drift-pr-example.md")
+	if *updateDriftExample {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != doc {
+		t.Errorf("%s is not what driftback writes: go test ./report -run TestDriftPullRequestExample -update-drift-example", path)
 	}
 }
