@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -338,13 +339,14 @@ func TestTheActionInstallsItsOwnRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := good
+	var served atomic.Pointer[[]byte]
+	served.Store(&good)
 	releases := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v9.8.7/driftback_"+runtime.GOOS+"_"+runtime.GOARCH+".tar.gz" {
 			http.NotFound(w, r)
 			return
 		}
-		_, _ = w.Write(served)
+		_, _ = w.Write(*served.Load())
 	}))
 	defer releases.Close()
 	action := t.TempDir()
@@ -384,7 +386,8 @@ func TestTheActionInstallsItsOwnRelease(t *testing.T) {
 	if out, code := step(); code != 0 || !strings.Contains(out, "installing driftback v9.8.7") || len(run.gh.Comments("acme/gitops", 3)) != 1 {
 		t.Fatalf("the pinned release: exit %d:\n%s", code, out)
 	}
-	served = append(append([]byte{}, good...), 0) // replaced on the release
+	replaced := append(append([]byte{}, good...), 0) // replaced on the release
+	served.Store(&replaced)
 	if out, code := step(); code != 2 || !strings.Contains(out, "not the "+fmt.Sprintf("%x", sha256.Sum256(good))+" this Action pins: not installed") {
 		t.Errorf("a replaced archive: exit %d:\n%s", code, out)
 	}
