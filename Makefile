@@ -48,6 +48,10 @@ ACTIONLINT_VERSION ?= v1.7.12
 GORELEASER := bin/tools/goreleaser@$(GORELEASER_VERSION)/goreleaser
 CYCLONEDX := bin/tools/cyclonedx-gomod@$(CYCLONEDX_VERSION)/cyclonedx-gomod
 ACTIONLINT := bin/tools/actionlint@$(ACTIONLINT_VERSION)/actionlint
+# kustomize of the kustomize api driftback renders with: the start-up
+# benchmark's baseline (kustomize version, kustomize build).
+KUSTOMIZE_VERSION ?= v5.8.1
+KUSTOMIZE := bin/tools/kustomize@$(KUSTOMIZE_VERSION)/kustomize
 
 .PHONY: build testbin test vet lint bench fuzz demo image release release-tools publish clean
 
@@ -78,11 +82,12 @@ test: testbin vet lint
 
 # kubectl, built from the same release, is the baselines' (kubectl kustomize,
 # kubectl diff --server-side); it is put on PATH for the benchmarks only.
-# helm, of the Helm SDK's version, is the chart render's (helm template).
-bench: testbin
+# helm, of the Helm SDK's version, is the chart render's (helm template);
+# kustomize, of the kustomize api's, the start-up's.
+bench: testbin $(KUSTOMIZE)
 	@assets=$$(hack/testbin/build.sh kubectl | tail -n1); \
 	helm=$$(hack/helm/build.sh | tail -n1); \
-	PATH=$$assets:$$PATH KUBEBUILDER_ASSETS=$$assets DRIFTBACK_HELM=$$helm $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem -timeout 90m ./...
+	PATH=$$assets:$(CURDIR)/$(dir $(KUSTOMIZE)):$$PATH KUBEBUILDER_ASSETS=$$assets DRIFTBACK_HELM=$$helm $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem -timeout 90m ./...
 
 # Each fuzz target on its own (go test -fuzz takes one at a time). A failing
 # input is written under the package's testdata/fuzz/ and fails make test
@@ -115,6 +120,9 @@ $(GORELEASER):
 
 $(CYCLONEDX):
 	GOBIN=$(CURDIR)/$(@D) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
+
+$(KUSTOMIZE):
+	GOBIN=$(CURDIR)/$(@D) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 
 $(ACTIONLINT):
 	GOBIN=$(CURDIR)/$(@D) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)

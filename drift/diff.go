@@ -533,7 +533,7 @@ func (c *comparer) predictChange(ref object.Ref, live, desired *unstructured.Uns
 		}
 	default:
 		var crd *structuralschema.Structural
-		if !object.BuiltinScheme.Recognizes(desired.GroupVersionKind()) {
+		if !object.BuiltinScheme().Recognizes(desired.GroupVersionKind()) {
 			crd, err = c.crdSchema(desired.GroupVersionKind())
 		}
 		if err == nil {

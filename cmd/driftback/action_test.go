@@ -29,7 +29,7 @@ var built struct {
 // driftbackBinary builds driftback once for the tests that run it as a
 // program, as `go build` in a git checkout does (the toolchain records the
 // version and commit), with the test binary's race setting.
-func driftbackBinary(t *testing.T) string {
+func driftbackBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")

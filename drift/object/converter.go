@@ -10,7 +10,7 @@ import (
 func BuiltinTypeConverter() managedfields.TypeConverter {
 	builtinOnce.Do(func() {
 		builtin = &fallbackConverter{
-			primary: applyconfigurations.NewTypeConverter(BuiltinScheme),
+			primary: applyconfigurations.NewTypeConverter(BuiltinScheme()),
 			deduced: managedfields.NewDeducedTypeConverter(),
 		}
 	})

@@ -37,7 +37,7 @@ func NamespacedKinds(ctx context.Context, live LiveReader, objs []*unstructured.
 // builtinNamespaced are the built-in kinds that are not cluster-scoped.
 var builtinNamespaced = sync.OnceValue(func() []schema.GroupKind {
 	var out []schema.GroupKind
-	for gvk := range BuiltinScheme.AllKnownTypes() {
+	for gvk := range BuiltinScheme().AllKnownTypes() {
 		if _, cluster := clusterScoped[gvk.GroupKind()]; !cluster {
 			out = append(out, gvk.GroupKind())
 		}

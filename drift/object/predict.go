@@ -22,7 +22,7 @@ import (
 // copy: other packages register more kinds into client-go's global scheme
 // (controller-runtime adds CRDs), and a kind registered there without an apply
 // schema would take the wrong path here.
-var BuiltinScheme = apidefaults.NewScheme()
+var BuiltinScheme = sync.OnceValue(apidefaults.NewScheme)
 
 // Predictor computes, without writing to the cluster, the object a server-side
 // Apply of desired onto live would leave: the structured merge the apiserver
@@ -48,8 +48,8 @@ func (p *Predictor) manager(gvk schema.GroupVersionKind) (*managedfields.FieldMa
 		m   *managedfields.FieldManager
 		err error
 	)
-	if BuiltinScheme.Recognizes(gvk) {
-		m, err = managedfields.NewDefaultFieldManager(p.tc, BuiltinScheme, BuiltinScheme, BuiltinScheme, gvk, gvk.GroupVersion(), "", nil)
+	if BuiltinScheme().Recognizes(gvk) {
+		m, err = managedfields.NewDefaultFieldManager(p.tc, BuiltinScheme(), BuiltinScheme(), BuiltinScheme(), gvk, gvk.GroupVersion(), "", nil)
 	} else {
 		u := unstructuredScheme{}
 		m, err = managedfields.NewDefaultCRDFieldManager(p.tc, u, u, u, gvk, gvk.GroupVersion(), "", nil)
@@ -74,7 +74,7 @@ func (p *Predictor) Apply(live, desired *unstructured.Unstructured, manager stri
 		return nil, err
 	}
 	var liveObj runtime.Object = live.DeepCopy()
-	builtin := BuiltinScheme.Recognizes(gvk)
+	builtin := BuiltinScheme().Recognizes(gvk)
 	if builtin {
 		if liveObj, err = toTyped(live, gvk); err != nil {
 			return nil, fmt.Errorf("read live object: %w", err)
@@ -107,7 +107,7 @@ func stored(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unst
 		obj = typedObj
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
-	obj, err := apidefaults.Store(BuiltinScheme, obj)
+	obj, err := apidefaults.Store(BuiltinScheme(), obj)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func stored(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unst
 }
 
 func toTyped(u *unstructured.Unstructured, gvk schema.GroupVersionKind) (runtime.Object, error) {
-	obj, err := BuiltinScheme.New(gvk)
+	obj, err := BuiltinScheme().New(gvk)
 	if err != nil {
 		return nil, err
 	}
