@@ -61,7 +61,8 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	kubeContext := fs.String("context", "", "the kubeconfig context (default: its current context)")
 	limits := clientLimitFlags(fs)
 	live := fs.String("live", "", "read the live state from this `DIR` of object dumps (kubectl get -o yaml) instead of a cluster")
-	format := fs.String("format", "", "output: text (plain, with colour in a terminal), markdown (the pull-request comment) or json; default: text when stdout is a terminal, else markdown")
+	format := fs.String("format", "", "output: text (plain, coloured on a terminal unless NO_COLOR is set), markdown (the pull-request comment) or json; default text, markdown with --publish")
+	verbose := fs.Bool("v", false, "text: also each created or deleted object's whole YAML (markdown and json always hold it)")
 	mode := fs.String("mode", string(drift.ModeReadOnly), "read-only predicts server-side apply locally (needs get/list); dry-run asks the server (needs patch: write access)")
 	manager := fs.String("field-manager", "", "the GitOps applier's field manager (default: detected from live objects, else kustomize-controller)")
 	fs.Var(&ignoreManagers, "ignore-manager", "also ignore fields owned live by this field manager (repeatable; a trailing * matches a prefix)")
@@ -108,6 +109,9 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	}
 	if *live != "" && *kubeconfig != "" {
 		return fail("give --live or --kubeconfig, not both")
+	}
+	if *format == "" && pub.publish {
+		*format = "markdown" // the job's log shows what the comment says
 	}
 	if *format = outputFormat(*format, stdout); *format == "" {
 		return fail("--format must be text, markdown or json")
@@ -248,7 +252,11 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
 	case "text":
-		fmt.Fprint(stdout, report.Terminal(strings.Join(report.Comment(rep, report.CommentOptions{Limit: math.MaxInt}), "\n"), colour(stdout)))
+		shown := rep
+		if !*verbose {
+			shown = withoutManifests(rep)
+		}
+		fmt.Fprint(stdout, report.Terminal(strings.Join(report.Comment(shown, report.CommentOptions{Limit: math.MaxInt}), "\n"), colour(stdout)))
 	default:
 		parts := report.Comment(rep, report.CommentOptions{})
 		fmt.Fprint(stdout, strings.Join(parts, "\n"))
@@ -801,4 +809,22 @@ func union(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// withoutManifests is r without the objects' whole YAML: the text a
+// terminal shows, compact (-v shows it).
+func withoutManifests(r *drift.Report) *drift.Report {
+	out := *r
+	out.Targets = make([]drift.Target, len(r.Targets))
+	for i, t := range r.Targets {
+		for _, list := range []*[]drift.Change{&t.Changes, &t.Drift, &t.PR, &t.Unread, &t.OutOfScope} {
+			cs := append([]drift.Change(nil), (*list)...)
+			for j := range cs {
+				cs[j].Manifest = ""
+			}
+			*list = cs
+		}
+		out.Targets[i] = t
+	}
+	return &out
 }

@@ -61,7 +61,7 @@ func TestDiffDemo(t *testing.T) {
 		})
 	}
 
-	out, _, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live")
+	out, _, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live", "--format", "markdown")
 	mustSay := []string{
 		// Sections, in order: verdict, summary, dangers, then each target's objects.
 		"⚠️ **5 dangers to review**: 3 losing data, 1 failing the sync, 1 granting privilege.",
@@ -169,7 +169,7 @@ func TestDiffCommandErrors(t *testing.T) {
 // TestDiffWithoutCluster proves that without a cluster the report still says
 // what the pull request changes in Git, and says why the cluster is missing.
 func TestDiffWithoutCluster(t *testing.T) {
-	out, errOut, code := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr")
+	out, errOut, code := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--format", "markdown")
 	if code != exitChanges {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -208,7 +208,7 @@ func TestDiffAtRefs(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(repo, "apps")); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "base-branch", "--head", "main", "--live", demoDir+"/live")
+	out, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "base-branch", "--head", "main", "--live", demoDir+"/live", "--format", "markdown")
 	if code != exitChanges {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -381,7 +381,7 @@ func TestDiffOfAnOverlayThatDoesNotRender(t *testing.T) {
 	if err := os.WriteFile(k, append(b, "  - missing.yaml\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := runCLI(t, "diff", "--base", dir+"/base", "--head", dir+"/pr", "--live", dir+"/live")
+	out, errOut, code := runCLI(t, "diff", "--base", dir+"/base", "--head", dir+"/pr", "--live", dir+"/live", "--format", "markdown")
 	if code != exitError {
 		t.Errorf("exit %d, want %d; stderr %s", code, exitError, errOut)
 	}
@@ -535,9 +535,17 @@ func TestDiffDemoAsText(t *testing.T) {
 			t.Errorf("the text holds %q", not)
 		}
 	}
+	// Text is the default, for a pipe too; compact: an object's whole
+	// YAML only with -v.
 	piped, _, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live")
-	if !strings.Contains(piped, "<details>") {
-		t.Errorf("without --format, a pipe does not get the comment's Markdown")
+	if piped != out {
+		t.Errorf("without --format, a pipe does not get the text")
+	}
+	if strings.Contains(out, "kind: ClusterRole") {
+		t.Errorf("the text holds an object's whole YAML without -v")
+	}
+	if verbose, _, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live", "-v"); !strings.Contains(verbose, "kind: ClusterRole") {
+		t.Errorf("-v does not show the created ClusterRole's YAML")
 	}
 }
 

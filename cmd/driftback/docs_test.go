@@ -68,11 +68,12 @@ func flagsOf(t *testing.T, c command) []string {
 func tableFlags(section string) []string {
 	var out []string
 	for _, line := range strings.Split(section, "\n") {
-		if !strings.HasPrefix(line, "| `--") {
+		if !strings.HasPrefix(line, "| `-") {
 			continue
 		}
 		cell, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
-		for _, m := range regexp.MustCompile("`--([a-z0-9-]+)").FindAllStringSubmatch(cell, -1) {
+		// --name, or -x for a one-letter flag.
+		for _, m := range regexp.MustCompile("`--?([a-z0-9-]+)").FindAllStringSubmatch(cell, -1) {
 			out = append(out, m[1])
 		}
 	}

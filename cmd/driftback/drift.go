@@ -37,7 +37,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 	kubeContext := fs.String("context", "", "the kubeconfig context")
 	limits := clientLimitFlags(fs)
 	live := fs.String("live", "", "read the live state from this `DIR` of object dumps")
-	format := fs.String("format", "", "output: text (plain, with colour in a terminal), markdown or json; default: text when stdout is a terminal, else markdown")
+	format := fs.String("format", "", "output: text (plain, coloured on a terminal unless NO_COLOR is set), markdown or json; default text")
 	write := fs.Bool("write", false, "apply the codified edits to the working tree")
 	fluxKs := fs.String("flux-kustomization", "", "with --kubeconfig, build as this Flux Kustomization (`NAMESPACE/NAME`) does, with its variables from the cluster; its inventory tells what it has not applied yet")
 	argoApp := fs.String("argocd-app", "", "with --kubeconfig, build as this Argo CD Application (`NAME`) does; its last sync tells what it has not applied yet")
@@ -154,7 +154,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 			Notes  []string       `json:"notes"`
 			Unread []drift.Change `json:"unread"`
 			Errors []string       `json:"errors"`
-		}{plan, plan.Paths(), append(b.Notes(), target.Notes...), target.Unread, target.Errors}, "", "  ")
+		}{plan, plan.Paths(), append(append([]string{}, b.Notes()...), target.Notes...), append([]drift.Change{}, target.Unread...), append([]string{}, target.Errors...)}, "", "  ")
 		if err != nil {
 			return fail("%v", err)
 		}

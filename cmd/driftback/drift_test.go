@@ -33,7 +33,7 @@ func TestDriftCommand(t *testing.T) {
 	}
 	// In a terminal it says what it would propose and how to write it, not
 	// how to merge a pull request the command line never opens.
-	preview, _, _ := runCLI(t, args...)
+	preview, _, _ := runCLI(t, append(args, "--format", "markdown")...)
 	if !strings.Contains(preview, "driftback would propose these changes to Git as a pull request. `--write` writes them") ||
 		!strings.Contains(preview, "| would be written to |") || strings.Contains(preview, "**Merge**") {
 		t.Errorf("the command line's plan speaks of a pull request it does not open:\n%s", preview)

@@ -130,17 +130,15 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return cliflags.New("driftback", name, cliflags.Help{Synopsis: synopsis, Examples: examples[name], ExitStatus: exitStatus(name)}, stderr, config.DidYouMean)
 }
 
-// outputFormat checks a --format: text, markdown or json; unset is text
-// for a terminal and markdown for a pipe or a file. "" means not one.
+// outputFormat checks a --format: text (also unset, for a terminal and a
+// pipe alike, as kubectl and flux print), markdown or json. "" means not
+// one.
 func outputFormat(f string, stdout io.Writer) string {
 	switch f {
 	case "text", "markdown", "json":
 		return f
 	case "":
-		if isTerminal(stdout) {
-			return "text"
-		}
-		return "markdown"
+		return "text"
 	}
 	return ""
 }
@@ -172,6 +170,10 @@ func parseExit(err error) int {
 
 // examples are each command's common uses, shown by -h.
 var examples = map[string][]string{
+	"check-config": {
+		"driftback check-config --config app.yml --secrets",
+		"driftback check-config --repo-config .github/driftback.yml",
+	},
 	"diff": {
 		"driftback diff --base fixtures/demo/base --head fixtures/demo/pr --live fixtures/demo/live",
 		"driftback diff --repo . --base origin/main --head HEAD --kubeconfig ~/.kube/config",

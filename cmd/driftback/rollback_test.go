@@ -64,7 +64,7 @@ status: {completionTime: "2026-10-01T08:00:00Z"}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD", "--live", live)
+	out, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD", "--live", live, "--format", "markdown")
 	if code == exitError {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -101,7 +101,7 @@ func TestDiffSaysARestoredCRDComesBackEmpty(t *testing.T) {
 	// The dump read CRDs whole: there is none live.
 	writeFile(t, filepath.Join(live, "driftback-dump.yaml"), "kinds: [ConfigMap, apiextensions.k8s.io/CustomResourceDefinition]\n")
 	for _, args := range [][]string{{"--live", live}, {}} {
-		out, errOut, code := runCLI(t, append([]string{"diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD"}, args...)...)
+		out, errOut, code := runCLI(t, append([]string{"diff", "--repo", repo, "--base", "HEAD~1", "--head", "HEAD", "--format", "markdown"}, args...)...)
 		if code == exitError {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
