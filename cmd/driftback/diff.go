@@ -21,32 +21,31 @@ import (
 	"syscall"
 	"time"
 
-	ghapp "github.com/driftback/driftback/app/github"
-	"github.com/driftback/driftback/discover"
-	"github.com/driftback/driftback/drift/livestate"
-	"github.com/driftback/driftback/drift/object"
-	"github.com/driftback/driftback/drift/syncfail"
-	"github.com/driftback/driftback/internal/gitrepo"
-	"github.com/driftback/driftback/merge"
-	"github.com/driftback/driftback/reconcile"
-	"github.com/driftback/driftback/reconcile/compare"
-	"github.com/driftback/driftback/reconcile/prepare"
-
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/driftback/driftback/app/config"
+	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/syncfail"
 	"github.com/driftback/driftback/internal/cliflags"
+	"github.com/driftback/driftback/internal/gitrepo"
+	"github.com/driftback/driftback/merge"
+	"github.com/driftback/driftback/reconcile"
+	"github.com/driftback/driftback/reconcile/compare"
+	"github.com/driftback/driftback/reconcile/prepare"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
 	"github.com/driftback/driftback/rollback"
 )
 
-// multiFlag collects a flag given several times.
-// multiFlag is a repeatable flag.
+// multiFlag is a repeatable flag: every value is kept.
 type multiFlag = cliflags.Multi
 
 func runDiff(args []string, stdout, stderr io.Writer) int {
@@ -349,11 +348,11 @@ func diffTrees(repo, base, head string) (*render.Tree, *render.Tree, *git.Reposi
 	}
 	b, err := render.GitTree(r, base)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--base: %w%s", err, missingCommit(base, err))
+		return nil, nil, nil, fmt.Errorf("--base: %w%s%s", err, missingCommit(base, err), refHint(r, base, err))
 	}
 	h, err := render.GitTree(r, head)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--head: %w%s", err, missingCommit(head, err))
+		return nil, nil, nil, fmt.Errorf("--head: %w%s%s", err, missingCommit(head, err), refHint(r, head, err))
 	}
 	return b, h, r, nil
 }
@@ -484,6 +483,30 @@ func missingCommit(rev string, err error) string {
 		return ""
 	}
 	return ": the commit is not in the repository; fetch it (git fetch origin " + rev + "), or in GitHub Actions check out with fetch-depth: 0"
+}
+
+// refHint suggests, for a revision the repository does not have, the
+// branch, remote branch or tag it most likely meant ("; did you mean
+// main?"); "" otherwise.
+func refHint(r *git.Repository, rev string, err error) string {
+	if r == nil || !errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return ""
+	}
+	refs, rerr := r.References()
+	if rerr != nil {
+		return ""
+	}
+	var names []string
+	_ = refs.ForEach(func(ref *plumbing.Reference) error {
+		if n := ref.Name(); n.IsBranch() || n.IsRemote() || n.IsTag() {
+			names = append(names, n.Short())
+		}
+		return nil
+	})
+	if s := config.DidYouMean(rev, names); s != "" && s != rev {
+		return "; did you mean " + s + "?"
+	}
+	return ""
 }
 
 // restores says, of a target compared with the cluster, what restoring

@@ -265,6 +265,13 @@ func TestTheCommandLineFollowsItsConventions(t *testing.T) {
 			t.Errorf("%v: exit %d: %s", args, code, errOut)
 		}
 	}
+	// A mistyped git ref: the branch it most likely meant.
+	repo := t.TempDir()
+	gitCmd(t, repo, "init", "-q", "-b", "main")
+	gitCmd(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "x")
+	if _, errOut, code := runCLI(t, "diff", "--repo", repo, "--base", "mian", "--head", "main"); code != exitError || !strings.Contains(errOut, `resolve "mian": reference not found; did you mean main?`) {
+		t.Errorf("a mistyped ref: exit %d: %s", code, errOut)
+	}
 	// A repeatable flag keeps every value.
 	if _, errOut, _ := runCLI(t, "diff", "--path", "a", "--path", "b", "--base", "x", "--head", "y"); strings.Contains(errOut, "given twice") {
 		t.Errorf("--path is repeatable in diff: %s", errOut)

@@ -94,7 +94,11 @@ func openTree(dir, ref string) (*render.Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	return render.GitTree(repo, ref)
+	t, err := render.GitTree(repo, ref)
+	if err != nil {
+		return nil, fmt.Errorf("%w%s", err, refHint(repo, ref, err))
+	}
+	return t, nil
 }
 
 // overlayArgs turns command-line paths into repository-relative overlay paths.
