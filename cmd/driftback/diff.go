@@ -212,25 +212,25 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		liveErr = "no cluster given (--kubeconfig or --live)"
 	}
 
-	setup := buildSetup{plain: *plain, enableHelm: *enableHelm, argoNS: *argoNS, base: baseTree, trusted: chartRepos, privateHosts: chartHosts, renderer: render.New(render.DefaultOptions())}
+	setup := compare.Setup{Plain: *plain, EnableHelm: *enableHelm, ArgoNamespace: *argoNS, Base: baseTree, Trusted: chartRepos, PrivateHosts: chartHosts, Renderer: render.New(render.DefaultOptions())}
 	if reader != nil && *kubeconfig != "" {
-		if setup.cfg, err = kubeConfig(*kubeconfig, *kubeContext, *limits); err != nil {
+		if setup.Config, err = kubeConfig(*kubeconfig, *kubeContext, *limits); err != nil {
 			return fail("%v", err)
 		}
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stderr, "driftback: "+format+"\n", a...) }
-	if setup.cfg != nil && !setup.plain && recon == nil {
-		if setup.found, err = reconcilersOnCluster(ctx, setup.cfg, *argoNS, remoteKeys(gitRepo)); err != nil {
+	if setup.Config != nil && !setup.Plain && recon == nil {
+		if setup.Found, err = compare.ReconcilersOnCluster(ctx, setup.Config, *argoNS, remoteKeys(gitRepo)); err != nil {
 			say("the reconciler objects on the cluster could not be read, so every path is built plainly: %v", err)
 		}
 	}
 	if len(overlays) == 0 {
-		if overlays, err = affected(baseTree, headTree, setup.found); err != nil {
+		if overlays, err = affected(baseTree, headTree, setup.Found); err != nil {
 			return fail("%v", err)
 		}
 		throughOthers(stderr, headTree, overlays, changedFiles(baseTree, headTree))
 	}
-	built := builds(ctx, overlays, recon, setup, say)
+	built := compare.Builds(ctx, overlays, recon, setup, say)
 
 	var history func(context.Context, *drift.Target, object.LiveReader)
 	if gitRepo != nil {
@@ -238,7 +238,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		// and the live cluster, as serve says it.
 		history = restores(gitRepo, compared)
 	}
-	rep, err := diffOverlays(ctx, setup.renderer, tipTree, baseTree, headTree, overlays, built, liveSide{reader, liveErr, *argoNS}, opts, history, progress(stderr))
+	rep, err := diffOverlays(ctx, setup.Renderer, tipTree, baseTree, headTree, overlays, built, liveSide{reader, liveErr, *argoNS}, opts, history, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -406,7 +406,7 @@ func remoteKeys(repo *git.Repository) []string {
 	var out []string
 	for _, r := range remotes {
 		for _, u := range r.Config().URLs {
-			out = append(out, repoKey(u))
+			out = append(out, compare.RepoKey(u))
 		}
 	}
 	return out

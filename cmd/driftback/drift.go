@@ -79,7 +79,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	r := render.New(render.Options{Origins: true, Cache: render.NewCache(64 << 20)})
-	setup := buildSetup{plain: *plain, argoNS: *argoNS, base: tree, trusted: chartRepos, privateHosts: chartHosts, renderer: r}
+	setup := compare.Setup{Plain: *plain, ArgoNamespace: *argoNS, Base: tree, Trusted: chartRepos, PrivateHosts: chartHosts, Renderer: r}
 	var reader object.LiveReader
 	var recon *compare.Build
 	if *live != "" {
@@ -87,10 +87,10 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 	} else {
-		if setup.cfg, err = kubeConfig(*kubeconfig, *kubeContext, *limits); err != nil {
+		if setup.Config, err = kubeConfig(*kubeconfig, *kubeContext, *limits); err != nil {
 			return fail("%v", err)
 		}
-		if reader, err = livestate.NewClusterReader(setup.cfg); err != nil {
+		if reader, err = livestate.NewClusterReader(setup.Config); err != nil {
 			return fail("%v", err)
 		}
 		switch {
@@ -103,7 +103,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 			if g, err := gitrepo.Open(*repo); err == nil {
 				gitRepo = g
 			}
-			if setup.found, err = reconcilersOnCluster(ctx, setup.cfg, *argoNS, remoteKeys(gitRepo)); err != nil {
+			if setup.Found, err = compare.ReconcilersOnCluster(ctx, setup.Config, *argoNS, remoteKeys(gitRepo)); err != nil {
 				fmt.Fprintf(stderr, "driftback drift: the reconciler objects on the cluster could not be read, so the path is built plainly: %v\n", err)
 				err = nil
 			}
@@ -116,7 +116,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stderr, "driftback drift: "+format+"\n", a...) }
-	b := builds(ctx, paths, recon, setup, say)[0].KeepSecretValues()
+	b := compare.Builds(ctx, paths, recon, setup, say)[0].KeepSecretValues()
 	objs, problems := b.Objects(ctx, r, tree)
 	if len(problems) > 0 {
 		for _, p := range problems {

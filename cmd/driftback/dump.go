@@ -17,6 +17,7 @@ import (
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/gitrepo"
+	"github.com/driftback/driftback/reconcile/compare"
 	"github.com/driftback/driftback/render"
 )
 
@@ -74,22 +75,22 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	}
 	// Built as diff builds them: as the reconciler on the cluster does,
 	// with their charts, so the namespaces and kinds are the same.
-	setup := buildSetup{cfg: cfg, argoNS: *argoNS, base: trees[0], renderer: render.New(render.DefaultOptions())}
+	setup := compare.Setup{Config: cfg, ArgoNamespace: *argoNS, Base: trees[0], Renderer: render.New(render.DefaultOptions())}
 	var gitRepo *git.Repository
 	if g, err := gitrepo.Open(*repo); err == nil {
 		gitRepo = g
 	}
-	if setup.found, err = reconcilersOnCluster(ctx, cfg, *argoNS, remoteKeys(gitRepo)); err != nil {
+	if setup.Found, err = compare.ReconcilersOnCluster(ctx, cfg, *argoNS, remoteKeys(gitRepo)); err != nil {
 		fmt.Fprintf(stderr, "driftback dump: the reconciler objects on the cluster could not be read, so the paths are built plainly: %v\n", err)
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(stderr, "driftback dump: "+format+"\n", a...) }
 	var objs []*unstructured.Unstructured
-	for i, b := range builds(ctx, overlays, nil, setup, say) {
+	for i, b := range compare.Builds(ctx, overlays, nil, setup, say) {
 		for j, tree := range trees {
 			if !tree.HasDir(overlays[i]) && len(trees) > 1 {
 				continue // an overlay one side adds or removes
 			}
-			o, problems := b.Objects(ctx, setup.renderer, tree)
+			o, problems := b.Objects(ctx, setup.Renderer, tree)
 			if len(problems) > 0 {
 				return fail("%s does not render%s: %s", overlays[i], at(refs[j]), strings.Join(problems, "; "))
 			}

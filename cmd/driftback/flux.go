@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/reconcile/compare"
 
@@ -23,12 +24,6 @@ import (
 // maxKustomizationFile bounds the file --flux-kustomization-file reads.
 const maxKustomizationFile = 1 << 20
 
-var (
-	fluxKustomizations  = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
-	argoApplications    = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
-	fluxGitRepositories = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}
-)
-
 // argoBuild reads an Argo CD Application from the cluster, to build as it
 // does.
 func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext string, limits livestate.ClientLimits) (*compare.Build, error) {
@@ -36,7 +31,7 @@ func argoBuild(ctx context.Context, name, namespace, kubeconfig, kubeContext str
 	if err != nil {
 		return nil, err
 	}
-	a, err := getObject(ctx, cfg, argoApplications, namespace, name)
+	a, err := getObject(ctx, cfg, discover.ArgoCDApplications, namespace, name)
 	if err != nil {
 		return nil, fmt.Errorf("--argocd-app %s: %w", name, err)
 	}
@@ -75,7 +70,7 @@ func fluxBuild(ctx context.Context, ref, file, kubeconfig, kubeContext string, l
 	if err != nil {
 		return nil, err
 	}
-	ks, err := getObject(ctx, cfg, fluxKustomizations, ns, name)
+	ks, err := getObject(ctx, cfg, discover.FluxKustomizations, ns, name)
 	if err != nil {
 		return nil, fmt.Errorf("--flux-kustomization %s: %w", ref, err)
 	}
@@ -110,7 +105,7 @@ func kustomizationFromFile(file, ns, name string, base, head *render.Tree) (*uns
 	var found []*unstructured.Unstructured
 	var names []string
 	for _, o := range objs {
-		if o.GroupVersionKind().Group != fluxKustomizations.Group || o.GetKind() != "Kustomization" {
+		if o.GroupVersionKind().Group != discover.FluxKustomizations.Group || o.GetKind() != "Kustomization" {
 			continue
 		}
 		names = append(names, o.GetNamespace()+"/"+o.GetName())

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -243,13 +244,13 @@ func TestDriftTellsDeletedFromNotAppliedYet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := dyn.Resource(fluxKustomizations).Namespace(ns).Get(context.Background(), "app", metav1.GetOptions{})
+	ks, err := dyn.Resource(discover.FluxKustomizations).Namespace(ns).Get(context.Background(), "app", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ks.Object["status"] = map[string]any{"inventory": map[string]any{"entries": []any{
 		map[string]any{"id": ns + "_kept__ConfigMap", "v": "v1"}, map[string]any{"id": ns + "_gone__ConfigMap", "v": "v1"}}}}
-	if _, err := dyn.Resource(fluxKustomizations).Namespace(ns).UpdateStatus(context.Background(), ks, metav1.UpdateOptions{}); err != nil {
+	if _, err := dyn.Resource(discover.FluxKustomizations).Namespace(ns).UpdateStatus(context.Background(), ks, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	repo := t.TempDir()
@@ -428,20 +429,5 @@ func TestDriftWritesAReleaseValueBack(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(repo, "apps/shop/release.yaml")); !strings.Contains(string(b), "replicaCount: 5") {
 		t.Errorf("the HelmRelease does not hold the live value:\n%s", b)
-	}
-}
-
-// TestRepoKeyNamesARepositoryWhateverItsURL: a checkout's remote and a
-// reconciler's source name one repository alike in every URL form,
-// credentials included.
-func TestRepoKeyNamesARepositoryWhateverItsURL(t *testing.T) {
-	for _, u := range []string{"https://github.com/acme/fleet", "https://github.com/acme/fleet.git", "git@github.com:acme/fleet.git",
-		"ssh://git@github.com/acme/fleet", "https://gitlab-ci-token:s3cret@github.com/acme/fleet.git", "HTTPS://GitHub.com/Acme/Fleet/"} {
-		if got := repoKey(u); got != "github.com/acme/fleet" {
-			t.Errorf("%s: %q", u, got)
-		}
-	}
-	if got := repoKey("ssh://git@git.example.com:2222/acme/fleet.git"); got != "git.example.com/acme/fleet" {
-		t.Errorf("with a port: %q", got)
 	}
 }

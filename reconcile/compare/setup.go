@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"cmp"
@@ -22,55 +22,54 @@ import (
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/reconcile/charts"
-	"github.com/driftback/driftback/reconcile/compare"
 	"github.com/driftback/driftback/render"
 )
 
-// buildSetup is what the command's builds read besides the trees.
-type buildSetup struct {
+// Setup is what a command's builds read besides the trees.
+type Setup struct {
 	// cfg reads the cluster: the reconciler objects that build a path,
 	// their variables, the cluster's version for Helm, and chart
 	// credentials; nil reads nothing.
-	cfg *rest.Config
+	Config *rest.Config
 	// plain builds every path plainly, even one a reconciler object on
 	// the cluster builds (--plain).
-	plain  bool
-	argoNS string
+	Plain         bool
+	ArgoNamespace string
 	// enableHelm inflates helmCharts in paths built plainly (--enable-helm).
-	enableHelm bool
+	EnableHelm bool
 	// base is the tree whose chart repositories are trusted, with
 	// trusted (--chart-repository); privateHosts may resolve to private
 	// addresses (--chart-private-host).
-	base                  *render.Tree
-	trusted, privateHosts []string
-	renderer              *render.Renderer
+	Base                  *render.Tree
+	Trusted, PrivateHosts []string
+	Renderer              *render.Renderer
 	// found are the reconciler objects on the cluster, by the path they
-	// build (reconcilersOnCluster).
-	found map[string][]*unstructured.Unstructured
+	// build (ReconcilersOnCluster).
+	Found map[string][]*unstructured.Unstructured
 }
 
-// builds are the builds of each overlay, in order: recon (a flag's
+// Builds are the builds of each overlay, in order: recon (a flag's
 // reconciler object) for its path; a Flux Kustomization or an Argo CD
 // Application on the cluster for a path one builds (said on the target,
 // and on stderr: say is called); else plainly. Every build renders the
 // Helm charts it holds, as serve does.
-func builds(ctx context.Context, overlays []string, recon *compare.Build, s buildSetup, say func(string, ...any)) []*compare.Build {
-	caps, capsNote := capabilities(ctx, s.cfg)
+func Builds(ctx context.Context, overlays []string, recon *Build, s Setup, say func(string, ...any)) []*Build {
+	caps, capsNote := capabilities(ctx, s.Config)
 	access := &reconcile.ChartAccess{
-		Fetcher: charts.New(charts.Options{PrivateHosts: s.privateHosts, Index: s.renderer.ChartIndex}),
-		Trust:   charts.NewTrust(s.trusted).With(s.base),
+		Fetcher: charts.New(charts.Options{PrivateHosts: s.PrivateHosts, Index: s.Renderer.ChartIndex}),
+		Trust:   charts.NewTrust(s.Trusted).With(s.Base),
 	}
 	var kube client.Client
-	if s.cfg != nil {
-		kube, _ = client.New(s.cfg, client.Options{})
+	if s.Config != nil {
+		kube, _ = client.New(s.Config, client.Options{})
 		access.Live = kube
 	}
-	found := s.found
-	argoHelm := s.enableHelm
-	if s.cfg != nil {
+	found := s.Found
+	argoHelm := s.EnableHelm
+	if s.Config != nil {
 		// Argo CD inflates helmCharts as its argocd-cm says.
-		if cs, err := kubernetes.NewForConfig(s.cfg); err == nil {
-			if cm, err := cs.CoreV1().ConfigMaps(s.argoNS).Get(ctx, "argocd-cm", metav1.GetOptions{}); err == nil {
+		if cs, err := kubernetes.NewForConfig(s.Config); err == nil {
+			if cm, err := cs.CoreV1().ConfigMaps(s.ArgoNamespace).Get(ctx, "argocd-cm", metav1.GetOptions{}); err == nil {
 				argoHelm = strings.Contains(cm.Data["kustomize.buildOptions"], "--enable-helm")
 			}
 		}
@@ -79,19 +78,19 @@ func builds(ctx context.Context, overlays []string, recon *compare.Build, s buil
 	// chart in Git is read from the repository compared.
 	plainAccess := *access
 	plainAccess.AnyGitRepository = true
-	out := make([]*compare.Build, len(overlays))
+	out := make([]*Build, len(overlays))
 	for i, path := range overlays {
-		b := compare.Plain(path)
+		b := Plain(path)
 		switch objs := found[path]; {
 		case recon != nil && path == recon.Path():
 			b = recon
 		case len(objs) == 1 && objs[0].GetKind() == "Kustomization":
-			b = compare.Flux(ctx, objs[0], kube)
+			b = Flux(ctx, objs[0], kube)
 			found := fmt.Sprintf("built as Flux Kustomization %s/%s builds it, found on the cluster (--plain builds it plainly)", objs[0].GetNamespace(), objs[0].GetName())
 			b.Note(found)
 			say("%s is %s", path, found)
 		case len(objs) == 1:
-			argo, err := compare.ArgoCD(objs[0], s.argoNS)
+			argo, err := ArgoCD(objs[0], s.ArgoNamespace)
 			if err != nil {
 				say("%s is built plainly: %v", path, err)
 				break
@@ -110,7 +109,7 @@ func builds(ctx context.Context, overlays []string, recon *compare.Build, s buil
 		}
 		switch f := b.Found(); {
 		case f == nil:
-			b.HelmCharts(s.enableHelm)
+			b.HelmCharts(s.EnableHelm)
 		case f.Reconciler == discover.ReconcilerArgoCD:
 			b.HelmCharts(argoHelm)
 		}
@@ -143,21 +142,21 @@ func capabilities(ctx context.Context, cfg *rest.Config) (*reconcile.Capabilitie
 		fmt.Sprintf("Helm charts are rendered for Kubernetes %s and its built-in APIs (Helm's default, as helm template does); give --kubeconfig to render them for the cluster's version and APIs", v)
 }
 
-// reconcilersOnCluster are the Flux Kustomizations (every namespace) and
+// ReconcilersOnCluster are the Flux Kustomizations (every namespace) and
 // the Argo CD Applications (in argoNS) on the cluster, by the path they
 // build. A kind the cluster does not serve has none.
 // Of those, only the ones whose repository is one of remotes (the local
 // repository's remotes' URLs) count, when remotes are known.
-func reconcilersOnCluster(ctx context.Context, cfg *rest.Config, argoNS string, remotes []string) (map[string][]*unstructured.Unstructured, error) {
+func ReconcilersOnCluster(ctx context.Context, cfg *rest.Config, argoNS string, remotes []string) (map[string][]*unstructured.Unstructured, error) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	ours := func(url string) bool {
-		return len(remotes) == 0 || url == "" || slices.Contains(remotes, repoKey(url))
+		return len(remotes) == 0 || url == "" || slices.Contains(remotes, RepoKey(url))
 	}
 	out := map[string][]*unstructured.Unstructured{}
-	ks, err := dyn.Resource(fluxKustomizations).List(ctx, metav1.ListOptions{})
+	ks, err := dyn.Resource(discover.FluxKustomizations).List(ctx, metav1.ListOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -172,7 +171,7 @@ func reconcilersOnCluster(ctx context.Context, cfg *rest.Config, argoNS string, 
 				continue // an OCI artifact or a bucket: not this repository
 			}
 			if len(remotes) > 0 {
-				src, err := dyn.Resource(fluxGitRepositories).Namespace(cmp.Or(ns, k.GetNamespace())).Get(ctx, name, metav1.GetOptions{})
+				src, err := dyn.Resource(discover.FluxGitRepositories).Namespace(cmp.Or(ns, k.GetNamespace())).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					continue
 				}
@@ -184,7 +183,7 @@ func reconcilersOnCluster(ctx context.Context, cfg *rest.Config, argoNS string, 
 			out[render.CleanPath(p)] = append(out[render.CleanPath(p)], k)
 		}
 	}
-	apps, err := dyn.Resource(argoApplications).Namespace(argoNS).List(ctx, metav1.ListOptions{})
+	apps, err := dyn.Resource(discover.ArgoCDApplications).Namespace(argoNS).List(ctx, metav1.ListOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -201,9 +200,9 @@ func reconcilersOnCluster(ctx context.Context, cfg *rest.Config, argoNS string, 
 	return out, nil
 }
 
-// repoKey names a repository by host and path, whatever the URL's form
+// RepoKey names a repository by host and path, whatever the URL's form
 // (https://host/owner/repo.git, git@host:owner/repo, ssh://git@host/…).
-func repoKey(url string) string {
+func RepoKey(url string) string {
 	u := strings.ToLower(strings.TrimSpace(url))
 	for _, p := range []string{"https://", "http://", "ssh://", "git://"} {
 		u = strings.TrimPrefix(u, p)
