@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/app/targets"
@@ -147,8 +148,11 @@ func writtenAt(t *time.Time, now time.Time) time.Time {
 	return *t
 }
 
-// applierWrote names the GitOps applier among o's writers and when it last
-// wrote o: "" when none of them is one.
+// applierWrote names the GitOps applier among o's writers that applies
+// server-side (each of its applies takes every field it sets back, with
+// force: Flux's controllers) and when it last wrote o: "" when none is.
+// A client-side apply (Argo CD's default) patches only what Git changed,
+// so its writes say nothing of a field it did not change.
 func applierWrote(o *unstructured.Unstructured) (string, time.Time) {
 	if o == nil {
 		return "", time.Time{}
@@ -156,7 +160,7 @@ func applierWrote(o *unstructured.Unstructured) (string, time.Time) {
 	var name string
 	var at time.Time
 	for _, e := range o.GetManagedFields() {
-		if e.Subresource != "" || e.Time == nil || !isApplier(e.Manager) {
+		if e.Subresource != "" || e.Time == nil || e.Operation != metav1.ManagedFieldsOperationApply || !isApplier(e.Manager) {
 			continue
 		}
 		if e.Time.After(at) {

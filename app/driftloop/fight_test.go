@@ -65,6 +65,22 @@ func TestAFightIsReadFromTheObjectBetweenLooks(t *testing.T) {
 	if f, ok := fw.fight(time.Hour); !ok || f.Changes != 4 {
 		t.Errorf("the fight between looks is not seen: %+v %+v", f, fw.hands)
 	}
+	// A client-side apply (an Update) patches only what Git changed: its
+	// writes between looks say nothing of this field.
+	csa := func(applierMin int) *unstructured.Unstructured {
+		o := live(applierMin)
+		m := o.GetManagedFields()
+		m[0].Operation = metav1.ManagedFieldsOperationUpdate
+		o.SetManagedFields(m)
+		return o
+	}
+	fw = &fieldWatch{}
+	fw.observeDrift(held(0), csa(-10), start.Add(30*time.Second), time.Hour)
+	fw.observeDrift(held(3), csa(2), start.Add(3*time.Minute+30*time.Second), time.Hour)
+	fw.observeDrift(held(5), csa(4), start.Add(5*time.Minute+30*time.Second), time.Hour)
+	if _, ok := fw.fight(time.Hour); ok {
+		t.Errorf("a client-side applier's writes read as rounds of a fight: %+v", fw.hands)
+	}
 	// A person scaled once; the applier last wrote before it: no fight,
 	// however often the loop looks.
 	fw = &fieldWatch{}

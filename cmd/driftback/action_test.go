@@ -317,6 +317,16 @@ func TestActionOnAForksPullRequest(t *testing.T) {
 	if c := run.gh.Comments("acme/gitops", 7); len(c) != 0 {
 		t.Errorf("%d comments written with a read-only token", len(c))
 	}
+	if r := run.gh.CheckRuns("acme/gitops", head); len(r) != 0 {
+		t.Errorf("%d check runs written with a read-only token", len(r))
+	}
+	// The repository's own branch refused a write: the workflow's
+	// permissions are wrong, an error, never read as a fork's.
+	run.gh.SetPull("acme/gitops", githubfake.Pull{Number: 7, User: "dev", HeadSHA: head, BaseSHA: base, BaseRef: "main", HeadRef: "patch", HeadRepo: "acme/gitops"})
+	out, code, _, _ := actionStep(t, map[string]string{"fail-on": "crd-removal"}, []string{"DRIFTBACK_BIN=" + bin, "GITHUB_WORKSPACE=" + repo, "GITHUB_TOKEN=" + token})
+	if code != 2 || strings.Contains(out, "a fork's pull_request event") || !strings.Contains(out, "Resource not accessible by integration") {
+		t.Errorf("a same-repository pull request whose token may not write: exit %d:\n%s", code, out)
+	}
 }
 
 // TestTheActionInstallsItsOwnRelease: an Action is not told its own ref in

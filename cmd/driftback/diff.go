@@ -278,7 +278,9 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		switch err := onPR.publish(ctx, j); {
-		case ghapp.NotAllowed(err):
+		case ghapp.NotAllowed(err) && onPR.fork():
+			// A fork's pull_request event: the token reads only. Any
+			// other refusal is the workflow's permissions, an error.
 			fmt.Fprintln(stderr, readOnlyHint(onPR.pr.Number, j.check.Conclusion))
 		case err != nil:
 			return fail("publish on pull request #%d: %v", onPR.pr.Number, err)

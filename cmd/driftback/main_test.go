@@ -213,7 +213,7 @@ func TestHelpAndFlagMistakes(t *testing.T) {
 	for _, c := range commands() {
 		for _, h := range []string{"-h", "--help"} {
 			_, errOut, code := runCLI(t, c.name, h)
-			if code != exitOK || !strings.Contains(errOut, "Usage: driftback "+c.name) || !strings.Contains(errOut, "Examples:\n  driftback "+c.name) {
+			if code != exitOK || !strings.Contains(errOut, "Usage: driftback "+c.name) || !strings.Contains(errOut, "Examples:\n  driftback "+c.name) || strings.Contains(errOut, "panic") {
 				t.Errorf("%s %s: exit %d, want 0 with the usage and examples:\n%s", c.name, h, code, errOut)
 			}
 		}

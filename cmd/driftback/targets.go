@@ -24,7 +24,6 @@ func runTargets(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("targets", "targets --config app.yml [--format text|json]", stderr)
 	path := fs.String("config", "app.yml", "the configuration `FILE`")
 	output := fs.String("format", "text", "text, or json for scripts")
-	fs.StringVar(output, "output", "text", "the former name of --format")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK

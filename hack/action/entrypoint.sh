@@ -64,6 +64,9 @@ if [[ -z "${DRIFTBACK_BIN:-}" ]]; then
   [[ -n "$version" ]] || version="$(tr -d '[:space:]' <"$action_dir/hack/action/version" 2>/dev/null || true)"
   if [[ "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
     install_release "$version"
+  elif [[ "$version" == latest ]]; then
+    say "version: latest is not a version: name a release tag (vX.Y.Z) or a commit"
+    exit 2
   elif [[ -n "${INPUT_VERSION:-}" ]]; then
     # A commit or branch asked for by name: built from the module proxy.
     say "building driftback at ${version} with go install (a release tag installs in seconds)"

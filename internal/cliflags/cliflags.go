@@ -6,7 +6,6 @@
 package cliflags
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,16 +59,21 @@ func New(program, name string, help Help, stderr io.Writer, suggest func(typo st
 
 // Parse parses args, refusing a flag that takes one value given twice.
 func Parse(fs *flag.FlagSet, args []string) error {
-	onceOnly(fs)
+	if err := once(fs, args); err != nil {
+		return err
+	}
 	return fs.Parse(args)
 }
 
 // ParseInterspersed parses flags that may come before, between or after
 // the positional arguments, and returns the positional ones.
 func ParseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := once(fs, args); err != nil {
+		return nil, err
+	}
 	var pos []string
 	for {
-		if err := Parse(fs, args); err != nil {
+		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
 		args = fs.Args()
@@ -90,37 +94,39 @@ type Multi []string
 func (m *Multi) String() string     { return strings.Join(*m, ",") }
 func (m *Multi) Set(v string) error { *m = append(*m, v); return nil }
 
-// onceOnly makes every flag of fs that takes one value refuse a second:
-// the last one would otherwise win without a word. Repeatable flags
-// (Multi) keep every value.
-func onceOnly(fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		switch f.Value.(type) {
-		case *Multi, *once:
-			return
+// once refuses a flag of fs that takes one value given twice in args: the
+// last one would otherwise win without a word. Repeatable flags (Multi)
+// take several. The refusal is said as the flag package says its own.
+func once(fs *flag.FlagSet, args []string) error {
+	seen := map[string]bool{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
 		}
-		f.Value = &once{Value: f.Value}
-	})
-}
-
-// once is a flag value that may be set once.
-type once struct {
-	flag.Value
-	set bool
-}
-
-func (o *once) Set(s string) error {
-	if o.set {
-		return errors.New("given twice: it takes one value")
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // the flag package says what is wrong with it
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !hasValue && (!ok || !b.IsBoolFlag()) {
+			i++ // its value
+		}
+		if _, multi := f.Value.(*Multi); multi {
+			continue
+		}
+		if seen[f.Name] {
+			err := fmt.Errorf("flag -%s given twice: it takes one value", f.Name)
+			fmt.Fprintln(fs.Output(), err)
+			fs.Usage()
+			return err
+		}
+		seen[f.Name] = true
 	}
-	o.set = true
-	return o.Value.Set(s)
-}
-
-// IsBoolFlag keeps a boolean flag's -flag form.
-func (o *once) IsBoolFlag() bool {
-	b, ok := o.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
+	return nil
 }
 
 // undefinedFlag matches the flag package's error for a flag it does not know.
