@@ -402,3 +402,37 @@ func TestTheActionInstallsItsOwnRelease(t *testing.T) {
 		t.Errorf("a replaced archive: exit %d:\n%s", code, out)
 	}
 }
+
+// TestTheActionBuildsItsOwnSourceWhenNotARelease: an Action run from a
+// branch or commit (hack/action/version says devel) builds driftback from
+// its own files, never from @latest, and runs it.
+func TestTheActionBuildsItsOwnSourceWhenNotARelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	repo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "empty"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git: %v\n%s", err, out)
+		}
+	}
+	sha, err := exec.Command("git", "-C", repo, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := strings.TrimSpace(string(sha))
+	run := newActionsRun(t, githubfake.Pull{Number: 4, User: "dev", HeadSHA: head, BaseSHA: head, BaseRef: "main", HeadRef: "x", HeadRepo: "acme/gitops"})
+	flags := "GOFLAGS=-buildvcs=false"
+	if raceEnabled {
+		flags += " -race" // the tests' packages are compiled so: only the link is left
+	}
+	out, code, outputs, _ := actionStep(t, nil, []string{"GITHUB_WORKSPACE=" + repo, "GITHUB_TOKEN=" + run.token, "DRIFTBACK_BIN=", flags})
+	if code != 0 || !strings.Contains(out, "building driftback from its own source") || outputs["verdict"] != "nothing-dangerous" {
+		t.Errorf("exit %d, outputs %v:\n%s", code, outputs, out)
+	}
+	if strings.Contains(out, "@latest") {
+		t.Errorf("the Action fetched @latest:\n%s", out)
+	}
+}
