@@ -39,6 +39,7 @@ func commands() []command {
 	return []command{
 		{"diff", "show what a change does to the cluster: created, changed and pruned objects, dangers, drift", runDiff},
 		{"dump", "write the live objects comparing overlays needs into a folder, for diff --live", runDump},
+		{"completion", "print a shell's completion script: bash, zsh or fish", runCompletion},
 		{"check-config", "check app.yml and a repository's .github/driftback.yml before they are used", runCheckConfig},
 		{"drift", "find lasting manual changes to the cluster and codify them into the overlay's sources", runDrift},
 		{"register", "create the GitHub App from app.yml's manifest and save its key and secrets", runRegister},
@@ -72,6 +73,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 		return exitOK
+	}
+	if args[0] == "__complete" { // for the completion scripts
+		return complete(args[1:], stdout)
 	}
 	if args[0] == "--version" || args[0] == "-version" {
 		return runVersion(nil, stdout, stderr)
@@ -170,6 +174,11 @@ func parseExit(err error) int {
 
 // examples are each command's common uses, shown by -h.
 var examples = map[string][]string{
+	"completion": {
+		"driftback completion bash > /etc/bash_completion.d/driftback",
+		"source <(driftback completion zsh)",
+		"driftback completion fish | source",
+	},
 	"check-config": {
 		"driftback check-config --config app.yml --secrets",
 		"driftback check-config --repo-config .github/driftback.yml",

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -343,5 +344,31 @@ func TestTheDemoReportHasThePublishedSchema(t *testing.T) {
 	}
 	if err := schema.Validate(inst); err != nil {
 		t.Errorf("the demo's report does not validate: %v", err)
+	}
+}
+
+// TestShellCompletion: bash's completion, sourced, completes a command
+// and a command's flags, asked of driftback itself.
+func TestShellCompletion(t *testing.T) {
+	bin := driftbackBinary(t)
+	script, _, code := runCLI(t, "completion", "bash")
+	if code != exitOK {
+		t.Fatal("completion bash failed")
+	}
+	for _, c := range []struct{ words, want string }{
+		{"driftback dif", "diff"}, {"driftback diff --bas", "--base"}, {"driftback dump --o", "--out"},
+	} {
+		sh := script + "\nCOMP_WORDS=(" + c.words + "); COMP_CWORD=" + fmt.Sprint(len(strings.Fields(c.words))-1) + "; _driftback; printf '%s\\n' \"${COMPREPLY[@]}\"\n"
+		cmd := exec.Command("bash", "-c", sh)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != c.want {
+			t.Errorf("%q completes to %q (%v), want %q", c.words, out, err, c.want)
+		}
+	}
+	for _, shell := range []string{"zsh", "fish"} {
+		if out, _, code := runCLI(t, "completion", shell); code != exitOK || !strings.Contains(out, "driftback __complete") {
+			t.Errorf("completion %s: exit %d:\n%s", shell, code, out)
+		}
 	}
 }
