@@ -13,34 +13,15 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/driftback/driftback/internal/kubetest"
+	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/render/helm"
 )
-
-// chartFiles reads deploy/chart/driftback.
-func chartFiles(t *testing.T) map[string][]byte {
-	t.Helper()
-	files := map[string][]byte{}
-	root := filepath.Join("chart", "driftback")
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(root, p)
-		files[filepath.ToSlash(rel)] = b
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
-}
 
 // templateChart renders the chart as `helm template driftback
 // deploy/chart/driftback -n driftback` does, with the Helm SDK.
 func templateChart(t *testing.T, values map[string]any) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	r, err := helm.Template(context.Background(), chartFiles(t), values, helm.Options{ReleaseName: "driftback", Namespace: "driftback", KubeVersion: "1.37.0"})
+	r, err := helm.Template(context.Background(), testfs.Read(t, filepath.Join("chart", "driftback")), values, helm.Options{ReleaseName: "driftback", Namespace: "driftback", KubeVersion: "1.37.0"})
 	if err != nil {
 		return nil, err
 	}

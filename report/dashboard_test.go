@@ -173,19 +173,7 @@ func TestDashboardExample(t *testing.T) {
 	body, _ := Dashboard("", "prod", prod, keep)
 	body, _ = Dashboard(body, "staging", staging, keep)
 	doc := "# driftback: drift dashboard\n\n" + body
-	path := filepath.Join("..", "docs", "dashboard-example.md")
-	if *updateExample {
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != doc {
-		t.Errorf("%s is not what driftback writes: go test ./report -run TestDashboardExample -update", path)
-	}
+	keepGolden(t, "dashboard-example.md", doc, *updateExample, "go test ./report -run TestDashboardExample -update")
 }
 
 var updateDriftExample = flag.Bool("update-drift-example", false, "rewrite docs/drift-pr-example.md")
@@ -213,8 +201,15 @@ func TestDriftPullRequestExample(t *testing.T) {
 		Intents: map[string]string{"Deployment/shop-prod/web": "INC-4821: scaled and patched during the checkout outage"},
 	}
 	doc := "# " + DriftTitle(plan) + "\n\n" + DriftPullRequest(plan)
-	path := filepath.Join("..", "docs", "drift-pr-example.md")
-	if *updateDriftExample {
+	keepGolden(t, "drift-pr-example.md", doc, *updateDriftExample, "go test ./report -run TestDriftPullRequestExample -update-drift-example")
+}
+
+// keepGolden keeps docs/name what driftback writes (doc): rewritten when
+// update, else compared, saying how to rewrite it.
+func keepGolden(t *testing.T, name, doc string, update bool, rewrite string) {
+	t.Helper()
+	path := filepath.Join("..", "docs", name)
+	if update {
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -224,6 +219,6 @@ func TestDriftPullRequestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(got) != doc {
-		t.Errorf("%s is not what driftback writes: go test ./report -run TestDriftPullRequestExample -update-drift-example", path)
+		t.Errorf("%s is not what driftback writes: %s", path, rewrite)
 	}
 }

@@ -182,16 +182,7 @@ func actionStep(t *testing.T, inputs map[string]string, env []string) (out strin
 func TestActionEntryPoint(t *testing.T) {
 	bin := driftbackBinary(t)
 	repo := t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
-		cmd.Dir = repo
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := func(args ...string) string { return gitIn(t, repo, args...) }
 	git("init", "-q", "-b", "main")
 	writeConfigMaps(t, filepath.Join(repo, "apps", "settings"), 300, "old")
 	git("add", "-A")
@@ -279,16 +270,7 @@ func TestActionEntryPoint(t *testing.T) {
 func TestActionOnAForksPullRequest(t *testing.T) {
 	bin := driftbackBinary(t)
 	repo := t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
-		cmd.Dir = repo
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := func(args ...string) string { return gitIn(t, repo, args...) }
 	git("init", "-q", "-b", "main")
 	writeFile(t, filepath.Join(repo, "apps", "shop", "kustomization.yaml"), "namespace: shop\nresources: [data.yaml, web.yaml]\n")
 	writeFile(t, filepath.Join(repo, "apps", "shop", "data.yaml"), "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec:\n  resources: {requests: {storage: 1Gi}}\n")
@@ -375,18 +357,9 @@ func TestTheActionInstallsItsOwnRelease(t *testing.T) {
 	writeFile(t, filepath.Join(action, "hack", "action", "checksums.txt"), fmt.Sprintf("%x  v9.8.7/driftback_%s_%s.tar.gz\n", sha256.Sum256(good), runtime.GOOS, runtime.GOARCH))
 
 	repo := t.TempDir()
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "empty"}} {
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
-		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git: %v\n%s", err, out)
-		}
-	}
-	sha, err := exec.Command("git", "-C", repo, "rev-parse", "HEAD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := strings.TrimSpace(string(sha))
+	gitIn(t, repo, "init", "-q", "-b", "main")
+	gitIn(t, repo, "commit", "-q", "--allow-empty", "-m", "empty")
+	head := gitIn(t, repo, "rev-parse", "HEAD")
 	run := newActionsRun(t, githubfake.Pull{Number: 3, User: "dev", HeadSHA: head, BaseSHA: head, BaseRef: "main", HeadRef: "x", HeadRepo: "acme/gitops"})
 	step := func() (string, int) {
 		out, code, _, _ := actionStep(t, nil, []string{"GITHUB_ACTION_PATH=" + action, "DRIFTBACK_RELEASES_URL=" + releases.URL,
@@ -411,18 +384,9 @@ func TestTheActionBuildsItsOwnSourceWhenNotARelease(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	repo := t.TempDir()
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "empty"}} {
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
-		cmd.Dir = repo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git: %v\n%s", err, out)
-		}
-	}
-	sha, err := exec.Command("git", "-C", repo, "rev-parse", "HEAD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := strings.TrimSpace(string(sha))
+	gitIn(t, repo, "init", "-q", "-b", "main")
+	gitIn(t, repo, "commit", "-q", "--allow-empty", "-m", "empty")
+	head := gitIn(t, repo, "rev-parse", "HEAD")
 	run := newActionsRun(t, githubfake.Pull{Number: 4, User: "dev", HeadSHA: head, BaseSHA: head, BaseRef: "main", HeadRef: "x", HeadRepo: "acme/gitops"})
 	flags := "GOFLAGS=-buildvcs=false"
 	if raceEnabled {
@@ -435,4 +399,16 @@ func TestTheActionBuildsItsOwnSourceWhenNotARelease(t *testing.T) {
 	if strings.Contains(out, "@latest") {
 		t.Errorf("the Action fetched @latest:\n%s", out)
 	}
+}
+
+// gitIn runs git in repo, as a committer named t, and returns its output.
+func gitIn(t *testing.T, repo string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+	cmd.Dir = repo
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
