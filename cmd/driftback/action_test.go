@@ -87,18 +87,25 @@ func actionStep(t *testing.T, inputs map[string]string, env []string) (out strin
 		Runs    struct {
 			Using string
 			Steps []struct {
-				ID, Shell, Run string
-				Env            map[string]string
+				ID, Shell, Run, Uses, If string
+				Env                      map[string]string
+				With                     map[string]string
 			}
 		}
 	}
 	if err := yaml.Unmarshal(raw, &action); err != nil {
 		t.Fatal(err)
 	}
-	if action.Runs.Using != "composite" || len(action.Runs.Steps) != 1 || action.Runs.Steps[0].Shell != "bash" {
-		t.Fatalf("action.yml runs %s with %d steps: the runner here runs one bash step", action.Runs.Using, len(action.Runs.Steps))
+	steps := action.Runs.Steps
+	if action.Runs.Using != "composite" || len(steps) != 2 || steps[0].Shell != "bash" || steps[1].Uses == "" {
+		t.Fatalf("action.yml runs %s with %d steps: the runner here runs one bash step, then an action", action.Runs.Using, len(steps))
 	}
-	step := action.Runs.Steps[0]
+	step := steps[0]
+	// The second step uploads the report the first names (actions are not
+	// run here).
+	if up := steps[1]; !strings.HasPrefix(up.Uses, "actions/upload-artifact@") || up.With["path"] != "${{ steps."+step.ID+".outputs.report }}" || !strings.Contains(up.If, "always()") {
+		t.Fatalf("action.yml's second step does not upload the report whatever the first's exit: %+v", up)
+	}
 	for name := range inputs {
 		if _, ok := action.Inputs[name]; !ok {
 			t.Fatalf("action.yml has no input %q", name)
