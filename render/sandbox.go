@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"context"
 	"encoding/gob"
 	"errors"
@@ -10,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/driftback/driftback/render/slots"
 )
 
 // job is one overlay waiting for a render child.
@@ -67,7 +69,7 @@ func (r *Renderer) runShare(ctx context.Context, t *Tree, jobs []*job) error {
 type child struct {
 	cmd    *exec.Cmd
 	stdout io.ReadCloser
-	stderr *stderrBuffer
+	stderr *slots.Stderr
 }
 
 // startChild starts a render child for jobs renders and sends it req.
@@ -84,7 +86,7 @@ func (r *Renderer) startChild(jobs int, req *childRequest) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	stderr := &stderrBuffer{max: 4 << 10}
+	stderr := slots.NewStderr(4 << 10)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the render child: %w", err)
@@ -279,7 +281,9 @@ func exitProblem(err error, stderr string, lim Limits) *Problem {
 		}
 	}
 	if strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
-		strings.Contains(stderr, "failed to allocate") { // the last: the race detector's allocator
+		strings.Contains(stderr, "failed to allocate") || // the race detector's allocator
+		strings.Contains(stderr, "ThreadSanitizer") || // the race detector's shadow memory, past RLIMIT_DATA
+		(firstLine(stderr) == "" && atMemoryLimit(err, lim)) {
 		return &Problem{Reason: ReasonLimit,
 			Message: fmt.Sprintf("rendering needed more than the memory limit of %d MiB (a YAML alias bomb does this)", lim.Memory>>20)}
 	}
@@ -296,6 +300,25 @@ func exitProblem(err error, stderr string, lim Limits) *Problem {
 	return &Problem{Reason: ReasonPanic, Message: msg}
 }
 
+// atMemoryLimit says a child that died without saying why had reached
+// its memory limit: its peak resident memory was at least three quarters
+// of it (a crash there, its message lost, is the limit's).
+func atMemoryLimit(err error, lim Limits) bool {
+	var exit *exec.ExitError
+	if lim.Memory <= 0 || !errors.As(err, &exit) {
+		return false
+	}
+	ru, ok := exit.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return false
+	}
+	peak := int64(ru.Maxrss)
+	if runtime.GOOS == "linux" {
+		peak *= 1024 // KiB there, bytes on darwin
+	}
+	return peak >= lim.Memory/4*3
+}
+
 func firstLine(s string) string {
 	for _, l := range strings.Split(s, "\n") {
 		if l = strings.TrimSpace(l); strings.HasPrefix(l, "fatal error") || strings.HasPrefix(l, "panic") || strings.Contains(l, "ERROR:") {
@@ -304,53 +327,3 @@ func firstLine(s string) string {
 	}
 	return ""
 }
-
-// stderrBuffer keeps the first and the last few KiB written to it: a Go crash
-// names its cause first, then prints stacks of any length.
-type stderrBuffer struct {
-	mu   sync.Mutex
-	max  int
-	head []byte
-	tail bytes.Buffer
-	// cause is the first line saying why the child died, wherever it is.
-	cause, carry []byte
-}
-
-var crashCause = regexp.MustCompile(`out of memory|cannot allocate memory|failed to allocate|stack exceeds|fatal error|panic:|ERROR:`)
-
-func (b *stderrBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := len(p)
-	if b.cause == nil {
-		b.carry = append(b.carry, p...)
-		for i := bytes.IndexByte(b.carry, '\n'); i >= 0 && b.cause == nil; i = bytes.IndexByte(b.carry, '\n') {
-			if crashCause.Match(b.carry[:i]) {
-				b.cause = bytes.Clone(b.carry[:i])
-			}
-			b.carry = b.carry[i+1:]
-		}
-		b.carry = b.carry[max(0, len(b.carry)-b.max):] // a longer line names no cause
-	}
-	if room := b.max - len(b.head); room > 0 {
-		k := min(room, len(p))
-		b.head = append(b.head, p[:k]...)
-		p = p[k:]
-	}
-	b.tail.Write(p)
-	if over := b.tail.Len() - b.max; over > 0 {
-		b.tail.Next(over)
-	}
-	return n, nil
-}
-
-func (b *stderrBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cause != nil && !bytes.Contains(b.head, b.cause) {
-		return string(b.cause) + "\n" + string(b.head) + b.tail.String()
-	}
-	return string(b.head) + b.tail.String()
-}
-
-var _ io.Writer = (*stderrBuffer)(nil)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/driftback/driftback/render/slots"
 )
 
 // memTree is a tree held in memory, for tests that bypass the repository.
@@ -97,7 +99,7 @@ func TestChildTimeLimit(t *testing.T) {
 // buffer keeps before it dies still names why it died: the cause line is
 // kept wherever it falls, and the crash is classified by it.
 func TestACrashCauseIsKeptWhereverItIs(t *testing.T) {
-	b := &stderrBuffer{max: 64}
+	b := slots.NewStderr(64)
 	for i := 0; i < 100; i++ {
 		_, _ = b.Write([]byte("runtime: a warning line of no consequence\n"))
 	}
@@ -109,5 +111,19 @@ func TestACrashCauseIsKeptWhereverItIs(t *testing.T) {
 	p := exitProblem(nil, b.String(), Limits{Memory: 2 << 30})
 	if p.Reason != ReasonLimit || !strings.Contains(p.Message, "more than the memory limit") {
 		t.Errorf("classified as %s: %s", p.Reason, p.Message)
+	}
+}
+
+// TestTheRaceDetectorsMemoryFailureIsTheMemoryLimit: under the race
+// detector a child past its memory limit may die in the detector's own
+// allocator, saying so in its words: that is the memory limit too.
+func TestTheRaceDetectorsMemoryFailureIsTheMemoryLimit(t *testing.T) {
+	for _, stderr := range []string{
+		"FATAL: ThreadSanitizer CHECK failed: sanitizer_allocator_primary64.h:131 \"((kSpaceBeg)) == ((address_range.Init(TotalSpaceSize, PrimaryAllocatorName, kSpaceBeg)))\"",
+		"==4242==ERROR: ThreadSanitizer failed to allocate 0x400000 (4194304) bytes of clock allocator (error code: 12)",
+	} {
+		if p := exitProblem(nil, stderr, Limits{Memory: 2 << 30}); p.Reason != ReasonLimit || !strings.Contains(p.Message, "more than the memory limit") {
+			t.Errorf("%q classified as %s: %s", stderr, p.Reason, p.Message)
+		}
 	}
 }
