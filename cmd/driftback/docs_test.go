@@ -58,7 +58,7 @@ func flagsOf(t *testing.T, c command) []string {
 		t.Fatalf("driftback %s -h: exit %d", c.name, code)
 	}
 	var out []string
-	for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(help.String(), -1) {
+	for _, m := range usageFlag.FindAllStringSubmatch(help.String(), -1) {
 		out = append(out, m[1])
 	}
 	return out
