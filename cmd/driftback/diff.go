@@ -23,6 +23,7 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -566,14 +567,23 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 			plain = append(plain, o)
 		}
 	}
-	baseRes, err := r.Render(ctx, base, onlyPresent(base, plain))
-	if err != nil {
+	// The trees render at once: each in its own children, within the
+	// renderer's bound on children.
+	trees := []*render.Tree{base, head, tip}
+	results := make([]*render.Result, len(trees))
+	var g errgroup.Group
+	for i, t := range trees {
+		if t != nil {
+			g.Go(func() (err error) {
+				results[i], err = r.Render(ctx, t, onlyPresent(t, plain))
+				return err
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	headRes, err := r.Render(ctx, head, onlyPresent(head, plain))
-	if err != nil {
-		return nil, err
-	}
+	baseRes, headRes := results[0], results[1]
 	step("rendered %s at base and head in %s", report.Plural(len(overlays), "overlay"), since(start))
 	byPath := func(res *render.Result) map[string]*render.Overlay {
 		m := map[string]*render.Overlay{}
@@ -587,11 +597,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 	// gained since, which the head is not the one to prune.
 	var tipOut map[string]*render.Overlay
 	if tip != nil {
-		tipRes, err := r.Render(ctx, tip, onlyPresent(tip, plain))
-		if err != nil {
-			return nil, err
-		}
-		tipOut = byPath(tipRes)
+		tipOut = byPath(results[2])
 	}
 	rep := &drift.Report{Targets: []drift.Target{}, Errors: []string{}}
 	inputs := make([]drift.Input, len(overlays))

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/driftback/driftback/drift/object"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +26,6 @@ import (
 	"k8s.io/client-go/openapi"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
@@ -41,6 +42,9 @@ type ClusterReader struct {
 	schemas map[string]cachedSchema // group-version path → its schemas
 	// converters are built from sets of schemas, by their sorted paths.
 	converters map[string]managedfields.TypeConverter
+	// fetches reads each OpenAPI v3 document, and their list, once at a
+	// time.
+	fetches singleflight.Group
 	// paths are the OpenAPI v3 documents the cluster serves, and when read.
 	paths   map[string]openapi.GroupVersion
 	pathsAt time.Time
@@ -281,72 +285,48 @@ func (r *ClusterReader) openAPIPaths(want map[string]bool) (map[string]openapi.G
 	if fresh {
 		return paths, nil
 	}
-	paths, err := r.disc.OpenAPIV3().Paths()
+	v, err, _ := r.fetches.Do("\x00paths", func() (any, error) {
+		paths, err := r.disc.OpenAPIV3().Paths()
+		if err != nil {
+			return nil, fmt.Errorf("openapi v3 paths: %w", err)
+		}
+		r.mu.Lock()
+		r.paths, r.pathsAt = paths, time.Now()
+		r.mu.Unlock()
+		return paths, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("openapi v3 paths: %w", err)
+		return nil, err
 	}
-	r.mu.Lock()
-	r.paths, r.pathsAt = paths, time.Now()
-	r.mu.Unlock()
-	return paths, nil
+	return v.(map[string]openapi.GroupVersion), nil
 }
 
 // TypeConverter implements SchemaSource from the cluster's OpenAPI v3
 // documents, fetching only the group-versions of the given kinds (and keeping
 // them); kinds the cluster publishes no schema for merge as deduced types.
-func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
-	want := map[string]bool{}
-	for _, gvk := range gvks {
-		if gvk.Group == "" {
-			want["api/"+gvk.Version] = true
-		} else {
-			want["apis/"+gvk.Group+"/"+gvk.Version] = true
-		}
-	}
-	paths, err := r.openAPIPaths(want)
+// Documents not kept are fetched at once, each once however many callers
+// ask for it, and without holding the reader's lock.
+func (r *ClusterReader) TypeConverter(ctx context.Context, gvks []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
+	key, err := r.readSchemas(ctx, gvks)
 	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var key []string
-	for p := range want {
-		key = append(key, p)
-	}
-	sort.Strings(key)
 	all := map[string]*spec.Schema{}
-	for _, p := range key {
-		cached, ok := r.schemas[p]
-		schemas := cached.schemas
-		if !ok || time.Since(cached.at) > discoveryTTL {
-			gv, found := paths[p]
-			if !found {
-				continue // not served (yet): deduced types
-			}
-			b, err := gv.Schema("application/json")
-			if err != nil {
-				return nil, fmt.Errorf("openapi v3 %s: %w", p, err)
-			}
-			var doc spec3.OpenAPI
-			if err := json.Unmarshal(b, &doc); err != nil {
-				return nil, fmt.Errorf("openapi v3 %s: %w", p, err)
-			}
-			schemas = nil
-			if doc.Components != nil {
-				schemas = doc.Components.Schemas
-			}
-			r.schemas[p] = cachedSchema{schemas: schemas, at: time.Now()}
-		}
-		for k, v := range schemas {
-			all[k] = v
-		}
-	}
 	// The converter of a set of documents is built once and shared, with
 	// the field managers built on it, until one of them is read again: the
 	// key names each document with when it was read.
-	versions := make([]string, len(key))
-	for i, p := range key {
-		versions[i] = p + "@" + strconv.FormatInt(r.schemas[p].at.UnixNano(), 36)
+	var versions []string
+	for _, p := range key {
+		cached, ok := r.schemas[p]
+		if !ok || time.Since(cached.at) > discoveryTTL {
+			continue // not served (now): deduced types
+		}
+		for k, v := range cached.schemas {
+			all[k] = v
+		}
+		versions = append(versions, p+"@"+strconv.FormatInt(cached.at.UnixNano(), 36))
 	}
 	k := strings.Join(versions, " ")
 	if c, ok := r.converters[k]; ok {
@@ -362,4 +342,81 @@ func (r *ClusterReader) TypeConverter(_ context.Context, gvks []schema.GroupVers
 	}
 	r.converters[k] = c
 	return c, nil
+}
+
+// PrefetchSchemas reads the OpenAPI v3 documents of the given kinds that
+// are not kept, so that a comparison asking for them later does not wait
+// (a Snapshot asks while it reads the live objects). An error is left for
+// TypeConverter to report.
+func (r *ClusterReader) PrefetchSchemas(ctx context.Context, gvks []schema.GroupVersionKind) {
+	_, _ = r.readSchemas(ctx, gvks)
+}
+
+// readSchemas keeps the documents of the given kinds, and returns their
+// paths, sorted.
+func (r *ClusterReader) readSchemas(ctx context.Context, gvks []schema.GroupVersionKind) ([]string, error) {
+	want := map[string]bool{}
+	for _, gvk := range gvks {
+		if gvk.Group == "" {
+			want["api/"+gvk.Version] = true
+		} else {
+			want["apis/"+gvk.Group+"/"+gvk.Version] = true
+		}
+	}
+	paths, err := r.openAPIPaths(want)
+	if err != nil {
+		return nil, err
+	}
+	var key []string
+	for p := range want {
+		key = append(key, p)
+	}
+	sort.Strings(key)
+	var stale []string
+	r.mu.Lock()
+	for _, p := range key {
+		if cached, ok := r.schemas[p]; !ok || time.Since(cached.at) > discoveryTTL {
+			if _, served := paths[p]; served {
+				stale = append(stale, p)
+			}
+		}
+	}
+	r.mu.Unlock()
+	g, gctx := errgroup.WithContext(ctx)
+	for _, p := range stale {
+		g.Go(func() error {
+			ch := r.fetches.DoChan(p, func() (any, error) { return nil, r.fetchSchemas(p, paths[p]) })
+			select {
+			case res := <-ch:
+				return res.Err
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+// fetchSchemas reads the schemas of one OpenAPI v3 document and keeps them.
+func (r *ClusterReader) fetchSchemas(p string, gv openapi.GroupVersion) error {
+	b, err := gv.Schema("application/json")
+	if err != nil {
+		return fmt.Errorf("openapi v3 %s: %w", p, err)
+	}
+	// Only the schemas: the document's paths (most of it) are not parsed.
+	var doc struct {
+		Components struct {
+			Schemas map[string]*spec.Schema `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("openapi v3 %s: %w", p, err)
+	}
+	r.mu.Lock()
+	r.schemas[p] = cachedSchema{schemas: doc.Components.Schemas, at: time.Now()}
+	r.mu.Unlock()
+	return nil
 }

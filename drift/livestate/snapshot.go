@@ -56,6 +56,12 @@ type SnapshotStats struct {
 // allNamespaces marks a kind listed over every namespace.
 const allNamespaces = "\x00all"
 
+// schemaPrefetcher reads the schemas of kinds ahead of a comparison
+// (ClusterReader).
+type schemaPrefetcher interface {
+	PrefetchSchemas(ctx context.Context, gvks []schema.GroupVersionKind)
+}
+
 // NewSnapshot reads, with as few requests as it can, the live objects of
 // objs (the renders of every target that will be compared with it, base and
 // head). A namespaced object without a namespace is looked for in "default".
@@ -63,6 +69,24 @@ func NewSnapshot(ctx context.Context, live object.LiveReader, objs []*unstructur
 	objs, err := object.Typed(objs)
 	if err != nil {
 		return nil, err
+	}
+	// The schemas the comparisons will ask for are read while the live
+	// objects are.
+	if p, ok := live.(schemaPrefetcher); ok {
+		var gvks []schema.GroupVersionKind
+		seen := map[schema.GroupVersionKind]bool{}
+		for _, o := range objs {
+			if gvk := o.GroupVersionKind(); !seen[gvk] {
+				seen[gvk] = true
+				gvks = append(gvks, gvk)
+			}
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p.PrefetchSchemas(ctx, gvks)
+		}()
+		defer func() { <-done }()
 	}
 	s := &Snapshot{
 		live:  live,
