@@ -716,7 +716,7 @@ func fieldLine(f object.Field) (string, string) {
 }
 
 func storyLine(f object.Field) (string, string) {
-	v := func(x any) string { return code(valueText(f, x)) }
+	v := func(x any) string { return code(cutText(valueText(f, x))) }
 	by := ""
 	if w := who(f); w != "" {
 		by = " (" + text(w) + ")"
@@ -725,12 +725,20 @@ func storyLine(f object.Field) (string, string) {
 	if f.Kind == object.FieldDrift {
 		from, to = f.Live, f.Desired
 	}
-	if d := lineDiff(f, from, to); d != "" {
-		what := fmt.Sprintf("- %s %s: %s, as a diff below", kindLabel[f.Kind], code(f.Path), text(lineCount(from, to)))
+	// A document in a string shows as its changed paths; a multi-line
+	// text, as its changed lines.
+	summary, block := "", ""
+	if format, changes, ok := docDiff(f, from, to); ok {
+		summary, block = docSummary(format, changes), docDiffBlock(changes)
+	} else if d := lineDiff(f, from, to); d != "" {
+		summary, block = lineCount(from, to), d
+	}
+	if block != "" {
+		what := fmt.Sprintf("- %s %s: %s, as a diff below", kindLabel[f.Kind], code(f.Path), text(summary))
 		if f.Kind != object.FieldPR && by != "" {
 			what += "; live value set by" + strings.TrimSuffix(strings.TrimPrefix(by, " ("), ")")
 		}
-		return what, fenced(d, "diff")
+		return what, fenced(block, "diff")
 	}
 	switch f.Kind {
 	case object.FieldOverwrites:

@@ -19,7 +19,7 @@ func TestTheTerminalGetsPlainText(t *testing.T) {
 		Danger: []drift.Danger{{Reason: drift.DangerCRDRemoval, Count: 1, Message: "removing the CRD deletes every Widget with it: 1 custom resource",
 			Lost: []drift.Lost{{Kind: "Widget", Namespace: "shop", Name: "red\x1b]0;pwned\x07", CreatedBy: "kubectl-create"}}}}},
 		drift.Change{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "app", Action: drift.ActionUpdate,
-			Fields: []object.Field{{Path: ".data.app.yaml", Kind: object.FieldPR, Base: "a: 1\nb: 2\n", Desired: "a: 1\nb: 3\n", Live: "a: 1\nb: 2\n"}}})
+			Fields: []object.Field{{Path: ".data.app.properties", Kind: object.FieldPR, Base: "a = 1\nb = 2\n", Desired: "a = 1\nb = 3\n", Live: "a = 1\nb = 2\n"}}})
 	md := strings.Join(Comment(rep, CommentOptions{}), "")
 	plain := Terminal(md, false)
 	for _, not := range []string{"<details>", "<summary>", "<code>", "<!--", "**", "`", "\x1b", "\\["} {
@@ -32,14 +32,14 @@ func TestTheTerminalGetsPlainText(t *testing.T) {
 		"target                create  update  delete  unchanged  ⚠️ dangers  ↩️ live changes a sync reverts\n",
 		"prod (overlays/prod)  0       2       1       1          1           0\n",
 		"   - Widget/shop/red]0;pwned: not in Git; made by kubectl-create\n",
-		"\n    -b: 2\n    +b: 3\n",
+		"\n    -b = 2\n    +b = 3\n",
 	} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("the terminal text does not say %q:\n%s", want, plain)
 		}
 	}
 	coloured := Terminal(md, true)
-	if !strings.Contains(coloured, ansiAdd+"    +b: 3"+ansiReset) || strings.Contains(coloured, "\x1b]") {
+	if !strings.Contains(coloured, ansiAdd+"    +b = 3"+ansiReset) || strings.Contains(coloured, "\x1b]") {
 		t.Errorf("colour is not added, or a value's control sequence got through:\n%q", coloured)
 	}
 }

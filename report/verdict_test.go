@@ -83,15 +83,16 @@ func TestTheVerdictLeadsAndMarksWhatFails(t *testing.T) {
 }
 
 // TestAMultiLineValueIsALineDiff: one line changed in a 40-line file of a
-// ConfigMap reads as a diff of that line with a little context, in a fenced
-// diff block, never as two escaped strings.
+// ConfigMap (a properties file: text, not a YAML or JSON document) reads as
+// a diff of that line with a little context, in a fenced diff block, never
+// as two escaped strings.
 func TestAMultiLineValueIsALineDiff(t *testing.T) {
 	var lines []string
 	for i := range 40 {
-		lines = append(lines, fmt.Sprintf("setting%02d: value%02d", i, i))
+		lines = append(lines, fmt.Sprintf("setting%02d = value%02d", i, i))
 	}
 	before := strings.Join(lines, "\n") + "\n"
-	lines[20] = "setting20: changed"
+	lines[20] = "setting20 = changed"
 	after := strings.Join(lines, "\n") + "\n"
 	cm := drift.Change{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "app", Action: drift.ActionUpdate,
 		Fields: []object.Field{{Path: ".data.app.yaml", Kind: object.FieldPR, Base: before, Desired: after, Live: before}}}
@@ -100,7 +101,7 @@ func TestAMultiLineValueIsALineDiff(t *testing.T) {
 	if !strings.Contains(out, "- changed by this PR `.data.app.yaml`: 1 line removed, 1 line added, as a diff below") {
 		t.Errorf("the field's line does not count the lines changed:\n%s", out)
 	}
-	want := "```diff\n@@ -18,7 +18,7 @@\n setting17: value17\n setting18: value18\n setting19: value19\n-setting20: value20\n+setting20: changed\n setting21: value21\n setting22: value22\n setting23: value23\n```\n"
+	want := "```diff\n@@ -18,7 +18,7 @@\n setting17 = value17\n setting18 = value18\n setting19 = value19\n-setting20 = value20\n+setting20 = changed\n setting21 = value21\n setting22 = value22\n setting23 = value23\n```\n"
 	if !strings.Contains(out, want) {
 		t.Errorf("the change is not a diff of one line with three of context:\n%s", out)
 	}
