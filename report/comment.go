@@ -663,7 +663,7 @@ func changeBlock(target int, c drift.Change, dangers dangerList) string {
 	}
 	var blocksAfter []string
 	for _, f := range fields {
-		line, block := fieldLine(f)
+		line, block := fieldLine(c, f)
 		b.WriteString(line + "\n")
 		if block != "" {
 			blocksAfter = append(blocksAfter, block)
@@ -707,15 +707,15 @@ func secretKeyChange(f object.Field) string {
 // the pull request's own change, with who set the live value and when. A
 // multi-line string's change comes as a line diff, in a block after the
 // list.
-func fieldLine(f object.Field) (string, string) {
-	line, block := storyLine(f)
+func fieldLine(c drift.Change, f object.Field) (string, string) {
+	line, block := storyLine(c, f)
 	if f.Autoscaler != "" {
 		line += "; the replicas belong to " + text(f.Autoscaler)
 	}
 	return line, block
 }
 
-func storyLine(f object.Field) (string, string) {
+func storyLine(c drift.Change, f object.Field) (string, string) {
 	v := func(x any) string { return code(cutText(valueText(f, x))) }
 	by := ""
 	if w := who(f); w != "" {
@@ -725,10 +725,13 @@ func storyLine(f object.Field) (string, string) {
 	if f.Kind == object.FieldDrift {
 		from, to = f.Live, f.Desired
 	}
-	// A document in a string shows as its changed paths; a multi-line
-	// text, as its changed lines.
+	// A CRD's versions show as their schemas' changed properties; a
+	// document in a string, as its changed paths; a multi-line text, as its
+	// changed lines.
 	summary, block := "", ""
-	if format, changes, ok := docDiff(f, from, to); ok {
+	if changes, reworded, ok := crdDiff(c, f, from, to); ok {
+		summary, block = crdSummary(changes, reworded), crdBlock(changes)
+	} else if format, changes, ok := docDiff(f, from, to); ok {
 		summary, block = docSummary(format, changes), docDiffBlock(changes)
 	} else if d := lineDiff(f, from, to); d != "" {
 		summary, block = lineCount(from, to), d

@@ -223,11 +223,13 @@ func docEqual(a, b any) bool {
 
 // docValue shows one value of a document compactly, cut when long.
 func docValue(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // a CEL rule's && reads as it is written
+	if err := enc.Encode(v); err != nil {
 		return cutText(fmt.Sprint(v))
 	}
-	return cutText(string(b))
+	return cutText(strings.TrimSuffix(b.String(), "\n"))
 }
 
 // cutText cuts s to maxValueText characters, saying how many were left out.

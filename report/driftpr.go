@@ -265,17 +265,17 @@ func truncateRunes(s string, n int) string {
 }
 
 // planValue shows a value compactly: strings as they are, anything else as
-// JSON.
+// JSON, cut when long (the pull request's own diff holds it whole).
 func planValue(v any) string {
 	if v == nil {
 		return "(absent)"
 	}
 	if s, ok := v.(string); ok {
-		return s
+		return cutText(s)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Sprint(v)
+		return cutText(fmt.Sprint(v))
 	}
-	return string(b)
+	return cutText(string(b))
 }
