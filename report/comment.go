@@ -16,10 +16,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/pmezard/go-difflib/difflib"
-
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/report/valuediff"
 )
 
 // MaxCommentSize is GitHub's limit on the body of a comment.
@@ -716,7 +715,7 @@ func fieldLine(c drift.Change, f object.Field) (string, string) {
 }
 
 func storyLine(c drift.Change, f object.Field) (string, string) {
-	v := func(x any) string { return code(cutText(valueText(f, x))) }
+	v := func(x any) string { return code(valuediff.Cut(valueText(f, x))) }
 	by := ""
 	if w := who(f); w != "" {
 		by = " (" + text(w) + ")"
@@ -725,18 +724,13 @@ func storyLine(c drift.Change, f object.Field) (string, string) {
 	if f.Kind == object.FieldDrift {
 		from, to = f.Live, f.Desired
 	}
-	// A CRD's versions show as their schemas' changed properties; a
-	// document in a string, as its changed paths; a multi-line text, as its
-	// changed lines.
-	summary, block := "", ""
-	if changes, reworded, ok := crdDiff(c, f, from, to); ok {
-		summary, block = crdSummary(changes, reworded), crdBlock(changes)
-	} else if format, changes, ok := docDiff(f, from, to); ok {
-		summary, block = docSummary(format, changes), docDiffBlock(changes)
-	} else if d := lineDiff(f, from, to); d != "" {
-		summary, block = lineCount(from, to), d
+	// A CRD's versions, a document in a string, a multi-line text: as
+	// their changes, in a block after the list. A Secret's values never.
+	summary, block, ok := "", "", false
+	if !f.Hidden {
+		summary, block, ok = valuediff.Field(c.APIVersion, c.Kind, f.Path, from, to)
 	}
-	if block != "" {
+	if ok {
 		what := fmt.Sprintf("- %s %s: %s, as a diff below", kindLabel[f.Kind], code(f.Path), text(summary))
 		if f.Kind != object.FieldPR && by != "" {
 			what += "; live value set by" + strings.TrimSuffix(strings.TrimPrefix(by, " ("), ")")
@@ -760,48 +754,6 @@ func storyLine(c drift.Change, f object.Field) (string, string) {
 		return line, ""
 	}
 	return fmt.Sprintf("- %s: %s → %s%s", code(f.Path), v(f.Live), v(f.Desired), by), ""
-}
-
-// diffContext is how many unchanged lines a line diff shows around a change.
-const diffContext = 3
-
-// lineDiff is a unified diff of a field whose value is a multi-line string
-// on either side (a file in a ConfigMap, a script), or "": one changed line
-// of forty reads as one line, not as two escaped strings.
-func lineDiff(f object.Field, from, to any) string {
-	if f.Hidden {
-		return ""
-	}
-	a, aok := from.(string)
-	b, bok := to.(string)
-	if (!aok && from != nil) || (!bok && to != nil) || (!strings.Contains(a, "\n") && !strings.Contains(b, "\n")) {
-		return ""
-	}
-	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: difflib.SplitLines(a), B: difflib.SplitLines(b), Context: diffContext})
-	if err != nil || d == "" {
-		return ""
-	}
-	return d
-}
-
-// lineCount says how many lines a multi-line change touches.
-func lineCount(from, to any) string {
-	a, _ := from.(string)
-	b, _ := to.(string)
-	m := difflib.NewMatcher(difflib.SplitLines(a), difflib.SplitLines(b))
-	removed, added := 0, 0
-	for _, op := range m.GetOpCodes() {
-		switch op.Tag {
-		case 'r':
-			removed += op.I2 - op.I1
-			added += op.J2 - op.J1
-		case 'd':
-			removed += op.I2 - op.I1
-		case 'i':
-			added += op.J2 - op.J1
-		}
-	}
-	return fmt.Sprintf("%s removed, %s added", plural(removed, "line"), plural(added, "line"))
 }
 
 func refString(c drift.Change) string {

@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"github.com/driftback/driftback/prgen"
+	"github.com/driftback/driftback/report/valuediff"
 )
 
 // maxTitle is GitHub's limit on an issue or pull-request title.
@@ -271,11 +272,11 @@ func planValue(v any) string {
 		return "(absent)"
 	}
 	if s, ok := v.(string); ok {
-		return cutText(s)
+		return valuediff.Cut(s)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return cutText(fmt.Sprint(v))
+		return valuediff.Cut(fmt.Sprint(v))
 	}
-	return cutText(string(b))
+	return valuediff.Cut(string(b))
 }

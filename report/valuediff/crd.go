@@ -1,12 +1,9 @@
-package report
+package valuediff
 
 import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/driftback/driftback/drift"
-	"github.com/driftback/driftback/drift/object"
 )
 
 // A CustomResourceDefinition's versions are one atomic list, so a change
@@ -27,8 +24,8 @@ type crdChange struct {
 
 // crdDiff compares the two versions lists of a CRD's .spec.versions; ok
 // is false for another field, or lists that are not of named versions.
-func crdDiff(c drift.Change, f object.Field, from, to any) (changes []crdChange, reworded int, ok bool) {
-	if c.Kind != "CustomResourceDefinition" || !strings.HasPrefix(c.APIVersion, "apiextensions.k8s.io/") || f.Path != ".spec.versions" || f.Hidden {
+func crdDiff(apiVersion, kind, path string, from, to any) (changes []crdChange, reworded int, ok bool) {
+	if kind != "CustomResourceDefinition" || !strings.HasPrefix(apiVersion, "apiextensions.k8s.io/") || path != ".spec.versions" {
 		return nil, 0, false
 	}
 	a, okA := versionsByName(from)
@@ -230,7 +227,7 @@ func propertyPath(p string) string {
 	if p == "" {
 		return "(the root)"
 	}
-	return cutText(p)
+	return Cut(p)
 }
 
 // schemaType names a property's type: "string", "array of object".
@@ -340,7 +337,7 @@ func crdBlock(changes []crdChange) string {
 			if c.storage {
 				storage = " (storage version)"
 			}
-			fmt.Fprintf(&b, "@@ %s%s @@\n", cutText(c.version), storage)
+			fmt.Fprintf(&b, "@@ %s%s @@\n", Cut(c.version), storage)
 		}
 		b.WriteString(c.line + "\n")
 	}

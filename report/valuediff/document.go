@@ -1,4 +1,4 @@
-package report
+package valuediff
 
 import (
 	"bytes"
@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/driftback/driftback/drift/object"
 )
 
 // A string that holds a JSON or YAML document (a settings file in a
@@ -22,9 +20,8 @@ import (
 // maxDocPaths bounds the paths a document diff lists; the rest are counted.
 const maxDocPaths = 40
 
-// maxValueText bounds a value shown inline: a longer one is cut with a note
-// (the JSON report keeps it whole).
-const maxValueText = 240
+// MaxValueText bounds a value shown inline: a longer one is cut with a note.
+const MaxValueText = 240
 
 // docChange is one changed path of a document.
 type docChange struct {
@@ -36,13 +33,10 @@ type docChange struct {
 
 // docDiff compares two strings as the documents they hold, when both do
 // (and at least one is not empty): the format's name ("JSON", "YAML") and
-// the changed paths, in document order. ok is false when either is not a
+// the changed paths, in the order of their keys. ok is false when either is not a
 // structured document, or when they hold the same document (only comments
 // or formatting changed): then a line diff says it better.
-func docDiff(f object.Field, from, to any) (format string, changes []docChange, ok bool) {
-	if f.Hidden {
-		return "", nil, false
-	}
+func docDiff(from, to any) (format string, changes []docChange, ok bool) {
 	a, aok := from.(string)
 	b, bok := to.(string)
 	if !aok || !bok {
@@ -227,18 +221,19 @@ func docValue(v any) string {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false) // a CEL rule's && reads as it is written
 	if err := enc.Encode(v); err != nil {
-		return cutText(fmt.Sprint(v))
+		return Cut(fmt.Sprint(v))
 	}
-	return cutText(strings.TrimSuffix(b.String(), "\n"))
+	return Cut(strings.TrimSuffix(b.String(), "\n"))
 }
 
-// cutText cuts s to maxValueText characters, saying how many were left out.
-func cutText(s string) string {
+// Cut cuts s to MaxValueText characters, saying how many were left out: a
+// value shown inline (the JSON report keeps it whole).
+func Cut(s string) string {
 	r := []rune(s)
-	if len(r) <= maxValueText {
+	if len(r) <= MaxValueText {
 		return s
 	}
-	return string(r[:maxValueText]) + fmt.Sprintf("…(cut: %d more characters)", len(r)-maxValueText)
+	return string(r[:MaxValueText]) + fmt.Sprintf("…(cut: %d more characters)", len(r)-MaxValueText)
 }
 
 // docDiffBlock shows a document's changes as a diff: each path as a hunk
@@ -266,7 +261,7 @@ func docPath(p string) string {
 	if p == "" {
 		return "(the whole document)"
 	}
-	return cutText(p)
+	return Cut(p)
 }
 
 // docSummary says what a document diff holds: "JSON document, 1 path
