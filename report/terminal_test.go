@@ -6,6 +6,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/report/terminal"
 )
 
 // TestTheTerminalGetsPlainText: the comment read in a terminal has no HTML,
@@ -21,7 +22,7 @@ func TestTheTerminalGetsPlainText(t *testing.T) {
 		drift.Change{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "app", Action: drift.ActionUpdate,
 			Fields: []object.Field{{Path: ".data.app.properties", Kind: object.FieldPR, Base: "a = 1\nb = 2\n", Desired: "a = 1\nb = 3\n", Live: "a = 1\nb = 2\n"}}})
 	md := strings.Join(Comment(rep, CommentOptions{}), "")
-	plain := Terminal(md, false)
+	plain := terminal.Render(md, false)
 	for _, not := range []string{"<details>", "<summary>", "<code>", "<!--", "**", "`", "\x1b", "\\["} {
 		if strings.Contains(plain, not) {
 			t.Errorf("the terminal text holds %q:\n%s", not, plain)
@@ -38,8 +39,8 @@ func TestTheTerminalGetsPlainText(t *testing.T) {
 			t.Errorf("the terminal text does not say %q:\n%s", want, plain)
 		}
 	}
-	coloured := Terminal(md, true)
-	if !strings.Contains(coloured, ansiAdd+"    +b = 3"+ansiReset) || strings.Contains(coloured, "\x1b]") {
+	coloured := terminal.Render(md, true)
+	if !strings.Contains(coloured, "\x1b[32m    +b = 3\x1b[0m") || strings.Contains(coloured, "\x1b]") {
 		t.Errorf("colour is not added, or a value's control sequence got through:\n%q", coloured)
 	}
 }

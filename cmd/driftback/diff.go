@@ -43,6 +43,7 @@ import (
 	"github.com/driftback/driftback/reconcile/prepare"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/terminal"
 	"github.com/driftback/driftback/rollback"
 )
 
@@ -256,7 +257,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		if !*verbose {
 			shown = withoutManifests(rep)
 		}
-		fmt.Fprint(stdout, report.Terminal(strings.Join(report.Comment(shown, report.CommentOptions{Limit: math.MaxInt}), "\n"), colour(stdout)))
+		fmt.Fprint(stdout, terminal.Render(strings.Join(report.Comment(shown, report.CommentOptions{Limit: math.MaxInt}), "\n"), colour(stdout)))
 	default:
 		parts := report.Comment(rep, report.CommentOptions{})
 		fmt.Fprint(stdout, strings.Join(parts, "\n"))

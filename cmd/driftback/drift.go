@@ -26,6 +26,7 @@ import (
 	"github.com/driftback/driftback/reconcile/compare"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/terminal"
 )
 
 func runDrift(args []string, stdout, stderr io.Writer) int {
@@ -160,7 +161,7 @@ func runDrift(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else if *format == "text" {
-		fmt.Fprint(stdout, report.Terminal(report.DriftPlanPreview(plan), colour(stdout)))
+		fmt.Fprint(stdout, terminal.Render(report.DriftPlanPreview(plan), colour(stdout)))
 	} else {
 		fmt.Fprint(stdout, report.DriftPlanPreview(plan))
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/internal/cliflags"
 	"github.com/driftback/driftback/render"
-	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/terminal"
 )
 
 // Exit codes follow kubectl diff: 0 nothing to report, 1 changes found, 2 error.
@@ -66,7 +66,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	// Errors, notes and progress quote Git and the cluster: never their
 	// control characters.
-	stderr = report.NoControls(stderr)
+	stderr = terminal.NoControls(stderr)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {

@@ -1,4 +1,6 @@
-package report
+// Package terminal shows driftback's Markdown (report's comment, a drift
+// plan) in a terminal, and keeps control characters from reaching it.
+package terminal
 
 import (
 	stdhtml "html"
@@ -6,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/driftback/driftback/report/markdown"
 )
 
 // ANSI styles for a terminal that shows colour.
@@ -17,13 +21,13 @@ const (
 	ansiReset = "\x1b[0m"
 )
 
-// Terminal turns driftback's own Markdown (a comment, a drift plan) into
+// Render turns driftback's own Markdown (a comment, a drift plan) into
 // plain text for a terminal: no HTML, no hidden markers, no Markdown
 // syntax; tables aligned, collapsed blocks indented, code spans and diff
 // lines coloured when colour is true. Every control character a value could
 // carry is dropped before driftback adds its own, so nothing from Git or the
 // cluster can steer the terminal.
-func Terminal(md string, colour bool) string {
+func Render(md string, colour bool) string {
 	style := painter(colour)
 	var out strings.Builder
 	lines := strings.Split(noControls(md), "\n")
@@ -162,7 +166,7 @@ func inlineMarkdown(s string, style painter) string {
 			}
 			b.WriteString(style.paint(ansiBold, inlineMarkdown(s[i+2:i+2+end], style)))
 			i += 2 + end + 2
-		case s[i] == '\\' && i+1 < len(s) && strings.IndexByte(inlineSyntax+blockStart+".)", s[i+1]) >= 0:
+		case s[i] == '\\' && i+1 < len(s) && strings.IndexByte(markdown.InlineSyntax+markdown.BlockStart+".)", s[i+1]) >= 0:
 			b.WriteByte(s[i+1])
 			i += 2
 		default:
