@@ -79,12 +79,13 @@ func markdownBlocks(r *drift.Report, opts CommentOptions) []string {
 	var blocks []string
 	var b strings.Builder
 	b.WriteString("## driftback: what merging this pull request does to the cluster\n\n")
-	dangers := listDangers(r, opts.Failing)
+	groups := groupTargets(r)
+	dangers := listDangers(r, opts.Failing, groups)
 	b.WriteString(verdict(r, opts, dangers) + "\n\n")
 	if r.Compared != nil && r.Compared.Note != "" {
 		b.WriteString("> ⚠️ " + text(r.Compared.Note) + "\n\n")
 	}
-	b.WriteString(summaryTable(r))
+	b.WriteString(summaryTable(r, groups))
 	blocks = append(blocks, b.String())
 
 	if len(r.Errors) > 0 {
@@ -95,7 +96,7 @@ func markdownBlocks(r *drift.Report, opts CommentOptions) []string {
 		}
 		blocks = append(blocks, e.String())
 	}
-	if u := unreadSection(r); u != "" {
+	if u := unreadSection(r, groups); u != "" {
 		blocks = append(blocks, u)
 	}
 
@@ -118,24 +119,35 @@ func markdownBlocks(r *drift.Report, opts CommentOptions) []string {
 		blocks = append(blocks, d)
 	}
 	for i, t := range r.Targets {
-		blocks = append(blocks, targetBlocks(i, t, dangers)...)
+		if groups.grouped(i) {
+			continue
+		}
+		title, preface := targetTitle(t), ""
+		if members := groups.members[i]; len(members) > 1 {
+			title = groupTitle(t, len(members)-1)
+			preface = groupList(r, members)
+			if namespacesDiffer(r, members) {
+				preface += fmt.Sprintf("> Shown as in %s; each of the others has the same changes in its own namespace.\n\n", code(t.Path))
+			}
+		}
+		blocks = append(blocks, targetBlocks(i, t, dangers, title, preface)...)
 	}
 	return blocks
 }
 
 // unreadSection says once each reason a cluster could not be read, with
 // the targets it leaves in Git only.
-func unreadSection(r *drift.Report) string {
+func unreadSection(r *drift.Report, groups targetGroups) string {
 	var order []string
 	targets := map[string][]string{}
-	for _, t := range r.Targets {
-		if t.LiveError == "" || t.LiveNotAsked || t.NotCompared != "" {
+	for i, t := range r.Targets {
+		if t.LiveError == "" || t.LiveNotAsked || t.NotCompared != "" || groups.grouped(i) {
 			continue
 		}
 		if _, ok := targets[t.LiveError]; !ok {
 			order = append(order, t.LiveError)
 		}
-		targets[t.LiveError] = append(targets[t.LiveError], targetTitle(t))
+		targets[t.LiveError] = append(targets[t.LiveError], groupTitle(t, groups.others(i)))
 	}
 	if len(order) == 0 {
 		return ""
@@ -156,9 +168,13 @@ func nextSteps(failing []Failing) string {
 	}
 	var b strings.Builder
 	b.WriteString("### What to do next\n\n")
-	for _, f := range failing {
-		fmt.Fprintf(&b, "- The check of %s fails on %s. Once the dangers above are reviewed and wanted, add the label %s to accept them.\n",
-			code(f.Target), text(strings.Join(f.Reasons, ", ")), code(f.AckLabel))
+	for _, f := range failingAlike(failing) {
+		check := "The check of " + namesList(f.targets) + " fails"
+		if len(f.targets) > 1 {
+			check = "The checks of " + namesList(f.targets) + " fail"
+		}
+		fmt.Fprintf(&b, "- %s on %s. Once the dangers above are reviewed and wanted, add the label %s to accept them.\n",
+			check, text(strings.Join(f.Reasons, ", ")), code(f.AckLabel))
 	}
 	b.WriteString("\nEvery new push is evaluated again.\n")
 	return b.String()
@@ -187,11 +203,14 @@ func fieldCounts(t drift.Target) map[object.FieldKind]int {
 	return out
 }
 
-func summaryTable(r *drift.Report) string {
+func summaryTable(r *drift.Report, groups targetGroups) string {
 	var b strings.Builder
 	b.WriteString("| target | create | update | delete | unchanged | ⚠️ dangers | ↩️ live changes a sync reverts |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
-	for _, t := range r.Targets {
+	for i, t := range r.Targets {
+		if groups.grouped(i) {
+			continue // its group's row counts one target's changes: they are the same
+		}
 		if t.NotCompared != "" {
 			fmt.Fprintf(&b, "| %s ❌ not compared: %s | – | – | – | – | – | – |\n", strings.ReplaceAll(targetTitle(t), "|", `\|`),
 				strings.ReplaceAll(text(t.NotCompared), "|", `\|`))
@@ -212,7 +231,7 @@ func summaryTable(r *drift.Report) string {
 		if t.LiveError != "" {
 			reverted = "?" // unknown: the cluster was not read
 		}
-		fmt.Fprintf(&b, "| %s%s | %d | %d | %d | %d | %s | %s |\n", strings.ReplaceAll(targetTitle(t), "|", `\|`), liveMark(t),
+		fmt.Fprintf(&b, "| %s%s | %d | %d | %d | %d | %s | %s |\n", strings.ReplaceAll(groupTitle(t, groups.others(i)), "|", `\|`), liveMark(t),
 			counts[drift.ActionCreate], counts[drift.ActionUpdate], counts[drift.ActionDelete]+counts[drift.ActionKeep], counts[drift.ActionUnchanged],
 			bold(dangers), reverted)
 	}
@@ -252,8 +271,10 @@ func bold(n int) string {
 // listedDanger is one danger of the report, where it is, and its number in
 // the comment's list (0 for one true before the pull request).
 type listedDanger struct {
-	target  int
-	t       drift.Target
+	target int
+	t      drift.Target
+	// others counts the targets of t's group with the same danger.
+	others  int
 	change  drift.Change
 	danger  drift.Danger
 	number  int
@@ -273,7 +294,7 @@ type dangerList struct {
 	at          map[string]listedDanger
 }
 
-func listDangers(r *drift.Report, failing []Failing) dangerList {
+func listDangers(r *drift.Report, failing []Failing, groups targetGroups) dangerList {
 	fails := map[string]bool{}
 	for _, f := range failing {
 		for _, reason := range f.On {
@@ -282,9 +303,12 @@ func listDangers(r *drift.Report, failing []Failing) dangerList {
 	}
 	var l dangerList
 	for i, t := range r.Targets {
+		if groups.grouped(i) {
+			continue // told once, by its group's first target
+		}
 		for _, c := range t.Told() {
 			for _, d := range c.Danger {
-				ld := listedDanger{target: i, t: t, change: c, danger: d, failing: !d.Before && fails[FailingName(t)+"|"+string(d.Reason)]}
+				ld := listedDanger{target: i, t: t, others: groups.others(i), change: c, danger: d, failing: !d.Before && fails[FailingName(t)+"|"+string(d.Reason)]}
 				if d.Before {
 					l.before = append(l.before, ld)
 				} else {
@@ -341,8 +365,8 @@ func verdict(r *drift.Report, opts CommentOptions, dangers dangerList) string {
 	}
 	if len(opts.Failing) > 0 {
 		var on, labels []string
-		for _, f := range opts.Failing {
-			on = append(on, text(strings.Join(f.Reasons, ", "))+" in "+code(f.Target))
+		for _, f := range failingAlike(opts.Failing) {
+			on = append(on, text(strings.Join(f.Reasons, ", "))+" in "+namesList(f.targets))
 			if !slices.Contains(labels, f.AckLabel) {
 				labels = append(labels, f.AckLabel)
 			}
@@ -392,7 +416,7 @@ func dangerSection(l dangerList) string {
 				fails = " ❌ **fails the check**"
 			}
 			fmt.Fprintf(&b, "%d. %s · **%s** %s in %s (%s)%s: %s\n", d.number, severityName[d.danger.Reason.Severity()], text(string(d.danger.Reason)),
-				code(refString(c)), targetTitle(d.t), text(string(c.Action)), fails, text(d.danger.Message))
+				code(refString(c)), groupTitle(d.t, d.others), text(string(c.Action)), fails, text(d.danger.Message))
 			for _, lost := range d.danger.Lost {
 				b.WriteString("   - " + lostLine(lost) + "\n")
 			}
@@ -414,7 +438,7 @@ func dangerSection(l dangerList) string {
 		}
 		fmt.Fprintf(&b, "<details><summary>Already true before this pull request (%d): not counted above</summary>\n\n", len(l.before))
 		for _, d := range l.before {
-			fmt.Fprintf(&b, "- **%s** %s in %s: %s\n", text(string(d.danger.Reason)), code(refString(d.change)), targetTitle(d.t), text(d.danger.Message))
+			fmt.Fprintf(&b, "- **%s** %s in %s: %s\n", text(string(d.danger.Reason)), code(refString(d.change)), groupTitle(d.t, d.others), text(d.danger.Message))
 		}
 		b.WriteString("\n</details>\n")
 	}
@@ -506,10 +530,13 @@ func who(f object.Field) string {
 	return s
 }
 
-func targetBlocks(index int, t drift.Target, dangers dangerList) []string {
+// targetBlocks tells one target under title, preface first (the list of
+// the targets it stands for).
+func targetBlocks(index int, t drift.Target, dangers dangerList, title, preface string) []string {
 	var blocks []string
 	var head strings.Builder
-	fmt.Fprintf(&head, "### %s\n\n", targetTitle(t))
+	fmt.Fprintf(&head, "### %s\n\n", title)
+	head.WriteString(preface)
 	for _, n := range t.Notes {
 		fmt.Fprintf(&head, "> ℹ️ %s\n\n", text(n))
 	}
@@ -530,9 +557,9 @@ func targetBlocks(index int, t drift.Target, dangers dangerList) []string {
 		fmt.Fprintf(&head, "**Not compared: %s.** What merging does to this target is unknown until that is fixed.\n", text(t.NotCompared))
 		return append(blocks, head.String())
 	}
-	title := "What a sync does after merging"
+	what := "What a sync does after merging"
 	if t.LiveError != "" {
-		title = "What the pull request changes"
+		what = "What the pull request changes"
 	}
 	// What changes on the cluster, then what stays as it is live while Git
 	// changes (Git takes the live value, or only the cluster differs).
@@ -550,10 +577,10 @@ func targetBlocks(index int, t drift.Target, dangers dangerList) []string {
 		}
 	}
 	if len(changing) == 0 {
-		fmt.Fprintf(&head, "%s: nothing.\n", title)
+		fmt.Fprintf(&head, "%s: nothing.\n", what)
 		blocks = append(blocks, head.String())
 	} else {
-		fmt.Fprintf(&head, "%s (%s):\n", title, plural(len(changing), "object"))
+		fmt.Fprintf(&head, "%s (%s):\n", what, plural(len(changing), "object"))
 		blocks = append(blocks, head.String())
 		for _, c := range changing {
 			blocks = append(blocks, changeBlock(index, c, dangers))
@@ -733,7 +760,7 @@ func storyLine(c drift.Change, f object.Field) (string, string) {
 	if ok {
 		what := fmt.Sprintf("- %s %s: %s, as a diff below", kindLabel[f.Kind], code(f.Path), text(summary))
 		if f.Kind != object.FieldPR && by != "" {
-			what += "; live value set by" + strings.TrimSuffix(strings.TrimPrefix(by, " ("), ")")
+			what += "; live value set by " + strings.TrimSuffix(strings.TrimPrefix(by, " ("), ")")
 		}
 		return what, fenced(block, "diff")
 	}
