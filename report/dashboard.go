@@ -341,14 +341,14 @@ func (t *DashboardTarget) blocks(d detail) []dashboardBlock {
 			rows = 5
 		}
 		fmt.Fprintf(&s, "<details><summary>%s · cluster %s · %s: %s</summary>\n\n", html(t.Name), html(t.Cluster), htmlCode(t.Path), changeCounts(b))
-		s.WriteString("| Object | Field | Git | Live | Changed by | Since | State |\n|---|---|---|---|---|---|---|\n")
+		s.WriteString("| State | Object | Field | Git | Live | Changed |\n|---|---|---|---|---|---|\n")
 		var boxes []string
 		for i, c := range t.Changes {
 			if i == rows {
 				break
 			}
-			fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s | %s |\n", textCell(c.Object), fieldCell(c.Field), valueCell(c.Git), valueCell(c.Live),
-				byCell(c.By, c.At), c.Since.UTC().Format("2006-01-02 15:04 UTC"), stateCell(c))
+			fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s |\n", stateCell(c), textCell(c.Object), fieldCell(c.Field), valueCell(c.Git), valueCell(c.Live),
+				changedCell(c))
 			if c.State == StateWaiting {
 				boxes = append(boxes, checkbox(c.Asked, "propose now: "+text(c.Object)+" "+code(orWhole(c.Field)), tickMarker(TickProposeNow, b.key, c.ID)))
 			}
@@ -412,22 +412,41 @@ func fieldCell(f string) string {
 	return cell(f)
 }
 
+// valueCell shows a value in a table cell, cut; a multi-line value keeps
+// its first lines, one under the other.
 func valueCell(v string) string {
 	if v == "" {
 		return "(absent)"
 	}
-	return cell(truncateRunes(v, 80))
+	lines := strings.Split(strings.TrimSuffix(v, "\n"), "\n")
+	if len(lines) == 1 {
+		return cell(truncateRunes(v, 80))
+	}
+	const shown = 4
+	var out []string
+	for _, l := range lines[:min(len(lines), shown)] {
+		out = append(out, truncateRunes(l, 80))
+	}
+	if len(lines) > shown {
+		out = append(out, fmt.Sprintf("… %d more lines", len(lines)-shown))
+	}
+	return codeLines(strings.Join(out, "\n"))
 }
 
-func byCell(by string, at *time.Time) string {
-	if by == "" {
-		return "(unknown)"
+// changedCell says who made a change and when, one time: the manager's
+// last write when it is not later than driftback first saw the value (the
+// write that made it), else when driftback first saw it (the manager wrote
+// again since, maybe another field).
+func changedCell(c DashboardChange) string {
+	when := c.Since
+	if c.At != nil && !c.At.IsZero() && c.At.Before(when) {
+		when = *c.At
 	}
-	s := textCell(by)
-	if at != nil {
-		s += ", " + at.UTC().Format("2006-01-02 15:04 UTC")
+	by := "(unknown)"
+	if c.By != "" {
+		by = textCell(c.By)
 	}
-	return s
+	return by + ", " + when.UTC().Format("2006-01-02 15:04 UTC")
 }
 
 func stateCell(c DashboardChange) string {
@@ -572,16 +591,18 @@ func compose(blocks []dashboardBlock) (string, bool) {
 		match = " matches"
 	}
 	fmt.Fprintf(&s, " %s not compared; %s%s Git.\n\n", plural(len(by[groupNotCompared]), "target"), plural(len(by[groupClean]), "target"), match)
-	for _, g := range []struct{ group, title string }{
-		{groupDiffers, "Differs from Git now"},
-		{groupDeclined, "Declined"},
-		{groupOpen, "Open drift pull requests"},
-		{groupNotCompared, "Not compared"},
+	for _, g := range []struct{ group, title, says string }{
+		{groupDiffers, "Differs from Git now", "Each live change waits its quiet period, then its target's drift pull request proposes it. " +
+			"Tick **propose now** to propose a waiting change at once, **check again now** to compare a target with Git at once."},
+		{groupDeclined, "Declined", "A drift pull request closed without merging is not proposed again on its own. " +
+			"Tick **propose it again** to open a new one for the drift still live."},
+		{groupOpen, "Open drift pull requests", "Merging one writes its live changes into Git; closing it declines them."},
+		{groupNotCompared, "Not compared", "Nothing is known of these targets' drift until the cause is fixed; then tick **check again now**."},
 	} {
 		if len(by[g.group]) == 0 {
 			continue
 		}
-		s.WriteString("## " + g.title + "\n\n")
+		s.WriteString("## " + g.title + "\n\n" + g.says + "\n\n")
 		for _, b := range by[g.group] {
 			s.WriteString(b.String())
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
@@ -109,5 +110,19 @@ func TestALongValueIsCutWithANote(t *testing.T) {
 	}
 	if n := longestLine(out); n > 700 {
 		t.Errorf("a line of the comment is %d characters long", n)
+	}
+}
+
+// TestALiveChangeInADocumentSaysWhoMadeIt: a live edit inside a ConfigMap's
+// YAML file that a sync reverts names the field manager that made it, as
+// a sentence.
+func TestALiveChangeInADocumentSaysWhoMadeIt(t *testing.T) {
+	at := time.Date(2026, 12, 1, 9, 12, 0, 0, time.UTC)
+	out := fieldComment(object.Field{Path: ".data.app.yaml", Kind: object.FieldDrift, Base: "a: 1\nb: 2\n", Desired: "a: 1\nb: 2\n", Live: "a: 1\nb: 5\n", Manager: "kubectl-edit", Time: &at})
+	if !strings.Contains(out, "`.data.app.yaml`: YAML document, 1 path changed, as a diff below; live value set by kubectl-edit, 2026-12-01 09:12 UTC") {
+		t.Errorf("the field's line does not say who set the live value:\n%s", out)
+	}
+	if !strings.Contains(out, "@@ b @@\n- 5\n+ 2\n") {
+		t.Errorf("the drift is not from live to Git:\n%s", out)
 	}
 }

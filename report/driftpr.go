@@ -148,8 +148,8 @@ func driftPlan(p *prgen.Plan, to audience) string {
 			if c.Time != nil {
 				by += " at " + c.Time.UTC().Format("2006-01-02 15:04 UTC")
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s (%s) |\n", cell(c.Object), cell(c.Path), cell(planValue(c.Was)),
-				cell(planValue(c.Value)), textCell(by), cell(c.File), textCell(string(c.Strategy)))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s (%s) |\n", cell(c.Object), cell(c.Path), planCell(c.Was),
+				planCell(c.Value), textCell(by), cell(c.File), textCell(string(c.Strategy)))
 		}
 		var diff strings.Builder
 		last := ""
@@ -179,7 +179,11 @@ func driftPlan(p *prgen.Plan, to audience) string {
 	if len(p.Manual) > 0 {
 		b.WriteString("### Needs a manual edit\n\n")
 		for _, m := range p.Manual {
-			fmt.Fprintf(&b, "- %s %s is %s live: %s\n", code(m.Object), code(m.Path), code(planValue(m.Value)), text(m.Reason))
+			value := code(planValue(m.Value))
+			if v, ok := m.Value.(string); ok && strings.Contains(strings.TrimSuffix(v, "\n"), "\n") {
+				value = codeLines(v) // a file in a ConfigMap keeps its lines
+			}
+			fmt.Fprintf(&b, "- %s %s is %s live: %s\n", code(m.Object), code(m.Path), value, text(m.Reason))
 		}
 		b.WriteString("\n")
 	}
@@ -279,4 +283,13 @@ func planValue(v any) string {
 		return valuediff.Cut(fmt.Sprint(v))
 	}
 	return valuediff.Cut(string(b))
+}
+
+// planCell shows a value in a table cell: a multi-line one keeps its first
+// lines (valueCell).
+func planCell(v any) string {
+	if s, ok := v.(string); ok && strings.Contains(strings.TrimSuffix(s, "\n"), "\n") {
+		return valueCell(s)
+	}
+	return cell(planValue(v))
 }

@@ -148,6 +148,17 @@ func HTML(s string) string { return htmlEscaper.Replace(NoRefs(Visible(Valid(s))
 // parsed.
 func HTMLCode(s string) string { return "<code>" + HTML(s) + "</code>" }
 
+// CodeLines shows s as <code> keeping its lines, each a line break: a
+// multi-line value where a fenced block cannot go (a list item's sentence,
+// a table cell).
+func CodeLines(s string) string {
+	lines := strings.Split(strings.TrimSuffix(strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(s), "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = HTML(l)
+	}
+	return "<code>" + strings.Join(lines, "<br>") + "</code>"
+}
+
 // Cell shows s as inline code in a table cell: a pipe would end the cell
 // even inside a code span, so it is escaped for the table parser.
 func Cell(s string) string { return strings.ReplaceAll(Code(s), "|", `\|`) }
