@@ -127,6 +127,10 @@ type Change struct {
 	OverwritesDrift bool `json:"overwritesDrift,omitempty"`
 	// KeptBy names the annotation that keeps a pruned object in place.
 	KeptBy string `json:"keptBy,omitempty"`
+	// Why says, in one short line, why a deleted or kept object leaves
+	// Git: no longer rendered, moved to another namespace, replaced by a
+	// generated object's new name.
+	Why string `json:"why,omitempty"`
 	// Note explains an approximate or failed comparison.
 	Note string `json:"note,omitempty"`
 	// Secret is true for a Secret: its values are never shown.

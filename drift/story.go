@@ -42,6 +42,7 @@ func (c *comparer) tell(base, head []*unstructured.Unstructured, liveObjs map[st
 			continue
 		case ActionDelete, ActionKeep:
 			ch.Manifest = manifestOf(baseIdx[key])
+			ch.Why = leaves(ch.Ref(), baseIdx[key] != nil, head)
 			continue
 		}
 		l := liveObjs[key]
@@ -102,8 +103,27 @@ func (c *comparer) tellGit(base, head []*unstructured.Unstructured) {
 			ch.Manifest = manifestOf(headIdx[ch.Ref().Key()])
 		case ActionDelete:
 			ch.Manifest = manifestOf(baseIdx[ch.Ref().Key()])
+			ch.Why = leaves(ch.Ref(), true, head)
 		}
 	}
+}
+
+// leaves says why an object of the base render, or one a sync applied
+// before and tracks, is not in the head render.
+func leaves(ref object.Ref, inBase bool, head []*unstructured.Unstructured) string {
+	switch o, how := object.Successor(ref, head); how {
+	case object.MovedNamespace:
+		return "moves to namespace " + o.GetNamespace() + ": the object there is new, and this one is pruned"
+	case object.Regenerated:
+		return "replaced by " + o.GetName() + ": a generated name changes with its content"
+	}
+	switch {
+	case !inBase:
+		return "still live from an earlier sync, and in neither the base nor the head render"
+	case len(head) == 0:
+		return "the overlay renders nothing at head"
+	}
+	return "no longer in the overlay's render at head"
 }
 
 // MaxManifest is how much of a created or deleted object's rendered YAML a

@@ -652,6 +652,9 @@ func changeBlock(target int, c drift.Change, dangers dangerList) string {
 	if len(parts) > 0 {
 		summary += ": " + html(strings.Join(parts, ", "))
 	}
+	if c.Why != "" && (c.Action == drift.ActionDelete || c.Action == drift.ActionKeep) {
+		summary += ": " + html(c.Why)
+	}
 	if ownDanger(c) {
 		summary += " ⚠️"
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
 )
 
@@ -27,5 +28,16 @@ func TestMultiLineValuesKeepTheirLines(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the dashboard does not keep the value's lines (%q):\n%s", want, body)
 		}
+	}
+}
+
+// TestAPruneSaysWhyInItsSummary: a deleted object's collapsed block says
+// why it goes, without opening it.
+func TestAPruneSaysWhyInItsSummary(t *testing.T) {
+	c := drift.Change{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "settings-5m9f8ttmdb", Action: drift.ActionDelete,
+		Why: "replaced by settings-g7hk24bc9d: a generated name changes with its content"}
+	out := strings.Join(Comment(&drift.Report{Targets: []drift.Target{{Path: "shop", Changes: []drift.Change{c}}}}, CommentOptions{}), "")
+	if !strings.Contains(out, "<summary>🗑️ delete <code>ConfigMap/shop/settings-5m9f8ttmdb</code>: replaced by settings-g7hk24bc9d: a generated name changes with its content</summary>") {
+		t.Errorf("the prune's summary does not say why:\n%s", out)
 	}
 }
