@@ -169,13 +169,14 @@ func TestCommentSplitsAndShrinks(t *testing.T) {
 	w := newWorld(t, nil)
 	base := w.commit(plumbing.ZeroHash, baseFiles)
 	big := map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- data.yaml\n- many.yaml\n"}
-	// 40 ConfigMaps whose long values differ from the live ones: each shows
-	// both values in the comment, about 150,000 characters in all.
+	// 40 ConfigMaps whose six long values differ from the live ones: each
+	// shows both values in the comment (cut), about 150,000 characters in
+	// all.
 	var many strings.Builder
 	for i := range 40 {
 		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\ndata:\n", i)
 		live := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\n  namespace: NS\ndata:\n", i)
-		for j := range 3 {
+		for j := range 6 {
 			fmt.Fprintf(&many, "  k%d: %q\n", j, strings.Repeat(fmt.Sprintf("v%02d-", i), 150))
 			live += fmt.Sprintf("  k%d: %q\n", j, strings.Repeat("old-", 150))
 		}
@@ -703,8 +704,14 @@ func (w *world) threePartComment() (base, head plumbing.Hash) {
 	big := map[string]any{"deploy/prod/kustomization.yaml": "namespace: NS\nresources:\n- ../base\n- many.yaml\n"}
 	var many strings.Builder
 	for i := range 40 {
-		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\ndata:\n  k: %q\n", i, strings.Repeat(fmt.Sprintf("v%02d-", i), 500))
-		w.apply(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\n  namespace: NS\ndata:\n  k: %q\n", i, strings.Repeat("old-", 500)))
+		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\ndata:\n", i)
+		live := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bulk-%02d\n  namespace: NS\ndata:\n", i)
+		// Long values are cut in a comment: the size comes from many keys.
+		for j := range 6 {
+			fmt.Fprintf(&many, "  k%d: %q\n", j, strings.Repeat(fmt.Sprintf("v%02d-", i), 150))
+			live += fmt.Sprintf("  k%d: %q\n", j, strings.Repeat("old-", 150))
+		}
+		w.apply(live)
 	}
 	big["deploy/prod/many.yaml"] = many.String()
 	return base, w.commit(base, big)

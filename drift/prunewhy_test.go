@@ -35,7 +35,7 @@ func TestEveryPruneSaysWhy(t *testing.T) {
 	want := map[string]string{
 		"ConfigMap/shop/settings-5m9f8ttmdb": "replaced by settings-g7hk24bc9d: a generated name changes with its content",
 		"Deployment/shop/web":                "moves to namespace shop-v2: the object there is new, and this one is pruned",
-		"Service/shop/web":                   "no longer in the overlay's render at head",
+		"Service/shop/web":                   "the head no longer renders it",
 		"ConfigMap/shop/leftover":            "still live from an earlier sync, and in neither the base nor the head render",
 	}
 	why := func(what string, cs []drift.Change, want map[string]string) {

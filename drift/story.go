@@ -123,7 +123,7 @@ func leaves(ref object.Ref, inBase bool, head []*unstructured.Unstructured) stri
 	case len(head) == 0:
 		return "the overlay renders nothing at head"
 	}
-	return "no longer in the overlay's render at head"
+	return "the head no longer renders it"
 }
 
 // MaxManifest is how much of a created or deleted object's rendered YAML a
