@@ -198,10 +198,14 @@ func JSONScalar(v any) string {
 }
 
 // EditAt sets the value at p in one document of src: by splicing the scalar
-// when it is there, else by rewriting the documents.
+// when it is there, or the scalars that differ inside a collection of the
+// same shape, else by rewriting the documents.
 func EditAt(src []byte, docs []*yaml.RNode, doc *yaml.RNode, p fieldpath.Path, value any) ([]byte, error) {
 	if n := LookupAt(doc, p); n != nil {
 		if out, ok := SpliceScalar(src, n.YNode(), value); ok {
+			return out, nil
+		}
+		if out, ok := SpliceDeep(src, n.YNode(), value); ok {
 			return out, nil
 		}
 	}
