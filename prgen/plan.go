@@ -439,6 +439,9 @@ type attempt struct {
 	// build reads the reconciler's object back from the edited content,
 	// for an edit of its manifest; nil for an edit of the overlay.
 	build func(content []byte) (*unstructured.Unstructured, error)
+	// also are the other objects the edit sets the same field of, to the
+	// same value (a kustomization's labels set every object's).
+	also []int
 }
 
 // codify tries each strategy for one field and keeps the first whose render
@@ -502,7 +505,17 @@ func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 		attempts = append(attempts, attempt{strategy: StrategyResource, file: origin.Path, edit: func() ([]byte, error) { return p.editResource(origin.Path, obj, fp, f.Live) }})
 	}
 	patchFile := path.Join(p.in.Overlay, fmt.Sprintf("driftback-%s-%s.yaml", strings.ToLower(obj.GetKind()), sourceName(p, obj, origin)))
-	if set, _ := p.setByOptions(i, fp); !generated && !set {
+	// A label or annotation the overlay's kustomization sets on every
+	// object is written there, or not at all: kustomize sets them after
+	// patches, so nothing else can change them.
+	entry, byTransformer := p.transformerSets(kust, fp)
+	if set, _ := p.setByOptions(i, fp); byTransformer && !generated && !set {
+		if why := p.transformerWhy(kust, entry, fp, f.Path, f.Live, f.Desired); why != "" {
+			return nil, why
+		}
+		attempts = append(attempts, attempt{strategy: StrategyTransformer, file: kust, edit: func() ([]byte, error) { return p.editTransformer(kust, entry, f.Live) },
+			also: p.setAlike(i, fp, f.Desired)})
+	} else if set, _ := p.setByOptions(i, fp); !generated && !set {
 		if isReplicas(fp) {
 			attempts = append(attempts, attempt{strategy: StrategyReplicas, file: kust, edit: func() ([]byte, error) {
 				return p.editReplicas(kust, sourceName(p, obj, origin), f.Live)
@@ -561,7 +574,7 @@ func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 				continue
 			}
 		}
-		if ok, why := p.verifyAs(edits, p.values, build, i, fp, f.Live); ok {
+		if ok, why := p.verifyAs(edits, p.values, build, i, fp, f.Live, a.also...); ok {
 			p.edits, p.build = edits, build
 			if err := p.rerender(); err != nil {
 				return nil, err.Error()
@@ -614,8 +627,9 @@ func (p *planner) verifyWith(edits map[string][]byte, values map[string]string, 
 	return p.verifyAs(edits, values, p.build, index, fp, want)
 }
 
-// verifyAs verifies with the reconciler's object as given.
-func (p *planner) verifyAs(edits map[string][]byte, values map[string]string, build *unstructured.Unstructured, index int, fp fieldpath.Path, want any) (bool, string) {
+// verifyAs verifies with the reconciler's object as given; the objects
+// also take want at fp too.
+func (p *planner) verifyAs(edits map[string][]byte, values map[string]string, build *unstructured.Unstructured, index int, fp fieldpath.Path, want any, also ...int) (bool, string) {
 	_, after, _, err := p.renderAs(edits, values, build)
 	if err != nil {
 		return false, err.Error()
@@ -627,11 +641,13 @@ func (p *planner) verifyAs(edits map[string][]byte, values map[string]string, bu
 	for i, o := range p.objs {
 		expected[i] = o.DeepCopy().Object
 	}
-	nv, err := object.SetValueAt(expected[index], fp, want)
-	if err != nil {
-		return false, err.Error()
+	for _, j := range append([]int{index}, also...) {
+		nv, err := object.SetValueAt(expected[j], fp, want)
+		if err != nil {
+			return false, err.Error()
+		}
+		expected[j] = nv.(map[string]any)
 	}
-	expected[index] = nv.(map[string]any)
 	for i := range after {
 		if !object.SameJSON(expected[i], after[i].Object) {
 			if i == index {
