@@ -250,3 +250,35 @@ func TestARepositoryTurnsItsDashboardOff(t *testing.T) {
 		return false
 	})
 }
+
+// TestTheDashboardSaysWhenEachTargetWasChecked: each target's part says
+// when it was last compared; checks that change nothing else do not edit
+// the issue each time, but its times are never staler than the bound.
+func TestTheDashboardSaysWhenEachTargetWasChecked(t *testing.T) {
+	t.Parallel()
+	d := newDriftWorld(t, time.Hour, nil)
+	clock := d.stopClock()
+	d.run()
+	d.scale(5, "kubectl")
+	first := clock.Now().UTC().Format("2006-01-02 15:04 UTC")
+	is := d.dashboardSays("the change with its check time", "· checked "+first)
+	edits := func() int {
+		n := 0
+		for _, c := range d.gh.Calls() {
+			if c.Method == "PATCH" && c.Path == fmt.Sprintf("/repos/%s/issues/%d", fullName, is.Number) {
+				n++
+			}
+		}
+		return n
+	}
+	d.settle(2)
+	clock.Advance(5 * time.Minute)
+	before := edits()
+	d.settle(3)
+	if n := edits() - before; n != 0 {
+		t.Errorf("%d edits of the dashboard within %s of the last, for check times alone", n, 15*time.Minute)
+	}
+	clock.Advance(11 * time.Minute)
+	later := clock.Now().UTC().Format("2006-01-02 15:04 UTC")
+	d.dashboardSays("the check time past the bound", "· checked "+later)
+}

@@ -115,6 +115,27 @@ type DashboardTarget struct {
 	// Source says this is a reconciler's source driftback does not render,
 	// not a target: there is nothing to check again.
 	Source bool
+	// Checked is when the target was last compared; zero for unknown.
+	Checked time.Time
+}
+
+// checkedText says when a target was last compared: " · checked 2026-12-05
+// 14:02 UTC", or "" when unknown.
+func checkedText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return " · checked " + t.UTC().Format("2006-01-02 15:04 UTC")
+}
+
+// checkedTimes finds the check times in a dashboard's body.
+var checkedTimes = regexp.MustCompile(` · checked \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC`)
+
+// DashboardSameButChecked says whether two bodies differ only in when
+// their targets were checked: the issue need not be edited for that at
+// every check.
+func DashboardSameButChecked(a, b string) bool {
+	return checkedTimes.ReplaceAllString(a, "") == checkedTimes.ReplaceAllString(b, "")
 }
 
 // differs says the target has something to show besides a clean check.
@@ -312,7 +333,7 @@ func (t *DashboardTarget) blocks(d detail) []dashboardBlock {
 	check := checkbox(false, "check again now", tickMarker(TickCheck, b.key, ""))
 	if t.NotCompared != "" {
 		b.group = groupNotCompared
-		b.text = fmt.Sprintf("- **%s**: %s\n", where, text(t.NotCompared))
+		b.text = fmt.Sprintf("- **%s**: %s%s\n", where, text(t.NotCompared), checkedText(t.Checked))
 		if !t.Source {
 			b.text += "  " + check + "\n"
 		}
@@ -334,13 +355,13 @@ func (t *DashboardTarget) blocks(d detail) []dashboardBlock {
 	switch {
 	case len(t.Changes) == 0:
 	case d == detailLine:
-		fmt.Fprintf(&s, "- %s: %s\n", where, changeCounts(b))
+		fmt.Fprintf(&s, "- %s: %s%s\n", where, changeCounts(b), checkedText(t.Checked))
 	default:
 		rows := maxRows
 		if d == detailShort {
 			rows = 5
 		}
-		fmt.Fprintf(&s, "<details><summary>%s · cluster %s · %s: %s</summary>\n\n", html(t.Name), html(t.Cluster), htmlCode(t.Path), changeCounts(b))
+		fmt.Fprintf(&s, "<details><summary>%s · cluster %s · %s: %s%s</summary>\n\n", html(t.Name), html(t.Cluster), htmlCode(t.Path), changeCounts(b), checkedText(t.Checked))
 		s.WriteString("| State | Object | Field | Git | Live | Changed |\n|---|---|---|---|---|---|\n")
 		var boxes []string
 		for i, c := range t.Changes {
@@ -363,7 +384,7 @@ func (t *DashboardTarget) blocks(d detail) []dashboardBlock {
 	} else {
 		// Nothing live differs, but a pull request stands: counted, and
 		// the target can still be checked again.
-		part(groupDiffers, fmt.Sprintf("- %s: no live change now\n  %s\n", where, check))
+		part(groupDiffers, fmt.Sprintf("- %s: no live change now%s\n  %s\n", where, checkedText(t.Checked), check))
 	}
 	for _, dcl := range t.Declined {
 		part(groupDeclined, fmt.Sprintf("- %s: #%d was closed without merging, and its drift is still live\n  %s\n", where, dcl.Number,

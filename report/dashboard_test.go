@@ -146,19 +146,19 @@ var updateExample = flag.Bool("update", false, "rewrite docs/dashboard-example.m
 func TestDashboardExample(t *testing.T) {
 	at := dashNow.Add(-40 * time.Minute)
 	ts := []DashboardTarget{
-		{Key: "shop-production", Name: "shop-production", Cluster: "prod", Path: "apps/shop/overlays/production", Open: 12, Changes: []DashboardChange{
+		{Key: "shop-production", Name: "shop-production", Cluster: "prod", Path: "apps/shop/overlays/production", Open: 12, Checked: dashNow, Changes: []DashboardChange{
 			{ID: "5f0c1a9e2b7d", Object: "Deployment/shop/web", Field: ".spec.replicas", Git: "2", Live: "5", By: "kubectl", At: &at, Since: at, State: StateProposed, Number: 12},
 			{ID: "9a41be07c3d2", Object: "Deployment/shop/web", Field: `.spec.template.spec.containers[name="web"].image`, Git: "registry.example.com/web:1.4.0", Live: "registry.example.com/web:1.4.1", By: "kubectl-set", At: &at, Since: dashNow.Add(-time.Minute), State: StateWaiting, Until: dashNow.Add(time.Minute)},
 			{ID: "0b7e33c9a1f4", Object: "Secret/shop/api-token", Field: ".data.token", Git: "(hidden)", Live: "(hidden)", By: "kubectl-edit", At: &at, Since: at, State: StateListed, Number: 12, Why: "a Secret: driftback never writes Secret values to Git"},
 			{ID: "77c0d2e1aa90", Object: "Deployment/shop/worker", Field: ".spec.replicas", Git: "3", Live: "8", By: "kube-controller-manager", Since: at, State: StateAutoscaled, Why: "HorizontalPodAutoscaler/shop/worker"},
 		}},
-		{Key: "shop-staging", Name: "shop-staging", Cluster: "staging", Path: "apps/shop/overlays/staging", Declined: []DashboardDeclined{{Number: 9}}, Changes: []DashboardChange{
+		{Key: "shop-staging", Name: "shop-staging", Cluster: "staging", Path: "apps/shop/overlays/staging", Declined: []DashboardDeclined{{Number: 9}}, Checked: dashNow.Add(-time.Minute), Changes: []DashboardChange{
 			{ID: "1c2d3e4f5a6b", Object: "ConfigMap/shop-staging/flags", Field: ".data.checkout", Git: "v1", Live: "v2", By: "kubectl-edit", At: &at, Since: at, State: StateDeclined, Number: 9},
 		}},
-		{Key: "flux-system-apps", Name: "flux-system/apps", Cluster: "prod", Path: "clusters/prod/apps", Changes: []DashboardChange{
+		{Key: "flux-system-apps", Name: "flux-system/apps", Cluster: "prod", Path: "clusters/prod/apps", Checked: dashNow, Changes: []DashboardChange{
 			{ID: "aa11bb22cc33", Object: "Deployment/podinfo/podinfo", Field: ".spec.replicas", Git: "2", Live: "4", By: "kubectl", At: &at, Since: at, State: StateCannot, Why: "its Kustomization flux-system/apps sets it, and its manifest is not in this repository"},
 		}},
-		{Key: "flux-system-infra", Name: "flux-system/infra", Cluster: "prod", Path: "clusters/prod/infra", NotCompared: "suspended: the Kustomization is suspended (spec.suspend): merging changes nothing on this cluster until reconciliation resumes"},
+		{Key: "flux-system-infra", Name: "flux-system/infra", Cluster: "prod", Path: "clusters/prod/infra", NotCompared: "suspended: the Kustomization is suspended (spec.suspend): merging changes nothing on this cluster until reconciliation resumes", Checked: dashNow},
 		{Key: "monitoring", Name: "monitoring", Cluster: "prod", Path: "apps/monitoring"},
 	}
 	keep := map[string]bool{"prod": true, "staging": true}
@@ -174,6 +174,21 @@ func TestDashboardExample(t *testing.T) {
 	body, _ = Dashboard(body, "staging", staging, keep)
 	doc := "# driftback: drift dashboard\n\n" + body
 	keepGolden(t, "dashboard-example.md", doc, *updateExample, "go test ./report -run TestDashboardExample -update")
+	// Bodies that differ only in when their targets were checked need no
+	// edit; any other difference does.
+	later, _ := Dashboard("", "prod", prod, keep)
+	if again, _ := Dashboard("", "prod", prod, keep); !DashboardSameButChecked(again, later) {
+		t.Error("the same dashboard does not read as the same")
+	}
+	prod[0].Checked = prod[0].Checked.Add(time.Hour)
+	moved, _ := Dashboard("", "prod", prod, keep)
+	if moved == later || !DashboardSameButChecked(moved, later) {
+		t.Error("check times alone read as a change, or did not move")
+	}
+	prod[0].Changes[0].Live = "6"
+	if changed, _ := Dashboard("", "prod", prod, keep); DashboardSameButChecked(changed, later) {
+		t.Error("a changed value reads as the same dashboard")
+	}
 }
 
 var updateDriftExample = flag.Bool("update-drift-example", false, "rewrite docs/drift-pr-example.md")

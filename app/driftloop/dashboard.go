@@ -26,6 +26,10 @@ import (
 // dashboard. GitHub holds the state: the issue (its blocks, by cluster) and
 // the requests recorded on it; this is a cache of it, read again every
 // headInterval, when a person ticks a box here, and before every write.
+// checkedRefresh bounds how stale the dashboard's check times may be: a
+// check that changes nothing else edits the issue at most this often.
+const checkedRefresh = 15 * time.Minute
+
 type repoDashboard struct {
 	// mu makes one read or write of the issue at a time (two clusters'
 	// loops share a repository).
@@ -37,6 +41,8 @@ type repoDashboard struct {
 	// failedAt is when reading it last failed: it is not tried again for
 	// a minute.
 	failedAt time.Time
+	// writtenAt is when driftback last wrote the issue.
+	writtenAt time.Time
 	// off says the repository's .github/driftback.yml turns it off.
 	off bool
 }
@@ -335,7 +341,7 @@ func hidePlanValues(p *prgen.Plan, hidden []string) {
 
 // viewBase is the target's part with nothing in it yet.
 func (c *driftCheck) viewBase() report.DashboardTarget {
-	return report.DashboardTarget{Key: c.t.Slug(), Name: c.t.Name, Cluster: c.t.Cluster, Path: c.t.Path}
+	return report.DashboardTarget{Key: c.t.Slug(), Name: c.t.Name, Cluster: c.t.Cluster, Path: c.t.Path, Checked: c.now}
 }
 
 // shown is a value as the dashboard shows it.
@@ -358,7 +364,7 @@ func (d *DriftLoop) notCompared(t targets.Target, why string) {
 	st := d.state(t)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st.view = &report.DashboardTarget{Key: t.Slug(), Name: t.Name, Cluster: t.Cluster, Path: t.Path, NotCompared: why}
+	st.view = &report.DashboardTarget{Key: t.Slug(), Name: t.Name, Cluster: t.Cluster, Path: t.Path, NotCompared: why, Checked: d.deps.Now()}
 }
 
 // publishDashboards writes a cluster's targets into their repositories'
@@ -445,6 +451,9 @@ func (d *DriftLoop) writeDashboard(ctx context.Context, repo, cluster string, vi
 		// Up to date; or closed as last read, which is read again every
 		// drift interval to see it reopened, not at every pass.
 		return nil
+	case db.issue.Number != 0 && report.DashboardSameButChecked(body, db.issue.Body) && now.Sub(db.writtenAt) < checkedRefresh:
+		// Only the check times moved: shown again once they are stale.
+		return nil
 	}
 	ctx, cancel := ghapp.WithPublishBudget(ctx, d.deps.PublishTimeout())
 	defer cancel()
@@ -471,6 +480,6 @@ func (d *DriftLoop) writeDashboard(ctx context.Context, repo, cluster string, vi
 	case written.Body != db.issue.Body:
 		d.deps.Metrics.DriftAction("dashboard", "updated")
 	}
-	db.issue = written
+	db.issue, db.writtenAt = written, now
 	return nil
 }
