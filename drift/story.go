@@ -121,10 +121,18 @@ func leaves(ref object.Ref, inBase bool, head []*unstructured.Unstructured) stri
 	case !inBase:
 		return "still live from an earlier sync, and in neither the base nor the head render"
 	case len(head) == 0:
-		return "the overlay renders nothing at head"
+		return WhyNothingRendered
 	}
-	return "the head no longer renders it"
+	return WhyNotRendered
 }
+
+// The reasons of an object that leaves the render without a successor;
+// render/removal names the change of Git that removes it, where it finds
+// one.
+const (
+	WhyNotRendered     = "the head no longer renders it"
+	WhyNothingRendered = "the overlay renders nothing at head"
+)
 
 // MaxManifest is how much of a created or deleted object's rendered YAML a
 // report carries; the rest is cut with a note.

@@ -28,6 +28,7 @@ import (
 	"github.com/driftback/driftback/reconcile/charts"
 	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/removal"
 	"github.com/driftback/driftback/report"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -304,6 +305,9 @@ type targetWork struct {
 	// its scope; scope is set when the cluster is read.
 	defaults []*unstructured.Unstructured
 	scope    *scope.Scope
+	// base and head are the trees compared: they name the change of Git
+	// that removes a pruned object.
+	base, head *render.Tree
 }
 
 // renderDefaults renders a target at the tip of the branch it follows, for
@@ -385,7 +389,7 @@ func scopeOf(ctx context.Context, live object.LiveReader, w *targetWork) (*scope
 
 // renderTarget renders one target at base and head.
 func (r *Reviewer) renderTarget(ctx context.Context, t targets.Target, tip, base, head *render.Tree, vars reconcile.Vars) *targetWork {
-	w := &targetWork{t: t, in: drift.Input{Path: t.Path}, notes: reconcile.Notes(t.Build(), vars), hidden: vars.Hidden}
+	w := &targetWork{t: t, in: drift.Input{Path: t.Path}, notes: reconcile.Notes(t.Build(), vars), hidden: vars.Hidden, base: base, head: head}
 	w.failsOn, w.fails = reconcile.BuildFailure(t.Build(), vars)
 	var releases []reconcile.Release
 	objects := func(tree *render.Tree) []*unstructured.Unstructured {
@@ -603,6 +607,7 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 	}
 	target.Cluster, target.Name = t.Cluster, t.Name
 	target.Reverts = w.reverts
+	removal.Explain(w.base, w.head, t.Path, target) // which change of Git removes each pruned object
 	if reader != nil {
 		argoNS := ""
 		if r.ArgoCDNamespace != nil {

@@ -42,6 +42,7 @@ import (
 	"github.com/driftback/driftback/reconcile/compare"
 	"github.com/driftback/driftback/reconcile/prepare"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/render/removal"
 	"github.com/driftback/driftback/report"
 	"github.com/driftback/driftback/report/terminal"
 	"github.com/driftback/driftback/rollback"
@@ -715,6 +716,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 			history(ctx, t, reader)
 		}
 		t.Notes = append(t.Notes, builds[i].Notes()...)
+		removal.Explain(base, head, overlays[i], t) // which change of Git removes each pruned object
 		builds[i].Fails(t)
 		builds[i].Hide(t)
 		switch {
