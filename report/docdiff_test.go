@@ -126,3 +126,24 @@ func TestALiveChangeInADocumentSaysWhoMadeIt(t *testing.T) {
 		t.Errorf("the drift is not from live to Git:\n%s", out)
 	}
 }
+
+// TestAHostileDocumentIsReadAsText: a value larger than the bound, or
+// nested deeper, is not parsed as a document: it shows as a line diff.
+func TestAHostileDocumentIsReadAsText(t *testing.T) {
+	big := func(last string) string {
+		var b strings.Builder
+		for i := range 12000 {
+			fmt.Fprintf(&b, "key%05d: value of some length\n", i)
+		}
+		return b.String() + "last: " + last + "\n"
+	}
+	deep := func(leaf string) string {
+		return "a: 1\nb: " + strings.Repeat("[", 1000) + leaf + strings.Repeat("]", 1000) + "\n"
+	}
+	for name, c := range map[string][2]string{"large": {big("1"), big("2")}, "deep": {deep("1"), deep("2")}} {
+		out := fieldComment(object.Field{Path: ".data.x", Kind: object.FieldPR, Base: c[0], Desired: c[1], Live: c[0]})
+		if strings.Contains(out, "YAML document") || !strings.Contains(out, "1 line removed, 1 line added") {
+			t.Errorf("%s: the value was parsed as a document:\n%.400s", name, out)
+		}
+	}
+}

@@ -23,6 +23,30 @@ const maxDocPaths = 40
 // MaxValueText bounds a value shown inline: a longer one is cut with a note.
 const MaxValueText = 240
 
+// A value is read as a document only within bounds: its size, and how
+// deep its brackets nest (a value from a pull request is hostile; the
+// parsers recurse).
+const (
+	maxDocument = 256 << 10
+	maxNesting  = 100
+)
+
+// nesting is how deep s's brackets nest, quotes aside roughly: a bound, not
+// a parse.
+func nesting(s string) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[', '{':
+			depth++
+			deepest = max(deepest, depth)
+		case ']', '}':
+			depth = max(0, depth-1)
+		}
+	}
+	return deepest
+}
+
 // docChange is one changed path of a document.
 type docChange struct {
 	path     string
@@ -60,8 +84,8 @@ func docDiff(from, to any) (format string, changes []docChange, ok bool) {
 // a document.
 func parseDocument(s string) (string, any, bool) {
 	t := strings.TrimSpace(s)
-	if t == "" {
-		return "", nil, false
+	if t == "" || len(t) > maxDocument || nesting(t) > maxNesting {
+		return "", nil, false // read as text: a line diff
 	}
 	if t[0] == '{' || t[0] == '[' {
 		dec := json.NewDecoder(strings.NewReader(t))
