@@ -23,8 +23,13 @@ func TestEveryPruneSaysWhy(t *testing.T) {
 	}
 	svc := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop, labels: {app.kubernetes.io/part-of: shop}}\nspec: {ports: [{port: 80}]}\n")
 	old := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: leftover, namespace: shop, labels: {app.kubernetes.io/part-of: shop}}\n")
-	base := []*unstructured.Unstructured{cm("settings-5m9f8ttmdb"), deploy("shop"), svc}
-	head := []*unstructured.Unstructured{cm("settings-g7hk24bc9d"), deploy("shop-v2")}
+	// A Role in two teams' namespaces, one removed: the other is no
+	// successor, it was there before.
+	role := func(ns string) *unstructured.Unstructured {
+		return obj(t, "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: read, namespace: "+ns+", labels: {app.kubernetes.io/part-of: shop}}\nrules: []\n")
+	}
+	base := []*unstructured.Unstructured{cm("settings-5m9f8ttmdb"), deploy("shop"), svc, role("team-a"), role("team-b")}
+	head := []*unstructured.Unstructured{cm("settings-g7hk24bc9d"), deploy("shop-v2"), role("team-b")}
 	live := livestate.NewObjectReader(append(append([]*unstructured.Unstructured{}, base...), old))
 	opts := drift.DefaultOptions()
 	opts.Tracking = drift.Tracking{Selector: "app.kubernetes.io/part-of=shop"}
@@ -37,6 +42,7 @@ func TestEveryPruneSaysWhy(t *testing.T) {
 		"Deployment/shop/web":                "moves to namespace shop-v2: the object there is new, and this one is pruned",
 		"Service/shop/web":                   "the head no longer renders it",
 		"ConfigMap/shop/leftover":            "still live from an earlier sync, and in neither the base nor the head render",
+		"Role/team-a/read":                   "the head no longer renders it",
 	}
 	why := func(what string, cs []drift.Change, want map[string]string) {
 		t.Helper()

@@ -42,7 +42,7 @@ func (c *comparer) tell(base, head []*unstructured.Unstructured, liveObjs map[st
 			continue
 		case ActionDelete, ActionKeep:
 			ch.Manifest = manifestOf(baseIdx[key])
-			ch.Why = leaves(ch.Ref(), baseIdx[key] != nil, head)
+			ch.Why = leaves(ch.Ref(), baseIdx[key] != nil, head, baseIdx)
 			continue
 		}
 		l := liveObjs[key]
@@ -103,15 +103,24 @@ func (c *comparer) tellGit(base, head []*unstructured.Unstructured) {
 			ch.Manifest = manifestOf(headIdx[ch.Ref().Key()])
 		case ActionDelete:
 			ch.Manifest = manifestOf(baseIdx[ch.Ref().Key()])
-			ch.Why = leaves(ch.Ref(), true, head)
+			ch.Why = leaves(ch.Ref(), true, head, baseIdx)
 		}
 	}
 }
 
-// leaves says why an object of the base render, or one a sync applied
-// before and tracks, is not in the head render.
-func leaves(ref object.Ref, inBase bool, head []*unstructured.Unstructured) string {
-	switch o, how := object.Successor(ref, head); how {
+// leaves says why an object of the base render (indexed in base), or one a
+// sync applied before and tracks, is not in the head render.
+func leaves(ref object.Ref, inBase bool, head []*unstructured.Unstructured, base map[string]*unstructured.Unstructured) string {
+	// Only an object new at head takes another's place: one the base had
+	// already (the same Role in another team's namespace) is not its
+	// successor.
+	var added []*unstructured.Unstructured
+	for _, h := range head {
+		if base[object.RefOf(h).Key()] == nil {
+			added = append(added, h)
+		}
+	}
+	switch o, how := object.Successor(ref, added); how {
 	case object.MovedNamespace:
 		return "moves to namespace " + o.GetNamespace() + ": the object there is new, and this one is pruned"
 	case object.Regenerated:

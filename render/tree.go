@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,6 +96,24 @@ func (t *Tree) kustomization(file string) (*kustomization, error) {
 // ClosureFiles are the files overlay's build reads, sorted.
 func (t *Tree) ClosureFiles(overlay string) []string {
 	return append([]string(nil), t.closure(overlay).files...)
+}
+
+// SameClosure says whether an overlay's build reads the same files with
+// the same content in a and b, so that it renders the same in both (the
+// render cache's key is made of them).
+func SameClosure(a, b *Tree, overlay string) bool {
+	fa, fb := a.ClosureFiles(overlay), b.ClosureFiles(overlay)
+	if !slices.Equal(fa, fb) {
+		return false
+	}
+	for _, f := range fa {
+		ha, errA := a.Hash(f)
+		hb, errB := b.Hash(f)
+		if errA != nil || errB != nil || ha != hb {
+			return false
+		}
+	}
+	return true
 }
 
 // closure computes an overlay's dependency closure once per tree.

@@ -308,7 +308,12 @@ func listDangers(r *drift.Report, failing []Failing, groups targetGroups) danger
 		}
 		for _, c := range t.Told() {
 			for _, d := range c.Danger {
-				ld := listedDanger{target: i, t: t, others: groups.others(i), change: c, danger: d, failing: !d.Before && fails[FailingName(t)+"|"+string(d.Reason)]}
+				// It fails a check when it fails any of its group's.
+				failing := false
+				for _, m := range groups.members[i] {
+					failing = failing || fails[FailingName(r.Targets[m])+"|"+string(d.Reason)]
+				}
+				ld := listedDanger{target: i, t: t, others: groups.others(i), change: c, danger: d, failing: !d.Before && failing}
 				if d.Before {
 					l.before = append(l.before, ld)
 				} else {

@@ -439,19 +439,24 @@ func valueCell(v string) string {
 	if v == "" {
 		return "(absent)"
 	}
-	lines := strings.Split(strings.TrimSuffix(v, "\n"), "\n")
-	if len(lines) == 1 {
+	if !strings.Contains(strings.TrimSuffix(v, "\n"), "\n") {
 		return cell(truncateRunes(v, 80))
 	}
-	const shown = 4
+	return codeLines(firstLines(v, 4, 80))
+}
+
+// firstLines keeps a multi-line value's first n lines, each cut at width
+// characters, saying how many more there are.
+func firstLines(v string, n, width int) string {
+	lines := strings.Split(strings.TrimSuffix(v, "\n"), "\n")
 	var out []string
-	for _, l := range lines[:min(len(lines), shown)] {
-		out = append(out, truncateRunes(l, 80))
+	for _, l := range lines[:min(len(lines), n)] {
+		out = append(out, truncateRunes(l, width))
 	}
-	if len(lines) > shown {
-		out = append(out, fmt.Sprintf("… %d more lines", len(lines)-shown))
+	if len(lines) > n {
+		out = append(out, fmt.Sprintf("… %d more lines", len(lines)-n))
 	}
-	return codeLines(strings.Join(out, "\n"))
+	return strings.Join(out, "\n")
 }
 
 // changedCell says who made a change and when, one time: the manager's

@@ -181,7 +181,7 @@ func driftPlan(p *prgen.Plan, to audience) string {
 		for _, m := range p.Manual {
 			value := code(planValue(m.Value))
 			if v, ok := m.Value.(string); ok && strings.Contains(strings.TrimSuffix(v, "\n"), "\n") {
-				value = codeLines(v) // a file in a ConfigMap keeps its lines
+				value = codeLines(firstLines(v, 20, valuediff.MaxValueText)) // a file in a ConfigMap keeps its lines
 			}
 			fmt.Fprintf(&b, "- %s %s is %s live: %s\n", code(m.Object), code(m.Path), value, text(m.Reason))
 		}

@@ -47,8 +47,10 @@ func (g targetGroups) grouped(i int) bool { return g.first[i] != i }
 // others counts the targets that target i, first of its group, stands for.
 func (g targetGroups) others(i int) int { return len(g.members[i]) - 1 }
 
-// namespaceLine finds a manifest's namespace, to be read as its target's.
-var namespaceLine = regexp.MustCompile(`(?m)^(\s*namespace:\s*)(\S+)\s*$`)
+// metadataNamespace finds a manifest's own namespace (drift writes
+// metadata's fields two spaces in); a namespace anywhere else (a binding's
+// subject, an Application's destination) is content, read as it is.
+var metadataNamespace = regexp.MustCompile(`(?m)^(  namespace: )(\S+)$`)
 
 // sameAs is a key for what t's section says, with each namespace replaced
 // by its order of appearance in t: two tenants' overlays that change the
@@ -59,24 +61,27 @@ func sameAs(t drift.Target) (string, bool) {
 	if t.NotCompared != "" || len(t.Errors) > 0 {
 		return "", false
 	}
+	// The namespaces are the objects' own, in order of appearance.
 	names := map[string]string{}
-	ns := func(n string) string {
-		if n == "" {
-			return ""
+	for _, cs := range [][]drift.Change{t.Changes, t.Drift, t.PR, t.OutOfScope, t.Unread} {
+		for _, c := range cs {
+			if n := c.Namespace; n != "" && names[n] == "" {
+				names[n] = fmt.Sprintf("\x00ns%d", len(names))
+			}
 		}
+	}
+	ns := func(n string) string {
 		if k, ok := names[n]; ok {
 			return k
 		}
-		k := fmt.Sprintf("\x00ns%d", len(names))
-		names[n] = k
-		return k
+		return n // not an object's namespace: content, as it is
 	}
 	norm := func(cs []drift.Change) []drift.Change {
 		out := make([]drift.Change, len(cs))
 		for i, c := range cs {
 			c.Namespace = ns(c.Namespace)
-			c.Manifest = namespaceLine.ReplaceAllStringFunc(c.Manifest, func(l string) string {
-				m := namespaceLine.FindStringSubmatch(l)
+			c.Manifest = metadataNamespace.ReplaceAllStringFunc(c.Manifest, func(l string) string {
+				m := metadataNamespace.FindStringSubmatch(l)
 				return m[1] + ns(m[2])
 			})
 			var dangers []drift.Danger

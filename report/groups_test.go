@@ -67,3 +67,45 @@ func TestTargetsWithTheSameChangesAreToldOnce(t *testing.T) {
 		t.Log(out)
 	}
 }
+
+// TestTargetsThatDifferOnlyInContentAreNotGrouped: two tenants that each
+// create a ClusterRoleBinding to cluster-admin, one for its own team's
+// account and one for an account in kube-system, are told apart: a
+// namespace inside an object is content, not the target's own.
+func TestTargetsThatDifferOnlyInContentAreNotGrouped(t *testing.T) {
+	crb := func(tenant, subjectNS string) drift.Target {
+		binding := drift.Change{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding", Name: "ops", Action: drift.ActionCreate,
+			Manifest: "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: ops\nroleRef:\n  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n- kind: ServiceAccount\n  name: ops\n  namespace: " + subjectNS + "\n"}
+		sa := drift.Change{APIVersion: "v1", Kind: "ServiceAccount", Namespace: tenant, Name: "ops", Action: drift.ActionCreate,
+			Manifest: "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: ops\n  namespace: " + tenant + "\n"}
+		return drift.Target{Path: "tenants/" + tenant, Changes: []drift.Change{binding, sa}}
+	}
+	rep := &drift.Report{Targets: []drift.Target{crb("tenant-a", "tenant-a"), crb("tenant-b", "kube-system"), crb("tenant-c", "tenant-c")}}
+	out := strings.Join(Comment(rep, CommentOptions{}), "")
+	if !strings.Contains(out, "namespace: kube-system") || !strings.Contains(out, "### `tenants/tenant-b`\n") {
+		t.Errorf("the tenant binding kube-system's account is not told on its own:\n%s", out)
+	}
+	if !strings.Contains(out, "### `tenants/tenant-a` and 1 more target with the same changes") {
+		t.Errorf("the tenants binding their own account are not grouped:\n%s", out)
+	}
+	// The binding alone (no object in the tenant's namespace): the
+	// subjects' namespaces are content, and they differ.
+	for i := range rep.Targets {
+		rep.Targets[i].Changes = rep.Targets[i].Changes[:1]
+	}
+	rep.Targets = rep.Targets[:2]
+	if out := strings.Join(Comment(rep, CommentOptions{}), ""); !strings.Contains(out, "namespace: kube-system") || strings.Contains(out, "with the same changes") {
+		t.Errorf("bindings of different namespaces' accounts are grouped:\n%s", out)
+	}
+}
+
+// TestAGroupsDangerFailsWhenAnyOfItsTargetsFails: the danger of a group is
+// marked as failing the check when a check of any target of the group
+// fails on it, not only the first's.
+func TestAGroupsDangerFailsWhenAnyOfItsTargetsFails(t *testing.T) {
+	rep, failing := tenants(3)
+	out := strings.Join(Comment(rep, CommentOptions{Failing: failing[2:], Checked: true}), "")
+	if !strings.Contains(out, "and 2 more targets with the same changes (delete) ❌ **fails the check**") {
+		t.Errorf("the group's danger is not marked as failing:\n%s", out)
+	}
+}

@@ -20,6 +20,13 @@ func TestMultiLineValuesKeepTheirLines(t *testing.T) {
 	if !strings.Contains(out, "- `ConfigMap/shop/nginx` `.data.nginx.conf` is <code>server {<br>  listen 80;<br>") {
 		t.Errorf("the manual edit's value does not keep its lines:\n%s", out)
 	}
+	// A large file keeps its first lines: the body stays within GitHub's
+	// limit.
+	large := strings.Repeat("line of the file\n", 20000)
+	plan.Manual[0].Value = large
+	if out := DriftPullRequest(plan); len(out) > 20000 || !strings.Contains(out, "… 19980 more lines") {
+		t.Errorf("a large multi-line value is not cut (%d characters)", len(out))
+	}
 	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	body, _ := Dashboard("", "prod", []DashboardTarget{{Key: "shop", Name: "shop", Cluster: "prod", Path: "apps/shop", Changes: []DashboardChange{
 		{ID: "a1", Object: "ConfigMap/shop/nginx", Field: ".data.nginx.conf", Git: "server {\n  listen 8080;\n}\n", Live: file, By: "kubectl-edit", Since: at, State: StateReported},

@@ -569,37 +569,58 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 			plain = append(plain, o)
 		}
 	}
-	// The trees render at once: each in its own children, within the
-	// renderer's bound on children.
+	// The trees render at once, each in its own children within the
+	// renderer's bound: the base whole, and of the head and the tip the
+	// overlays whose files differ from the base's; then the rest of them,
+	// which the renderer's cache holds by then (the same files render the
+	// same).
 	trees := []*render.Tree{base, head, tip}
-	results := make([]*render.Result, len(trees))
-	var g errgroup.Group
-	for i, t := range trees {
-		if t != nil {
-			g.Go(func() (err error) {
-				results[i], err = r.Render(ctx, t, onlyPresent(t, plain))
-				return err
+	outs := make([]map[string]*render.Overlay, len(trees))
+	renderAll := func(only func(i int, o string) bool) error {
+		var g errgroup.Group
+		for i, t := range trees {
+			if t == nil {
+				continue
+			}
+			var paths []string
+			for _, o := range onlyPresent(t, plain) {
+				if only(i, o) {
+					paths = append(paths, o)
+				}
+			}
+			if len(paths) == 0 {
+				continue
+			}
+			g.Go(func() error {
+				res, err := r.Render(ctx, t, paths)
+				if err != nil {
+					return err
+				}
+				for _, o := range res.Overlays {
+					outs[i][o.Path] = o
+				}
+				return nil
 			})
 		}
+		return g.Wait()
 	}
-	if err := g.Wait(); err != nil {
+	for i := range outs {
+		outs[i] = map[string]*render.Overlay{}
+	}
+	differs := func(i int, o string) bool { return i == 0 || !render.SameClosure(base, trees[i], o) }
+	if err := renderAll(differs); err != nil {
 		return nil, err
 	}
-	baseRes, headRes := results[0], results[1]
-	step("rendered %s at base and head in %s", report.Plural(len(overlays), "overlay"), since(start))
-	byPath := func(res *render.Result) map[string]*render.Overlay {
-		m := map[string]*render.Overlay{}
-		for _, o := range res.Overlays {
-			m[o.Path] = o
-		}
-		return m
+	if err := renderAll(func(i int, o string) bool { return !differs(i, o) }); err != nil {
+		return nil, err
 	}
-	baseOut, headOut := byPath(baseRes), byPath(headRes)
+	step("rendered %s at base and head in %s", report.Plural(len(overlays), "overlay"), since(start))
+	baseOut, headOut := outs[0], outs[1]
 	// Compared from a merge base, the base branch's tip tells what it
 	// gained since, which the head is not the one to prune.
 	var tipOut map[string]*render.Overlay
 	if tip != nil {
-		tipOut = byPath(results[2])
+		tipOut = outs[2]
 	}
 	rep := &drift.Report{Targets: []drift.Target{}, Errors: []string{}}
 	inputs := make([]drift.Input, len(overlays))

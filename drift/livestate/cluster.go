@@ -320,8 +320,8 @@ func (r *ClusterReader) TypeConverter(ctx context.Context, gvks []schema.GroupVe
 	var versions []string
 	for _, p := range key {
 		cached, ok := r.schemas[p]
-		if !ok || time.Since(cached.at) > discoveryTTL {
-			continue // not served (now): deduced types
+		if !ok {
+			continue // not served: deduced types (readSchemas read the others again when stale)
 		}
 		for k, v := range cached.schemas {
 			all[k] = v

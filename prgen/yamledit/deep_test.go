@@ -40,4 +40,14 @@ func TestACollectionOfTheSameShapeIsSplicedScalarByScalar(t *testing.T) {
 	if _, ok := SpliceDeep([]byte(src), n.YNode(), []any{map[string]any{"name": "http", "port": int64(80)}, map[string]any{"name": "admin", "port": int64(9000)}}); ok {
 		t.Error("a list that does not change was spliced")
 	}
+	// A null written as nothing has no token to replace: not spliced
+	// (a glued "-x" would read as another value).
+	nulls := "a:\n  -\n  - y\n"
+	nd, err := ReadDocs([]byte(nulls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := SpliceDeep([]byte(nulls), LookupAt(nd[0], fieldpath.MakePathOrDie("a")).YNode(), []any{"x", "y"}); ok {
+		t.Errorf("a null item was spliced:\n%s", out)
+	}
 }

@@ -32,8 +32,8 @@ func SpliceScalar(src []byte, n *yaml.Node, value any) ([]byte, bool) {
 		return nil, false
 	}
 	end, ok := tokenEnd(line, start)
-	if !ok {
-		return nil, false
+	if !ok || end == start {
+		return nil, false // no token to replace (a null written as nothing): rewrite
 	}
 	if q := line[start]; q == '"' || q == '\'' {
 		// A quoted token must read as the node's value, or it is not
