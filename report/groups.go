@@ -136,6 +136,9 @@ func groupTitle(t drift.Target, others int) string {
 	if others == 0 {
 		return targetTitle(t)
 	}
+	if len(t.Told()) == 0 && t.NotCompared == "" {
+		return fmt.Sprintf("%s and %s, none changed", targetTitle(t), plural(others, "more target"))
+	}
 	return fmt.Sprintf("%s and %s with the same changes", targetTitle(t), plural(others, "more target"))
 }
 

@@ -109,3 +109,13 @@ func TestAGroupsDangerFailsWhenAnyOfItsTargetsFails(t *testing.T) {
 		t.Errorf("the group's danger is not marked as failing:\n%s", out)
 	}
 }
+
+// TestTargetsWithNothingToTellAreOneRow: targets that change nothing are
+// one row, said as such.
+func TestTargetsWithNothingToTellAreOneRow(t *testing.T) {
+	rep := &drift.Report{Targets: []drift.Target{{Path: "clusters/prod"}, {Path: "clusters/staging"}}}
+	out := strings.Join(Comment(rep, CommentOptions{}), "")
+	if !strings.Contains(out, "| `clusters/prod` and 1 more target, none changed | 0 | 0 | 0 | 0 | 0 | 0 |") {
+		t.Errorf("the unchanged targets:\n%s", out)
+	}
+}

@@ -52,8 +52,10 @@ func Explain(base, head *render.Tree, overlay string, t *drift.Target) {
 type explainer struct {
 	base, head *render.Tree
 	overlay    string
-	// gone says the head has no overlay directory where the base has one.
-	gone bool
+	// gone says the head has no overlay directory where the base has one;
+	// kustomization names the base's kustomization the head removes.
+	gone          bool
+	kustomization string
 	// files are the base's build files by object: "Kind/name" → the
 	// files and the namespace each document names ("" for none).
 	files map[string][]docIn
@@ -67,6 +69,14 @@ type explainer struct {
 func newExplainer(base, head *render.Tree, overlay string) *explainer {
 	e := &explainer{base: base, head: head, overlay: overlay, files: map[string][]docIn{}, inHead: map[string]bool{}}
 	e.gone = base.HasDir(overlay) && !head.HasDir(overlay)
+	if base.HasKustomization(overlay) && !head.HasKustomization(overlay) {
+		for _, n := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
+			if f := path.Join(overlay, n); base.Has(f) {
+				e.kustomization = f
+				break
+			}
+		}
+	}
 	if !e.gone {
 		for _, f := range head.ClosureFiles(overlay) {
 			e.inHead[f] = true
@@ -115,6 +125,10 @@ func (e *explainer) why(kind, namespace, name string) string {
 			}
 			return e.rel(f) + " is no longer in the overlay"
 		}
+	}
+	if e.kustomization != "" {
+		// A generated object, or one whose file is still there.
+		return e.rel(e.kustomization) + " is removed from the overlay at head"
 	}
 	return ""
 }

@@ -77,6 +77,14 @@ func TestAPruneNamesTheChangeOfGitThatRemovesIt(t *testing.T) {
 	if target.PR[0].Why != want[0] {
 		t.Errorf("the Git change's prune: why %q", target.PR[0].Why)
 	}
+	// The overlay's kustomization removed, its directory kept: a
+	// generated object (in no file) says so.
+	kept := tree(t, map[string]string{"app/a.yaml": cm("one")})
+	gen := &drift.Target{Path: "app", Changes: []drift.Change{del("ConfigMap", "shop", "settings-5m9f8ttmdb", drift.WhyNothingRendered)}}
+	removal.Explain(base, kept, "app", gen)
+	if got := gen.Changes[0].Why; got != "kustomization.yaml is removed from the overlay at head" {
+		t.Errorf("a generated object of an overlay whose kustomization is removed: why %q", got)
+	}
 	gone := &drift.Target{Path: "old", Changes: []drift.Change{del("ConfigMap", "shop", "o", drift.WhyNothingRendered)}}
 	removal.Explain(base, head, "old", gone)
 	if got := gone.Changes[0].Why; got != "its overlay old is removed at head" {
