@@ -115,3 +115,31 @@ func TestSchemasAreReadOnceWhileTheLiveObjectsAre(t *testing.T) {
 		}
 	}
 }
+
+// TestAWatchersSnapshotReadsSchemasAhead: serve's readers (a Watcher's
+// caches) read the schemas while the snapshot reads, as the command
+// line's do.
+func TestAWatchersSnapshotReadsSchemasAhead(t *testing.T) {
+	env := kubetest.New(t)
+	counter := &requestCounter{byPath: map[string]int{}}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+		return counter
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := livestate.NewWatcher(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []*unstructured.Unstructured{
+		{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "b", "namespace": env.Namespace}}},
+	}
+	if _, err := livestate.NewSnapshot(ctx, w, objs); err != nil {
+		t.Fatal(err)
+	}
+	if n := counter.count("/openapi/v3/apis/apps/v1"); n != 1 {
+		t.Errorf("apps/v1's schemas read %d times by the snapshot, want once", n)
+	}
+}

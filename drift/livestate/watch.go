@@ -434,6 +434,12 @@ func (w *Watcher) TypeConverter(ctx context.Context, gvks []schema.GroupVersionK
 	return w.reader.TypeConverter(ctx, gvks)
 }
 
+// PrefetchSchemas reads ahead the schemas of the given kinds (a Snapshot
+// asks while it reads the live objects).
+func (w *Watcher) PrefetchSchemas(ctx context.Context, gvks []schema.GroupVersionKind) {
+	w.reader.PrefetchSchemas(ctx, gvks)
+}
+
 // Present is an object seen in a namespace: its kind and metadata. The
 // managedFields name their managers only, without fields.
 type Present struct {
