@@ -25,6 +25,17 @@ func (d *driftWorld) dashboard() (githubfake.Issue, bool) {
 }
 
 // dashboardSays waits until the dashboard holds every text.
+// edits counts the edits of an issue.
+func (d *driftWorld) edits(number int) int {
+	n := 0
+	for _, c := range d.gh.Calls() {
+		if c.Method == "PATCH" && c.Path == fmt.Sprintf("/repos/%s/issues/%d", fullName, number) {
+			n++
+		}
+	}
+	return n
+}
+
 func (d *driftWorld) dashboardSays(what string, texts ...string) githubfake.Issue {
 	d.t.Helper()
 	var last string
@@ -176,15 +187,7 @@ func TestTheDashboardShowsEveryDriftAndActsForWriters(t *testing.T) {
 	}
 
 	// Nothing changes: the dashboard is not edited again.
-	edits := func() int {
-		n := 0
-		for _, c := range d.gh.Calls() {
-			if c.Method == "PATCH" && c.Path == fmt.Sprintf("/repos/%s/issues/%d", fullName, is.Number) {
-				n++
-			}
-		}
-		return n
-	}
+	edits := func() int { return d.edits(is.Number) }
 	d.settle(2)
 	before := edits()
 	d.settle(4)
@@ -262,15 +265,7 @@ func TestTheDashboardSaysWhenEachTargetWasChecked(t *testing.T) {
 	d.scale(5, "kubectl")
 	first := clock.Now().UTC().Format("2006-01-02 15:04 UTC")
 	is := d.dashboardSays("the change with its check time", "· checked "+first)
-	edits := func() int {
-		n := 0
-		for _, c := range d.gh.Calls() {
-			if c.Method == "PATCH" && c.Path == fmt.Sprintf("/repos/%s/issues/%d", fullName, is.Number) {
-				n++
-			}
-		}
-		return n
-	}
+	edits := func() int { return d.edits(is.Number) }
 	d.settle(2)
 	clock.Advance(5 * time.Minute)
 	before := edits()

@@ -2,13 +2,10 @@ package prgen_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
@@ -16,7 +13,6 @@ import (
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/prgen"
-	"github.com/driftback/driftback/render"
 )
 
 // TestALabelSetByTheKustomizationIsWrittenThere: a label that the
@@ -28,41 +24,13 @@ import (
 func TestALabelSetByTheKustomizationIsWrittenThere(t *testing.T) {
 	env := kubetest.New(t)
 	ctx := context.Background()
-	dir := t.TempDir()
 	cms := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata: {a: b}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: api\ndata: {a: b}\n"
-	files := map[string]string{
+	tree, r, rendered := appliedTree(t, env, map[string]string{
 		"app/kustomization.yaml":    "namespace: " + env.Namespace + "\nlabels:\n- pairs:\n    team: checkout # who owns it\ncommonAnnotations:\n  owner: alice\nresources: [cms.yaml]\n",
 		"app/cms.yaml":              cms,
 		"common/kustomization.yaml": "namespace: " + env.Namespace + "\nnamePrefix: common-\ncommonLabels:\n  tier: web\nresources: [cms.yaml]\n",
 		"common/cms.yaml":           cms,
-	}
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tree, err := render.DirTree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := render.New(render.Options{Origins: true})
-	res, err := r.Render(ctx, tree, []string{"app", "common"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rendered := map[string][]*unstructured.Unstructured{}
-	for i, o := range []string{"app", "common"} {
-		objs, err := res.Overlays[i].Objects()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rendered[o] = objs
-		kubetest.Apply(t, env.Config, "kustomize-controller", objs...)
-	}
+	}, "app", "common")
 	dyn, err := dynamic.NewForConfig(env.Setup)
 	if err != nil {
 		t.Fatal(err)

@@ -73,34 +73,11 @@ spec:
 func TestWriteBackInsideAnAtomicListTouchesOneLine(t *testing.T) {
 	env := kubetest.New(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	files := map[string]string{
+	tree, r, rendered := appliedTree(t, env, map[string]string{
 		"app/kustomization.yaml": "namespace: " + env.Namespace + "\nresources: [autoscaling.yaml]\n",
 		"app/autoscaling.yaml":   autoscaling,
-	}
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tree, err := render.DirTree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := render.New(render.Options{Origins: true})
-	res, err := r.Render(ctx, tree, []string{"app"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := res.Overlays[0].Objects()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubetest.Apply(t, env.Config, "kustomize-controller", objs...)
+	}, "app")
+	objs := rendered["app"]
 	dyn, err := dynamic.NewForConfig(env.Setup)
 	if err != nil {
 		t.Fatal(err)
@@ -156,4 +133,40 @@ func TestWriteBackInsideAnAtomicListTouchesOneLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// appliedTree writes files into a repository, renders the overlays as
+// write-back does (origins recorded) and applies them to the test cluster
+// as kustomize-controller.
+func appliedTree(t *testing.T, env *kubetest.Env, files map[string]string, overlays ...string) (*render.Tree, *render.Renderer, map[string][]*unstructured.Unstructured) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tree, err := render.DirTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := render.New(render.Options{Origins: true})
+	res, err := r.Render(context.Background(), tree, overlays)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := map[string][]*unstructured.Unstructured{}
+	for i, o := range overlays {
+		objs, err := res.Overlays[i].Objects()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rendered[o] = objs
+		kubetest.Apply(t, env.Config, "kustomize-controller", objs...)
+	}
+	return tree, r, rendered
 }

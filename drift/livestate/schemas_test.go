@@ -30,6 +30,17 @@ func (c *requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(req)
 }
 
+// counted is the environment's configuration with its requests counted.
+func counted(env *kubetest.Env) (*rest.Config, *requestCounter) {
+	counter := &requestCounter{byPath: map[string]int{}}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+		return counter
+	})
+	return cfg, counter
+}
+
 func (c *requestCounter) count(prefix string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -48,12 +59,7 @@ func (c *requestCounter) count(prefix string) int {
 // the comparisons that follow do not read them again.
 func TestSchemasAreReadOnceWhileTheLiveObjectsAre(t *testing.T) {
 	env := kubetest.New(t)
-	counter := &requestCounter{byPath: map[string]int{}}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	})
+	cfg, counter := counted(env)
 	r, err := livestate.NewClusterReader(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -121,12 +127,7 @@ func TestSchemasAreReadOnceWhileTheLiveObjectsAre(t *testing.T) {
 // line's do.
 func TestAWatchersSnapshotReadsSchemasAhead(t *testing.T) {
 	env := kubetest.New(t)
-	counter := &requestCounter{byPath: map[string]int{}}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.next = rt
-		return counter
-	})
+	cfg, counter := counted(env)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := livestate.NewWatcher(ctx, cfg)
