@@ -52,15 +52,6 @@ func KustomizeCharts(k map[string]any) []KustomizeChart {
 	return out
 }
 
-// isKustomization says a file is a kustomization by its name.
-func isKustomization(f string) bool {
-	switch path.Base(f) {
-	case "kustomization.yaml", "kustomization.yml", "Kustomization":
-		return true
-	}
-	return false
-}
-
 // Pulled are the charts the kustomizations an overlay reads name with a
 // repository and a version, and its tree lacks, fetched by f (nil: none)
 // from repositories trust allows, where kustomize's `helm pull` would put
@@ -82,7 +73,7 @@ func Pulled(ctx context.Context, tree *render.Tree, overlay string, f *Fetcher, 
 	files := map[string][]byte{}
 	var problems []string
 	for _, f := range tree.ClosureFiles(overlay) {
-		if !isKustomization(f) {
+		if !render.IsKustomization(f) {
 			continue
 		}
 		b, err := tree.ReadFile(f)

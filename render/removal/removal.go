@@ -7,7 +7,6 @@ package removal
 
 import (
 	"bytes"
-	"path"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -69,13 +68,8 @@ type explainer struct {
 func newExplainer(base, head *render.Tree, overlay string) *explainer {
 	e := &explainer{base: base, head: head, overlay: overlay, files: map[string][]docIn{}, inHead: map[string]bool{}}
 	e.gone = base.HasDir(overlay) && !head.HasDir(overlay)
-	if base.HasKustomization(overlay) && !head.HasKustomization(overlay) {
-		for _, n := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
-			if f := path.Join(overlay, n); base.Has(f) {
-				e.kustomization = f
-				break
-			}
-		}
+	if !head.HasKustomization(overlay) {
+		e.kustomization = render.KustomizationFile(base, overlay)
 	}
 	if !e.gone {
 		for _, f := range head.ClosureFiles(overlay) {
@@ -83,7 +77,7 @@ func newExplainer(base, head *render.Tree, overlay string) *explainer {
 		}
 	}
 	for _, f := range base.ClosureFiles(overlay) {
-		if isKustomization(f) {
+		if render.IsKustomization(f) {
 			if !sameFile(base, head, f) {
 				e.changedKust = append(e.changedKust, f)
 			}
@@ -180,14 +174,6 @@ func documents(b []byte) []document {
 		}
 	}
 	return out
-}
-
-func isKustomization(f string) bool {
-	switch path.Base(f) {
-	case "kustomization.yaml", "kustomization.yml", "Kustomization":
-		return true
-	}
-	return false
 }
 
 func isYAML(f string) bool {
