@@ -21,7 +21,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/kubetest"
-	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/jsonreport"
 )
 
 // The conformance suite: one case per shape that public Flux and Argo CD
@@ -658,7 +658,7 @@ func runShape(t *testing.T, c shape) {
 		t.Errorf("an internal error reached the pull request:\n%s", body)
 	}
 	if len(c.never) > 0 {
-		js, _ := report.JSON(rep)
+		js, _ := jsonreport.Marshal(rep)
 		everything := body + "\n" + string(js)
 		for _, r := range w.gh.CheckRuns(fullName, head.String()) {
 			everything += "\n" + r.Title + "\n" + r.Summary + "\n" + r.Text

@@ -14,7 +14,7 @@ import (
 
 	"github.com/driftback/driftback/internal/gitrepo"
 	"github.com/driftback/driftback/reconcile"
-	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/jsonreport"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -205,7 +205,7 @@ func TestPublicRepository(t *testing.T) {
 			t.Logf("check %s: %s %q", c.Name, c.Conclusion, c.Title)
 		}
 	}
-	out, _ := report.JSON(rep)
+	out, _ := jsonreport.Marshal(rep)
 	if file := os.Getenv("DRIFTBACK_PUBLIC_OUT"); file != "" {
 		if err := os.WriteFile(filepath.Clean(file), out, 0o644); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/jsonreport"
 )
 
 // TestSecretValuesNeverShow puts a canary value in a Secret at base, at head
@@ -51,7 +52,7 @@ func TestSecretValuesNeverShow(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep := &drift.Report{Targets: []drift.Target{*target}}
-		js, err := report.JSON(rep)
+		js, err := jsonreport.Marshal(rep)
 		if err != nil {
 			t.Fatal(err)
 		}

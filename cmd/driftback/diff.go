@@ -44,6 +44,7 @@ import (
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/render/removal"
 	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/jsonreport"
 	"github.com/driftback/driftback/report/terminal"
 	"github.com/driftback/driftback/rollback"
 )
@@ -248,7 +249,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	rep.Compared = compared
 	switch *format {
 	case "json":
-		b, err := report.JSON(rep)
+		b, err := jsonreport.Marshal(rep)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -264,7 +265,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, strings.Join(parts, "\n"))
 	}
 	if *reportFile != "" {
-		b, err := report.JSON(rep)
+		b, err := jsonreport.Marshal(rep)
 		if err == nil {
 			err = os.WriteFile(*reportFile, append(b, '\n'), 0o644)
 		}
@@ -295,7 +296,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(rep.Errors) > 0:
 		return exitError
-	case !report.Summarize(rep).Complete:
+	case !jsonreport.Summarize(rep).Complete:
 		return exitIncomplete
 	case rep.HasChanges():
 		return exitChanges

@@ -17,7 +17,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
-	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/jsonreport"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of driftback's own reports")
@@ -489,7 +489,7 @@ func TestDiffComparesAnOverlayThatIsAlsoABase(t *testing.T) {
 // progress line on stderr counts the same objects.
 func TestDiffDemoSummaryAddsUp(t *testing.T) {
 	out, errOut, _ := runCLI(t, "diff", "--base", demoDir+"/base", "--head", demoDir+"/pr", "--live", demoDir+"/live", "--format", "json")
-	var rep struct{ Summary *report.Summary }
+	var rep struct{ Summary *jsonreport.Summary }
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -497,14 +497,14 @@ func TestDiffDemoSummaryAddsUp(t *testing.T) {
 	if s == nil {
 		t.Fatal("the JSON report has no summary")
 	}
-	want := report.Counts{Objects: 19, Create: 1, Update: 3, Delete: 6, Unchanged: 9, Dangers: 5, DataLoss: 3, SyncFails: 1, Privilege: 1, DangersBefore: 2, LiveChangesReverted: new(1)}
+	want := jsonreport.Counts{Objects: 19, Create: 1, Update: 3, Delete: 6, Unchanged: 9, Dangers: 5, DataLoss: 3, SyncFails: 1, Privilege: 1, DangersBefore: 2, LiveChangesReverted: new(1)}
 	if diff := cmp.Diff(want, s.Total); diff != "" {
 		t.Errorf("the demo's total (-want +got):\n%s", diff)
 	}
 	if s.Verdict != "dangerous" || !s.Complete {
 		t.Errorf("verdict %q, complete %v: want dangerous and complete", s.Verdict, s.Complete)
 	}
-	var sum report.Counts
+	var sum jsonreport.Counts
 	for _, tc := range s.Targets {
 		if tc.Objects != tc.Create+tc.Update+tc.Delete+tc.Unchanged {
 			t.Errorf("%s: %d objects, yet %d+%d+%d+%d", tc.Path, tc.Objects, tc.Create, tc.Update, tc.Delete, tc.Unchanged)

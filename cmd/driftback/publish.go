@@ -17,6 +17,7 @@ import (
 	"github.com/driftback/driftback/app/review"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/jsonreport"
 )
 
 // publishFlags are the flags of diff that publish its report on a pull
@@ -216,7 +217,7 @@ func toWorkflow(getenv func(string) string, rep *drift.Report, j judged, reportF
 	if path == "" {
 		return nil
 	}
-	sum := report.Summarize(rep)
+	sum := jsonreport.Summarize(rep)
 	var b strings.Builder
 	for _, kv := range [][2]string{
 		{"verdict", sum.Verdict}, {"conclusion", j.check.Conclusion}, {"complete", strconv.FormatBool(sum.Complete)},

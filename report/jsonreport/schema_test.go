@@ -1,4 +1,4 @@
-package report
+package jsonreport
 
 import (
 	"bytes"
@@ -20,10 +20,10 @@ var updateSchema = flag.Bool("update-schema", false, "rewrite docs/schema/report
 
 // schemaPath is the published schema of `--format json`. A change that
 // breaks it is a new version (report-v2.json), listed in CHANGELOG.md.
-var schemaPath = filepath.Join("..", "docs", "schema", "report-v1.json")
+var schemaPath = filepath.Join("..", "..", "docs", "schema", "report-v1.json")
 
 // TestTheJSONReportHasItsPublishedSchema: docs/schema/report-v1.json is the
-// schema the report's Go types give (regenerate it with go test ./report
+// schema the report's Go types give (regenerate it with go test ./report/jsonreport
 // -run TestTheJSONReportHasItsPublishedSchema -update-schema), and a report
 // holding every part validates against it.
 func TestTheJSONReportHasItsPublishedSchema(t *testing.T) {
@@ -46,7 +46,7 @@ func TestTheJSONReportHasItsPublishedSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(published, b) {
-		t.Errorf("docs/schema/report-v1.json is not the schema the report's types give: a change to the JSON report is a change to its schema (a new version when it breaks it); regenerate with\n  go test ./report -run TestTheJSONReportHasItsPublishedSchema -update-schema")
+		t.Errorf("docs/schema/report-v1.json is not the schema the report's types give: a change to the JSON report is a change to its schema (a new version when it breaks it); regenerate with\n  go test ./report/jsonreport -run TestTheJSONReportHasItsPublishedSchema -update-schema")
 	}
 
 	doc, err := validator.UnmarshalJSON(bytes.NewReader(published))
@@ -72,7 +72,7 @@ func TestTheJSONReportHasItsPublishedSchema(t *testing.T) {
 			Unread: []drift.Change{{Kind: "Secret", Name: "s", Action: drift.ActionCreate, Note: "no Secret"}}}},
 	}
 	for name, rep := range map[string]*drift.Report{"empty": {}, "rich": rich} {
-		out, err := JSON(rep)
+		out, err := Marshal(rep)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,7 @@
-package report
+// Package jsonreport writes a report as JSON for scripts, with the schema
+// docs/schema/report-v1.json publishes: every list present, and a summary of
+// the table's counts and the verdict.
+package jsonreport
 
 import (
 	"encoding/json"
@@ -15,10 +18,10 @@ type jsonReport struct {
 	Summary Summary `json:"summary"`
 }
 
-// JSON renders the report with its documented, stable schema: every list is
+// Marshal renders the report with its documented, stable schema: every list is
 // present, empty rather than null, and a summary of the table's counts and
 // the verdict comes with it.
-func JSON(r *drift.Report) ([]byte, error) {
+func Marshal(r *drift.Report) ([]byte, error) {
 	out := *r
 	out.Targets = make([]drift.Target, len(r.Targets))
 	for i, t := range r.Targets {
