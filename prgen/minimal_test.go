@@ -2,8 +2,6 @@ package prgen_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/internal/kubetest"
+	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/render"
 )
@@ -140,20 +139,7 @@ func TestWriteBackInsideAnAtomicListTouchesOneLine(t *testing.T) {
 // as kustomize-controller.
 func appliedTree(t *testing.T, env *kubetest.Env, files map[string]string, overlays ...string) (*render.Tree, *render.Renderer, map[string][]*unstructured.Unstructured) {
 	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tree, err := render.DirTree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tree := testfs.Tree(t, files)
 	r := render.New(render.Options{Origins: true})
 	res, err := r.Render(context.Background(), tree, overlays)
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -21,7 +19,6 @@ import (
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/prgen"
-	"github.com/driftback/driftback/render"
 )
 
 // shapedRepo holds overlays shaped like public environment-promotion
@@ -177,35 +174,12 @@ func TestWriteBackLandsWhereTheValueIsSet(t *testing.T) {
 	env := kubetest.New(t)
 	ns := env.Namespace
 	ctx := context.Background()
-	dir := t.TempDir()
+	files := map[string]string{}
 	for name, content := range shapedRepo {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(strings.ReplaceAll(content, "NS", ns)), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		files[name] = strings.ReplaceAll(content, "NS", ns)
 	}
-	tree, err := render.DirTree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := render.New(render.Options{Origins: true})
 	overlays := []string{"envs/json", "envs/plain", "envs/prod-eu"}
-	res, err := r.Render(ctx, tree, overlays)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rendered := map[string][]*unstructured.Unstructured{}
-	for i, o := range overlays {
-		objs, err := res.Overlays[i].Objects()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rendered[o] = objs
-		kubetest.Apply(t, env.Config, "kustomize-controller", objs...)
-	}
+	tree, r, rendered := appliedTree(t, env, files, overlays...)
 
 	dyn, err := dynamic.NewForConfig(env.Setup)
 	if err != nil {

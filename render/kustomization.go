@@ -17,16 +17,6 @@ var kustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Ku
 // itself; anything larger is hostile or a mistake.
 const MaxKustomizationBytes = 1 << 20
 
-// IsKustomization says whether a file is a kustomization, by its name.
-func IsKustomization(f string) bool {
-	for _, n := range kustomizationNames {
-		if path.Base(f) == n {
-			return true
-		}
-	}
-	return false
-}
-
 // KustomizationFile returns the kustomization file in dir, or "".
 func KustomizationFile(t *Tree, dir string) string {
 	for _, n := range kustomizationNames {

@@ -73,7 +73,7 @@ func Pulled(ctx context.Context, tree *render.Tree, overlay string, f *Fetcher, 
 	files := map[string][]byte{}
 	var problems []string
 	for _, f := range tree.ClosureFiles(overlay) {
-		if !render.IsKustomization(f) {
+		if !render.IsKustomizationName(path.Base(f)) {
 			continue
 		}
 		b, err := tree.ReadFile(f)

@@ -87,7 +87,7 @@ func (t *Trust) scan() {
 		if err != nil || !mayNameRepository(b) {
 			continue
 		}
-		for _, u := range repositoriesIn(b, path.Base(f) == "Chart.yaml", render.IsKustomization(f)) {
+		for _, u := range repositoriesIn(b, path.Base(f) == "Chart.yaml", render.IsKustomizationName(path.Base(f))) {
 			if n := Normalize(u); n != "" {
 				t.exact[n] = true
 			}

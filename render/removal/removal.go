@@ -7,6 +7,7 @@ package removal
 
 import (
 	"bytes"
+	"path"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -77,7 +78,7 @@ func newExplainer(base, head *render.Tree, overlay string) *explainer {
 		}
 	}
 	for _, f := range base.ClosureFiles(overlay) {
-		if render.IsKustomization(f) {
+		if render.IsKustomizationName(path.Base(f)) {
 			if !sameFile(base, head, f) {
 				e.changedKust = append(e.changedKust, f)
 			}

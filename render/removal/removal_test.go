@@ -1,33 +1,12 @@
 package removal_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/driftback/driftback/drift"
-	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/internal/testfs"
 	"github.com/driftback/driftback/render/removal"
 )
-
-func tree(t *testing.T, files map[string]string) *render.Tree {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr, err := render.DirTree(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
-}
 
 // TestAPruneNamesTheChangeOfGitThatRemovesIt: an object whose file is
 // deleted, one removed from its file, one whose directory is dropped from
@@ -36,7 +15,7 @@ func tree(t *testing.T, files map[string]string) *render.Tree {
 // reason, and one whose source is not found keeps the general one.
 func TestAPruneNamesTheChangeOfGitThatRemovesIt(t *testing.T) {
 	cm := func(name string) string { return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" }
-	base := tree(t, map[string]string{
+	base := testfs.Tree(t, map[string]string{
 		"app/kustomization.yaml":       "resources: [a.yaml, b.yaml, extra]\n",
 		"app/a.yaml":                   cm("one") + "---\n" + cm("two"),
 		"app/b.yaml":                   "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n",
@@ -45,7 +24,7 @@ func TestAPruneNamesTheChangeOfGitThatRemovesIt(t *testing.T) {
 		"old/kustomization.yaml":       "resources: [o.yaml]\n",
 		"old/o.yaml":                   cm("o"),
 	})
-	head := tree(t, map[string]string{
+	head := testfs.Tree(t, map[string]string{
 		"app/kustomization.yaml":       "resources: [a.yaml]\n",
 		"app/a.yaml":                   cm("one"),
 		"app/extra/kustomization.yaml": "resources: [x.yaml]\n",
@@ -79,7 +58,7 @@ func TestAPruneNamesTheChangeOfGitThatRemovesIt(t *testing.T) {
 	}
 	// The overlay's kustomization removed, its directory kept: a
 	// generated object (in no file) says so.
-	kept := tree(t, map[string]string{"app/a.yaml": cm("one")})
+	kept := testfs.Tree(t, map[string]string{"app/a.yaml": cm("one")})
 	gen := &drift.Target{Path: "app", Changes: []drift.Change{del("ConfigMap", "shop", "settings-5m9f8ttmdb", drift.WhyNothingRendered)}}
 	removal.Explain(base, kept, "app", gen)
 	if got := gen.Changes[0].Why; got != "kustomization.yaml is removed from the overlay at head" {

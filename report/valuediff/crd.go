@@ -2,6 +2,8 @@ package valuediff
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -169,12 +171,12 @@ func (w *schemaWalk) walk(path string, a, b map[string]any) {
 	}
 	// Required properties.
 	ra, rb := stringSet(a["required"]), stringSet(b["required"])
-	for _, n := range sortedKeys(rb) {
+	for _, n := range slices.Sorted(maps.Keys(rb)) {
 		if !ra[n] {
 			w.add("± "+propertyPath(join(path, n))+": now required", false)
 		}
 	}
-	for _, n := range sortedKeys(ra) {
+	for _, n := range slices.Sorted(maps.Keys(ra)) {
 		if !rb[n] {
 			w.add("± "+propertyPath(join(path, n))+": no longer required", false)
 		}
@@ -188,7 +190,7 @@ func (w *schemaWalk) walk(path string, a, b map[string]any) {
 	for n := range pb {
 		names[n] = true
 	}
-	for _, n := range sortedKeys(names) {
+	for _, n := range slices.Sorted(maps.Keys(names)) {
 		if path == "" && (n == "apiVersion" || n == "kind" || n == "metadata") {
 			continue
 		}
@@ -268,15 +270,6 @@ func stringSet(v any) map[string]bool {
 	return m
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // crdSummary counts a CRD's changes: "CRD schema: 2 properties added in
 // v1; 1 removed from v1, the storage version, dropping stored data".
 func crdSummary(changes []crdChange, reworded int) string {
@@ -309,7 +302,7 @@ func crdSummary(changes []crdChange, reworded int) string {
 	if len(parts) == 0 {
 		parts = append(parts, "no property changed")
 	}
-	s := "CRD schema in " + strings.Join(sortedKeys(versions), ", ") + ": " + strings.Join(parts, ", ")
+	s := "CRD schema in " + strings.Join(slices.Sorted(maps.Keys(versions)), ", ") + ": " + strings.Join(parts, ", ")
 	if len(versions) == 0 {
 		s = "CRD schema: " + strings.Join(parts, ", ")
 	}
