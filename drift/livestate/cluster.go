@@ -2,8 +2,8 @@ package livestate
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,8 +39,9 @@ type ClusterReader struct {
 	mu      sync.Mutex
 	kinds   []object.Kind
 	kindsAt time.Time
-	schemas map[string]cachedSchema // group-version path → its schemas
-	// converters are built from sets of schemas, by their sorted paths.
+	schemas map[string]*schemaDoc // group-version path → its schemas
+	// converters are built from sets of schemas, by their documents' paths
+	// and the kinds' schemas.
 	converters map[string]managedfields.TypeConverter
 	// fetches reads each OpenAPI v3 document, and their list, once at a
 	// time.
@@ -52,11 +53,6 @@ type ClusterReader struct {
 	capsVersion string
 	capsAPIs    []string
 	capsAt      time.Time
-}
-
-type cachedSchema struct {
-	schemas map[string]*spec.Schema
-	at      time.Time
 }
 
 // maxConverters bounds the converters kept; each holds a schema and its
@@ -84,7 +80,7 @@ func NewClusterReader(cfg *rest.Config) (*ClusterReader, error) {
 		dyn:        dyn,
 		disc:       cached,
 		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
-		schemas:    map[string]cachedSchema{},
+		schemas:    map[string]*schemaDoc{},
 		converters: map[string]managedfields.TypeConverter{},
 	}, nil
 }
@@ -303,34 +299,46 @@ func (r *ClusterReader) openAPIPaths(want map[string]bool) (map[string]openapi.G
 
 // TypeConverter implements SchemaSource from the cluster's OpenAPI v3
 // documents, fetching only the group-versions of the given kinds (and keeping
-// them); kinds the cluster publishes no schema for merge as deduced types.
-// Documents not kept are fetched at once, each once however many callers
-// ask for it, and without holding the reader's lock.
+// them), and parsing only the schemas those kinds reach; kinds the cluster
+// publishes no schema for merge as deduced types. Documents not kept are
+// fetched at once, each once however many callers ask for it, and without
+// holding the reader's lock.
 func (r *ClusterReader) TypeConverter(ctx context.Context, gvks []schema.GroupVersionKind) (managedfields.TypeConverter, error) {
-	key, err := r.readSchemas(ctx, gvks)
+	paths, err := r.readSchemas(ctx, gvks)
 	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	all := map[string]*spec.Schema{}
-	// The converter of a set of documents is built once and shared, with
-	// the field managers built on it, until one of them is read again: the
-	// key names each document with when it was read.
-	var versions []string
-	for _, p := range key {
-		cached, ok := r.schemas[p]
+	// The converter of a set of schemas is built once and shared, with
+	// the field managers built on it, until a document is read again: the
+	// key names each document with when it was read, and the kinds'
+	// schemas.
+	var key []string
+	docs := map[string]*schemaDoc{}
+	for _, p := range paths {
+		doc, ok := r.schemas[p]
 		if !ok {
 			continue // not served: deduced types (readSchemas read the others again when stale)
 		}
-		for k, v := range cached.schemas {
-			all[k] = v
+		docs[p] = doc
+		key = append(key, p+"@"+strconv.FormatInt(doc.at.UnixNano(), 36))
+		for _, gvk := range gvks {
+			if name, ok := doc.kinds[gvk]; ok {
+				key = append(key, p+"#"+name)
+			}
 		}
-		versions = append(versions, p+"@"+strconv.FormatInt(cached.at.UnixNano(), 36))
 	}
-	k := strings.Join(versions, " ")
+	slices.Sort(key)
+	k := strings.Join(slices.Compact(key), " ")
 	if c, ok := r.converters[k]; ok {
 		return c, nil
+	}
+	all := map[string]*spec.Schema{}
+	for p, doc := range docs {
+		if err := doc.schemas(doc.reach(gvks), all); err != nil {
+			return nil, fmt.Errorf("openapi v3 %s: %w", p, err)
+		}
 	}
 	tc, err := managedfields.NewTypeConverter(all, false)
 	if err != nil {
@@ -406,17 +414,13 @@ func (r *ClusterReader) fetchSchemas(p string, gv openapi.GroupVersion) error {
 	if err != nil {
 		return fmt.Errorf("openapi v3 %s: %w", p, err)
 	}
-	// Only the schemas: the document's paths (most of it) are not parsed.
-	var doc struct {
-		Components struct {
-			Schemas map[string]*spec.Schema `json:"schemas"`
-		} `json:"components"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
+	doc, err := splitSchemas(b)
+	if err != nil {
 		return fmt.Errorf("openapi v3 %s: %w", p, err)
 	}
+	doc.at = time.Now()
 	r.mu.Lock()
-	r.schemas[p] = cachedSchema{schemas: doc.Components.Schemas, at: time.Now()}
+	r.schemas[p] = doc
 	r.mu.Unlock()
 	return nil
 }
