@@ -172,6 +172,27 @@ func TestAHelmReleaseShowsWhatItsUpgradeDoes(t *testing.T) {
 	}
 }
 
+// discoverFlux restarts the server with Flux discovery on the test's
+// namespace (after configure, when set), installs the reconcilers' CRDs and
+// applies the GitRepository "fleet" of the test repository.
+func (d *driftWorld) discoverFlux(configure func(*config.Config)) {
+	d.t.Helper()
+	d.stop()
+	if configure != nil {
+		configure(d.cfg)
+	}
+	cl := d.cfg.Clusters["test"]
+	cl.Discover = &config.Discover{Flux: true, Namespaces: []string{d.env.Namespace}}
+	d.cfg.Clusters["test"] = cl
+	d.start()
+	kubetest.InstallCRDs(d.t, d.env, kubetest.ReconcilerCRDs(d.t)...)
+	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
+	d.apply(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: NS}
+spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main}}`)
+}
+
 // scaledStore is a drift world where a Flux Kustomization applies
 // fleet/store of files (the target "store"), helm-controller installed the
 // store release at 2 replicas, no drift is proposed, and then a person
@@ -179,22 +200,12 @@ func TestAHelmReleaseShowsWhatItsUpgradeDoes(t *testing.T) {
 func scaledStore(t *testing.T, files map[string]any) *driftWorld {
 	t.Helper()
 	d := newDriftWorld(t, 500*time.Millisecond, nil)
-	d.stop()
-	policy := d.cfg.Targets[0].Policy
-	d.cfg.Targets = []config.Target{{Name: "store", Repo: fullName, Path: "fleet/store", Cluster: "test", Policy: policy}}
+	d.discoverFlux(func(c *config.Config) {
+		c.Targets = []config.Target{{Name: "store", Repo: fullName, Path: "fleet/store", Cluster: "test", Policy: c.Targets[0].Policy}}
+	})
 	ns := d.env.Namespace
-	cl := d.cfg.Clusters["test"]
-	cl.Discover = &config.Discover{Flux: true, Namespaces: []string{ns}}
-	d.cfg.Clusters["test"] = cl
-	d.start()
-	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)
-	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
 	commit := d.commit(d.main, files)
 	d.push(map[string]plumbing.Hash{"refs/heads/main": commit})
-	d.apply(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata: {name: fleet, namespace: NS}
-spec: {interval: 1m, url: 'https://` + host + `/acme/gitops', ref: {branch: main}}`)
 	d.apply(fluxKustomization(ns, "store", "fleet/store"))
 	// What kustomize-controller and helm-controller applied.
 	d.apply(strings.Replace(storeRelease(2), "metadata: {name: store, namespace: NS}",

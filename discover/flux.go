@@ -3,6 +3,7 @@ package discover
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,6 +40,9 @@ type Settings struct {
 	// ArgoCDTrackingMethod is application.resourceTrackingMethod; empty
 	// matches both the label and the annotation.
 	ArgoCDTrackingMethod string
+	// ArgoCDResync is the application controller's resync period
+	// (argocd-cm timeout.reconciliation); zero for Argo CD's default.
+	ArgoCDResync time.Duration
 	// ArgoCDEnableHelm says argocd-cm's kustomize.buildOptions holds
 	// --enable-helm: Argo CD inflates kustomizations' helmCharts.
 	ArgoCDEnableHelm bool

@@ -63,6 +63,10 @@ type Watcher struct {
 	// leftOutErr says why that is unknown.
 	leftOut    []LeftOut
 	leftOutErr string
+	// controllers are the controllers' states by reconciler (nil:
+	// unknown), read at controllersAt.
+	controllers   map[Reconciler]*Controller
+	controllersAt time.Time
 }
 
 // NewWatcher returns a Watcher for the cluster cfg reaches.
@@ -170,6 +174,12 @@ func (w *Watcher) Run(ctx context.Context) {
 		w.start(ctx, notify)
 		w.readArgoSettings(ctx)
 		w.countLeftOut(ctx)
+		w.mu.Lock()
+		stale := time.Since(w.controllersAt) >= w.opts.Recheck/2
+		w.mu.Unlock()
+		if stale {
+			w.readControllers(ctx)
+		}
 		w.rebuild()
 		select {
 		case <-ctx.Done():
@@ -330,6 +340,9 @@ func (w *Watcher) readArgoSettings(ctx context.Context) {
 	}
 	if !w.opts.Settings.ArgoCDEnableHelm {
 		w.settings.ArgoCDEnableHelm = strings.Contains(cm.Data["kustomize.buildOptions"], "--enable-helm")
+	}
+	if w.opts.Settings.ArgoCDResync == 0 {
+		w.settings.ArgoCDResync = parseDuration(cm.Data["timeout.reconciliation"])
 	}
 	if w.opts.Settings.ArgoCDTrackingMethod == "" {
 		switch m := cm.Data["application.resourceTrackingMethod"]; m {

@@ -165,6 +165,10 @@ type Plan struct {
 	// drift to codify but a rule to choose. They are reported, never
 	// written.
 	Fights []Fight `json:"fights,omitempty"`
+	// Fate says what the target's reconciler does with the live changes
+	// if nobody acts (reverts them at its next apply, or leaves them);
+	// empty when unknown. Not part of the fingerprint: it is not a change.
+	Fate string `json:"fate,omitempty"`
 }
 
 // Fight is a field that went back and forth between two field managers.

@@ -117,6 +117,23 @@ type DashboardTarget struct {
 	Source bool
 	// Checked is when the target was last compared; zero for unknown.
 	Checked time.Time
+	// Fate says what its reconciler does with live changes if nobody acts;
+	// empty when unknown.
+	Fate string
+	// Reconciler, when set, says the target's reconciler fails or has
+	// stalled: the cluster differs from Git because Git is not applied, so
+	// the target is not compared and nothing is proposed.
+	Reconciler *DashboardReconciler
+}
+
+// DashboardReconciler is a reconciler that is not applying Git.
+type DashboardReconciler struct {
+	// State is "failing" (it says so) or "stalled" (it is silent).
+	State string
+	// Why is in the reconciler's own words, or what was seen.
+	Why string
+	// Since is when it began; zero when unknown.
+	Since time.Time
 }
 
 // checkedText says when a target was last compared: " · checked 2026-12-05
@@ -250,12 +267,13 @@ func DashboardKey(name string) string { return markerValue(name) }
 // blockBegin and blockEnd frame one part of a target. counts are its
 // numbers for the summary: changes, waiting, proposed, declined.
 var (
-	blockBegin = regexp.MustCompile(`^<!-- driftback:dashboard-target key=([A-Za-z0-9._/-]+) cluster=([A-Za-z0-9._/-]+) group=(differs|declined|open|notcompared|clean) counts=(\d+),(\d+),(\d+),(\d+) -->$`)
+	blockBegin = regexp.MustCompile(`^<!-- driftback:dashboard-target key=([A-Za-z0-9._/-]+) cluster=([A-Za-z0-9._/-]+) group=(stalled|differs|declined|open|notcompared|clean) counts=(\d+),(\d+),(\d+),(\d+) -->$`)
 	blockEnd   = regexp.MustCompile(`^<!-- driftback:dashboard-end -->$`)
 )
 
 // The groups of the dashboard, in the order it shows them.
 const (
+	groupStalled     = "stalled"
 	groupDiffers     = "differs"
 	groupDeclined    = "declined"
 	groupOpen        = "open"
@@ -331,6 +349,15 @@ func (t *DashboardTarget) blocks(d detail) []dashboardBlock {
 	// A check asked for is done by the check that writes this part: its
 	// box is shown unticked again.
 	check := checkbox(false, "check again now", tickMarker(TickCheck, b.key, ""))
+	if r := t.Reconciler; r != nil {
+		b.group = groupStalled
+		since := ""
+		if !r.Since.IsZero() {
+			since = " since " + r.Since.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		b.text = fmt.Sprintf("- **%s**: its reconciler is **%s**%s: %s%s\n  %s\n", where, text(r.State), since, text(r.Why), checkedText(t.Checked), check)
+		return []dashboardBlock{b}
+	}
 	if t.NotCompared != "" {
 		b.group = groupNotCompared
 		b.text = fmt.Sprintf("- **%s**: %s%s\n", where, text(t.NotCompared), checkedText(t.Checked))
@@ -376,6 +403,9 @@ func (t *DashboardTarget) blocks(d detail) []dashboardBlock {
 		}
 		if len(t.Changes) > rows {
 			fmt.Fprintf(&s, "\n… and %d more changes; the drift pull request and the logs list them all.\n", len(t.Changes)-rows)
+		}
+		if t.Fate != "" {
+			s.WriteString("\n" + text(t.Fate) + "\n")
 		}
 		s.WriteString("\n" + strings.Join(append(boxes, check), "\n") + "\n\n</details>\n")
 	}
@@ -602,6 +632,13 @@ func compose(blocks []dashboardBlock) (string, bool) {
 	var s strings.Builder
 	s.WriteString("What differs in the cluster from Git now, per target. driftback keeps this issue current. " +
 		"Tick a box to act (people with write permission on the repository); close the issue to stop its updates.\n\n")
+	if n := len(by[groupStalled]); n > 0 {
+		if n == 1 {
+			s.WriteString("**1 target's reconciler is not applying Git.** ")
+		} else {
+			fmt.Fprintf(&s, "**%d targets' reconcilers are not applying Git.** ", n)
+		}
+	}
 	differ := len(by[groupDiffers])
 	if differ == 0 {
 		s.WriteString("**Every compared target matches Git.**")
@@ -618,6 +655,8 @@ func compose(blocks []dashboardBlock) (string, bool) {
 	}
 	fmt.Fprintf(&s, " %s not compared; %s%s Git.\n\n", plural(len(by[groupNotCompared]), "target"), plural(len(by[groupClean]), "target"), match)
 	for _, g := range []struct{ group, title, says string }{
+		{groupStalled, "Reconciler not applying Git", "These targets' reconcilers fail or have stopped: the cluster differs from Git because Git is not applied, " +
+			"so nothing of them is proposed as drift. Fix the reconciler; every check looks again, and **check again now** looks at once."},
 		{groupDiffers, "Differs from Git now", "Each live change waits its quiet period, then its target's drift pull request proposes it. " +
 			"Tick **propose now** to propose a waiting change at once, **check again now** to compare a target with Git at once."},
 		{groupDeclined, "Declined", "A drift pull request closed without merging is not proposed again on its own. " +
@@ -638,7 +677,7 @@ func compose(blocks []dashboardBlock) (string, bool) {
 		s.WriteString(b.String())
 	}
 	s.WriteString(DashboardMarker + "\n")
-	return s.String(), differ > 0 || len(by[groupNotCompared]) > 0
+	return s.String(), differ > 0 || len(by[groupNotCompared]) > 0 || len(by[groupStalled]) > 0
 }
 
 // A request is how driftback records, in a comment of its own on the

@@ -94,17 +94,19 @@ func TestDashboardTextCannotForgeABoxOrAPart(t *testing.T) {
 		ID: "abc", Object: hostile, Field: hostile, Git: hostile, Live: hostile, By: hostile, Since: dashNow, State: StateCannot, Why: hostile,
 	}, {ID: "def", Object: hostile, Field: hostile, Since: dashNow, State: StateWaiting, Until: dashNow}}, Declined: []DashboardDeclined{{Number: 3}}, Open: 4}
 	nc := DashboardTarget{Key: "broken", Name: hostile, Cluster: "prod", Path: hostile, NotCompared: hostile}
-	body, _ := Dashboard("", "prod", []DashboardTarget{tg, nc}, map[string]bool{"prod": true})
+	st := DashboardTarget{Key: "stalled", Name: hostile, Cluster: "prod", Path: hostile, Reconciler: &DashboardReconciler{State: hostile, Why: hostile}}
+	tg.Fate = hostile
+	body, _ := Dashboard("", "prod", []DashboardTarget{tg, nc, st}, map[string]bool{"prod": true})
 	var kinds []string
 	for _, tk := range DashboardTicks(body) {
 		kinds = append(kinds, tk.Kind+" "+tk.Target+" "+tk.Item)
 	}
-	want := "[propose-now prod def check prod  propose-again prod 3 check broken ]"
+	want := "[check stalled  propose-now prod def check prod  propose-again prod 3 check broken ]"
 	if fmt.Sprint(kinds) != want {
 		t.Errorf("boxes %v, want %s", kinds, want)
 	}
-	if n := len(parseBlocks(body)); n != 4 {
-		t.Errorf("%d parts, want 4 (differs, declined, open, not compared)", n)
+	if n := len(parseBlocks(body)); n != 5 {
+		t.Errorf("%d parts, want 5 (stalled, differs, declined, open, not compared)", n)
 	}
 	// Code spans hold no mention or reference; outside them there is none.
 	text := regexp.MustCompile("`[^`]*`").ReplaceAllString(body, "")
@@ -155,10 +157,14 @@ func TestDashboardExample(t *testing.T) {
 		{Key: "shop-staging", Name: "shop-staging", Cluster: "staging", Path: "apps/shop/overlays/staging", Declined: []DashboardDeclined{{Number: 9}}, Checked: dashNow.Add(-time.Minute), Changes: []DashboardChange{
 			{ID: "1c2d3e4f5a6b", Object: "ConfigMap/shop-staging/flags", Field: ".data.checkout", Git: "v1", Live: "v2", By: "kubectl-edit", At: &at, Since: at, State: StateDeclined, Number: 9},
 		}},
-		{Key: "flux-system-apps", Name: "flux-system/apps", Cluster: "prod", Path: "clusters/prod/apps", Checked: dashNow, Changes: []DashboardChange{
-			{ID: "aa11bb22cc33", Object: "Deployment/podinfo/podinfo", Field: ".spec.replicas", Git: "2", Live: "4", By: "kubectl", At: &at, Since: at, State: StateCannot, Why: "its Kustomization flux-system/apps sets it, and its manifest is not in this repository"},
-		}},
+		{Key: "flux-system-apps", Name: "flux-system/apps", Cluster: "prod", Path: "clusters/prod/apps", Checked: dashNow,
+			Fate: "kustomize-controller applies Git every 10m: its next apply, at most 10m after a change, reverts the fields Git sets unless the change is merged into Git; fields Git does not set stay.", Changes: []DashboardChange{
+				{ID: "aa11bb22cc33", Object: "Deployment/podinfo/podinfo", Field: ".spec.replicas", Git: "2", Live: "4", By: "kubectl", At: &at, Since: at, State: StateCannot, Why: "its Kustomization flux-system/apps sets it, and its manifest is not in this repository"},
+			}},
 		{Key: "flux-system-infra", Name: "flux-system/infra", Cluster: "prod", Path: "clusters/prod/infra", NotCompared: "suspended: the Kustomization is suspended (spec.suspend): merging changes nothing on this cluster until reconciliation resumes", Checked: dashNow},
+		{Key: "flux-system-payments", Name: "flux-system/payments", Cluster: "prod", Path: "clusters/prod/payments", Checked: dashNow,
+			Reconciler: &DashboardReconciler{State: "failing", Since: dashNow.Add(-7 * 24 * time.Hour),
+				Why: "BuildFailed: kustomize build failed: accumulating resources from 'ingress.yaml': open /tmp/kustomization-1291/clusters/prod/payments/ingress.yaml: no such file or directory"}},
 		{Key: "monitoring", Name: "monitoring", Cluster: "prod", Path: "apps/monitoring"},
 	}
 	keep := map[string]bool{"prod": true, "staging": true}
@@ -214,6 +220,7 @@ func TestDriftPullRequestExample(t *testing.T) {
 			Reason: "the value comes from a configMapGenerator literal in apps/shop/base/kustomization.yaml, which other overlays share: edit it there or add a generator in this overlay"}},
 		Secrets: []prgen.SecretDrift{{Object: "Secret/shop-prod/api-token", Keys: []string{"token"}}},
 		Intents: map[string]string{"Deployment/shop-prod/web": "INC-4821: scaled and patched during the checkout outage"},
+		Fate:    "kustomize-controller applies Git every 10m: its next apply, at most 10m after a change, reverts the fields Git sets unless the change is merged into Git; fields Git does not set stay.",
 	}
 	doc := "# " + DriftTitle(plan) + "\n\n" + DriftPullRequest(plan)
 	keepGolden(t, "drift-pr-example.md", doc, *updateDriftExample, "go test ./report -run TestDriftPullRequestExample -update-drift-example")

@@ -126,6 +126,9 @@ func driftPlan(p *prgen.Plan, to audience) string {
 	}
 	fights(&b, p)
 	b.WriteString("These changes were made in the cluster outside Git and are still there.\n\n")
+	if p.Fate != "" && to != forCommandLine {
+		b.WriteString("**If nobody acts:** " + text(p.Fate) + "\n\n")
+	}
 	if len(p.Intents) > 0 {
 		var objs []string
 		for o := range p.Intents {

@@ -16,6 +16,7 @@ import (
 	"github.com/driftback/driftback/app/config"
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/app/targets"
+	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/reconcile/hide"
@@ -341,7 +342,7 @@ func hidePlanValues(p *prgen.Plan, hidden []string) {
 
 // viewBase is the target's part with nothing in it yet.
 func (c *driftCheck) viewBase() report.DashboardTarget {
-	return report.DashboardTarget{Key: c.t.Slug(), Name: c.t.Name, Cluster: c.t.Cluster, Path: c.t.Path, Checked: c.now}
+	return report.DashboardTarget{Key: c.t.Slug(), Name: c.t.Name, Cluster: c.t.Cluster, Path: c.t.Path, Checked: c.now, Fate: c.t.Found.Fate()}
 }
 
 // shown is a value as the dashboard shows it.
@@ -365,6 +366,15 @@ func (d *DriftLoop) notCompared(t targets.Target, why string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st.view = &report.DashboardTarget{Key: t.Slug(), Name: t.Name, Cluster: t.Cluster, Path: t.Path, NotCompared: why, Checked: d.deps.Now()}
+}
+
+// reconcilerStalled records a target whose reconciler fails or has stalled.
+func (d *DriftLoop) reconcilerStalled(t targets.Target, h discover.Health) {
+	st := d.state(t)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st.view = &report.DashboardTarget{Key: t.Slug(), Name: t.Name, Cluster: t.Cluster, Path: t.Path, Checked: d.deps.Now(),
+		Reconciler: &report.DashboardReconciler{State: string(h.State), Why: h.Why, Since: h.Since}}
 }
 
 // publishDashboards writes a cluster's targets into their repositories'

@@ -778,6 +778,9 @@ type driftCheck struct {
 	requests []ghapp.Request
 	// notCompared says why the target is not compared at all.
 	notCompared string
+	// stalled, when set, is the target's reconciler failing or stalled:
+	// the target is not compared either.
+	stalled *discover.Health
 }
 
 // checkOnce checks one target at the default branch's head: read the head,
@@ -791,6 +794,9 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 		// variables set is hidden in it, as everywhere.
 		if err != nil && len(c.hidden) > 0 && !errors.Is(err, ghapp.ErrHeadMoved) {
 			err = errors.New(hide.In(err.Error(), c.hidden))
+		}
+		if err == nil {
+			d.deps.Metrics.Checked(t.Repo, t.Name, t.Cluster, d.deps.Now())
 		}
 	}()
 	if c.gh, c.token, err = d.readHead(ctx, t, c.st, c.now); err != nil {
@@ -819,9 +825,12 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 		return 0, err
 	}
 	if !compare {
-		if c.notCompared != "" {
+		switch {
+		case c.stalled != nil:
+			d.reconcilerStalled(t, *c.stalled)
+		case c.notCompared != "":
 			d.notCompared(t, c.notCompared)
-		} else {
+		default:
 			d.setView(c.st, nil)
 		}
 		return 0, nil
@@ -907,6 +916,16 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 	if f := c.t.Found; f != nil && f.Suspended != "" {
 		c.notCompared = "suspended: " + f.Suspended
 		return false, nil
+	}
+	if f := c.t.Found; f != nil && d.deps.Targets != nil {
+		// A reconciler that fails or has stopped leaves Git unapplied:
+		// what differs then is not drift, and is not proposed.
+		h := d.deps.Targets.Health(f, c.now)
+		d.deps.Metrics.Reconciler(c.t.Repo, c.t.Name, c.t.Cluster, h.Blocks(), h.Behind)
+		if h.Blocks() {
+			c.stalled = &h
+			return false, nil
+		}
 	}
 	if c.t.Branch != "" && c.t.Branch != info.DefaultBranch {
 		c.notCompared = "its reconciler follows branch " + c.t.Branch + ", not the default branch, where drift is compared"
@@ -1051,6 +1070,7 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 		return nil, err
 	}
 	plan.Fights = fights
+	plan.Fate = c.t.Found.Fate()
 	refuseShared(plan, targets.ReadByOthers(c.t, all, c.tree, overlayFiles(c.t, c.tree, plan.Paths())))
 	hidePlanValues(plan, c.hidden)
 	return plan, nil

@@ -35,6 +35,7 @@ type Metrics struct {
 	held          *prometheus.GaugeVec
 	heldMu        sync.Mutex
 	heldSet       map[string]bool
+	reconciler    reconcilerMetrics
 }
 
 // New registers driftback's metrics, the Go runtime's and the
@@ -93,6 +94,7 @@ func New(queueDepth func() float64) *Metrics {
 			Help: "1 for each cluster whose drift loop runs in this replica (it holds the cluster's Lease).",
 		}, []string{"cluster"}),
 	}
+	m.reconciler = newReconcilerMetrics(m.registry)
 	m.registry.MustRegister(m.deliveries, m.jobs, m.renders, m.githubCalls, m.githubWrites, m.rateRemaining, m.errors, m.drifted, m.fights, m.driftActions, m.leader, m.held,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "driftback_queue_depth", Help: "Pull requests waiting or in progress."}, queueDepth),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -284,6 +285,38 @@ func (s *Source) Found() []*discover.Found {
 	return out
 }
 
+// Health is the state of a discovered object's reconciler now; unknown when
+// its cluster is not being read.
+func (s *Source) Health(f *discover.Found, now time.Time) discover.Health {
+	s.mu.Lock()
+	w := s.watchers[f.On]
+	s.mu.Unlock()
+	if w == nil {
+		return discover.Health{}
+	}
+	return w.Health(f, now)
+}
+
+// notApplying names a cluster's reconciler objects that fail or have
+// stalled, with why (quoted: the reconciler's words are the cluster's).
+func notApplying(cluster string, w *discover.Watcher) []string {
+	var out []string
+	now := time.Now()
+	for _, f := range w.Found() {
+		if f.Suspended != "" || f.NotRendered != "" {
+			continue
+		}
+		if h := w.Health(f, now); h.Blocks() {
+			since := ""
+			if !h.Since.IsZero() {
+				since = " since " + h.Since.UTC().Format(time.RFC3339)
+			}
+			out = append(out, fmt.Sprintf("reconciler on %s: %s is %s%s: %s", cluster, f.Object, h.State, since, strconv.Quote(h.Why)))
+		}
+	}
+	return out
+}
+
 // Synced says every discovering cluster has been read once.
 func (s *Source) Synced() bool {
 	s.mu.Lock()
@@ -360,6 +393,7 @@ func (s *Source) Status() []string {
 			for _, p := range w.Problems() {
 				out = append(out, fmt.Sprintf("discovery on %s: %s", name, p))
 			}
+			out = append(out, notApplying(name, w)...)
 		}
 		out = append(out, s.leftOut(name, w)...)
 	}
