@@ -29,9 +29,19 @@ func (w *Watcher) readControllers(ctx context.Context) {
 	if w.opts.ArgoCD {
 		read[ReconcilerArgoCD] = w.readController(ctx, argoNamespace(w.opts.Settings), argoControllerSelector)
 	}
+	now := time.Now()
 	w.mu.Lock()
-	w.controllers, w.controllersAt = read, time.Now()
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	for r, c := range read {
+		if c == nil || c.Ready > 0 {
+			continue
+		}
+		c.Since = now
+		if prev := w.controllers[r]; prev != nil && prev.Ready == 0 && !prev.Since.IsZero() {
+			c.Since = prev.Since // down since it was first seen down
+		}
+	}
+	w.controllers, w.controllersAt = read, now
 }
 
 // readController sums the ready and wanted pods of the Deployments and

@@ -41,7 +41,8 @@ type Settings struct {
 	// matches both the label and the annotation.
 	ArgoCDTrackingMethod string
 	// ArgoCDResync is the application controller's resync period
-	// (argocd-cm timeout.reconciliation); zero for Argo CD's default.
+	// (argocd-cm timeout.reconciliation); zero for Argo CD's default,
+	// negative when refresh is off.
 	ArgoCDResync time.Duration
 	// ArgoCDEnableHelm says argocd-cm's kustomize.buildOptions holds
 	// --enable-helm: Argo CD inflates kustomizations' helmCharts.

@@ -63,7 +63,20 @@ type Controller struct {
 	Object string
 	Ready  int64
 	Wanted int64
+	// Since is when it was first read with no ready pod; zero while it
+	// has one.
+	Since time.Time
 }
+
+// down says the controller has had no ready pod for longer than bound: a
+// restart or a node drain is not a stall. A nil controller (not found) is
+// never down.
+func (c *Controller) down(now time.Time, bound time.Duration) bool {
+	return c != nil && c.Ready == 0 && !c.Since.IsZero() && now.Sub(c.Since) > bound
+}
+
+// stuckSync is how long an Argo CD sync may run before it counts as stuck.
+const stuckSync = 2 * time.Hour
 
 // minBound is the shortest silence counted as a stall: controllers queue,
 // and a large cluster's reconcile takes minutes.
@@ -81,14 +94,25 @@ func FluxBound(ks *unstructured.Unstructured) time.Duration {
 }
 
 // ArgoCDBound is the same for an Application, from the controller's resync
-// period (argocd-cm timeout.reconciliation, 180s by default) and its
-// jitter.
+// period (argocd-cm timeout.reconciliation, 120s by default) and its jitter
+// (up to 60s). A negative resync is refresh turned off
+// (timeout.reconciliation: 0s, for webhook-driven setups): then the
+// Application is refreshed only when Git changes, and silence is no stall;
+// the bound is zero.
 func ArgoCDBound(resync time.Duration) time.Duration {
-	if resync <= 0 {
-		resync = 3 * time.Minute
+	switch {
+	case resync < 0:
+		return 0
+	case resync == 0:
+		resync = 2 * time.Minute
 	}
 	return max(2*(resync+time.Minute), minBound)
 }
+
+// settling are the Ready=False reasons of a Kustomization whose apply
+// succeeded: Git is applied, and kustomize-controller retries at its
+// retryInterval; what differs then is still drift.
+var settling = map[string]bool{"HealthCheckFailed": true, "PruneFailed": true}
 
 // FluxHealth reads a Kustomization's state from its status and its
 // GitRepository's (src; nil when not read); ctrl is kustomize-controller's
@@ -108,16 +132,19 @@ func FluxHealth(ks, src *unstructured.Unstructured, ctrl *Controller, now time.T
 	}
 	if src != nil {
 		h.Newest = str(src, "status", "artifact", "revision")
-		if c := condition(src, "Ready"); c.status == "False" {
+		// A fetch that failed once is retried at the source's interval,
+		// and the last artifact is still applied: only a lasting failure
+		// stops new commits.
+		if c := condition(src, "Ready"); c.status == "False" && !c.since.IsZero() && now.Sub(c.since) > h.Bound {
 			return h.with(HealthFailing, c.since, "its GitRepository %s cannot be fetched: %s", src.GetNamespace()+"/"+src.GetName(), c.words())
 		}
 	}
 	ready := condition(ks, "Ready")
 	switch {
-	case ready.status == "False":
+	case ready.status == "False" && !settling[ready.reason]:
 		return h.with(HealthFailing, ready.since, "%s", ready.words())
-	case ctrl != nil && ctrl.Ready == 0:
-		return h.with(HealthStalled, time.Time{}, "%s has no ready pod (%d wanted)", ctrl.Object, ctrl.Wanted)
+	case ctrl.down(now, h.Bound):
+		return h.with(HealthStalled, ctrl.Since, "%s has had no ready pod for %s (%d wanted)", ctrl.Object, since(now, ctrl.Since), ctrl.Wanted)
 	}
 	if h.Newest != "" && h.Newest != h.Applied {
 		fetched := parseTime(str(src, "status", "artifact", "lastUpdateTime"))
@@ -171,13 +198,17 @@ func ArgoCDHealth(app *unstructured.Unstructured, ctrl *Controller, resync time.
 	case "Failed", "Error":
 		return h.with(HealthFailing, parseTime(str("status", "operationState", "finishedAt")), "its last sync ended %s: %s", strings.ToLower(phase), str("status", "operationState", "message"))
 	case "Running":
-		if started := parseTime(str("status", "operationState", "startedAt")); !started.IsZero() && now.Sub(started) > h.Bound {
+		// Hooks and waves (a migration) make long syncs: only one
+		// running for hours is stuck.
+		if started := parseTime(str("status", "operationState", "startedAt")); !started.IsZero() && now.Sub(started) > stuckSync {
 			return h.with(HealthStalled, started, "a sync has been running for %s: %s", since(now, started), str("status", "operationState", "message"))
 		}
 	}
 	switch {
-	case ctrl != nil && ctrl.Ready == 0:
-		return h.with(HealthStalled, time.Time{}, "%s has no ready pod (%d wanted)", ctrl.Object, ctrl.Wanted)
+	case ctrl.down(now, max(h.Bound, minBound)):
+		return h.with(HealthStalled, ctrl.Since, "%s has had no ready pod for %s (%d wanted)", ctrl.Object, since(now, ctrl.Since), ctrl.Wanted)
+	case h.Bound == 0:
+		// Refresh is off: the Application is reconciled when Git changes.
 	case !h.Reconciled.IsZero() && now.Sub(h.Reconciled) > h.Bound:
 		return h.with(HealthStalled, h.Reconciled, "argocd-application-controller has not reconciled it for %s", since(now, h.Reconciled))
 	case h.Reconciled.IsZero():

@@ -158,7 +158,10 @@ func TestAReconcilerThatFailsOrStallsIsSaid(t *testing.T) {
 	application("status: {reconciledAt: \"" + ago(time.Hour) + "\", sync: {status: Synced, revision: abc}}")
 	health(app, discover.HealthStalled, "argocd-application-controller has not reconciled it for 60m")
 
-	// The controller's pods: none ready is a stall, whatever the status says.
+	// The controller's pods: none ready for longer than the bound is a
+	// stall, whatever the status says (looked at an hour from now).
+	now = time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	source("main@sha1:bbb", time.Hour, "True")
 	kustomization("True", "ReconciliationSucceeded", "Applied revision: main@sha1:bbb", "main@sha1:bbb", time.Minute)
 	health(ks, discover.HealthApplying, "")
 	kube := kubernetes.NewForConfigOrDie(env.Setup)
@@ -173,7 +176,10 @@ func TestAReconcilerThatFailsOrStallsIsSaid(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kube.AppsV1().Deployments(ns).Delete(context.Background(), d.Name, metav1.DeleteOptions{})
-	health(ks, discover.HealthStalled, "Deployment "+ns+"/kustomize-controller has no ready pod (1 wanted)")
+	h := health(ks, discover.HealthStalled, "Deployment "+ns+"/kustomize-controller has had no ready pod for")
+	if !strings.HasSuffix(h.Why, "(1 wanted)") {
+		t.Errorf("the controller's stall does not say how many pods it wants: %q", h.Why)
+	}
 	d.Status.Replicas, d.Status.ReadyReplicas = 1, 1
 	if _, err := kube.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -342,7 +342,7 @@ func (w *Watcher) readArgoSettings(ctx context.Context) {
 		w.settings.ArgoCDEnableHelm = strings.Contains(cm.Data["kustomize.buildOptions"], "--enable-helm")
 	}
 	if w.opts.Settings.ArgoCDResync == 0 {
-		w.settings.ArgoCDResync = parseDuration(cm.Data["timeout.reconciliation"])
+		w.settings.ArgoCDResync = argoResync(cm.Data["timeout.reconciliation"])
 	}
 	if w.opts.Settings.ArgoCDTrackingMethod == "" {
 		switch m := cm.Data["application.resourceTrackingMethod"]; m {
@@ -350,6 +350,19 @@ func (w *Watcher) readArgoSettings(ctx context.Context) {
 			w.settings.ArgoCDTrackingMethod = m
 		}
 	}
+}
+
+// argoResync reads argocd-cm's timeout.reconciliation: zero when unset or
+// unreadable (Argo CD's default), negative when set to zero (refresh off).
+func argoResync(v string) time.Duration {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	switch {
+	case err != nil:
+		return 0
+	case d == 0:
+		return -1
+	}
+	return d
 }
 
 // readArgoNamespaces reads which namespaces besides its own Argo CD

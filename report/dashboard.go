@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/driftback/driftback/report/valuediff"
 	"regexp"
 	"sort"
 	"strconv"
@@ -355,7 +356,7 @@ func (t *DashboardTarget) blocks(d detail) []dashboardBlock {
 		if !r.Since.IsZero() {
 			since = " since " + r.Since.UTC().Format("2006-01-02 15:04 UTC")
 		}
-		b.text = fmt.Sprintf("- **%s**: its reconciler is **%s**%s: %s%s\n  %s\n", where, text(r.State), since, text(r.Why), checkedText(t.Checked), check)
+		b.text = fmt.Sprintf("- **%s**: its reconciler is **%s**%s: %s%s\n  %s\n", where, text(r.State), since, text(valuediff.Cut(r.Why)), checkedText(t.Checked), check)
 		return []dashboardBlock{b}
 	}
 	if t.NotCompared != "" {

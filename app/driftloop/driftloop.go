@@ -915,6 +915,7 @@ func (d *DriftLoop) readTarget(ctx context.Context, c *driftCheck) (compare bool
 	info := c.st.info
 	if f := c.t.Found; f != nil && f.Suspended != "" {
 		c.notCompared = "suspended: " + f.Suspended
+		d.deps.Metrics.Reconciler(c.t.Repo, c.t.Name, c.t.Cluster, false, 0) // said as suspended, not stalled
 		return false, nil
 	}
 	if f := c.t.Found; f != nil && d.deps.Targets != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/render"
+	"github.com/driftback/driftback/report/valuediff"
 )
 
 // Target is one overlay of one repository deployed to one cluster: as
@@ -311,7 +312,7 @@ func notApplying(cluster string, w *discover.Watcher) []string {
 			if !h.Since.IsZero() {
 				since = " since " + h.Since.UTC().Format(time.RFC3339)
 			}
-			out = append(out, fmt.Sprintf("reconciler on %s: %s is %s%s: %s", cluster, f.Object, h.State, since, strconv.Quote(h.Why)))
+			out = append(out, fmt.Sprintf("reconciler on %s: %s is %s%s: %s", cluster, f.Object, h.State, since, strconv.Quote(valuediff.Cut(h.Why))))
 		}
 	}
 	return out

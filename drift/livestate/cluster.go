@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/internal/lru"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,7 +43,7 @@ type ClusterReader struct {
 	schemas map[string]*schemaDoc // group-version path → its schemas
 	// converters are built from sets of schemas, by their documents' paths
 	// and the kinds' schemas.
-	converters map[string]managedfields.TypeConverter
+	converters *lru.Cache[managedfields.TypeConverter]
 	// fetches reads each OpenAPI v3 document, and their list, once at a
 	// time.
 	fetches singleflight.Group
@@ -55,9 +56,10 @@ type ClusterReader struct {
 	capsAt      time.Time
 }
 
-// maxConverters bounds the converters kept; each holds a schema and its
-// field managers.
-const maxConverters = 32
+// maxConverters bounds the converters kept, the least recently used going
+// first; each holds a schema and its field managers. Targets with the same
+// kinds share one.
+const maxConverters = 64
 
 // discoveryTTL bounds how long kinds and schemas are reused: a CRD installed or
 // changed since shows up within it.
@@ -81,7 +83,7 @@ func NewClusterReader(cfg *rest.Config) (*ClusterReader, error) {
 		disc:       cached,
 		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
 		schemas:    map[string]*schemaDoc{},
-		converters: map[string]managedfields.TypeConverter{},
+		converters: lru.New[managedfields.TypeConverter](maxConverters),
 	}, nil
 }
 
@@ -331,11 +333,15 @@ func (r *ClusterReader) TypeConverter(ctx context.Context, gvks []schema.GroupVe
 	}
 	slices.Sort(key)
 	k := strings.Join(slices.Compact(key), " ")
-	if c, ok := r.converters[k]; ok {
+	if c, ok := r.converters.Get(k); ok {
 		return c, nil
 	}
 	all := map[string]*spec.Schema{}
-	for p, doc := range docs {
+	for _, p := range paths { // in order: a name two documents define is the later one's
+		doc, ok := docs[p]
+		if !ok {
+			continue
+		}
 		if err := doc.schemas(doc.reach(gvks), all); err != nil {
 			return nil, fmt.Errorf("openapi v3 %s: %w", p, err)
 		}
@@ -345,10 +351,7 @@ func (r *ClusterReader) TypeConverter(ctx context.Context, gvks []schema.GroupVe
 		return nil, fmt.Errorf("build the apply schema: %w", err)
 	}
 	c := object.NewFallbackConverter(tc)
-	if len(r.converters) >= maxConverters {
-		clear(r.converters) // documents read again leave old keys behind
-	}
-	r.converters[k] = c
+	r.converters.Add(k, c, 1)
 	return c, nil
 }
 

@@ -128,7 +128,10 @@ func (d *schemaDoc) reach(gvks []schema.GroupVersionKind) []string {
 	for len(queue) > 0 {
 		raw := d.raw[queue[0]]
 		queue = queue[1:]
-		if bytes.IndexByte(raw, '\\') >= 0 && bytes.Contains(raw, []byte(`\/`)) {
+		// Every reference must be followed: one written with escapes
+		// (`\/`, `\u002f`) is not, and then every schema is taken.
+		refs, followed := bytes.Count(raw, []byte(`"$ref"`)), 0
+		if bytes.Contains(raw, []byte(`\u0024ref`)) {
 			return d.all()
 		}
 		for rest := raw; ; {
@@ -145,10 +148,14 @@ func (d *schemaDoc) reach(gvks []schema.GroupVersionKind) []string {
 			if _, ok := d.raw[name]; !ok {
 				return d.all()
 			}
+			followed++
 			if !seen[name] {
 				seen[name] = true
 				queue = append(queue, name)
 			}
+		}
+		if followed != refs {
+			return d.all()
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))
