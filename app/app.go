@@ -6,7 +6,10 @@
 package app
 
 import (
+	"context"
 	"fmt"
+	"github.com/driftback/driftback/app/aftermerge"
+	"k8s.io/client-go/dynamic"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -50,6 +53,9 @@ type App struct {
 	targets *targets.Source
 	// drift is woken when a default branch moves.
 	drift *driftloop.DriftLoop
+	// follow follows merged pull requests, under followCtx (the server's).
+	follow    *aftermerge.Follower
+	followCtx context.Context
 	// metrics, when set, records render times and drift outcomes.
 	metrics *metrics.Metrics
 	// publishing serializes publishing per pull request: a find-or-create
@@ -125,6 +131,33 @@ func (a *App) publishTimeout() time.Duration {
 		return a.PublishTimeout
 	}
 	return ghapp.DefaultPublishTimeout
+}
+
+// followDeps are what following merges works with.
+func (a *App) followDeps(ctx context.Context) aftermerge.Deps {
+	return aftermerge.Deps{
+		GitHub: a.clients.Installation, Object: a.targets.Object, Now: a.now, Log: a.log.With("loop", "after-merge"),
+		Holds: aftermerge.HoldsIn(ctx, a.clients.Installation, a.cache),
+		Dynamic: func(cluster string) (dynamic.Interface, error) {
+			cfg, err := a.cfg.Clusters[cluster].RESTConfig()
+			if err != nil {
+				return nil, err
+			}
+			return dynamic.NewForConfig(cfg)
+		},
+	}
+}
+
+// followMerge is the work of a merged pull request: following it on the
+// targets it affected.
+func (a *App) followMerge(ev *ghapp.PullRequestEvent) *Job {
+	m := aftermerge.Merge{Installation: ev.Installation, Owner: ev.Repo.Owner, Repo: ev.Repo.Name, Number: ev.Number, SHA: ev.MergeSHA, At: ev.MergedAt}
+	scope := aftermerge.Scope{Cache: a.cache,
+		Targets: func(repo string) []targets.Target { t, _ := a.targetsOf(repo); return t },
+		Leads:   func(cluster string) bool { return a.drift != nil && a.drift.Watcher(cluster) != nil }}
+	return &Job{Key: fmt.Sprintf("%s/%s#%d merged", m.Owner, m.Repo, m.Number), SHA: m.SHA, Log: a.log, Run: func(ctx context.Context) error {
+		return a.follow.Merged(a.followCtx, ctx, scope, m, ev.BaseSHA)
+	}}
 }
 
 // driftDeps are what the drift loop works with.

@@ -76,7 +76,11 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 				}
 				return a.cache.ForgetPull(full, req.number)
 			}}
-			return []*Job{forget}, []string{req.key()}, true
+			jobs := []*Job{forget}
+			if ev.Merged && ev.MergeSHA != "" && a.follow != nil {
+				jobs = append(jobs, a.followMerge(ev))
+			}
+			return jobs, []string{req.key()}, true
 		}
 	case *ghapp.CommentEvent:
 		m := diffCommandPattern.FindStringSubmatch(strings.TrimSpace(ev.Body))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/driftback/driftback/app/aftermerge"
 	"log/slog"
 	"net"
 	"net/http"
@@ -94,6 +95,7 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: driftloop.New(a.driftDeps(), log.With("loop", "drift")), Metrics: m, log: log}
 	s.Webhook.MaxUnverified, s.Webhook.ReadTimeout = cfg.Server.MaxUnverifiedBytes, cfg.Server.ReadTimeout
 	a.drift = s.Drift
+	a.follow, a.followCtx = aftermerge.New(a.followDeps(ctx)), ctx
 	mux := http.NewServeMux()
 	mux.Handle("/webhook", m.CountDeliveries(s.Webhook))
 	mux.Handle("/metrics", m.Handler())

@@ -83,21 +83,39 @@ func (w *Watcher) readController(ctx context.Context, ns, selector string) *Cont
 	return c
 }
 
+// Object is a found object as it is now (its status with it), from the
+// informers' caches; nil when it is gone or not read.
+func (w *Watcher) Object(f *Found) *unstructured.Unstructured {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	gvr := FluxKustomizations
+	if f.Reconciler == ReconcilerArgoCD {
+		gvr = ArgoCDApplications
+	}
+	if o := w.cached(gvr, f.Namespace, f.Name); o != nil {
+		return o.DeepCopy()
+	}
+	return nil
+}
+
+// cached is an object of the informers' caches; the caller holds w.mu.
+func (w *Watcher) cached(gvr schema.GroupVersionResource, namespace, name string) *unstructured.Unstructured {
+	for _, inf := range w.informers[gvr] {
+		if o, ok, err := inf.GetStore().GetByKey(cacheKey(namespace, name)); err == nil && ok {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				return u
+			}
+		}
+	}
+	return nil
+}
+
 // Health is the state of a found object's reconciler now, read from the
 // informers' caches (fresh with every status the controller writes).
 func (w *Watcher) Health(f *Found, now time.Time) Health {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	get := func(gvr schema.GroupVersionResource, namespace, name string) *unstructured.Unstructured {
-		for _, inf := range w.informers[gvr] {
-			if o, ok, err := inf.GetStore().GetByKey(cacheKey(namespace, name)); err == nil && ok {
-				if u, ok := o.(*unstructured.Unstructured); ok {
-					return u
-				}
-			}
-		}
-		return nil
-	}
+	get := w.cached
 	switch f.Reconciler {
 	case ReconcilerFlux:
 		ks := get(FluxKustomizations, f.Namespace, f.Name)

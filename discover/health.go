@@ -242,6 +242,18 @@ func (c cond) words() string {
 	return c.reason + ": " + c.message
 }
 
+// Ready reads an object's Ready condition: its status ("True", "False",
+// "Unknown"; "" when it has none) and its reason and message as
+// "reason: message".
+func Ready(o *unstructured.Unstructured) (status, words string) {
+	c := condition(o, "Ready")
+	return c.status, c.words()
+}
+
+// Settling says a Ready=False reason of a Kustomization leaves Git applied
+// (a health check or a prune failed after the apply).
+func Settling(reason string) bool { return settling[reason] }
+
 func condition(o *unstructured.Unstructured, typ string) cond {
 	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
 	for _, c := range conds {

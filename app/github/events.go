@@ -41,6 +41,12 @@ type PullRequestEvent struct {
 	// HeadRepo is where the head commit comes from ("owner/name"; "" when
 	// the fork is gone).
 	HeadRepo string
+	// Merged says a closed pull request was merged: MergeSHA is the commit
+	// on the base branch, at MergedAt; BaseSHA the base branch's commit it
+	// was last compared with.
+	Merged            bool
+	MergeSHA, BaseSHA string
+	MergedAt          time.Time
 }
 
 // CommentEvent is a comment on an issue or a pull request.
@@ -117,6 +123,8 @@ func ParseEvent(event string, body []byte) (any, error) {
 			Action: ev.GetAction(), Installation: ev.GetInstallation().GetID(), Repo: repositoryOf(ev.GetRepo()),
 			Number: ev.GetNumber(), HeadSHA: ev.GetPullRequest().GetHead().GetSHA(),
 			HeadRepo: ev.GetPullRequest().GetHead().GetRepo().GetFullName(),
+			Merged:   ev.GetPullRequest().GetMerged(), MergeSHA: ev.GetPullRequest().GetMergeCommitSHA(),
+			BaseSHA: ev.GetPullRequest().GetBase().GetSHA(), MergedAt: ev.GetPullRequest().GetMergedAt().Time,
 		}, nil
 	case *github.IssueCommentEvent:
 		return &CommentEvent{

@@ -521,12 +521,15 @@ func callKind(path string) string {
 		return "issue"
 	case strings.Contains(path, "/git/"):
 		return "ref"
+	case strings.Contains(path, "/deployments"):
+		return "deployment"
 	}
 	return "other"
 }
 
 // CallObserver is told of every GitHub API call: what it is about
-// ("comment", "check-run", "label", "pull", "issue", "ref" or "other"), its
+// ("comment", "check-run", "label", "pull", "issue", "ref", "deployment" or
+// "other"), its
 // method, the pace's lane a write took ("urgent" or "normal"; "" for a
 // read), and GitHub's answer (nil when none came).
 type CallObserver func(kind, method, lane string, resp *http.Response)

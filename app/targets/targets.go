@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
@@ -296,6 +298,18 @@ func (s *Source) Health(f *discover.Found, now time.Time) discover.Health {
 		return discover.Health{}
 	}
 	return w.Health(f, now)
+}
+
+// Object is a discovered object as it is now, status included; nil when
+// its cluster is not read or it is gone.
+func (s *Source) Object(f *discover.Found) *unstructured.Unstructured {
+	s.mu.Lock()
+	w := s.watchers[f.On]
+	s.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	return w.Object(f)
 }
 
 // notApplying names a cluster's reconciler objects that fail or have

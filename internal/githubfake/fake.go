@@ -52,6 +52,7 @@ type Fake struct {
 	repos         map[string]*Repo
 	comments      map[int64]*Comment
 	checkRuns     map[int64]*CheckRun
+	deployments   map[int64]*Deployment // deployments.go
 	failures      []failure
 	stalls        []stall
 	// latency delays every answer; contentLimit is GitHub's
@@ -185,6 +186,7 @@ func New() (*Fake, error) {
 		repos:         map[string]*Repo{},
 		comments:      map[int64]*Comment{},
 		checkRuns:     map[int64]*CheckRun{},
+		deployments:   map[int64]*Deployment{},
 	}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f, nil
@@ -354,6 +356,10 @@ func (f *Fake) routes() []route {
 		{"PATCH", re(`^/repos/([^/]+)/([^/]+)/check-runs/(\d+)$`), f.updateCheckRun, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/commits/([^/]+)/check-runs$`), f.listCheckRuns, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/commits/([^/]+)/pulls$`), f.pullsWithCommit, "token"},
+		{"GET", re(`^/repos/([^/]+)/([^/]+)/deployments$`), f.listDeployments, "token"},
+		{"POST", re(`^/repos/([^/]+)/([^/]+)/deployments$`), f.createDeployment, "token"},
+		{"GET", re(`^/repos/([^/]+)/([^/]+)/deployments/(\d+)/statuses$`), f.listDeploymentStatuses, "token"},
+		{"POST", re(`^/repos/([^/]+)/([^/]+)/deployments/(\d+)/statuses$`), f.createDeploymentStatus, "token"},
 	}
 }
 

@@ -1,0 +1,368 @@
+package aftermerge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/discover"
+)
+
+// Merge is a merged pull request.
+type Merge struct {
+	Installation int64
+	Owner, Repo  string
+	Number       int
+	// SHA is the merge commit, At when it was merged.
+	SHA string
+	At  time.Time
+}
+
+// Target is a target the merge affected, applied by a discovered reconciler.
+type Target struct {
+	Name, Cluster string
+	Found         *discover.Found
+}
+
+// Environment is the GitHub environment a target's deployments go to.
+func (t Target) Environment() string { return t.Cluster + "/" + t.Name }
+
+// Deps is what following needs.
+type Deps struct {
+	GitHub func(installation int64) (*ghapp.Installation, error)
+	// Object is the reconciler object now, from discovery's watch.
+	Object func(f *discover.Found) *unstructured.Unstructured
+	// Dynamic reads a cluster.
+	Dynamic func(cluster string) (dynamic.Interface, error)
+	// Holds says whether a commit the reconciler applied holds the merge
+	// commit (a later merge applied at once).
+	Holds func(m Merge, applied string) bool
+	Now   func() time.Time
+	// Every is how often the watches' caches are read (default 5s);
+	// Rollout how long the changed workloads may take to become ready once
+	// applied (default 10m).
+	Every, Rollout time.Duration
+	// Max bounds the targets followed at once (default 32): beyond it a
+	// merge is not followed, and the log says so.
+	Max int
+	Log *slog.Logger
+}
+
+// Follower follows merges.
+type Follower struct {
+	deps Deps
+	sem  chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns a Follower.
+func New(deps Deps) *Follower {
+	if deps.Every <= 0 {
+		deps.Every = 5 * time.Second
+	}
+	if deps.Rollout <= 0 {
+		deps.Rollout = 10 * time.Minute
+	}
+	if deps.Max <= 0 {
+		deps.Max = 32
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	return &Follower{deps: deps, sem: make(chan struct{}, deps.Max)}
+}
+
+// Follow follows a merge on each of its targets, in the background, until
+// ctx ends or each is live or has failed.
+func (fl *Follower) Follow(ctx context.Context, m Merge, targets []Target) {
+	for _, t := range targets {
+		select {
+		case fl.sem <- struct{}{}:
+		default:
+			fl.deps.Log.Warn("too many merges followed at once: this one is not", "repo", m.Owner+"/"+m.Repo, "pull", m.Number, "target", t.Name)
+			continue
+		}
+		fl.wg.Add(1)
+		go func() {
+			defer func() { <-fl.sem; fl.wg.Done() }()
+			log := fl.deps.Log.With("repo", m.Owner+"/"+m.Repo, "pull", m.Number, "target", t.Name, "cluster", t.Cluster)
+			if err := fl.follow(ctx, m, t, log); err != nil && ctx.Err() == nil {
+				log.Error("cannot follow the merge", "err", err)
+			}
+		}()
+	}
+}
+
+// Wait waits for every follow to end.
+func (fl *Follower) Wait() { fl.wg.Wait() }
+
+// follow is one target's follow: its deployment, updated in place when
+// what it says changes.
+func (fl *Follower) follow(ctx context.Context, m Merge, t Target, log *slog.Logger) error {
+	gh, err := fl.deps.GitHub(m.Installation)
+	if err != nil {
+		return err
+	}
+	short := m.SHA
+	if len(short) > 7 {
+		short = short[:7]
+	}
+	id, err := gh.Deployment(ctx, m.Owner, m.Repo, m.SHA, t.Environment(), fmt.Sprintf("#%d, applied by %s", m.Number, t.Found.Object))
+	if err != nil {
+		return err
+	}
+	var said string
+	set := func(state, description string) error {
+		if state+" "+description == said {
+			return nil
+		}
+		if err := gh.DeploymentState(ctx, m.Owner, m.Repo, id, state, description); err != nil {
+			return err
+		}
+		said = state + " " + description
+		log.Info("merge followed", "state", state, "description", description)
+		return nil
+	}
+	if err := set("in_progress", fmt.Sprintf("Waiting for %s to apply %s", t.Found.Object, short)); err != nil {
+		return err
+	}
+	bound := discover.ArgoCDBound(0)
+	if obj := fl.deps.Object(t.Found); obj != nil && t.Found.Reconciler == discover.ReconcilerFlux {
+		bound = discover.FluxBound(obj)
+	}
+	tick := time.NewTicker(fl.deps.Every)
+	defer tick.Stop()
+	var applied time.Time
+	var w *workloads
+	defer func() {
+		if w != nil {
+			w.stop()
+		}
+	}()
+	for {
+		now := fl.deps.Now()
+		if applied.IsZero() {
+			obj := fl.deps.Object(t.Found)
+			var p Applied
+			var why string
+			if obj != nil {
+				p, why = Progress(t.Found, obj, m.SHA, func(rev string) bool { return fl.deps.Holds != nil && fl.deps.Holds(m, rev) })
+			}
+			switch {
+			case p == Failed:
+				return set("failure", t.Found.Object+" failed to apply "+short+": "+why)
+			case p == Done:
+				applied = now
+				if t.Found.Reconciler == discover.ReconcilerFlux {
+					if w, err = fl.watchWorkloads(ctx, t); err != nil {
+						return err
+					}
+				}
+				if err := set("in_progress", fmt.Sprintf("Applied %s; waiting for the workloads it changed", short)); err != nil {
+					return err
+				}
+			case now.Sub(m.At) > bound:
+				return set("failure", fmt.Sprintf("%s did not apply %s within %s", t.Found.Object, short, bound))
+			}
+		}
+		if !applied.IsZero() {
+			state, description := fl.rollout(ctx, m, t, w, applied, now)
+			if err := set(state, description); err != nil || state != "in_progress" {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// rollout says where the workloads the merge changed stand.
+func (fl *Follower) rollout(ctx context.Context, m Merge, t Target, w *workloads, applied, now time.Time) (state, description string) {
+	live := func() string { return "Live on " + t.Cluster + " at " + now.UTC().Format("15:04 UTC") }
+	if t.Found.Reconciler == discover.ReconcilerArgoCD {
+		// Argo CD computes its resources' health itself.
+		obj := fl.deps.Object(t.Found)
+		if obj == nil {
+			return "in_progress", "Applied; the Application is not read"
+		}
+		health, _, _ := unstructured.NestedString(obj.Object, "status", "health", "status")
+		switch {
+		case health == "Healthy":
+			return "success", live() + ": Healthy"
+		case health == "Degraded":
+			return "failure", "Degraded: " + argoUnhealthy(obj)
+		case now.Sub(applied) > fl.deps.Rollout:
+			return "failure", fmt.Sprintf("%s after %s: %s", orUnknown(health), fl.deps.Rollout, argoUnhealthy(obj))
+		}
+		return "in_progress", "Applied; " + orUnknown(health)
+	}
+	var states []Workload
+	for _, u := range w.changed(m.At) {
+		states = append(states, Readiness(u))
+	}
+	ready := 0
+	var late *Workload
+	for i := range states {
+		switch {
+		case states[i].Failed:
+			return "failure", states[i].Object + ": " + w.why(ctx, states[i])
+		case states[i].Ready:
+			ready++
+		case late == nil:
+			late = &states[i]
+		}
+	}
+	switch {
+	case late == nil && len(states) == 0:
+		return "success", live() + ": applied, no workload changed"
+	case late == nil:
+		return "success", fmt.Sprintf("%s: %d/%d workloads ready", live(), ready, len(states))
+	case now.Sub(applied) > fl.deps.Rollout:
+		return "failure", fmt.Sprintf("%s not ready %s after the apply: %s", late.Object, fl.deps.Rollout, w.why(ctx, *late))
+	}
+	return "in_progress", fmt.Sprintf("Applied; %d/%d workloads ready, %s: %s", ready, len(states), late.Object, late.Says)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "health unknown"
+	}
+	return s
+}
+
+// argoUnhealthy names an Application's resources that are not healthy,
+// with Argo CD's messages.
+func argoUnhealthy(app *unstructured.Unstructured) string {
+	res, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+	var out []string
+	for _, r := range res {
+		m, _ := r.(map[string]any)
+		h, _ := m["health"].(map[string]any)
+		st, _ := h["status"].(string)
+		if st == "" || st == "Healthy" {
+			continue
+		}
+		msg, _ := h["message"].(string)
+		out = append(out, fmt.Sprintf("%s/%s/%s %s %s", m["kind"], m["namespace"], m["name"], st, msg))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
+}
+
+// workloads watches the workloads a Flux Kustomization applied (by the
+// labels kustomize-controller puts on every object) while a merge is
+// followed.
+type workloads struct {
+	dyn    dynamic.Interface
+	cancel context.CancelFunc
+	infs   []cache.SharedIndexInformer
+}
+
+var workloadResources = []schema.GroupVersionResource{
+	{Group: "apps", Version: "v1", Resource: "deployments"},
+	{Group: "apps", Version: "v1", Resource: "statefulsets"},
+	{Group: "apps", Version: "v1", Resource: "daemonsets"},
+	{Group: "batch", Version: "v1", Resource: "jobs"},
+}
+
+// fluxManagers are the field managers of kustomize-controller's applies.
+var fluxManagers = []string{"kustomize-controller"}
+
+func (fl *Follower) watchWorkloads(ctx context.Context, t Target) (*workloads, error) {
+	dyn, err := fl.deps.Dynamic(t.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	sel := labels.Set{"kustomize.toolkit.fluxcd.io/name": t.Found.Name, "kustomize.toolkit.fluxcd.io/namespace": t.Found.Namespace}.String()
+	ctx, cancel := context.WithCancel(ctx)
+	w := &workloads{dyn: dyn, cancel: cancel}
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) { o.LabelSelector = sel })
+	for _, r := range workloadResources {
+		w.infs = append(w.infs, f.ForResource(r).Informer())
+	}
+	f.Start(ctx.Done())
+	syncCtx, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	for _, inf := range w.infs {
+		if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+			cancel()
+			return nil, fmt.Errorf("watch the workloads of %s: not listed within 30s", t.Found.Object)
+		}
+	}
+	return w, nil
+}
+
+func (w *workloads) stop() { w.cancel() }
+
+// changed are the watched workloads the reconciler changed or created since
+// t, sorted.
+func (w *workloads) changed(t time.Time) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, inf := range w.infs {
+		for _, o := range inf.GetStore().List() {
+			if u, ok := o.(*unstructured.Unstructured); ok && workloadKinds[u.GetKind()] && ChangedSince(u, fluxManagers, t) {
+				out = append(out, u)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].GetKind()+out[i].GetNamespace()+out[i].GetName() < out[j].GetKind()+out[j].GetNamespace()+out[j].GetName()
+	})
+	return out
+}
+
+// why says why a workload is not ready: what keeps its pods from running
+// first (from one read of its namespace's pods), then kstatus's words.
+func (w *workloads) why(ctx context.Context, s Workload) string {
+	if t := w.trouble(ctx, s); t != "" {
+		return t + "; " + s.Says
+	}
+	return s.Says
+}
+
+// trouble says why a workload's pods do not run; "" when nothing is known.
+func (w *workloads) trouble(ctx context.Context, s Workload) string {
+	parts := strings.SplitN(s.Object, "/", 3)
+	if len(parts) != 3 {
+		return ""
+	}
+	var u *unstructured.Unstructured
+	for _, inf := range w.infs {
+		if o, ok, _ := inf.GetStore().GetByKey(parts[1] + "/" + parts[2]); ok {
+			if x, ok := o.(*unstructured.Unstructured); ok && x.GetKind() == parts[0] {
+				u = x
+			}
+		}
+	}
+	if u == nil {
+		return ""
+	}
+	l, err := w.dyn.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(parts[1]).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	var pods []*corev1.Pod
+	for i := range l.Items {
+		if p, err := toPod(&l.Items[i]); err == nil {
+			pods = append(pods, p)
+		}
+	}
+	return podTrouble(PodsOf(u, pods))
+}

@@ -1,0 +1,70 @@
+package github
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/go-github/v60/github"
+)
+
+// maxStatusDescription is GitHub's limit on a deployment status's
+// description.
+const maxStatusDescription = 140
+
+// Deployment finds the deployment of sha to environment, or creates it:
+// one per environment and commit however often it is asked (a redelivered
+// merge, a replica taking over). Its commit's checks are not required.
+func (i *Installation) Deployment(ctx context.Context, owner, name, sha, environment, description string) (int64, error) {
+	existing, _, err := i.gh.Repositories.ListDeployments(ctx, owner, name, &github.DeploymentsListOptions{SHA: sha, Environment: environment})
+	if err != nil {
+		return 0, fmt.Errorf("list the deployments of %s: %w", shortSHA(sha), err)
+	}
+	if len(existing) > 0 {
+		return existing[0].GetID(), nil
+	}
+	d, _, err := i.gh.Repositories.CreateDeployment(ctx, owner, name, &github.DeploymentRequest{
+		Ref: github.String(sha), Environment: github.String(environment), Description: github.String(statusText(description)),
+		AutoMerge: github.Bool(false), RequiredContexts: &[]string{}, TransientEnvironment: github.Bool(false),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("create the deployment of %s to %s: %w", shortSHA(sha), environment, err)
+	}
+	return d.GetID(), nil
+}
+
+// DeploymentState sets a deployment's state ("in_progress", "success",
+// "failure") and description, unless its latest status already says so:
+// a status is written when what it says changes, never again for nothing.
+func (i *Installation) DeploymentState(ctx context.Context, owner, name string, id int64, state, description string) error {
+	description = statusText(description)
+	latest, _, err := i.gh.Repositories.ListDeploymentStatuses(ctx, owner, name, id, &github.ListOptions{PerPage: 1})
+	if err != nil {
+		return fmt.Errorf("read deployment %d: %w", id, err)
+	}
+	if len(latest) > 0 && latest[0].GetState() == state && latest[0].GetDescription() == description {
+		return nil
+	}
+	if _, _, err := i.gh.Repositories.CreateDeploymentStatus(ctx, owner, name, id, &github.DeploymentStatusRequest{
+		State: github.String(state), Description: github.String(description), AutoInactive: github.Bool(true),
+	}); err != nil {
+		return fmt.Errorf("set deployment %d %s: %w", id, state, err)
+	}
+	return nil
+}
+
+// statusText is a description within GitHub's limit, in characters, cut
+// with an ellipsis.
+func statusText(s string) string {
+	r := []rune(s)
+	if len(r) <= maxStatusDescription {
+		return s
+	}
+	return string(r[:maxStatusDescription-1]) + "…"
+}
+
+func shortSHA(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
