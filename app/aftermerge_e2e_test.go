@@ -47,9 +47,16 @@ func TestAMergeIsFollowedUntilLiveOrFailed(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(d.env.Setup)
 
 	base := d.main
-	merge := func(number int, tag string) plumbing.Hash {
+	merge := func(number int, tag string, reviewed bool) plumbing.Hash {
 		t.Helper()
 		sha := d.commit(base, map[string]any{"deploy/prod/kustomization.yaml": strings.Replace(driftRepo["deploy/prod/kustomization.yaml"].(string), `newTag: "1.0.0"`, `newTag: "`+tag+`"`, 1)})
+		if reviewed {
+			d.openPR(number, base, sha, nil)
+			if code := d.deliver("pull_request", fmt.Sprintf("opened-%d", number), prPayload("opened", number, sha.String())); code != http.StatusAccepted {
+				t.Fatalf("opened: %d", code)
+			}
+			eventually(t, func() bool { return len(d.gh.Comments(fullName, number)) > 0 }, "the review's comment")
+		}
 		d.push(map[string]plumbing.Hash{"refs/heads/main": sha})
 		ev := prPayload("closed", number, sha.String())
 		ev.PullRequest.Merged = github.Bool(true)
@@ -151,7 +158,7 @@ status:
 	}
 
 	// 1. The build fails.
-	first := merge(11, "1.1.0")
+	first := merge(11, "1.1.0", false)
 	dp := says(first, "in_progress", "Waiting for Kustomization "+ns+"/prod to apply "+first.String()[:7])
 	if dp.Environment != "test/prod" {
 		t.Errorf("environment %q, want test/prod", dp.Environment)
@@ -160,7 +167,7 @@ status:
 	says(first, "failure", "failed to apply "+first.String()[:7]+": BuildFailed: kustomize build failed")
 
 	// 2. Applied; its pods cannot pull their image.
-	second := merge(12, "1.2.0")
+	second := merge(12, "1.2.0", false)
 	says(second, "in_progress", "Waiting for")
 	applyAsFlux(second)
 	rollout(0)
@@ -182,7 +189,7 @@ status:
 	}
 
 	// 3. Applied and ready.
-	third := merge(13, "1.3.0")
+	third := merge(13, "1.3.0", true)
 	says(third, "in_progress", "Waiting for")
 	applyAsFlux(third)
 	rollout(0)
@@ -197,6 +204,14 @@ status:
 		if dp.Statuses[i].State == dp.Statuses[i-1].State && dp.Statuses[i].Description == dp.Statuses[i-1].Description {
 			t.Errorf("a status written again for nothing: %+v", dp.Statuses)
 		}
+	}
+	// The review's comment says it too, where reviewers look.
+	eventually(t, func() bool {
+		body := d.gh.Comments(fullName, 13)[0].Body
+		return strings.Contains(body, "### After the merge") && strings.Contains(body, "| `test/prod` | **live**: Live on test at ")
+	}, "the comment to say the merge is live", func() string { return d.gh.Comments(fullName, 13)[0].Body })
+	if body := d.gh.Comments(fullName, 13)[0].Body; strings.Count(body, "### After the merge") != 1 {
+		t.Errorf("the comment says what merging did more than once:\n%s", body)
 	}
 	if n := len(d.gh.Deployments(fullName)); n != 3 {
 		t.Errorf("%d deployments, want one per merge", n)

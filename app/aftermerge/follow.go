@@ -89,6 +89,7 @@ func New(deps Deps) *Follower {
 // Follow follows a merge on each of its targets, in the background, until
 // ctx ends or each is live or has failed.
 func (fl *Follower) Follow(ctx context.Context, m Merge, targets []Target) {
+	v := newView()
 	for _, t := range targets {
 		select {
 		case fl.sem <- struct{}{}:
@@ -100,7 +101,7 @@ func (fl *Follower) Follow(ctx context.Context, m Merge, targets []Target) {
 		go func() {
 			defer func() { <-fl.sem; fl.wg.Done() }()
 			log := fl.deps.Log.With("repo", m.Owner+"/"+m.Repo, "pull", m.Number, "target", t.Name, "cluster", t.Cluster)
-			if err := fl.follow(ctx, m, t, log); err != nil && ctx.Err() == nil {
+			if err := fl.follow(ctx, m, t, v, log); err != nil && ctx.Err() == nil {
 				log.Error("cannot follow the merge", "err", err)
 			}
 		}()
@@ -112,7 +113,7 @@ func (fl *Follower) Wait() { fl.wg.Wait() }
 
 // follow is one target's follow: its deployment, updated in place when
 // what it says changes.
-func (fl *Follower) follow(ctx context.Context, m Merge, t Target, log *slog.Logger) error {
+func (fl *Follower) follow(ctx context.Context, m Merge, t Target, v *view, log *slog.Logger) error {
 	gh, err := fl.deps.GitHub(m.Installation)
 	if err != nil {
 		return err
@@ -135,6 +136,15 @@ func (fl *Follower) follow(ctx context.Context, m Merge, t Target, log *slog.Log
 		}
 		said = state + " " + description
 		log.Info("merge followed", "state", state, "description", description)
+		if v.set(t.Environment(), state, description) {
+			// The comment is where reviewers look; the deployment
+			// stands without it.
+			if err := v.write(func(section string) error {
+				return gh.CommentSection(ctx, m.Owner, m.Repo, m.Number, sectionMarker, section)
+			}); err != nil {
+				log.Warn("cannot say in the pull request's comment what merging did", "err", err)
+			}
+		}
 		return nil
 	}
 	if err := set("in_progress", fmt.Sprintf("Waiting for %s to apply %s", t.Found.Object, short)); err != nil {

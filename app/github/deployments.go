@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/google/go-github/v60/github"
 )
@@ -67,4 +68,34 @@ func shortSHA(sha string) string {
 		return sha[:7]
 	}
 	return sha
+}
+
+// maxCommentBody is GitHub's limit on a comment's body, in characters.
+const maxCommentBody = 65536
+
+// CommentSection writes section at the end of the first part of driftback's
+// comment on a pull request, after marker, replacing what followed marker
+// there before; the rest of the comment stays as it is. Without a comment
+// of driftback's, nothing is written.
+func (i *Installation) CommentSection(ctx context.Context, owner, name string, number int, marker, section string) error {
+	bot, err := i.botLogin(ctx)
+	if err != nil {
+		return err
+	}
+	ours, err := ourComments(ctx, i.gh, bot, owner, name, number)
+	if err != nil || len(ours) == 0 {
+		return err
+	}
+	body := ours[0].GetBody()
+	if at := strings.LastIndex(body, "\n"+marker+"\n"); at >= 0 {
+		body = body[:at]
+	}
+	body += "\n" + marker + "\n" + section
+	if len([]rune(body)) > maxCommentBody {
+		return fmt.Errorf("the comment on #%d has no room for %d more characters", number, len(section))
+	}
+	if _, _, err := i.gh.Issues.EditComment(ctx, owner, name, ours[0].GetID(), &github.IssueComment{Body: &body}); err != nil {
+		return fmt.Errorf("edit the comment on #%d: %w", number, err)
+	}
+	return nil
 }
