@@ -194,7 +194,7 @@ status:
 	applyAsFlux(third)
 	rollout(0)
 	kustomization(third, third, "True", "ReconciliationSucceeded", "Applied revision: main@sha1:"+third.String())
-	says(third, "in_progress", "0/1 workloads ready")
+	says(third, "in_progress", "Applied "+third.String()[:7]+"; waiting for the workloads it changed")
 	rollout(2)
 	dp = says(third, "success", "Live on test at ")
 	if !strings.Contains(dp.Statuses[len(dp.Statuses)-1].Description, "1/1 workloads ready") {
@@ -215,5 +215,33 @@ status:
 	}
 	if n := len(d.gh.Deployments(fullName)); n != 3 {
 		t.Errorf("%d deployments, want one per merge", n)
+	}
+
+	// The same merge delivered again (GitHub redelivers) writes nothing:
+	// its deployment has ended.
+	statuses := len(dp.Statuses)
+	ev := prPayload("closed", 13, third.String())
+	ev.PullRequest.Merged, ev.PullRequest.MergeCommitSHA = github.Bool(true), github.String(third.String())
+	ev.PullRequest.Base = &github.PullRequestBranch{SHA: github.String(third.String()), Ref: github.String("main")}
+	ev.PullRequest.MergedAt = &github.Timestamp{Time: time.Now()}
+	if code := d.deliver("pull_request", "merged-13-again", ev); code != http.StatusAccepted {
+		t.Fatalf("closed again: %d", code)
+	}
+	d.waitFor("the redelivery's work to end", d.queueIdle)
+	if dp, _ := deployment(third); len(dp.Statuses) != statuses || len(d.gh.Deployments(fullName)) != 3 {
+		t.Errorf("a redelivered merge wrote again: %+v", d.gh.Deployments(fullName))
+	}
+
+	// An App without Deployments: write still says it in the comment.
+	d.gh.Deny("POST", "/repos/"+fullName+"/deployments")
+	fourth := merge(14, "1.4.0", true)
+	applyAsFlux(fourth)
+	rollout(2)
+	kustomization(fourth, fourth, "True", "ReconciliationSucceeded", "Applied revision: main@sha1:"+fourth.String())
+	eventually(t, func() bool {
+		return strings.Contains(d.gh.Comments(fullName, 14)[0].Body, "| `test/prod` | **live**: Live on test at ")
+	}, "the comment to say the merge is live without a deployment", func() string { return d.gh.Comments(fullName, 14)[0].Body })
+	if _, ok := deployment(fourth); ok {
+		t.Error("a deployment GitHub refused exists")
 	}
 }

@@ -137,7 +137,8 @@ func (a *App) publishTimeout() time.Duration {
 func (a *App) followDeps(ctx context.Context) aftermerge.Deps {
 	return aftermerge.Deps{
 		GitHub: a.clients.Installation, Object: a.targets.Object, Now: a.now, Log: a.log.With("loop", "after-merge"),
-		Holds: aftermerge.HoldsIn(ctx, a.clients.Installation, a.cache),
+		Health: func(f *discover.Found) discover.Health { return a.targets.Health(f, a.now()) },
+		Holds:  aftermerge.HoldsIn(ctx, a.clients.Installation, a.cache),
 		Dynamic: func(cluster string) (dynamic.Interface, error) {
 			cfg, err := a.cfg.Clusters[cluster].RESTConfig()
 			if err != nil {
@@ -156,7 +157,7 @@ func (a *App) followMerge(ev *ghapp.PullRequestEvent) *Job {
 		Targets: func(repo string) []targets.Target { t, _ := a.targetsOf(repo); return t },
 		Leads:   func(cluster string) bool { return a.drift != nil && a.drift.Watcher(cluster) != nil }}
 	return &Job{Key: fmt.Sprintf("%s/%s#%d merged", m.Owner, m.Repo, m.Number), SHA: m.SHA, Log: a.log, Run: func(ctx context.Context) error {
-		return a.follow.Merged(a.followCtx, ctx, scope, m, ev.BaseSHA)
+		return a.follow.Merged(a.followCtx, ctx, scope, m, ev.BaseSHA, ev.BaseRef)
 	}}
 }
 

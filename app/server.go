@@ -185,9 +185,13 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 		return err
 	}
 	s.Queue.Close(sctx)
-	select {
-	case <-driftDone:
-	case <-sctx.Done():
+	followed := make(chan struct{})
+	go func() { s.App.follow.Wait(); close(followed) }() // each follow says it stopped
+	for _, done := range []chan struct{}{driftDone, followed} {
+		select {
+		case <-done:
+		case <-sctx.Done():
+		}
 	}
 	s.log.Info("stopped")
 	return nil

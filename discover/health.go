@@ -49,6 +49,9 @@ type Health struct {
 	// Bound is how long a reconciler may be silent before it counts as
 	// stalled.
 	Bound time.Duration `json:"bound,omitempty"`
+	// Fetch is how often its source is fetched (a GitRepository's
+	// spec.interval); zero when it fetches as Git changes.
+	Fetch time.Duration `json:"fetch,omitempty"`
 }
 
 // Blocks says the target's differences are Git not being applied, not drift:
@@ -132,6 +135,7 @@ func FluxHealth(ks, src *unstructured.Unstructured, ctrl *Controller, now time.T
 	}
 	if src != nil {
 		h.Newest = str(src, "status", "artifact", "revision")
+		h.Fetch = durationAt(src, "spec", "interval")
 		// A fetch that failed once is retried at the source's interval,
 		// and the last artifact is still applied: only a lasting failure
 		// stops new commits.

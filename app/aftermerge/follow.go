@@ -44,8 +44,10 @@ func (t Target) Environment() string { return t.Cluster + "/" + t.Name }
 // Deps is what following needs.
 type Deps struct {
 	GitHub func(installation int64) (*ghapp.Installation, error)
-	// Object is the reconciler object now, from discovery's watch.
+	// Object is the reconciler object now, from discovery's watch; Health
+	// its state (for the bound it may take).
 	Object func(f *discover.Found) *unstructured.Unstructured
+	Health func(f *discover.Found) discover.Health
 	// Dynamic reads a cluster.
 	Dynamic func(cluster string) (dynamic.Interface, error)
 	// Holds says whether a commit the reconciler applied holds the merge
@@ -67,6 +69,14 @@ type Follower struct {
 	deps Deps
 	sem  chan struct{}
 	wg   sync.WaitGroup
+
+	mu sync.Mutex
+	// active are the follows going on, by repository, commit and
+	// environment: a redelivered merge starts none twice.
+	active map[string]bool
+	// refused says GitHub refused a deployment (no Deployments: write):
+	// said once, and only the comment is written.
+	refused bool
 }
 
 // New returns a Follower.
@@ -83,7 +93,7 @@ func New(deps Deps) *Follower {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	return &Follower{deps: deps, sem: make(chan struct{}, deps.Max)}
+	return &Follower{deps: deps, sem: make(chan struct{}, deps.Max), active: map[string]bool{}}
 }
 
 // Follow follows a merge on each of its targets, in the background, until
@@ -91,15 +101,31 @@ func New(deps Deps) *Follower {
 func (fl *Follower) Follow(ctx context.Context, m Merge, targets []Target) {
 	v := newView()
 	for _, t := range targets {
+		key := m.Owner + "/" + m.Repo + " " + m.SHA + " " + t.Environment()
+		fl.mu.Lock()
+		busy := fl.active[key]
+		fl.mu.Unlock()
+		if busy {
+			continue // a redelivered merge: already followed
+		}
 		select {
 		case fl.sem <- struct{}{}:
 		default:
-			fl.deps.Log.Warn("too many merges followed at once: this one is not", "repo", m.Owner+"/"+m.Repo, "pull", m.Number, "target", t.Name)
+			fl.deps.Log.Warn("too many targets followed at once: this one is not", "repo", m.Owner+"/"+m.Repo, "pull", m.Number, "target", t.Name)
 			continue
 		}
+		fl.mu.Lock()
+		fl.active[key] = true
+		fl.mu.Unlock()
 		fl.wg.Add(1)
 		go func() {
-			defer func() { <-fl.sem; fl.wg.Done() }()
+			defer func() {
+				fl.mu.Lock()
+				delete(fl.active, key)
+				fl.mu.Unlock()
+				<-fl.sem
+				fl.wg.Done()
+			}()
 			log := fl.deps.Log.With("repo", m.Owner+"/"+m.Repo, "pull", m.Number, "target", t.Name, "cluster", t.Cluster)
 			if err := fl.follow(ctx, m, t, v, log); err != nil && ctx.Err() == nil {
 				log.Error("cannot follow the merge", "err", err)
@@ -111,8 +137,10 @@ func (fl *Follower) Follow(ctx context.Context, m Merge, targets []Target) {
 // Wait waits for every follow to end.
 func (fl *Follower) Wait() { fl.wg.Wait() }
 
-// follow is one target's follow: its deployment, updated in place when
-// what it says changes.
+// follow is one target's follow: its deployment, whose status is written
+// when the phase changes (waiting, applied, and how it ended), and the
+// comment's row. A write GitHub refuses or fails is tried again at the next
+// look; a follow that stops with the server says so.
 func (fl *Follower) follow(ctx context.Context, m Merge, t Target, v *view, log *slog.Logger) error {
 	gh, err := fl.deps.GitHub(m.Installation)
 	if err != nil {
@@ -122,17 +150,41 @@ func (fl *Follower) follow(ctx context.Context, m Merge, t Target, v *view, log 
 	if len(short) > 7 {
 		short = short[:7]
 	}
-	id, err := gh.Deployment(ctx, m.Owner, m.Repo, m.SHA, t.Environment(), fmt.Sprintf("#%d, applied by %s", m.Number, t.Found.Object))
-	if err != nil {
-		return err
+	var id int64
+	fl.mu.Lock()
+	refused := fl.refused
+	fl.mu.Unlock()
+	if !refused {
+		id, err = gh.Deployment(ctx, m.Owner, m.Repo, m.SHA, t.Environment(), fmt.Sprintf("#%d, applied by %s", m.Number, t.Found.Object))
+		switch {
+		case ghapp.NotAllowed(err):
+			fl.mu.Lock()
+			if !fl.refused {
+				log.Warn("GitHub refuses driftback's deployments (the App needs Deployments: write): what merging did is said in the pull request's comment only", "err", err)
+			}
+			fl.refused = true
+			fl.mu.Unlock()
+		case err != nil:
+			return err
+		}
+	}
+	if id != 0 {
+		if st, _, err := gh.DeploymentLatest(ctx, m.Owner, m.Repo, id); err != nil {
+			return err
+		} else if st == "success" || st == "failure" || st == "error" {
+			return nil // followed to its end before (a redelivery after a restart)
+		}
 	}
 	var said string
-	set := func(state, description string) error {
+	set := func(ctx context.Context, state, description string) bool {
 		if state+" "+description == said {
-			return nil
+			return true
 		}
-		if err := gh.DeploymentState(ctx, m.Owner, m.Repo, id, state, description); err != nil {
-			return err
+		if id != 0 {
+			if err := gh.DeploymentState(ctx, m.Owner, m.Repo, id, state, description); err != nil {
+				log.Warn("cannot write the deployment's status; trying again", "err", err)
+				return false
+			}
 		}
 		said = state + " " + description
 		log.Info("merge followed", "state", state, "description", description)
@@ -145,15 +197,19 @@ func (fl *Follower) follow(ctx context.Context, m Merge, t Target, v *view, log 
 				log.Warn("cannot say in the pull request's comment what merging did", "err", err)
 			}
 		}
-		return nil
+		return true
 	}
-	if err := set("in_progress", fmt.Sprintf("Waiting for %s to apply %s", t.Found.Object, short)); err != nil {
-		return err
-	}
-	bound := discover.ArgoCDBound(0)
-	if obj := fl.deps.Object(t.Found); obj != nil && t.Found.Reconciler == discover.ReconcilerFlux {
-		bound = discover.FluxBound(obj)
-	}
+	defer func() {
+		if ctx.Err() != nil && !strings.HasPrefix(said, "success ") && !strings.HasPrefix(said, "failure ") {
+			// Stopped with the server: said, so no deployment stays in
+			// progress for ever.
+			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			set(stop, "error", "driftback stopped following this merge (it restarted or shut down); "+t.Found.Object+"'s status says the rest")
+		}
+	}()
+	set(ctx, "in_progress", fmt.Sprintf("Waiting for %s to apply %s", t.Found.Object, short))
+	deadline := fl.applyDeadline(t)
 	tick := time.NewTicker(fl.deps.Every)
 	defer tick.Stop()
 	var applied time.Time
@@ -174,33 +230,46 @@ func (fl *Follower) follow(ctx context.Context, m Merge, t Target, v *view, log 
 			}
 			switch {
 			case p == Failed:
-				return set("failure", t.Found.Object+" failed to apply "+short+": "+why)
+				if set(ctx, "failure", t.Found.Object+" failed to apply "+short+": "+why) {
+					return nil
+				}
 			case p == Done:
-				applied = now
-				if t.Found.Reconciler == discover.ReconcilerFlux {
+				if t.Found.Reconciler == discover.ReconcilerFlux && w == nil {
 					if w, err = fl.watchWorkloads(ctx, t); err != nil {
-						return err
+						log.Warn("cannot watch the workloads; trying again", "err", err)
+						break
 					}
 				}
-				if err := set("in_progress", fmt.Sprintf("Applied %s; waiting for the workloads it changed", short)); err != nil {
-					return err
+				applied = now
+				set(ctx, "in_progress", fmt.Sprintf("Applied %s; waiting for the workloads it changed", short))
+			case now.Sub(m.At) > deadline:
+				if set(ctx, "failure", fmt.Sprintf("%s did not apply %s within %s", t.Found.Object, short, deadline)) {
+					return nil
 				}
-			case now.Sub(m.At) > bound:
-				return set("failure", fmt.Sprintf("%s did not apply %s within %s", t.Found.Object, short, bound))
 			}
 		}
 		if !applied.IsZero() {
 			state, description := fl.rollout(ctx, m, t, w, applied, now)
-			if err := set(state, description); err != nil || state != "in_progress" {
-				return err
+			if state != "in_progress" && set(ctx, state, description) {
+				return nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case <-tick.C:
 		}
 	}
+}
+
+// applyDeadline is how long after the merge its reconciler may take to
+// apply it: its source's fetch interval and its bound (as for a stall).
+func (fl *Follower) applyDeadline(t Target) time.Duration {
+	var h discover.Health
+	if fl.deps.Health != nil {
+		h = fl.deps.Health(t.Found)
+	}
+	return max(h.Bound, 10*time.Minute) + h.Fetch
 }
 
 // rollout says where the workloads the merge changed stand.
@@ -210,9 +279,16 @@ func (fl *Follower) rollout(ctx context.Context, m Merge, t Target, w *workloads
 		// Argo CD computes its resources' health itself.
 		obj := fl.deps.Object(t.Found)
 		if obj == nil {
-			return "in_progress", "Applied; the Application is not read"
+			return "in_progress", ""
 		}
-		health, _, _ := unstructured.NestedString(obj.Object, "status", "health", "status")
+		str := func(f ...string) string { v, _, _ := unstructured.NestedString(obj.Object, f...); return v }
+		health := str("status", "health", "status")
+		// The health is of the merge only once the controller compared
+		// the cluster with it after the sync finished.
+		finished, reconciled := parseTime(str("status", "operationState", "finishedAt")), parseTime(str("status", "reconciledAt"))
+		if str("status", "sync", "revision") != m.SHA || reconciled.Before(finished) {
+			health = "Progressing"
+		}
 		switch {
 		case health == "Healthy":
 			return "success", live() + ": Healthy"
@@ -221,7 +297,7 @@ func (fl *Follower) rollout(ctx context.Context, m Merge, t Target, w *workloads
 		case now.Sub(applied) > fl.deps.Rollout:
 			return "failure", fmt.Sprintf("%s after %s: %s", orUnknown(health), fl.deps.Rollout, argoUnhealthy(obj))
 		}
-		return "in_progress", "Applied; " + orUnknown(health)
+		return "in_progress", ""
 	}
 	var states []Workload
 	for _, u := range w.changed(m.At) {
@@ -247,7 +323,12 @@ func (fl *Follower) rollout(ctx context.Context, m Merge, t Target, w *workloads
 	case now.Sub(applied) > fl.deps.Rollout:
 		return "failure", fmt.Sprintf("%s not ready %s after the apply: %s", late.Object, fl.deps.Rollout, w.why(ctx, *late))
 	}
-	return "in_progress", fmt.Sprintf("Applied; %d/%d workloads ready, %s: %s", ready, len(states), late.Object, late.Says)
+	return "in_progress", ""
+}
+
+func parseTime(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339, s)
+	return t
 }
 
 func orUnknown(s string) string {

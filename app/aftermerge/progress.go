@@ -49,9 +49,18 @@ func Progress(f *discover.Found, obj *unstructured.Unstructured, sha string, hol
 		if applied == sha || applied != "" && holds != nil && holds(applied) {
 			return Done, ""
 		}
+		attempted := commitOf(str("status", "lastAttemptedRevision"))
+		if attempted != sha && (attempted == "" || holds == nil || !holds(attempted)) {
+			break
+		}
 		ready, words := discover.Ready(obj)
 		reason, _, _ := strings.Cut(words, ":")
-		if commitOf(str("status", "lastAttemptedRevision")) == sha && ready == "False" && !discover.Settling(reason) {
+		switch {
+		case ready == "False" && discover.Settling(reason):
+			// Applied, then a health check or prune failed: lastAppliedRevision
+			// waits for them; the workloads say why.
+			return Done, ""
+		case ready == "False":
 			return Failed, words
 		}
 	case discover.ReconcilerArgoCD:

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/driftback/driftback/report/markdown"
+	"github.com/driftback/driftback/report/valuediff"
 )
 
 // sectionMarker starts what the pull request's comment says after the merge.
@@ -71,7 +72,7 @@ func (v *view) section() string {
 		}
 		r := v.rows[e]
 		word := map[string]string{"in_progress": "in progress", "success": "**live**", "failure": "**failed**"}[r.state]
-		fmt.Fprintf(&b, "| %s | %s: %s |\n", markdown.Cell(e), word, markdown.TextCell(r.description))
+		fmt.Fprintf(&b, "| %s | %s: %s |\n", markdown.Cell(e), word, markdown.TextCell(valuediff.Cut(r.description)))
 	}
 	return b.String()
 }

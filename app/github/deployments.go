@@ -16,12 +16,18 @@ const maxStatusDescription = 140
 // one per environment and commit however often it is asked (a redelivered
 // merge, a replica taking over). Its commit's checks are not required.
 func (i *Installation) Deployment(ctx context.Context, owner, name, sha, environment, description string) (int64, error) {
+	bot, err := i.botLogin(ctx)
+	if err != nil {
+		return 0, err
+	}
 	existing, _, err := i.gh.Repositories.ListDeployments(ctx, owner, name, &github.DeploymentsListOptions{SHA: sha, Environment: environment})
 	if err != nil {
 		return 0, fmt.Errorf("list the deployments of %s: %w", shortSHA(sha), err)
 	}
-	if len(existing) > 0 {
-		return existing[0].GetID(), nil
+	for _, d := range existing {
+		if d.GetCreator().GetLogin() == bot { // another tool's deployment is not driftback's to write
+			return d.GetID(), nil
+		}
 	}
 	d, _, err := i.gh.Repositories.CreateDeployment(ctx, owner, name, &github.DeploymentRequest{
 		Ref: github.String(sha), Environment: github.String(environment), Description: github.String(statusText(description)),
@@ -33,16 +39,27 @@ func (i *Installation) Deployment(ctx context.Context, owner, name, sha, environ
 	return d.GetID(), nil
 }
 
+// DeploymentLatest is a deployment's latest state and description; empty
+// when it has none.
+func (i *Installation) DeploymentLatest(ctx context.Context, owner, name string, id int64) (state, description string, err error) {
+	latest, _, err := i.gh.Repositories.ListDeploymentStatuses(ctx, owner, name, id, &github.ListOptions{PerPage: 1})
+	if err != nil {
+		return "", "", fmt.Errorf("read deployment %d: %w", id, err)
+	}
+	if len(latest) == 0 {
+		return "", "", nil
+	}
+	return latest[0].GetState(), latest[0].GetDescription(), nil
+}
+
 // DeploymentState sets a deployment's state ("in_progress", "success",
 // "failure") and description, unless its latest status already says so:
 // a status is written when what it says changes, never again for nothing.
 func (i *Installation) DeploymentState(ctx context.Context, owner, name string, id int64, state, description string) error {
 	description = statusText(description)
-	latest, _, err := i.gh.Repositories.ListDeploymentStatuses(ctx, owner, name, id, &github.ListOptions{PerPage: 1})
-	if err != nil {
-		return fmt.Errorf("read deployment %d: %w", id, err)
-	}
-	if len(latest) > 0 && latest[0].GetState() == state && latest[0].GetDescription() == description {
+	if st, desc, err := i.DeploymentLatest(ctx, owner, name, id); err != nil {
+		return err
+	} else if st == state && desc == description {
 		return nil
 	}
 	if _, _, err := i.gh.Repositories.CreateDeploymentStatus(ctx, owner, name, id, &github.DeploymentStatusRequest{

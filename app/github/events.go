@@ -42,11 +42,11 @@ type PullRequestEvent struct {
 	// the fork is gone).
 	HeadRepo string
 	// Merged says a closed pull request was merged: MergeSHA is the commit
-	// on the base branch, at MergedAt; BaseSHA the base branch's commit it
-	// was last compared with.
-	Merged            bool
-	MergeSHA, BaseSHA string
-	MergedAt          time.Time
+	// on the base branch BaseRef, at MergedAt; BaseSHA the base branch's
+	// commit it was last compared with.
+	Merged                     bool
+	MergeSHA, BaseSHA, BaseRef string
+	MergedAt                   time.Time
 }
 
 // CommentEvent is a comment on an issue or a pull request.
@@ -124,7 +124,8 @@ func ParseEvent(event string, body []byte) (any, error) {
 			Number: ev.GetNumber(), HeadSHA: ev.GetPullRequest().GetHead().GetSHA(),
 			HeadRepo: ev.GetPullRequest().GetHead().GetRepo().GetFullName(),
 			Merged:   ev.GetPullRequest().GetMerged(), MergeSHA: ev.GetPullRequest().GetMergeCommitSHA(),
-			BaseSHA: ev.GetPullRequest().GetBase().GetSHA(), MergedAt: ev.GetPullRequest().GetMergedAt().Time,
+			BaseSHA: ev.GetPullRequest().GetBase().GetSHA(), BaseRef: ev.GetPullRequest().GetBase().GetRef(),
+			MergedAt: ev.GetPullRequest().GetMergedAt().Time,
 		}, nil
 	case *github.IssueCommentEvent:
 		return &CommentEvent{

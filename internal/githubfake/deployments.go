@@ -16,8 +16,10 @@ type Deployment struct {
 	Ref         string
 	Environment string
 	Description string
-	Created     time.Time
-	Statuses    []DeploymentStatus
+	// Creator is the login that created it.
+	Creator  string
+	Created  time.Time
+	Statuses []DeploymentStatus
 }
 
 // DeploymentStatus is one status of a deployment.
@@ -50,7 +52,8 @@ func (f *Fake) Deployments(repo string) []Deployment {
 
 func deploymentJSON(d *Deployment) map[string]any {
 	return map[string]any{"id": d.ID, "sha": d.SHA, "ref": d.Ref, "task": "deploy", "environment": d.Environment,
-		"description": d.Description, "created_at": d.Created.Format(time.RFC3339), "updated_at": d.Created.Format(time.RFC3339)}
+		"description": d.Description, "creator": map[string]any{"login": d.Creator, "type": "Bot"},
+		"created_at": d.Created.Format(time.RFC3339), "updated_at": d.Created.Format(time.RFC3339)}
 }
 
 func deploymentStatusJSON(s DeploymentStatus) map[string]any {
@@ -113,7 +116,8 @@ func (f *Fake) createDeployment(w http.ResponseWriter, req *http.Request, m []st
 		env = *in.Environment
 	}
 	f.nextID++
-	d := &Deployment{ID: f.nextID, Repo: r.Owner + "/" + r.Name, SHA: in.Ref, Ref: in.Ref, Environment: env, Description: in.Description, Created: time.Now().UTC()}
+	login, _, _ := f.writer(req)
+	d := &Deployment{ID: f.nextID, Repo: r.Owner + "/" + r.Name, SHA: in.Ref, Ref: in.Ref, Environment: env, Description: in.Description, Creator: login, Created: time.Now().UTC()}
 	f.deployments[d.ID] = d
 	writeJSON(w, http.StatusCreated, deploymentJSON(d))
 }

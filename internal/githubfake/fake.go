@@ -14,6 +14,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -166,10 +167,13 @@ type Call struct {
 
 type failure struct {
 	method, pathPrefix string
-	remaining          int
-	skip               int // matching requests let through first
-	status             int
-	retryAfter         int
+	// denied answers as GitHub does a request the installation has no
+	// permission for, not as a rate limit.
+	denied     bool
+	remaining  int
+	skip       int // matching requests let through first
+	status     int
+	retryAfter int
 }
 
 // New starts a fake with a fresh App key.
@@ -239,6 +243,15 @@ func (f *Fake) FailNext(method, pathPrefix string, n, retryAfter int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failures = append(f.failures, failure{method: method, pathPrefix: pathPrefix, remaining: n, status: http.StatusForbidden, retryAfter: retryAfter})
+}
+
+// Deny refuses every request whose method and path prefix match as GitHub
+// refuses what the App's permissions do not cover: 403 "Resource not
+// accessible by integration".
+func (f *Fake) Deny(method, pathPrefix string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures = append(f.failures, failure{method: method, pathPrefix: pathPrefix, denied: true, remaining: math.MaxInt, status: http.StatusForbidden})
 }
 
 // FailAfter is FailNext after letting skip matching requests through.
@@ -445,7 +458,11 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if fail := f.takeFailure(r.Method, path); fail != nil {
+	if fail := f.takeFailure(r.Method, path); fail != nil && fail.denied {
+		writeJSON(rec, http.StatusForbidden, map[string]any{"message": "Resource not accessible by integration",
+			"documentation_url": "https://docs.github.com/rest"})
+		return
+	} else if fail != nil {
 		rec.Header().Set("Retry-After", strconv.Itoa(fail.retryAfter))
 		writeJSON(rec, fail.status, map[string]any{
 			"message":           "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",

@@ -69,8 +69,8 @@ var layers = map[string]int{
 	"app/config": 1, "app/repos": 1, "app/metrics": 1,
 	"app/targets": 2,
 	"app/review":  4, "app/github": 4,
-	"app/driftloop": 5,
-	"app":           6,
+	"app/driftloop": 5, "app/aftermerge": 5,
+	"app": 6,
 }
 
 func layer(name string) int {
