@@ -210,6 +210,10 @@ status:
 		body := d.gh.Comments(fullName, 13)[0].Body
 		return strings.Contains(body, "### After the merge") && strings.Contains(body, "| `test/prod` | **live**: Live on test at ")
 	}, "the comment to say the merge is live", func() string { return d.gh.Comments(fullName, 13)[0].Body })
+	// What the review predicted is what the reconciler did: measured.
+	if body := d.gh.Comments(fullName, 13)[0].Body; !strings.Contains(body, "1/1 workloads ready; as predicted (") {
+		t.Errorf("the comment does not say the prediction held:\n%s", body)
+	}
 	if body := d.gh.Comments(fullName, 13)[0].Body; strings.Count(body, "### After the merge") != 1 {
 		t.Errorf("the comment says what merging did more than once:\n%s", body)
 	}
@@ -232,15 +236,21 @@ status:
 		t.Errorf("a redelivered merge wrote again: %+v", d.gh.Deployments(fullName))
 	}
 
-	// An App without Deployments: write still says it in the comment.
+	// An App without Deployments: write still says it in the comment. The
+	// reconciler says it applied the merge, yet the Deployment the review
+	// predicted would change did not: a miss, named and counted.
 	d.gh.Deny("POST", "/repos/"+fullName+"/deployments")
 	fourth := merge(14, "1.4.0", true)
-	applyAsFlux(fourth)
-	rollout(2)
 	kustomization(fourth, fourth, "True", "ReconciliationSucceeded", "Applied revision: main@sha1:"+fourth.String())
 	eventually(t, func() bool {
 		return strings.Contains(d.gh.Comments(fullName, 14)[0].Body, "| `test/prod` | **live**: Live on test at ")
 	}, "the comment to say the merge is live without a deployment", func() string { return d.gh.Comments(fullName, 14)[0].Body })
+	if body := d.gh.Comments(fullName, 14)[0].Body; !strings.Contains(body, "prediction missed predicted but unchanged: Deployment/"+ns+"/web") {
+		t.Errorf("the comment does not name the prediction's miss:\n%s", body)
+	}
+	if n := counter(t, d.srv.Metrics, "driftback_prediction_objects_total", map[string]string{"outcome": "unchanged"}); n < 1 {
+		t.Errorf("driftback_prediction_objects_total{outcome=unchanged} = %v, want the miss counted", n)
+	}
 	if _, ok := deployment(fourth); ok {
 		t.Error("a deployment GitHub refused exists")
 	}

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"github.com/driftback/driftback/app/aftermerge"
-	"k8s.io/client-go/dynamic"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -137,22 +136,16 @@ func (a *App) publishTimeout() time.Duration {
 func (a *App) followDeps(ctx context.Context) aftermerge.Deps {
 	return aftermerge.Deps{
 		GitHub: a.clients.Installation, Object: a.targets.Object, Now: a.now, Log: a.log.With("loop", "after-merge"),
-		Health: func(f *discover.Found) discover.Health { return a.targets.Health(f, a.now()) },
-		Holds:  aftermerge.HoldsIn(ctx, a.clients.Installation, a.cache),
-		Dynamic: func(cluster string) (dynamic.Interface, error) {
-			cfg, err := a.cfg.Clusters[cluster].RESTConfig()
-			if err != nil {
-				return nil, err
-			}
-			return dynamic.NewForConfig(cfg)
-		},
+		Health:  func(f *discover.Found) discover.Health { return a.targets.Health(f, a.now()) },
+		Holds:   aftermerge.HoldsIn(ctx, a.clients.Installation, a.cache),
+		Dynamic: aftermerge.DynamicOf(a.cfg), Live: aftermerge.WatchedBy(a.drift), Measured: a.metrics.Prediction,
 	}
 }
 
 // followMerge is the work of a merged pull request: following it on the
 // targets it affected.
 func (a *App) followMerge(ev *ghapp.PullRequestEvent) *Job {
-	m := aftermerge.Merge{Installation: ev.Installation, Owner: ev.Repo.Owner, Repo: ev.Repo.Name, Number: ev.Number, SHA: ev.MergeSHA, At: ev.MergedAt}
+	m := aftermerge.Merge{Installation: ev.Installation, Owner: ev.Repo.Owner, Repo: ev.Repo.Name, Number: ev.Number, SHA: ev.MergeSHA, Head: ev.HeadSHA, At: ev.MergedAt}
 	scope := aftermerge.Scope{Cache: a.cache,
 		Targets: func(repo string) []targets.Target { t, _ := a.targetsOf(repo); return t },
 		Leads:   func(cluster string) bool { return a.drift != nil && a.drift.Watcher(cluster) != nil }}

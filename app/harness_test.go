@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -388,6 +389,17 @@ func parseTestConfig(t *testing.T, y string) *config.Config {
 // gauge reads a gauge of the server's metrics, as a scrape would, by its
 // labels; 0 when it has no such series.
 func gauge(t testing.TB, m *metrics.Metrics, name string, labels map[string]string) float64 {
+	return sample(t, m, name, labels).GetGauge().GetValue()
+}
+
+// counter reads a counter of the server's metrics the same way.
+func counter(t testing.TB, m *metrics.Metrics, name string, labels map[string]string) float64 {
+	return sample(t, m, name, labels).GetCounter().GetValue()
+}
+
+// sample is the series of a metric with exactly the given labels; nil when
+// there is none.
+func sample(t testing.TB, m *metrics.Metrics, name string, labels map[string]string) *dto.Metric {
 	t.Helper()
 	ms, err := m.Gather()
 	if err != nil {
@@ -404,8 +416,8 @@ func gauge(t testing.TB, m *metrics.Metrics, name string, labels map[string]stri
 					continue series
 				}
 			}
-			return s.GetGauge().GetValue()
+			return s
 		}
 	}
-	return 0
+	return nil
 }

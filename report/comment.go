@@ -132,6 +132,9 @@ func markdownBlocks(r *drift.Report, opts CommentOptions) []string {
 		}
 		blocks = append(blocks, targetBlocks(i, t, dangers, title, preface)...)
 	}
+	if p := predictionMarkers(r); p != "" {
+		blocks = append(blocks, p)
+	}
 	return blocks
 }
 

@@ -20,6 +20,7 @@ import (
 
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/report"
 )
 
 // Merge is a merged pull request.
@@ -27,9 +28,10 @@ type Merge struct {
 	Installation int64
 	Owner, Repo  string
 	Number       int
-	// SHA is the merge commit, At when it was merged.
-	SHA string
-	At  time.Time
+	// SHA is the merge commit, At when it was merged; Head the pull
+	// request's own head, which its comment predicted.
+	SHA, Head string
+	At        time.Time
 }
 
 // Target is a target the merge affected, applied by a discovered reconciler.
@@ -53,7 +55,11 @@ type Deps struct {
 	// Holds says whether a commit the reconciler applied holds the merge
 	// commit (a later merge applied at once).
 	Holds func(m Merge, applied string) bool
-	Now   func() time.Time
+	// Live reads a cluster's live objects (nil when this replica does not
+	// watch it); Measured is told how each merge's prediction held.
+	Live     func(cluster string) Live
+	Measured func(asPredicted, unchanged, unpredicted int)
+	Now      func() time.Time
 	// Every is how often the watches' caches are read (default 5s);
 	// Rollout how long the changed workloads may take to become ready once
 	// applied (default 10m).
@@ -214,6 +220,7 @@ func (fl *Follower) follow(ctx context.Context, m Merge, t Target, v *view, log 
 	defer tick.Stop()
 	var applied time.Time
 	var w *workloads
+	measured := false
 	defer func() {
 		if w != nil {
 			w.stop()
@@ -250,6 +257,12 @@ func (fl *Follower) follow(ctx context.Context, m Merge, t Target, v *view, log 
 		}
 		if !applied.IsZero() {
 			state, description := fl.rollout(ctx, m, t, w, applied, now)
+			if state != "in_progress" && !measured {
+				if acc, ok := fl.accuracy(ctx, gh, m, t, w, log); ok {
+					description += "; " + acc.String()
+				}
+				measured = true
+			}
 			if state != "in_progress" && set(ctx, state, description) {
 				return nil
 			}
@@ -260,6 +273,47 @@ func (fl *Follower) follow(ctx context.Context, m Merge, t Target, v *view, log 
 		case <-tick.C:
 		}
 	}
+}
+
+// accuracy measures what the pull request's comment predicted for the
+// target against what the reconciler did; ok is false when there is nothing
+// to measure (no prediction of the merged head, the cluster not watched).
+func (fl *Follower) accuracy(ctx context.Context, gh *ghapp.Installation, m Merge, t Target, w *workloads, log *slog.Logger) (Accuracy, bool) {
+	if fl.deps.Live == nil {
+		return Accuracy{}, false
+	}
+	live := fl.deps.Live(t.Cluster)
+	if live == nil {
+		return Accuracy{}, false
+	}
+	body, err := gh.CommentBody(ctx, m.Owner, m.Repo, m.Number)
+	if err != nil {
+		log.Warn("cannot read the prediction", "err", err)
+		return Accuracy{}, false
+	}
+	p, ok := report.Predictions(body)[t.Environment()]
+	if !ok || p.Head != m.Head {
+		return Accuracy{}, false // not compared, or of another head
+	}
+	managers := fluxManagers
+	var changed []*unstructured.Unstructured
+	if t.Found.Reconciler == discover.ReconcilerArgoCD {
+		managers = argoManagers
+	} else if w != nil {
+		changed = w.changed(m.At)
+	}
+	acc, err := measure(ctx, p, live, managers, m.At, changed)
+	if err != nil {
+		log.Warn("cannot measure the prediction", "err", err)
+		return Accuracy{}, false
+	}
+	if fl.deps.Measured != nil {
+		fl.deps.Measured(acc.Checked-len(acc.Unchanged), len(acc.Unchanged), len(acc.Unpredicted))
+	}
+	if acc.Missed() > 0 {
+		log.Info("the prediction missed", "unchanged", acc.Unchanged, "unpredicted", acc.Unpredicted)
+	}
+	return acc, true
 }
 
 // applyDeadline is how long after the merge its reconciler may take to
@@ -373,8 +427,12 @@ var workloadResources = []schema.GroupVersionResource{
 	{Group: "batch", Version: "v1", Resource: "jobs"},
 }
 
-// fluxManagers are the field managers of kustomize-controller's applies.
-var fluxManagers = []string{"kustomize-controller"}
+// fluxManagers and argoManagers are the field managers of the
+// reconcilers' applies.
+var (
+	fluxManagers = []string{"kustomize-controller"}
+	argoManagers = []string{"argocd-controller"}
+)
 
 func (fl *Follower) watchWorkloads(ctx context.Context, t Target) (*workloads, error) {
 	dyn, err := fl.deps.Dynamic(t.Cluster)

@@ -116,3 +116,21 @@ func (i *Installation) CommentSection(ctx context.Context, owner, name string, n
 	}
 	return nil
 }
+
+// CommentBody is driftback's comment on a pull request, its parts joined;
+// "" when there is none.
+func (i *Installation) CommentBody(ctx context.Context, owner, name string, number int) (string, error) {
+	bot, err := i.botLogin(ctx)
+	if err != nil {
+		return "", err
+	}
+	ours, err := ourComments(ctx, i.gh, bot, owner, name, number)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, c := range ours {
+		b.WriteString(c.GetBody() + "\n")
+	}
+	return b.String(), nil
+}

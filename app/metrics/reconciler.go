@@ -9,9 +9,10 @@ import (
 // reconcilerMetrics say whether the reconcilers apply Git, and whether the
 // drift loop itself still looks: either stopping is never silent.
 type reconcilerMetrics struct {
-	stalled   *prometheus.GaugeVec
-	behind    *prometheus.GaugeVec
-	lastCheck *prometheus.GaugeVec
+	stalled    *prometheus.GaugeVec
+	behind     *prometheus.GaugeVec
+	lastCheck  *prometheus.GaugeVec
+	prediction *prometheus.CounterVec
 }
 
 func newReconcilerMetrics(r *prometheus.Registry) reconcilerMetrics {
@@ -29,7 +30,11 @@ func newReconcilerMetrics(r *prometheus.Registry) reconcilerMetrics {
 			Help: "When the drift loop last finished looking at a target (Unix seconds), compared or not.",
 		}, []string{"repo", "target", "cluster"}),
 	}
-	r.MustRegister(m.stalled, m.behind, m.lastCheck)
+	m.prediction = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "driftback_prediction_objects_total",
+		Help: "Objects a merged pull request's comment predicted, checked once its reconciler applied it: as_predicted; unchanged (predicted to change, did not); unpredicted (changed, not predicted).",
+	}, []string{"outcome"})
+	r.MustRegister(m.stalled, m.behind, m.lastCheck, m.prediction)
 	return m
 }
 
@@ -53,4 +58,15 @@ func (m *Metrics) Checked(repo, target, cluster string, t time.Time) {
 	if m != nil {
 		m.reconciler.lastCheck.WithLabelValues(repo, target, cluster).Set(float64(t.Unix()))
 	}
+}
+
+// Prediction counts how a merge's prediction held: objects as predicted,
+// predicted but unchanged, changed but not predicted.
+func (m *Metrics) Prediction(asPredicted, unchanged, unpredicted int) {
+	if m == nil {
+		return
+	}
+	m.reconciler.prediction.WithLabelValues("as_predicted").Add(float64(max(asPredicted, 0)))
+	m.reconciler.prediction.WithLabelValues("unchanged").Add(float64(unchanged))
+	m.reconciler.prediction.WithLabelValues("unpredicted").Add(float64(unpredicted))
 }

@@ -1,0 +1,99 @@
+package report
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
+)
+
+// Predicted is what a comment predicted merging changes live on one
+// target, as recorded in it for after the merge.
+type Predicted struct {
+	Target, Cluster string
+	// Head is the pull request's head commit the prediction is of.
+	Head string
+	// Changes are the objects, by what merging does to them.
+	Changes []PredictedChange
+}
+
+// PredictedChange is one object the prediction names.
+type PredictedChange struct {
+	Action drift.Action
+	Ref    object.Ref
+}
+
+// Bounds on what a comment records: a target with more changes, or the
+// targets past the budget, are not measured after the merge.
+const (
+	maxPredictedChanges = 100
+	maxPredictionBytes  = 32 << 10
+)
+
+// predictionMarkers records, hidden, each compared target's live
+// changes: after the merge they are checked against what the reconciler did.
+func predictionMarkers(r *drift.Report) string {
+	head := ""
+	if r.Compared != nil {
+		head = r.Compared.Head
+		if r.Compared.PullHead != "" {
+			head = r.Compared.PullHead
+		}
+	}
+	var b strings.Builder
+	for _, t := range r.Targets {
+		if t.NotCompared != "" || t.LiveError != "" || len(t.Errors) > 0 || len(t.Changes) > maxPredictedChanges || t.Name == "" {
+			continue
+		}
+		var changes []string
+		for _, c := range t.Changes {
+			ref := c.Ref()
+			changes = append(changes, strings.Join([]string{string(c.Action), ref.Group, ref.Version, ref.Kind, ref.Namespace, ref.Name}, ":"))
+		}
+		line := fmt.Sprintf("<!-- driftback:predicted target=%s cluster=%s head=%s changes=%s -->\n",
+			url.QueryEscape(t.Name), url.QueryEscape(t.Cluster), url.QueryEscape(head), url.QueryEscape(strings.Join(changes, " ")))
+		if b.Len()+len(line) > maxPredictionBytes {
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+var predictedPattern = regexp.MustCompile(`(?m)^<!-- driftback:predicted target=(\S*) cluster=(\S*) head=(\S*) changes=(\S*) -->\r?$`)
+
+// Predictions reads back what a comment of driftback's predicted, by
+// "cluster/target". Text quoted from Git or the cluster cannot forge one: it
+// never holds a marker.
+func Predictions(body string) map[string]Predicted {
+	out := map[string]Predicted{}
+	for _, m := range predictedPattern.FindAllStringSubmatch(body, -1) {
+		var p Predicted
+		var err error
+		if p.Target, err = url.QueryUnescape(m[1]); err != nil {
+			continue
+		}
+		if p.Cluster, err = url.QueryUnescape(m[2]); err != nil {
+			continue
+		}
+		if p.Head, err = url.QueryUnescape(m[3]); err != nil {
+			continue
+		}
+		list, err := url.QueryUnescape(m[4])
+		if err != nil {
+			continue
+		}
+		for _, c := range strings.Fields(list) {
+			f := strings.Split(c, ":")
+			if len(f) != 6 {
+				continue
+			}
+			p.Changes = append(p.Changes, PredictedChange{Action: drift.Action(f[0]), Ref: object.Ref{Group: f[1], Version: f[2], Kind: f[3], Namespace: f[4], Name: f[5]}})
+		}
+		out[p.Cluster+"/"+p.Target] = p
+	}
+	return out
+}
