@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -72,5 +73,42 @@ status:
 		"kustomize-controller applies Git every 1s: its next apply, at most 1s after a change, reverts the fields Git sets")
 	if v := gauge(t, d.srv.Metrics, "driftback_reconciler_stalled", labels); v != 0 {
 		t.Errorf("driftback_reconciler_stalled = %v once it applies, want 0", v)
+	}
+
+	// Silent: its GitRepository fetched a commit two hours ago that it
+	// has not applied (the bound is 5 minutes: its interval is 1s).
+	dyn := dynamic.NewForConfigOrDie(d.env.Setup)
+	src := &unstructured.Unstructured{}
+	fetched := time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339)
+	if err := yaml.Unmarshal([]byte(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: fleet, namespace: `+ns+`}
+status:
+  artifact: {revision: "main@sha1:`+strings.Repeat("c", 40)+`", lastUpdateTime: "`+fetched+`", path: p, url: u, digest: "sha256:0"}`), &src.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(discover.FluxGitRepositories).Namespace(ns).ApplyStatus(context.Background(), "fleet", src,
+		metav1.ApplyOptions{FieldManager: "source-controller", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	d.dashboardSays("the stalled reconciler", "its reconciler is **stalled** since", "it has not applied main@", strings.Repeat("c", 40)+", fetched 1")
+	if v := gauge(t, d.srv.Metrics, "driftback_reconciler_behind_seconds", labels); v < 7000 {
+		t.Errorf("driftback_reconciler_behind_seconds = %v, want about two hours", v)
+	}
+
+	// Suspended: said as such, not stalled.
+	d.patchFlux(ns, "prod", `{"spec": {"suspend": true}}`)
+	d.dashboardSays("the suspended Kustomization", "suspended: the Kustomization is suspended (spec.suspend)")
+	if v := gauge(t, d.srv.Metrics, "driftback_reconciler_stalled", labels); v != 0 {
+		t.Errorf("driftback_reconciler_stalled = %v once suspended, want 0: it is said as suspended", v)
+	}
+}
+
+// patchFlux merge-patches a Flux Kustomization, as a person does.
+func (d *driftWorld) patchFlux(ns, name, patch string) {
+	d.t.Helper()
+	if _, err := dynamic.NewForConfigOrDie(d.env.Setup).Resource(discover.FluxKustomizations).Namespace(ns).Patch(context.Background(), name,
+		types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl"}); err != nil {
+		d.t.Fatal(err)
 	}
 }
