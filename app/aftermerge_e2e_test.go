@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/app/aftermerge"
+	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/internal/githubfake"
 	"github.com/driftback/driftback/internal/kubetest"
@@ -254,4 +255,101 @@ status:
 	if _, ok := deployment(fourth); ok {
 		t.Error("a deployment GitHub refused exists")
 	}
+}
+
+// TestAMergeIsFollowedThroughArgoCD: the production overlay is an Argo CD
+// Application's. A merge it syncs and whose health it reports Healthy is
+// live only once the controller compared the cluster with the merge after
+// the sync; one whose sync fails says Argo CD's words.
+func TestAMergeIsFollowedThroughArgoCD(t *testing.T) {
+	t.Parallel()
+	d := newDriftWorld(t, time.Hour, nil)
+	d.stop()
+	ns := d.env.Namespace
+	cl := d.cfg.Clusters["test"]
+	cl.Discover = &config.Discover{ArgoCD: true, Namespaces: []string{ns}, ArgoCDNamespace: ns}
+	d.cfg.Clusters["test"] = cl
+	d.start()
+	kubetest.InstallCRDs(t, d.env, kubetest.ReconcilerCRDs(t)...)
+	kubetest.ArgoCDDefaultProject(t, d.env, ns)
+	host, _, _ := strings.Cut(string(discover.HostOf(d.gh.URL())), ":")
+	application := func(status string) {
+		t.Helper()
+		d.apply(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: prod, namespace: NS}
+spec:
+  project: default
+  source: {repoURL: 'https://` + host + `/acme/gitops', path: deploy/prod}
+  destination: {server: https://kubernetes.default.svc, namespace: NS}
+  syncPolicy: {automated: {}}
+` + status)
+	}
+	application("")
+	d.discovered("deploy/prod")
+	d.run()
+	deps := d.srv.App.followDeps(context.Background())
+	deps.Every, deps.Rollout = 100*time.Millisecond, 3*time.Second
+	d.srv.App.follow = aftermerge.New(deps)
+	d.waitFor("the drift loop to run the cluster", func() bool { return d.srv.App.drift.Watcher("test") != nil })
+
+	base := d.main
+	merge := func(number int, tag string) plumbing.Hash {
+		t.Helper()
+		sha := d.commit(base, map[string]any{"deploy/prod/kustomization.yaml": strings.Replace(driftRepo["deploy/prod/kustomization.yaml"].(string), `newTag: "1.0.0"`, `newTag: "`+tag+`"`, 1)})
+		d.push(map[string]plumbing.Hash{"refs/heads/main": sha})
+		ev := prPayload("closed", number, sha.String())
+		ev.PullRequest.Merged, ev.PullRequest.MergeCommitSHA = github.Bool(true), github.String(sha.String())
+		ev.PullRequest.Base = &github.PullRequestBranch{SHA: github.String(base.String()), Ref: github.String("main")}
+		ev.PullRequest.MergedAt = &github.Timestamp{Time: time.Now()}
+		if code := d.deliver("pull_request", fmt.Sprintf("merged-%d", number), ev); code != http.StatusAccepted {
+			t.Fatalf("closed: %d", code)
+		}
+		base = sha
+		return sha
+	}
+	latest := func(sha plumbing.Hash) githubfake.DeploymentStatus {
+		for _, dp := range d.gh.Deployments(fullName) {
+			if dp.SHA == sha.String() && len(dp.Statuses) > 0 {
+				return dp.Statuses[len(dp.Statuses)-1]
+			}
+		}
+		return githubfake.DeploymentStatus{}
+	}
+	says := func(sha plumbing.Hash, state, text string) {
+		t.Helper()
+		eventually(t, func() bool { s := latest(sha); return s.State == state && strings.Contains(s.Description, text) },
+			"deployment of "+sha.String()[:7]+" "+state+" saying "+text, func() string { return fmt.Sprintf("%+v", latest(sha)) })
+	}
+	at := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(time.RFC3339) }
+
+	// Synced, but the health is still of the commit before: not live yet.
+	first := merge(21, "2.0.0")
+	says(first, "in_progress", "Waiting for Application "+ns+"/prod to apply")
+	application(`status:
+  reconciledAt: "` + at(-time.Minute) + `"
+  sync: {status: Synced, revision: ` + first.String() + `}
+  health: {status: Healthy}
+  operationState: {operation: {sync: {revision: ` + first.String() + `}}, phase: Succeeded, startedAt: "` + at(-2*time.Second) + `", finishedAt: "` + at(0) + `", syncResult: {revision: ` + first.String() + `}}`)
+	says(first, "in_progress", "Applied "+first.String()[:7])
+	time.Sleep(500 * time.Millisecond) // several looks
+	if s := latest(first); s.State != "in_progress" {
+		t.Fatalf("live before Argo CD compared the cluster with the merge: %+v", s)
+	}
+	// Compared after the sync: live.
+	application(`status:
+  reconciledAt: "` + at(time.Minute) + `"
+  sync: {status: Synced, revision: ` + first.String() + `}
+  health: {status: Healthy}
+  operationState: {operation: {sync: {revision: ` + first.String() + `}}, phase: Succeeded, startedAt: "` + at(-2*time.Second) + `", finishedAt: "` + at(0) + `", syncResult: {revision: ` + first.String() + `}}`)
+	says(first, "success", "Live on test at ")
+
+	// The sync fails.
+	second := merge(22, "2.1.0")
+	says(second, "in_progress", "Waiting for")
+	application(`status:
+  reconciledAt: "` + at(0) + `"
+  sync: {status: OutOfSync, revision: ` + second.String() + `}
+  operationState: {operation: {sync: {revision: ` + second.String() + `}}, phase: Failed, message: "one or more objects failed to apply, reason: admission webhook denied the request", startedAt: "` + at(0) + `", finishedAt: "` + at(0) + `"}`)
+	says(second, "failure", "/prod failed to apply "+second.String()[:7]+": its sync ended failed: one or more objects")
 }
