@@ -198,7 +198,7 @@ status:
 	says(third, "in_progress", "Applied "+third.String()[:7]+"; waiting for the workloads it changed")
 	rollout(2)
 	dp = says(third, "success", "Live on test at ")
-	if !strings.Contains(dp.Statuses[len(dp.Statuses)-1].Description, "1/1 workloads ready") {
+	if !strings.Contains(dp.Statuses[len(dp.Statuses)-1].Description, "1/1 workloads ready, 2/2 pods") {
 		t.Errorf("success does not count the workloads: %+v", dp.Statuses)
 	}
 	for i := 1; i < len(dp.Statuses); i++ {
@@ -212,7 +212,7 @@ status:
 		return strings.Contains(body, "### After the merge") && strings.Contains(body, "| `test/prod` | **live**: Live on test at ")
 	}, "the comment to say the merge is live", func() string { return d.gh.Comments(fullName, 13)[0].Body })
 	// What the review predicted is what the reconciler did: measured.
-	if body := d.gh.Comments(fullName, 13)[0].Body; !strings.Contains(body, "1/1 workloads ready; as predicted (") {
+	if body := d.gh.Comments(fullName, 13)[0].Body; !strings.Contains(body, "1/1 workloads ready, 2/2 pods; as predicted (") {
 		t.Errorf("the comment does not say the prediction held:\n%s", body)
 	}
 	if body := d.gh.Comments(fullName, 13)[0].Body; strings.Count(body, "### After the merge") != 1 {

@@ -69,7 +69,7 @@ func (a Accuracy) Missed() int { return len(a.Unchanged) + len(a.Unpredicted) }
 
 func (a Accuracy) String() string {
 	if a.Missed() == 0 {
-		return fmt.Sprintf("as predicted (%d objects)", a.Checked)
+		return "as predicted (" + report.Plural(a.Checked, "object") + ")"
 	}
 	var parts []string
 	if len(a.Unchanged) > 0 {

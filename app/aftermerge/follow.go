@@ -373,7 +373,12 @@ func (fl *Follower) rollout(ctx context.Context, m Merge, t Target, w *workloads
 	case late == nil && len(states) == 0:
 		return "success", live() + ": applied, no workload changed"
 	case late == nil:
-		return "success", fmt.Sprintf("%s: %d/%d workloads ready", live(), ready, len(states))
+		pods, wanted := 0, 0
+		for _, u := range w.changed(m.At) {
+			r, n := podCounts(u)
+			pods, wanted = pods+r, wanted+n
+		}
+		return "success", fmt.Sprintf("%s: %d/%d workloads ready, %d/%d pods", live(), ready, len(states), pods, wanted)
 	case now.Sub(applied) > fl.deps.Rollout:
 		return "failure", fmt.Sprintf("%s not ready %s after the apply: %s", late.Object, fl.deps.Rollout, w.why(ctx, *late))
 	}

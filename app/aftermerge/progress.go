@@ -174,3 +174,27 @@ func toPod(u *unstructured.Unstructured) (*corev1.Pod, error) {
 	p := &corev1.Pod{}
 	return p, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p)
 }
+
+// podCounts are a workload's ready and wanted pods, from its status (a Job
+// counts the pods that succeeded of those it must complete).
+func podCounts(u *unstructured.Unstructured) (ready, wanted int) {
+	num := func(fields ...string) int {
+		v, _, _ := unstructured.NestedInt64(u.Object, fields...)
+		return int(v)
+	}
+	switch u.GetKind() {
+	case "DaemonSet":
+		return num("status", "numberReady"), num("status", "desiredNumberScheduled")
+	case "Job":
+		wanted = 1
+		if c, ok, _ := unstructured.NestedInt64(u.Object, "spec", "completions"); ok {
+			wanted = int(c)
+		}
+		return num("status", "succeeded"), wanted
+	}
+	wanted = 1
+	if r, ok, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); ok {
+		wanted = int(r)
+	}
+	return num("status", "readyReplicas"), wanted
+}
