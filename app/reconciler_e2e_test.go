@@ -57,6 +57,9 @@ status:
 	if v := gauge(t, d.srv.Metrics, "driftback_reconciler_stalled", labels); v != 1 {
 		t.Errorf("driftback_reconciler_stalled = %v, want 1", v)
 	}
+	if v := gauge(t, d.srv.Metrics, "driftback_drift_caches_synced", map[string]string{"cluster": "test"}); v != 1 {
+		t.Errorf("driftback_drift_caches_synced = %v, want 1", v)
+	}
 	if last := gauge(t, d.srv.Metrics, "driftback_drift_last_check_timestamp_seconds", labels); time.Since(time.Unix(int64(last), 0)) > time.Minute {
 		t.Errorf("the last check's time is %v, want now", time.Unix(int64(last), 0))
 	}

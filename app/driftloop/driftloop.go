@@ -339,6 +339,7 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 	for {
 		next := d.deps.Config.Server.DriftInterval
 		watched := d.targetsOn(ctx, cluster)
+		synced := true
 		for _, t := range watched {
 			if ctx.Err() != nil {
 				return
@@ -349,6 +350,8 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 			if err != nil {
 				d.state(t).refresh.Store(true)
 			}
+			var unsynced *livestate.WatchSyncError
+			synced = synced && !errors.As(err, &unsynced)
 			if err != nil && ctx.Err() == nil {
 				d.deps.Metrics.Failure("drift_check")
 				tlog.Error("drift check failed", "err", err)
@@ -358,6 +361,7 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 				next = wait
 			}
 		}
+		d.deps.Metrics.CachesSynced(cluster, synced)
 		d.publishDashboards(ctx, cluster, watched)
 		timer := time.NewTimer(next)
 		select {

@@ -13,6 +13,7 @@ type reconcilerMetrics struct {
 	behind     *prometheus.GaugeVec
 	lastCheck  *prometheus.GaugeVec
 	prediction *prometheus.CounterVec
+	synced     *prometheus.GaugeVec
 }
 
 func newReconcilerMetrics(r *prometheus.Registry) reconcilerMetrics {
@@ -34,7 +35,11 @@ func newReconcilerMetrics(r *prometheus.Registry) reconcilerMetrics {
 		Name: "driftback_prediction_objects_total",
 		Help: "Objects a merged pull request's comment predicted, checked once its reconciler applied it: as_predicted; unchanged (predicted to change, did not); unpredicted (changed, not predicted).",
 	}, []string{"outcome"})
-	r.MustRegister(m.stalled, m.behind, m.lastCheck, m.prediction)
+	m.synced = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "driftback_drift_caches_synced",
+		Help: "1 when every watch the drift loop's last pass over a cluster needed was listed and synced, 0 when one was not.",
+	}, []string{"cluster"})
+	r.MustRegister(m.stalled, m.behind, m.lastCheck, m.prediction, m.synced)
 	return m
 }
 
@@ -69,4 +74,17 @@ func (m *Metrics) Prediction(asPredicted, unchanged, unpredicted int) {
 	m.reconciler.prediction.WithLabelValues("as_predicted").Add(float64(max(asPredicted, 0)))
 	m.reconciler.prediction.WithLabelValues("unchanged").Add(float64(unchanged))
 	m.reconciler.prediction.WithLabelValues("unpredicted").Add(float64(unpredicted))
+}
+
+// CachesSynced records whether the drift loop's last pass over a cluster
+// had every watch it needed synced.
+func (m *Metrics) CachesSynced(cluster string, synced bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if synced {
+		v = 1
+	}
+	m.reconciler.synced.WithLabelValues(cluster).Set(v)
 }
