@@ -30,33 +30,45 @@ type PredictedChange struct {
 // targets past the budget, are not measured after the merge.
 const (
 	maxPredictedChanges = 100
-	maxPredictionBytes  = 32 << 10
+	maxPredictionBytes  = 16 << 10
 )
 
 // predictionMarkers records, hidden, each compared target's live
 // changes: after the merge they are checked against what the reconciler did.
 func predictionMarkers(r *drift.Report) string {
-	head := ""
-	if r.Compared != nil {
-		head = r.Compared.Head
-		if r.Compared.PullHead != "" {
-			head = r.Compared.PullHead
-		}
+	if r.Compared == nil || r.Compared.Head == "" {
+		return "" // not a pull request's comparison: nothing to measure later
+	}
+	head := r.Compared.Head
+	if r.Compared.PullHead != "" {
+		head = r.Compared.PullHead
 	}
 	var b strings.Builder
 	for _, t := range r.Targets {
-		if t.NotCompared != "" || t.LiveError != "" || len(t.Errors) > 0 || len(t.Changes) > maxPredictedChanges || t.Name == "" {
+		// Only what was compared whole: not a target with objects left
+		// unread or out of scope.
+		if t.NotCompared != "" || t.LiveError != "" || len(t.Errors) > 0 || len(t.Unread) > 0 || len(t.OutOfScope) > 0 || t.Name == "" {
 			continue
 		}
 		var changes []string
 		for _, c := range t.Changes {
+			if c.Action != drift.ActionCreate && c.Action != drift.ActionUpdate && c.Action != drift.ActionDelete {
+				continue // kept, or unchanged: nothing the reconciler does
+			}
 			ref := c.Ref()
-			changes = append(changes, strings.Join([]string{string(c.Action), ref.Group, ref.Version, ref.Kind, ref.Namespace, ref.Name}, ":"))
+			var fields []string
+			for _, f := range []string{string(c.Action), ref.Group, ref.Version, ref.Kind, ref.Namespace, ref.Name} {
+				fields = append(fields, url.QueryEscape(f))
+			}
+			changes = append(changes, strings.Join(fields, ":"))
+		}
+		if len(changes) > maxPredictedChanges {
+			continue
 		}
 		line := fmt.Sprintf("<!-- driftback:predicted target=%s cluster=%s head=%s changes=%s -->\n",
-			url.QueryEscape(t.Name), url.QueryEscape(t.Cluster), url.QueryEscape(head), url.QueryEscape(strings.Join(changes, " ")))
+			url.QueryEscape(t.Name), url.QueryEscape(t.Cluster), url.QueryEscape(head), strings.Join(changes, ","))
 		if b.Len()+len(line) > maxPredictionBytes {
-			break
+			continue
 		}
 		b.WriteString(line)
 	}
@@ -82,14 +94,16 @@ func Predictions(body string) map[string]Predicted {
 		if p.Head, err = url.QueryUnescape(m[3]); err != nil {
 			continue
 		}
-		list, err := url.QueryUnescape(m[4])
-		if err != nil {
-			continue
-		}
-		for _, c := range strings.Fields(list) {
+	changes:
+		for _, c := range strings.Split(m[4], ",") {
 			f := strings.Split(c, ":")
 			if len(f) != 6 {
 				continue
+			}
+			for i := range f {
+				if f[i], err = url.QueryUnescape(f[i]); err != nil {
+					continue changes
+				}
 			}
 			p.Changes = append(p.Changes, PredictedChange{Action: drift.Action(f[0]), Ref: object.Ref{Group: f[1], Version: f[2], Kind: f[3], Namespace: f[4], Name: f[5]}})
 		}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +21,8 @@ func TestAPredictionIsReadBackAsRecorded(t *testing.T) {
 				{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "web", Action: drift.ActionUpdate,
 					Fields: []object.Field{{Path: ".spec.template.metadata.annotations.note", Live: "a", Desired: forged}}},
 				{APIVersion: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "flags", Action: drift.ActionCreate},
+				{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: "shop:reader, all", Action: drift.ActionDelete},
+				{APIVersion: "v1", Kind: "Secret", Namespace: "shop", Name: "kept", Action: drift.ActionKeep},
 			}},
 			{Name: "broken", Cluster: "test", Path: "deploy/broken", LiveError: "cannot read"},
 		},
@@ -33,8 +36,15 @@ func TestAPredictionIsReadBackAsRecorded(t *testing.T) {
 	want := []PredictedChange{
 		{Action: drift.ActionUpdate, Ref: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "shop", Name: "web"}},
 		{Action: drift.ActionCreate, Ref: object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "flags"}},
+		{Action: drift.ActionDelete, Ref: object.Ref{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "shop:reader, all"}},
 	}
-	if p.Head != "abc" || len(p.Changes) != 2 || p.Changes[0] != want[0] || p.Changes[1] != want[1] {
+	if p.Head != "abc" || !slices.Equal(p.Changes, want) {
 		t.Errorf("read back %+v, want head abc and %+v", p, want)
+	}
+	// A comparison that is not a pull request's (a check run's summary,
+	// the command line) records nothing.
+	r.Compared = nil
+	if got := Predictions(strings.Join(Comment(r, CommentOptions{}), "\n")); len(got) != 0 {
+		t.Errorf("a comparison without a head recorded %+v", got)
 	}
 }

@@ -111,6 +111,10 @@ func measure(ctx context.Context, p report.Predicted, live Live, managers []stri
 				a.Unchanged = append(a.Unchanged, name(c.Ref)+" (still there)")
 			}
 		case drift.ActionCreate, drift.ActionUpdate:
+			if u != nil && u.GetLabels()["helm.toolkit.fluxcd.io/name"] != "" {
+				a.Checked-- // a HelmRelease's: helm-controller applies it on its own time
+				continue
+			}
 			if u == nil || !ChangedSince(u, managers, since) {
 				a.Unchanged = append(a.Unchanged, name(c.Ref))
 			}

@@ -20,6 +20,7 @@ import (
 
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/discover"
+	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/report"
 )
 
@@ -220,7 +221,7 @@ func (fl *Follower) follow(ctx context.Context, m Merge, t Target, v *view, log 
 	defer tick.Stop()
 	var applied time.Time
 	var w *workloads
-	measured := false
+	measured, accuracy := false, ""
 	defer func() {
 		if w != nil {
 			w.stop()
@@ -259,10 +260,11 @@ func (fl *Follower) follow(ctx context.Context, m Merge, t Target, v *view, log 
 			state, description := fl.rollout(ctx, m, t, w, applied, now)
 			if state != "in_progress" && !measured {
 				if acc, ok := fl.accuracy(ctx, gh, m, t, w, log); ok {
-					description += "; " + acc.String()
+					accuracy = "; " + acc.String()
 				}
 				measured = true
 			}
+			description += accuracy // kept for a write tried again
 			if state != "in_progress" && set(ctx, state, description) {
 				return nil
 			}
@@ -295,14 +297,11 @@ func (fl *Follower) accuracy(ctx context.Context, gh *ghapp.Installation, m Merg
 	if !ok || p.Head != m.Head {
 		return Accuracy{}, false // not compared, or of another head
 	}
-	managers := fluxManagers
 	var changed []*unstructured.Unstructured
-	if t.Found.Reconciler == discover.ReconcilerArgoCD {
-		managers = argoManagers
-	} else if w != nil {
-		changed = w.changed(m.At)
+	if t.Found.Reconciler == discover.ReconcilerFlux && w != nil {
+		changed = w.changed(m.At.Add(-clockSlack))
 	}
-	acc, err := measure(ctx, p, live, managers, m.At, changed)
+	acc, err := measure(ctx, p, live, drift.KnownAppliers, m.At, changed)
 	if err != nil {
 		log.Warn("cannot measure the prediction", "err", err)
 		return Accuracy{}, false
@@ -432,12 +431,8 @@ var workloadResources = []schema.GroupVersionResource{
 	{Group: "batch", Version: "v1", Resource: "jobs"},
 }
 
-// fluxManagers and argoManagers are the field managers of the
-// reconcilers' applies.
-var (
-	fluxManagers = []string{"kustomize-controller"}
-	argoManagers = []string{"argocd-controller"}
-)
+// fluxManagers are the field managers of kustomize-controller's applies.
+var fluxManagers = []string{"kustomize-controller"}
 
 func (fl *Follower) watchWorkloads(ctx context.Context, t Target) (*workloads, error) {
 	dyn, err := fl.deps.Dynamic(t.Cluster)

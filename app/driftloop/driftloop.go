@@ -315,6 +315,7 @@ func (d *DriftLoop) clusterLoop(ctx context.Context, cluster string) {
 			break
 		}
 		log.Error("cannot reach the cluster; retrying", "err", err, "in", backoff)
+		d.deps.Metrics.CachesSynced(cluster, false)
 		select {
 		case <-ctx.Done():
 			return
@@ -787,6 +788,16 @@ type driftCheck struct {
 	stalled *discover.Health
 }
 
+// hiddenError is an error whose message has what a Secret's variables set
+// hidden; its cause stays for errors.As (a watch that did not sync).
+type hiddenError struct {
+	msg string
+	err error
+}
+
+func (e *hiddenError) Error() string { return e.msg }
+func (e *hiddenError) Unwrap() error { return e.err }
+
 // checkOnce checks one target at the default branch's head: read the head,
 // render the target there, watch and compare, wait out the quiet period,
 // plan the change and publish it, and record what the dashboard shows of
@@ -797,7 +808,7 @@ func (d *DriftLoop) checkOnce(ctx context.Context, w *livestate.Watcher, t targe
 		// The error goes to the log and the dashboard: what a Secret's
 		// variables set is hidden in it, as everywhere.
 		if err != nil && len(c.hidden) > 0 && !errors.Is(err, ghapp.ErrHeadMoved) {
-			err = errors.New(hide.In(err.Error(), c.hidden))
+			err = &hiddenError{msg: hide.In(err.Error(), c.hidden), err: err}
 		}
 		if err == nil {
 			d.deps.Metrics.Checked(t.Repo, t.Name, t.Cluster, d.deps.Now())

@@ -39,6 +39,9 @@ func newReconcilerMetrics(r *prometheus.Registry) reconcilerMetrics {
 		Name: "driftback_drift_caches_synced",
 		Help: "1 when every watch the drift loop's last pass over a cluster needed was listed and synced, 0 when one was not.",
 	}, []string{"cluster"})
+	for _, o := range []string{"as_predicted", "unchanged", "unpredicted"} {
+		m.prediction.WithLabelValues(o) // at zero from the start, for increase()
+	}
 	r.MustRegister(m.stalled, m.behind, m.lastCheck, m.prediction, m.synced)
 	return m
 }
