@@ -59,12 +59,7 @@ func TestAMergeIsFollowedUntilLiveOrFailed(t *testing.T) {
 			eventually(t, func() bool { return len(d.gh.Comments(fullName, number)) > 0 }, "the review's comment")
 		}
 		d.push(map[string]plumbing.Hash{"refs/heads/main": sha})
-		ev := prPayload("closed", number, sha.String())
-		ev.PullRequest.Merged = github.Bool(true)
-		ev.PullRequest.MergeCommitSHA = github.String(sha.String())
-		ev.PullRequest.Base = &github.PullRequestBranch{SHA: github.String(base.String()), Ref: github.String("main")}
-		ev.PullRequest.MergedAt = &github.Timestamp{Time: time.Now()}
-		if code := d.deliver("pull_request", fmt.Sprintf("merged-%d", number), ev); code != http.StatusAccepted {
+		if code := d.deliver("pull_request", fmt.Sprintf("merged-%d", number), mergedPayload(number, sha, base)); code != http.StatusAccepted {
 			t.Fatalf("closed: %d", code)
 		}
 		base = sha
@@ -225,11 +220,7 @@ status:
 	// The same merge delivered again (GitHub redelivers) writes nothing:
 	// its deployment has ended.
 	statuses := len(dp.Statuses)
-	ev := prPayload("closed", 13, third.String())
-	ev.PullRequest.Merged, ev.PullRequest.MergeCommitSHA = github.Bool(true), github.String(third.String())
-	ev.PullRequest.Base = &github.PullRequestBranch{SHA: github.String(third.String()), Ref: github.String("main")}
-	ev.PullRequest.MergedAt = &github.Timestamp{Time: time.Now()}
-	if code := d.deliver("pull_request", "merged-13-again", ev); code != http.StatusAccepted {
+	if code := d.deliver("pull_request", "merged-13-again", mergedPayload(13, third, third)); code != http.StatusAccepted {
 		t.Fatalf("closed again: %d", code)
 	}
 	d.waitFor("the redelivery's work to end", d.queueIdle)
@@ -298,11 +289,7 @@ spec:
 		t.Helper()
 		sha := d.commit(base, map[string]any{"deploy/prod/kustomization.yaml": strings.Replace(driftRepo["deploy/prod/kustomization.yaml"].(string), `newTag: "1.0.0"`, `newTag: "`+tag+`"`, 1)})
 		d.push(map[string]plumbing.Hash{"refs/heads/main": sha})
-		ev := prPayload("closed", number, sha.String())
-		ev.PullRequest.Merged, ev.PullRequest.MergeCommitSHA = github.Bool(true), github.String(sha.String())
-		ev.PullRequest.Base = &github.PullRequestBranch{SHA: github.String(base.String()), Ref: github.String("main")}
-		ev.PullRequest.MergedAt = &github.Timestamp{Time: time.Now()}
-		if code := d.deliver("pull_request", fmt.Sprintf("merged-%d", number), ev); code != http.StatusAccepted {
+		if code := d.deliver("pull_request", fmt.Sprintf("merged-%d", number), mergedPayload(number, sha, base)); code != http.StatusAccepted {
 			t.Fatalf("closed: %d", code)
 		}
 		base = sha
@@ -352,4 +339,14 @@ spec:
   sync: {status: OutOfSync, revision: ` + second.String() + `}
   operationState: {operation: {sync: {revision: ` + second.String() + `}}, phase: Failed, message: "one or more objects failed to apply, reason: admission webhook denied the request", startedAt: "` + at(0) + `", finishedAt: "` + at(0) + `"}`)
 	says(second, "failure", "/prod failed to apply "+second.String()[:7]+": its sync ended failed: one or more objects")
+}
+
+// mergedPayload is GitHub's event for a pull request merged as merge into
+// main, whose base was base.
+func mergedPayload(number int, merge, base plumbing.Hash) *github.PullRequestEvent {
+	ev := prPayload("closed", number, merge.String())
+	ev.PullRequest.Merged, ev.PullRequest.MergeCommitSHA = github.Bool(true), github.String(merge.String())
+	ev.PullRequest.Base = &github.PullRequestBranch{SHA: github.String(base.String()), Ref: github.String("main")}
+	ev.PullRequest.MergedAt = &github.Timestamp{Time: time.Now()}
+	return ev
 }

@@ -73,9 +73,9 @@ func TestOnlyWhatAKindReachesIsParsed(t *testing.T) {
 		t.Errorf("parsed %d schemas, want Web's 3 and not Other", len(d.parsed))
 	}
 	for name, raw := range map[string]string{
-		"an escaped reference": `{"components":{"schemas":{"Web":{"x-kubernetes-group-version-kind":[{"group":"apps","version":"v1","kind":"Web"}],"properties":{"spec":{"$ref":"#\/components\/schemas\/WebSpec"}}},"WebSpec":{},"Other":{}}}}`,
+		"an escaped reference":        `{"components":{"schemas":{"Web":{"x-kubernetes-group-version-kind":[{"group":"apps","version":"v1","kind":"Web"}],"properties":{"spec":{"$ref":"#\/components\/schemas\/WebSpec"}}},"WebSpec":{},"Other":{}}}}`,
 		"a unicode-escaped reference": `{"components":{"schemas":{"Web":{"x-kubernetes-group-version-kind":[{"group":"apps","version":"v1","kind":"Web"}],"properties":{"spec":{"$ref":"#\u002fcomponents\u002fschemas\u002fWebSpec"}}},"WebSpec":{},"Other":{}}}}`,
-		"a missing schema":     `{"components":{"schemas":{"Web":{"x-kubernetes-group-version-kind":[{"group":"apps","version":"v1","kind":"Web"}],"properties":{"spec":{"$ref":"#/components/schemas/Gone"}}},"WebSpec":{},"Other":{}}}}`,
+		"a missing schema":            `{"components":{"schemas":{"Web":{"x-kubernetes-group-version-kind":[{"group":"apps","version":"v1","kind":"Web"}],"properties":{"spec":{"$ref":"#/components/schemas/Gone"}}},"WebSpec":{},"Other":{}}}}`,
 	} {
 		d, err := splitSchemas([]byte(raw))
 		if err != nil {
