@@ -1,9 +1,6 @@
 package drift
 
 import (
-	"fmt"
-	"strings"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift/rbac"
@@ -29,47 +26,8 @@ func rbacDangers(changes []Change, desired, before map[string]*unstructured.Unst
 		if d == nil {
 			continue
 		}
-		l := before[ref.Key()]
-		switch ref.Kind {
-		case "Role", "ClusterRole":
-			was := map[string]bool{}
-			if l != nil {
-				for _, g := range rbac.RiskyGrants(l) {
-					was[g] = true
-				}
-			}
-			var added []string
-			for _, g := range rbac.RiskyGrants(d) {
-				if !was[g] {
-					added = append(added, g)
-				}
-			}
-			if len(added) > 0 {
-				ch.Danger = append(ch.Danger, Danger{Reason: DangerRBACEscalation, Count: len(added),
-					Message: fmt.Sprintf("%sgrants %s: %s", where, plural(len(added), "risky rule"), strings.Join(added, "; "))})
-			}
-		case "RoleBinding", "ClusterRoleBinding":
-			if rbac.ClusterRoleRef(d) != "cluster-admin" {
-				continue
-			}
-			newSubjects := rbac.Subjects(d)
-			if l != nil && rbac.ClusterRoleRef(l) == "cluster-admin" {
-				old := map[string]bool{}
-				for _, s := range rbac.Subjects(l) {
-					old[s] = true
-				}
-				var fresh []string
-				for _, s := range newSubjects {
-					if !old[s] {
-						fresh = append(fresh, s)
-					}
-				}
-				newSubjects = fresh
-			}
-			if len(newSubjects) > 0 {
-				ch.Danger = append(ch.Danger, Danger{Reason: DangerRBACEscalation, Count: len(newSubjects),
-					Message: fmt.Sprintf("%sgrants cluster-admin to %s", where, strings.Join(newSubjects, ", "))})
-			}
+		if n, grants := rbac.Escalation(d, before[ref.Key()]); n > 0 {
+			ch.Danger = append(ch.Danger, Danger{Reason: DangerRBACEscalation, Count: n, Message: where + "grants " + grants})
 		}
 	}
 }

@@ -43,6 +43,16 @@ const (
 	// DangerSyncFails is a change the reconciler cannot apply at all
 	// (drift/syncfail).
 	DangerSyncFails DangerReason = "sync-fails"
+	// DangerAdmissionRefused is an object the cluster's admission refuses
+	// (a ValidatingAdmissionPolicy, a ResourceQuota, a LimitRange, Pod
+	// Security for a Pod): the sync fails (drift/admission).
+	DangerAdmissionRefused DangerReason = "admission-refused"
+	// DangerPodsRefused is a workload whose pods admission refuses: it is
+	// applied, and its pods never start.
+	DangerPodsRefused DangerReason = "pods-refused"
+	// DangerAdmissionWarning is what admission only warns of or audits: a
+	// warning.
+	DangerAdmissionWarning DangerReason = "admission-warning"
 )
 
 // Danger is something about a change that loses data or access, with its
@@ -89,13 +99,14 @@ type Lost struct {
 }
 
 // Severity orders dangers for a reader: data lost first, then a sync that
-// fails, then privilege, then advisories.
+// fails, pods that never start, privilege, then advisories.
 type Severity int
 
 // Severities, most severe first.
 const (
 	SeverityDataLoss Severity = iota
 	SeveritySyncFails
+	SeverityPodsRefused
 	SeverityPrivilege
 	SeverityAdvisory
 )
@@ -105,8 +116,10 @@ func (r DangerReason) Severity() Severity {
 	switch r {
 	case DangerCRDRemoval, DangerNamespaceRemoval, DangerPVCRemoval, DangerPVRemoval, DangerStatefulSetPVC:
 		return SeverityDataLoss
-	case DangerImmutableField, DangerSyncFails:
+	case DangerImmutableField, DangerSyncFails, DangerAdmissionRefused:
 		return SeveritySyncFails
+	case DangerPodsRefused:
+		return SeverityPodsRefused
 	case DangerRBACEscalation:
 		return SeverityPrivilege
 	}

@@ -341,18 +341,20 @@ func listDangers(r *drift.Report, failing []Failing, groups targetGroups) danger
 
 // severityName says, for a reader, what a danger costs.
 var severityName = map[drift.Severity]string{
-	drift.SeverityDataLoss:  "data lost",
-	drift.SeveritySyncFails: "the sync fails",
-	drift.SeverityPrivilege: "privilege",
-	drift.SeverityAdvisory:  "advisory",
+	drift.SeverityDataLoss:    "data lost",
+	drift.SeveritySyncFails:   "the sync fails",
+	drift.SeverityPodsRefused: "pods refused",
+	drift.SeverityPrivilege:   "privilege",
+	drift.SeverityAdvisory:    "advisory",
 }
 
 // severityCount says, after a count, what the dangers of a severity do.
 var severityCount = map[drift.Severity]string{
-	drift.SeverityDataLoss:  "losing data",
-	drift.SeveritySyncFails: "failing the sync",
-	drift.SeverityPrivilege: "granting privilege",
-	drift.SeverityAdvisory:  "advisory",
+	drift.SeverityDataLoss:    "losing data",
+	drift.SeveritySyncFails:   "failing the sync",
+	drift.SeverityPodsRefused: "refusing pods",
+	drift.SeverityPrivilege:   "granting privilege",
+	drift.SeverityAdvisory:    "advisory",
 }
 
 // verdict is the first line of the comment, of a check's summary and of the

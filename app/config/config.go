@@ -428,6 +428,7 @@ var knownDangers = map[drift.DangerReason]bool{
 	drift.DangerPVRemoval: true, drift.DangerStatefulSetPVC: true, drift.DangerImmutableField: true,
 	drift.DangerRBACEscalation: true, drift.DangerAutoscaledReplicas: true,
 	drift.DangerRestoreNotRollback: true, drift.DangerRollbackAcrossJob: true, drift.DangerSyncFails: true,
+	drift.DangerAdmissionRefused: true, drift.DangerPodsRefused: true, drift.DangerAdmissionWarning: true,
 }
 
 // KnownDangers are the danger reasons a policy may fail on, sorted.

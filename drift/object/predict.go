@@ -94,6 +94,16 @@ func (p *Predictor) Apply(live, desired *unstructured.Unstructured, manager stri
 	return stored(out, gvk)
 }
 
+// Defaulted is an object as the apiserver's validating admission sees it
+// on create: a built-in kind defaulted through its Go type; another kind as
+// it is.
+func Defaulted(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if !BuiltinScheme().Recognizes(u.GroupVersionKind()) {
+		return u, nil
+	}
+	return stored(u.DeepCopy(), u.GroupVersionKind())
+}
+
 // stored turns a built-in object into the unstructured form the apiserver
 // would answer with: through its Go type, defaulted, converted to the
 // internal form and back (which writes quantities the way the server stores

@@ -3,6 +3,8 @@
 package rbac
 
 import (
+	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -104,4 +106,50 @@ func Subjects(b *unstructured.Unstructured) []string {
 		out = append(out, kind+" "+name)
 	}
 	return out
+}
+
+// Escalation says what d grants that before (nil: nothing before) did not:
+// the risky rules a role adds, or the subjects a binding newly binds to
+// cluster-admin. n is 0 when it grants nothing more.
+func Escalation(d, before *unstructured.Unstructured) (n int, grants string) {
+	switch d.GetKind() {
+	case "Role", "ClusterRole":
+		was := map[string]bool{}
+		if before != nil {
+			for _, g := range RiskyGrants(before) {
+				was[g] = true
+			}
+		}
+		var added []string
+		for _, g := range RiskyGrants(d) {
+			if !was[g] {
+				added = append(added, g)
+			}
+		}
+		if len(added) == 0 {
+			return 0, ""
+		}
+		rules := "1 risky rule"
+		if len(added) > 1 {
+			rules = fmt.Sprintf("%d risky rules", len(added))
+		}
+		return len(added), rules + ": " + strings.Join(added, "; ")
+	case "RoleBinding", "ClusterRoleBinding":
+		if ClusterRoleRef(d) != "cluster-admin" {
+			return 0, ""
+		}
+		fresh := Subjects(d)
+		if before != nil && ClusterRoleRef(before) == "cluster-admin" {
+			old := map[string]bool{}
+			for _, s := range Subjects(before) {
+				old[s] = true
+			}
+			fresh = slices.DeleteFunc(fresh, func(s string) bool { return old[s] })
+		}
+		if len(fresh) == 0 {
+			return 0, ""
+		}
+		return len(fresh), "cluster-admin to " + strings.Join(fresh, ", ")
+	}
+	return 0, ""
 }

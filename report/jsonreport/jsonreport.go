@@ -63,6 +63,7 @@ type Counts struct {
 	Dangers       int `json:"dangers"`
 	DataLoss      int `json:"dataLoss"`
 	SyncFails     int `json:"syncFails"`
+	PodsRefused   int `json:"podsRefused"`
 	Privilege     int `json:"privilege"`
 	Advisory      int `json:"advisory"`
 	DangersBefore int `json:"dangersBefore"`
@@ -91,6 +92,7 @@ func (c *Counts) add(o Counts) {
 	c.Dangers += o.Dangers
 	c.DataLoss += o.DataLoss
 	c.SyncFails += o.SyncFails
+	c.PodsRefused += o.PodsRefused
 	c.Privilege += o.Privilege
 	c.Advisory += o.Advisory
 	c.DangersBefore += o.DangersBefore
@@ -137,6 +139,8 @@ func Summarize(r *drift.Report) Summary {
 					c.DataLoss++
 				case drift.SeveritySyncFails:
 					c.SyncFails++
+				case drift.SeverityPodsRefused:
+					c.PodsRefused++
 				case drift.SeverityPrivilege:
 					c.Privilege++
 				default:

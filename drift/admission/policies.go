@@ -1,0 +1,489 @@
+package admission
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/matching"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/cel/environment"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/internal/lru"
+)
+
+var (
+	policyKind  = schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}
+	bindingKind = schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}
+)
+
+// Bounds of what a change may bring: policies it adds or changes, and the
+// length of each of their expressions. The cluster's own are all read.
+const (
+	maxHeadPolicies   = 32
+	maxExpressionSize = 5 << 10
+	maxPolicies       = 512
+)
+
+// Policies keeps compiled policies, by their spec, between checks.
+type Policies struct {
+	c *lru.Cache[validating.Validator]
+}
+
+// NewPolicies keeps up to 256 compiled policies.
+func NewPolicies() *Policies { return &Policies{c: lru.New[validating.Validator](256)} }
+
+// vap is a ValidatingAdmissionPolicy with its bindings, compiled.
+type vap struct {
+	p        *admissionregistrationv1.ValidatingAdmissionPolicy
+	bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	v        validating.Validator
+	// fromHead: the change brings it (new or changed): its parameters are
+	// read within the target's scope, as anything else the change steers.
+	fromHead bool
+}
+
+// compositionEnv is the CEL environment kube-apiserver compiles policies
+// in, at its compatibility version.
+var compositionEnv = sync.OnceValue(func() *environment.EnvSet {
+	return environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
+})
+
+// compile compiles a policy as the ValidatingAdmissionPolicy plugin does
+// (its compilePolicy): variables, match conditions, validations, audit
+// annotations and message expressions.
+func compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
+	optional := cel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
+	messages := cel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil}
+	fc, err := cel.NewCompositedCompiler(compositionEnv())
+	if err != nil {
+		return validating.NewValidator(nil, nil, nil, nil, p.Spec.FailurePolicy, err)
+	}
+	vars := make([]cel.NamedExpressionAccessor, len(p.Spec.Variables))
+	for i, v := range p.Spec.Variables {
+		vars[i] = &validating.Variable{Name: v.Name, Expression: v.Expression}
+	}
+	fc.CompileAndStoreVariables(vars, optional, environment.StoredExpressions)
+	var matcher matchconditions.Matcher
+	if len(p.Spec.MatchConditions) > 0 {
+		conds := make([]cel.ExpressionAccessor, len(p.Spec.MatchConditions))
+		for i := range p.Spec.MatchConditions {
+			conds[i] = (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i])
+		}
+		matcher = matchconditions.NewMatcher(fc.CompileCondition(conds, optional, environment.StoredExpressions), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+	}
+	validations := make([]cel.ExpressionAccessor, len(p.Spec.Validations))
+	messageExprs := make([]cel.ExpressionAccessor, len(p.Spec.Validations))
+	for i, v := range p.Spec.Validations {
+		validations[i] = &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason}
+		if v.MessageExpression != "" {
+			messageExprs[i] = &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}
+		}
+	}
+	audits := make([]cel.ExpressionAccessor, len(p.Spec.AuditAnnotations))
+	for i, a := range p.Spec.AuditAnnotations {
+		audits[i] = &validating.AuditAnnotationCondition{Key: a.Key, ValueExpression: a.ValueExpression}
+	}
+	return validating.NewValidator(fc.CompileCondition(validations, optional, environment.StoredExpressions), matcher,
+		fc.CompileCondition(audits, optional, environment.StoredExpressions),
+		fc.CompileCondition(messageExprs, messages, environment.StoredExpressions), p.Spec.FailurePolicy, nil)
+}
+
+// compiled returns a policy's validator, from the cache where it holds
+// the same spec.
+func (ps *Policies) compiled(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
+	if ps == nil {
+		return compile(p)
+	}
+	spec, _ := json.Marshal(p.Spec) // a decoded spec always marshals
+	sum := sha256.Sum256(append([]byte(p.Name+"\x00"), spec...))
+	key := hex.EncodeToString(sum[:])
+	if v, ok := ps.c.Get(key); ok {
+		return v
+	}
+	v := compile(p)
+	ps.c.Add(key, v, 1)
+	return v
+}
+
+// expressionsTooLarge says which expression of a policy a change brings
+// is over the bound.
+func expressionsTooLarge(p *admissionregistrationv1.ValidatingAdmissionPolicy) bool {
+	var all []string
+	for _, v := range p.Spec.Validations {
+		all = append(all, v.Expression, v.MessageExpression)
+	}
+	for _, v := range p.Spec.Variables {
+		all = append(all, v.Expression)
+	}
+	for _, m := range p.Spec.MatchConditions {
+		all = append(all, m.Expression)
+	}
+	for _, a := range p.Spec.AuditAnnotations {
+		all = append(all, a.ValueExpression)
+	}
+	for _, e := range all {
+		if len(e) > maxExpressionSize {
+			return true
+		}
+	}
+	return false
+}
+
+// readPolicies reads the cluster's policies and bindings and lays the
+// head's over them: the rules as they stand after the sync (c.policies) and
+// as they stand now (live).
+func (c *checker) readPolicies() (after, now []*vap) {
+	if !c.served(policyKind, "ValidatingAdmissionPolicies") || !c.served(bindingKind, "ValidatingAdmissionPolicyBindings") {
+		return nil, nil
+	}
+	livePolicies, err := c.live.List(c.ctx, policyKind, "", nil)
+	if err != nil {
+		c.problem("the cluster's ValidatingAdmissionPolicies could not be read: %v", err)
+		return nil, nil
+	}
+	liveBindings, err := c.live.List(c.ctx, bindingKind, "", nil)
+	if err != nil {
+		c.problem("the cluster's ValidatingAdmissionPolicyBindings could not be read: %v", err)
+		return nil, nil
+	}
+	build := func(policies, bindings map[string]*unstructured.Unstructured, live map[string]bool) []*vap {
+		var out []*vap
+		for _, name := range sortedKeys(policies) {
+			p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(policies[name].Object, p); err != nil {
+				c.problem("ValidatingAdmissionPolicy %s could not be read: %v", name, err)
+				continue
+			}
+			pl := &vap{p: p, fromHead: !live[name]}
+			if pl.fromHead && expressionsTooLarge(p) {
+				c.problem("ValidatingAdmissionPolicy %s that this change brings was not evaluated: an expression is over %d bytes", name, maxExpressionSize)
+				continue
+			}
+			for _, bn := range sortedKeys(bindings) {
+				b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(bindings[bn].Object, b); err != nil {
+					c.problem("ValidatingAdmissionPolicyBinding %s could not be read: %v", bn, err)
+					continue
+				}
+				if b.Spec.PolicyName == name {
+					pl.bindings = append(pl.bindings, b)
+				}
+			}
+			if len(pl.bindings) == 0 {
+				continue // a policy without a binding refuses nothing
+			}
+			out = append(out, pl)
+		}
+		if len(out) > maxPolicies {
+			c.problem("only the first %d of %d ValidatingAdmissionPolicies were evaluated", maxPolicies, len(out))
+			out = out[:maxPolicies]
+		}
+		return out
+	}
+	byName := func(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+		m := map[string]*unstructured.Unstructured{}
+		for _, o := range objs {
+			m[o.GetName()] = o
+		}
+		return m
+	}
+	lp, lb := byName(livePolicies), byName(liveBindings)
+	unchanged := map[string]bool{}
+	for name := range lp {
+		unchanged[name] = true
+	}
+	now = build(lp, lb, unchanged)
+	// After the sync: the base's policies and bindings that the head drops
+	// are gone, the head's are as it renders them.
+	ap, ab := byName(livePolicies), byName(liveBindings)
+	brought := 0
+	for _, set := range []struct {
+		gk schema.GroupKind
+		m  map[string]*unstructured.Unstructured
+	}{{policyKind, ap}, {bindingKind, ab}} {
+		for key, o := range c.base {
+			if r := object.RefOf(o); r.GroupKind() == set.gk && c.head[key] == nil {
+				delete(set.m, r.Name)
+			}
+		}
+		for _, o := range c.head {
+			if r := object.RefOf(o); r.GroupKind() == set.gk {
+				if set.gk == policyKind {
+					if l := lp[r.Name]; l == nil || !sameSpec(l, o) {
+						unchanged[r.Name] = false
+						brought++
+					}
+				}
+				set.m[r.Name] = o
+			}
+		}
+	}
+	if brought > maxHeadPolicies {
+		c.problem("this change brings %d ValidatingAdmissionPolicies: over %d, they were not evaluated", brought, maxHeadPolicies)
+		return now, now
+	}
+	after = build(ap, ab, unchanged)
+	for _, set := range [][]*vap{now, after} {
+		for _, pl := range set {
+			pl.v = c.opts.Policies.compiled(pl.p)
+		}
+	}
+	return after, now
+}
+
+func sameSpec(a, b *unstructured.Unstructured) bool {
+	sa, _, _ := unstructured.NestedFieldNoCopy(a.Object, "spec")
+	sb, _, _ := unstructured.NestedFieldNoCopy(b.Object, "spec")
+	ja, _ := json.Marshal(sa)
+	jb, _ := json.Marshal(sb)
+	return string(ja) == string(jb)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// request is one admission request, as the apiserver would make it.
+type request struct {
+	obj, old  runtime.Object
+	gvk       schema.GroupVersionKind
+	gvr       schema.GroupVersionResource
+	namespace string
+	name      string
+	user      user.Info
+	// refused is what a Deny makes of it: admission-refused (the object)
+	// or pods-refused (a workload's pods).
+	refused drift.DangerReason
+}
+
+// errNoAuthorizer is what a policy's authorizer checks get: driftback does
+// not ask the cluster who may do what on a policy's behalf.
+var errNoAuthorizer = errors.New("driftback does not evaluate a policy's authorizer checks")
+
+type noAuthorizer struct{}
+
+func (noAuthorizer) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+	return authorizer.DecisionNoOpinion, "", errNoAuthorizer
+}
+
+// evaluatePolicies runs a request through the policies as the plugin's
+// dispatcher does: match constraints, then each matching binding with its
+// parameters, each of the binding's validation actions taken. namespaces
+// holds the namespaces' labels the matching reads.
+func (c *checker) evaluatePolicies(policies []*vap, r request, namespaces map[string]*corev1.Namespace) []finding {
+	if len(policies) == 0 {
+		return nil
+	}
+	op := admission.Create
+	var opts runtime.Object = &metav1.CreateOptions{}
+	if r.old != nil {
+		op, opts = admission.Update, &metav1.UpdateOptions{}
+	}
+	attrs := admission.NewAttributesRecord(r.obj, r.old, r.gvk, r.namespace, r.name, r.gvr, "", op, opts, false, r.user)
+	matcher := generic.NewPolicyMatcher(matching.NewMatcher(nsLister(namespaces), nil))
+	ifaces := admission.NewObjectInterfacesFromScheme(object.BuiltinScheme())
+	var nsObj *corev1.Namespace
+	if r.namespace != "" && !(r.gvk.Group == "" && r.gvk.Kind == "Namespace") {
+		nsObj = namespaces[r.namespace]
+	}
+	var out []finding
+	what := strings.TrimSuffix(object.Ref{Group: r.gvk.Group, Kind: r.gvk.Kind, Namespace: r.namespace, Name: r.name}.String(), "/")
+	for _, pl := range policies {
+		matches, resource, kind, err := matcher.DefinitionMatches(attrs, ifaces, validating.NewValidatingAdmissionPolicyAccessor(pl.p))
+		if err != nil {
+			c.problem("whether ValidatingAdmissionPolicy %s applies to %s could not be evaluated: %v", pl.p.Name, what, err)
+			continue
+		}
+		if !matches {
+			continue
+		}
+		for _, b := range pl.bindings {
+			ok, err := matcher.BindingMatches(attrs, ifaces, validating.NewValidatingAdmissionPolicyBindingAccessor(b))
+			if err != nil {
+				c.problem("whether ValidatingAdmissionPolicyBinding %s applies to %s could not be evaluated: %v", b.Name, what, err)
+				continue
+			}
+			if !ok {
+				continue
+			}
+			params, notFound, err := c.params(pl, b, r.namespace)
+			if err != nil {
+				c.problem("ValidatingAdmissionPolicy %s (binding %s) could not be evaluated on %s: %v", pl.p.Name, b.Name, what, err)
+				continue
+			}
+			rule := "policy " + pl.p.Name + " binding " + b.Name
+			if notFound != "" {
+				if pl.p.Spec.FailurePolicy == nil || *pl.p.Spec.FailurePolicy == admissionregistrationv1.Fail {
+					out = append(out, actions(b, rule, r.refused, fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: failed to configure binding: %s", pl.p.Name, b.Name, notFound))...)
+				}
+				continue
+			}
+			va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: kind, VersionedObject: admission.NewLazyObject(r.obj), VersionedOldObject: admission.NewLazyObject(r.old)}
+			for _, param := range params {
+				ctx, cancel := context.WithTimeout(c.ctx, c.opts.Timeout)
+				res := pl.v.Validate(ctx, resource, va, param, nsObj, celconfig.RuntimeCELCostBudget, noAuthorizer{})
+				timedOut := ctx.Err() != nil
+				cancel()
+				for _, d := range res.Decisions {
+					if d.Action != validating.ActionDeny {
+						continue
+					}
+					if d.Evaluation == validating.EvalError && (timedOut || strings.Contains(d.Message, errNoAuthorizer.Error())) {
+						c.problem("ValidatingAdmissionPolicy %s (binding %s) could not be evaluated on %s: %s", pl.p.Name, b.Name, what, d.Message)
+						continue
+					}
+					out = append(out, actions(b, rule, r.refused, fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", pl.p.Name, b.Name, d.Message))...)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// actions turns a denial into what each of the binding's validation
+// actions makes of it: Deny refuses, Warn and Audit warn.
+func actions(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, rule string, refused drift.DangerReason, message string) []finding {
+	var out []finding
+	warned := false
+	for _, a := range b.Spec.ValidationActions {
+		switch a {
+		case admissionregistrationv1.Deny:
+			out = append(out, finding{reason: refused, rule: rule, message: message})
+		case admissionregistrationv1.Warn, admissionregistrationv1.Audit:
+			if !warned {
+				warned = true
+				out = append(out, finding{reason: drift.DangerAdmissionWarning, rule: rule + " " + string(a), message: message + " (" + strings.ToLower(string(a)) + " only)"})
+			}
+		}
+	}
+	return out
+}
+
+// params reads a binding's parameters as the plugin's CollectParams does.
+// notFound says why there are none where the binding asks to deny then.
+// A policy the change brings reads its parameters within the target's
+// scope; a Secret is never read as a parameter.
+func (c *checker) params(pl *vap, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, namespace string) (params []runtime.Object, notFound string, err error) {
+	kind, ref := pl.p.Spec.ParamKind, b.Spec.ParamRef
+	if kind == nil || ref == nil {
+		return []runtime.Object{nil}, "", nil
+	}
+	gv, err := schema.ParseGroupVersion(kind.APIVersion)
+	if err != nil {
+		return nil, "", err
+	}
+	gk := schema.GroupKind{Group: gv.Group, Kind: kind.Kind}
+	if gk.Group == "" && gk.Kind == "Secret" {
+		return nil, "", errors.New("its parameters are Secrets, which driftback does not read for a policy")
+	}
+	k, served := c.kinds[gk]
+	if !served {
+		return nil, "", fmt.Errorf("its parameter kind %s is not served", gk)
+	}
+	ns := ""
+	if k.Namespaced {
+		ns = namespace
+		if ref.Namespace != "" {
+			ns = ref.Namespace
+		}
+		if ns == "" {
+			return nil, "", errors.New("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources")
+		}
+	} else if ref.Namespace != "" {
+		return nil, "", errors.New("paramRef.namespace must not be provided for a cluster-scoped `paramKind`")
+	}
+	reader := c.live
+	if pl.fromHead {
+		reader = c.scoped
+	}
+	var found []*unstructured.Unstructured
+	switch {
+	case ref.Name != "" && ref.Selector != nil:
+		return nil, "", errors.New("paramRef.name and paramRef.selector are mutually exclusive")
+	case ref.Name != "":
+		r := object.Ref{Group: gk.Group, Version: gv.Version, Kind: gk.Kind, Namespace: ns, Name: ref.Name}
+		got, err := reader.Get(c.ctx, []object.Ref{r})
+		if err != nil {
+			return nil, "", err
+		}
+		if o := got[r.Key()]; o != nil {
+			found = append(found, o)
+		}
+	case ref.Selector != nil:
+		sel, err := metav1.LabelSelectorAsSelector(ref.Selector)
+		if err != nil {
+			return nil, "", err
+		}
+		if found, err = reader.List(c.ctx, gk, ns, sel); err != nil {
+			return nil, "", err
+		}
+	default:
+		return nil, "", errors.New("one of name or selector must be provided")
+	}
+	if len(found) == 0 {
+		if ref.ParameterNotFoundAction != nil && *ref.ParameterNotFoundAction == admissionregistrationv1.DenyAction {
+			return nil, "no params found for policy binding with `Deny` parameterNotFoundAction", nil
+		}
+		return nil, "", nil
+	}
+	for _, o := range found {
+		params = append(params, o)
+	}
+	return params, "", nil
+}
+
+// nsLister serves the namespaces the check knows to the policy matcher; a
+// namespace it does not know has no labels.
+type nsLister map[string]*corev1.Namespace
+
+func (l nsLister) List(sel labels.Selector) ([]*corev1.Namespace, error) {
+	var out []*corev1.Namespace
+	for _, n := range l {
+		if sel.Matches(labels.Set(n.Labels)) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (l nsLister) Get(name string) (*corev1.Namespace, error) {
+	if n := l[name]; n != nil {
+		return n, nil
+	}
+	if name == "" {
+		return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
+}
+
+var _ corelisters.NamespaceLister = nsLister(nil)
