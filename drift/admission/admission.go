@@ -132,8 +132,8 @@ type checker struct {
 
 	namespaces   map[string]*corev1.Namespace // the head's labels where it renders them, else live
 	liveNS       map[string]*corev1.Namespace // as live
-	policies     []*vap                    // with their bindings, as after the sync
-	livePolicies []*vap                    // as live
+	policies     []*vap                       // with their bindings, as after the sync
+	livePolicies []*vap                       // as live
 	quotas       map[string]*quotaState       // by namespace
 	limits       map[string][]*corev1.LimitRange
 
