@@ -7,6 +7,7 @@ import (
 
 	"github.com/driftback/driftback/app/review"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/admission"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,5 +96,9 @@ func (a *App) reviewer() *review.Reviewer {
 		Renderer: a.renderer, Cluster: a.cluster, Kube: a.kubeClient, Capabilities: a.capabilities, Charts: a.charts, Log: a.log,
 		Rendered:        a.metrics.Render,
 		ArgoCDNamespace: func(cluster string) string { return a.cfg.Clusters[cluster].Discover.ArgoNamespace() },
+		PodSecurity: func(cluster string) admission.PodSecurity {
+			p, _ := a.cfg.Clusters[cluster].PodSecurity.Admission() // checked when the configuration was read
+			return p
+		},
 	}
 }

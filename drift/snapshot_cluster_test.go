@@ -131,8 +131,16 @@ func TestSnapshotListsEachKindOnce(t *testing.T) {
 		t.Errorf("HorizontalPodAutoscalers read %d times, want one cluster-wide list", autoscalers)
 	}
 	autoscalers += log.count("/scaledobjects")
-	if st := snap.Stats(); st.ClusterLists != 2+autoscalers || st.NamespaceLists != 0 || st.Gets != 0 {
-		t.Errorf("stats %+v, want %d cluster-wide lists only", st, 2+autoscalers)
+	// So are the admission rules (drift/admission): the quotas and limit
+	// ranges of the 6 namespaces, one cluster-wide list each; the
+	// namespaces, the policies and their bindings, one list each.
+	for _, kind := range []string{"/resourcequotas", "/limitranges", "/api/v1/namespaces", "/validatingadmissionpolicies", "/validatingadmissionpolicybindings"} {
+		if got := log.count(kind); got != 1 {
+			t.Errorf("%s read %d times, want one list", kind, got)
+		}
+	}
+	if st := snap.Stats(); st.ClusterLists != 4+autoscalers || st.NamespaceLists != 3 || st.Gets != 0 {
+		t.Errorf("stats %+v, want %d cluster-wide lists and 3 lists of cluster-scoped kinds", st, 4+autoscalers)
 	}
 
 	direct, err := livestate.NewClusterReader(c.env.Config)

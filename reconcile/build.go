@@ -747,3 +747,22 @@ func WriteBackVariables(t Target, vars Vars) (v *prgen.Variables, ok bool) {
 	}
 	return v, true
 }
+
+// Applier is the service account a found reconciler object applies as
+// (namespace, name): a Flux Kustomization's spec.serviceAccountName,
+// kustomize-controller's own, or Argo CD's application controller in
+// argoNamespace; empty when no reconciler object was found.
+func Applier(f *discover.Found, argoNamespace string) (namespace, name string) {
+	switch {
+	case f == nil:
+		return "", ""
+	case f.Reconciler == discover.ReconcilerArgoCD:
+		if argoNamespace == "" {
+			argoNamespace = "argocd"
+		}
+		return argoNamespace, "argocd-application-controller"
+	case f.ServiceAccount != "":
+		return f.Namespace, f.ServiceAccount
+	}
+	return "flux-system", "kustomize-controller"
+}

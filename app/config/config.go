@@ -31,6 +31,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/admission"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/drift/scope"
 )
@@ -179,6 +180,40 @@ type Cluster struct {
 	// Discover derives targets from the reconcilers running in this
 	// cluster: Flux Kustomizations and Argo CD Applications.
 	Discover *Discover `yaml:"discover"`
+	// PodSecurity is the cluster's PodSecurity admission configuration,
+	// which the cluster does not serve (kube-apiserver's admission
+	// configuration file): the levels of namespaces without labels, and
+	// what is exempt. Absent: Kubernetes' defaults (privileged).
+	PodSecurity *PodSecurity `yaml:"podSecurity"`
+}
+
+// PodSecurity is kube-apiserver's PodSecurityConfiguration, as it writes
+// it.
+type PodSecurity struct {
+	// Defaults by mode: enforce, enforce-version, audit, audit-version,
+	// warn, warn-version.
+	Defaults map[string]string `yaml:"defaults"`
+	// Exemptions are never checked, as the plugin exempts them.
+	Exemptions PodSecurityExemptions `yaml:"exemptions"`
+}
+
+// PodSecurityExemptions are what the PodSecurity plugin does not check.
+type PodSecurityExemptions struct {
+	// Usernames are users whose requests are exempt (a controller that
+	// creates pods: system:serviceaccount:kube-system:replicaset-controller).
+	Usernames []string `yaml:"usernames"`
+	// RuntimeClasses are the runtime classes whose pods are exempt.
+	RuntimeClasses []string `yaml:"runtimeClasses"`
+	// Namespaces are the namespaces whose pods are exempt.
+	Namespaces []string `yaml:"namespaces"`
+}
+
+// Admission is the configuration as the admission checks read it.
+func (p *PodSecurity) Admission() (admission.PodSecurity, error) {
+	if p == nil {
+		return admission.PodSecurity{}, nil
+	}
+	return admission.ParsePodSecurity(p.Defaults, p.Exemptions.Namespaces, p.Exemptions.RuntimeClasses, p.Exemptions.Usernames)
 }
 
 // Target is one overlay of one repository deployed to one cluster, as
@@ -443,6 +478,9 @@ func (c *Config) validate() error {
 	for name, cl := range c.Clusters {
 		if cl.Mode != drift.ModeReadOnly && cl.Mode != drift.ModeDryRun {
 			errs = append(errs, fmt.Sprintf("clusters.%s.mode: %q is neither read-only nor dry-run", name, cl.Mode))
+		}
+		if _, err := cl.PodSecurity.Admission(); err != nil {
+			errs = append(errs, fmt.Sprintf("clusters.%s.podSecurity.%v", name, err))
 		}
 		if cl.InCluster && cl.Kubeconfig != "" {
 			errs = append(errs, fmt.Sprintf("clusters.%s: inCluster and kubeconfig exclude each other", name))

@@ -20,6 +20,7 @@ import (
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/admission"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/drift/scope"
@@ -54,7 +55,13 @@ type Reviewer struct {
 	// ArgoCDNamespace is Argo CD's own namespace on a cluster, where the
 	// AppProjects of Applications in other namespaces are; nil is "argocd".
 	ArgoCDNamespace func(cluster string) string
+	// PodSecurity is a cluster's PodSecurity admission configuration; nil
+	// is Kubernetes' default.
+	PodSecurity func(cluster string) admission.PodSecurity
 }
+
+// policies keeps the admission policies compiled between reviews.
+var policies = admission.NewPolicies()
 
 // Cluster is one cluster as a review reads it.
 type Cluster struct {
@@ -617,6 +624,16 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 		if err := syncfail.Mark(ctx, scope.NewReader(reader, opts.Scope), in.Head, opts.DefaultNamespace, argoNS, target); err != nil {
 			target.Errors = append(target.Errors, "whether the sync fails could not be checked: "+err.Error())
 		}
+		// What the cluster's own admission refuses: its rules read whole,
+		// the rest within the scope.
+		ao := admission.Options{DefaultNamespace: opts.DefaultNamespace, GitOnly: opts.GitOnly, Policies: policies}
+		if r.PodSecurity != nil {
+			ao.PodSecurity = r.PodSecurity(t.Cluster)
+		}
+		if ns, name := reconcile.Applier(t.Build().Found, argoNS); name != "" {
+			ao.Applier = admission.ServiceAccount(ns, name)
+		}
+		admission.Check(ctx, reader, opts.Scope, admission.Input{Base: in.Base, Head: in.Head}, ao, target)
 	}
 	syncfail.Objects(target, w.releaseFails)
 	if w.fails != "" {

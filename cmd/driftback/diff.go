@@ -32,6 +32,7 @@ import (
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/admission"
 	"github.com/driftback/driftback/drift/livestate"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/drift/syncfail"
@@ -75,6 +76,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	fluxFile := fs.String("flux-kustomization-file", "", "read the Flux Kustomization from this `FILE` of the repository, at base and at head (variables from its substitute only)")
 	selector := fs.String("prune-selector", "", "prune live objects matching this label selector that the head drops")
 	enableHelm := fs.Bool("enable-helm", false, "inflate kustomizations' helmCharts, as kustomize build --enable-helm does (an Argo CD Application found on the cluster follows argocd-cm's kustomize.buildOptions)")
+	admissionConfig := fs.String("admission-config", "", "with --kubeconfig or --live, the cluster's PodSecurity admission configuration: kube-apiserver's AdmissionConfiguration or PodSecurityConfiguration `FILE` (default: Kubernetes' own, privileged)")
 	plain := fs.Bool("plain", false, "with --kubeconfig, build every path plainly, not as the Flux Kustomization or Argo CD Application on the cluster that builds it")
 	var chartRepos, chartHosts multiFlag
 	fs.Var(&chartRepos, "chart-repository", "also trust this chart repository `URL` (https://, oci://), with everything under it, besides those the base names (repeatable)")
@@ -185,6 +187,16 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	} else if err := overlaysExist(baseTree, headTree, overlays); err != nil {
 		return fail("%v", err)
 	}
+	var podSecurity admission.PodSecurity
+	if *admissionConfig != "" {
+		data, err := os.ReadFile(*admissionConfig)
+		if err == nil {
+			podSecurity, err = admission.ReadAdmissionConfig(data)
+		}
+		if err != nil {
+			return fail("--admission-config %s: %v", *admissionConfig, err)
+		}
+	}
 	var reader object.LiveReader
 	liveErr := ""
 	switch {
@@ -242,7 +254,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		// and the live cluster, as serve says it.
 		history = restores(gitRepo, compared)
 	}
-	rep, err := diffOverlays(ctx, setup.Renderer, tipTree, baseTree, headTree, overlays, built, liveSide{reader, liveErr, *argoNS}, opts, history, progress(stderr))
+	rep, err := diffOverlays(ctx, setup.Renderer, tipTree, baseTree, headTree, overlays, built, liveSide{reader, liveErr, *argoNS, podSecurity}, opts, history, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -555,6 +567,8 @@ type liveSide struct {
 	reader object.LiveReader
 	err    string
 	argoNS string
+	// podSecurity is the cluster's PodSecurity admission configuration.
+	podSecurity admission.PodSecurity
 }
 
 // diffOverlays renders each overlay at base and head and compares them with
@@ -721,6 +735,11 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 					if err := syncfail.Mark(ctx, reader, inputs[i].Head, o.DefaultNamespace, live.argoNS, targets[i]); err != nil {
 						targets[i].Errors = append(targets[i].Errors, "whether the sync fails could not be checked: "+err.Error())
 					}
+					ao := admission.Options{DefaultNamespace: o.DefaultNamespace, GitOnly: o.GitOnly, Policies: policies, PodSecurity: live.podSecurity}
+					if ns, name := reconcile.Applier(builds[i].Found(), live.argoNS); name != "" {
+						ao.Applier = admission.ServiceAccount(ns, name)
+					}
+					admission.Check(ctx, reader, nil, admission.Input{Base: inputs[i].Base, Head: inputs[i].Head}, ao, targets[i])
 				}
 			}
 		}()
@@ -884,3 +903,6 @@ func withoutManifests(r *drift.Report) *drift.Report {
 	}
 	return &out
 }
+
+// policies keeps the admission policies compiled for the command's run.
+var policies = admission.NewPolicies()

@@ -95,7 +95,8 @@ func Check(ctx context.Context, live object.LiveReader, sc *scope.Scope, in Inpu
 	}
 	if len(c.lacks) > 0 {
 		slices.Sort(c.lacks)
-		t.Notes = append(t.Notes, "not checked against the cluster's admission rules: "+strings.Join(slices.Compact(c.lacks), "; "))
+		t.Notes = append(t.Notes, "not checked against the cluster's admission rules: the live state does not hold its "+strings.Join(slices.Compact(c.lacks), ", ")+
+			" (a dump holds only the kinds it was made of; `driftback dump` makes one with every kind a comparison needs)")
 	}
 	for _, p := range c.problems {
 		t.Errors = append(t.Errors, p)
@@ -224,8 +225,8 @@ func (c *checker) danger(at int, d drift.Danger) {
 // served says the cluster serves a kind; a live state that lacks it (a
 // dump made without it) is noted.
 func (c *checker) served(gk schema.GroupKind, what string) bool {
-	if why := object.Lacks(c.live, gk); why != "" {
-		c.lacks = append(c.lacks, what+" ("+why+")")
+	if object.Lacks(c.live, gk) != "" {
+		c.lacks = append(c.lacks, what)
 		return false
 	}
 	_, ok := c.kinds[gk]

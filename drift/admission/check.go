@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,6 +31,25 @@ var (
 
 func schemaGK(group, kind string) schema.GroupKind { return schema.GroupKind{Group: group, Kind: kind} }
 
+// kindOf is a kind as the cluster serves it, with its resource name (a
+// dump, which knows none, has it guessed from the kind as kubectl does).
+// A live state that holds some kinds only (a dump) serves the rest too, as
+// far as the check knows.
+func (c *checker) kindOf(gvk schema.GroupVersionKind, namespaced bool) (object.Kind, bool) {
+	k, ok := c.kinds[gvk.GroupKind()]
+	if !ok {
+		if !object.IsPartial(c.live) {
+			return object.Kind{}, false
+		}
+		k = object.Kind{GroupVersionKind: gvk, Namespaced: namespaced}
+	}
+	if k.Resource == "" {
+		plural, _ := meta.UnsafeGuessKindToResource(gvk)
+		k.Resource = plural.Resource
+	}
+	return k, true
+}
+
 // readRules reads the rules the changed objects meet: the labels of their
 // namespaces (the head's, where it renders the Namespace), the policies,
 // and each namespace's quotas and limit ranges.
@@ -43,7 +63,7 @@ func (c *checker) readRules() {
 	for _, n := range c.relabeled {
 		wanted[n] = true
 	}
-	if c.served(namespaceKind, "Pod Security levels") {
+	if c.served(namespaceKind, "Namespaces (their Pod Security labels)") {
 		var refs []object.Ref
 		for _, n := range sortedKeys(wanted) {
 			refs = append(refs, object.Ref{Version: "v1", Kind: "Namespace", Name: n})
@@ -81,7 +101,7 @@ func (c *checker) readRules() {
 // from it. A finding the base's object meets under today's rules too is
 // the pull request's to know, not its doing: Before.
 func (c *checker) checkObject(ch *changed) {
-	k, ok := c.kinds[ch.ref.GroupKind()]
+	k, ok := c.kindOf(ch.ref.GVK(), ch.ref.Namespace != "")
 	if !ok {
 		return // a kind the cluster does not serve: the sync fails on it already
 	}

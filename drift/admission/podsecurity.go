@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
+	"sigs.k8s.io/yaml"
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
@@ -182,4 +183,75 @@ func namespaceOf(u *unstructured.Unstructured) *corev1.Namespace {
 	ns := &corev1.Namespace{}
 	ns.Name, ns.Labels, ns.Annotations = u.GetName(), u.GetLabels(), u.GetAnnotations()
 	return ns
+}
+
+// ParsePodSecurity reads the PodSecurity plugin's configuration as its
+// PodSecurityConfiguration writes it: defaults by mode ("enforce",
+// "enforce-version", "audit", "audit-version", "warn", "warn-version"),
+// and exempt namespaces, runtime classes and users.
+func ParsePodSecurity(defaults map[string]string, namespaces, runtimeClasses, users []string) (PodSecurity, error) {
+	labels := map[string]string{}
+	for k, v := range defaults {
+		switch k {
+		case "enforce", "enforce-version", "audit", "audit-version", "warn", "warn-version":
+			labels["pod-security.kubernetes.io/"+k] = v
+		default:
+			return PodSecurity{}, fmt.Errorf("defaults: %q is not one of enforce, enforce-version, audit, audit-version, warn, warn-version", k)
+		}
+	}
+	privileged := psapi.LevelVersion{Level: psapi.LevelPrivileged, Version: psapi.LatestVersion()}
+	p, errs := psapi.PolicyToEvaluate(labels, psapi.Policy{Enforce: privileged, Audit: privileged, Warn: privileged})
+	if len(errs) > 0 {
+		return PodSecurity{}, fmt.Errorf("defaults: %v", errs.ToAggregate())
+	}
+	return PodSecurity{Defaults: p, ExemptNamespaces: namespaces, ExemptRuntimeClasses: runtimeClasses, ExemptUsers: users}, nil
+}
+
+// ReadAdmissionConfig reads the PodSecurity plugin's configuration from
+// kube-apiserver's own files: an AdmissionConfiguration
+// (--admission-control-config-file) whose PodSecurity plugin holds its
+// configuration inline, or a PodSecurityConfiguration. An
+// AdmissionConfiguration without the plugin is Kubernetes' default.
+func ReadAdmissionConfig(data []byte) (PodSecurity, error) {
+	type psConfig struct {
+		Kind       string            `json:"kind"`
+		Defaults   map[string]string `json:"defaults"`
+		Exemptions struct {
+			Usernames      []string `json:"usernames"`
+			RuntimeClasses []string `json:"runtimeClasses"`
+			Namespaces     []string `json:"namespaces"`
+		} `json:"exemptions"`
+	}
+	var doc struct {
+		psConfig `json:",inline"`
+		Plugins  []struct {
+			Name          string    `json:"name"`
+			Path          string    `json:"path"`
+			Configuration *psConfig `json:"configuration"`
+		} `json:"plugins"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return PodSecurity{}, err
+	}
+	c := &doc.psConfig
+	switch doc.Kind {
+	case "PodSecurityConfiguration":
+	case "AdmissionConfiguration":
+		c = nil
+		for _, p := range doc.Plugins {
+			if p.Name != "PodSecurity" {
+				continue
+			}
+			if p.Configuration == nil {
+				return PodSecurity{}, fmt.Errorf("its PodSecurity plugin's configuration is in %q: give that file", p.Path)
+			}
+			c = p.Configuration
+		}
+		if c == nil {
+			return PodSecurity{}, nil
+		}
+	default:
+		return PodSecurity{}, fmt.Errorf("kind %q is neither AdmissionConfiguration nor PodSecurityConfiguration", doc.Kind)
+	}
+	return ParsePodSecurity(c.Defaults, c.Exemptions.Namespaces, c.Exemptions.RuntimeClasses, c.Exemptions.Usernames)
 }

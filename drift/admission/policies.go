@@ -179,6 +179,8 @@ func (c *checker) readPolicies() (after, now []*vap) {
 				c.problem("ValidatingAdmissionPolicy %s could not be read: %v", name, err)
 				continue
 			}
+			// As the apiserver stores it: a selector left out matches all.
+			object.BuiltinScheme().Default(p)
 			pl := &vap{p: p, fromHead: !live[name]}
 			if pl.fromHead && expressionsTooLarge(p) {
 				c.problem("ValidatingAdmissionPolicy %s that this change brings was not evaluated: an expression is over %d bytes", name, maxExpressionSize)
@@ -190,6 +192,7 @@ func (c *checker) readPolicies() (after, now []*vap) {
 					c.problem("ValidatingAdmissionPolicyBinding %s could not be read: %v", bn, err)
 					continue
 				}
+				object.BuiltinScheme().Default(b)
 				if b.Spec.PolicyName == name {
 					pl.bindings = append(pl.bindings, b)
 				}
@@ -286,14 +289,14 @@ type request struct {
 	refused drift.DangerReason
 }
 
-// errNoAuthorizer is what a policy's authorizer checks get: driftback does
-// not ask the cluster who may do what on a policy's behalf.
-var errNoAuthorizer = errors.New("driftback does not evaluate a policy's authorizer checks")
+// asked stands in for the cluster's authorizer in a policy's
+// expressions: driftback does not ask the cluster who may do what on a
+// policy's behalf, so a decision of a policy that asked is not known.
+type asked struct{ calls int }
 
-type noAuthorizer struct{}
-
-func (noAuthorizer) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
-	return authorizer.DecisionNoOpinion, "", errNoAuthorizer
+func (a *asked) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+	a.calls++
+	return authorizer.DecisionNoOpinion, "", errors.New("not asked")
 }
 
 // evaluatePolicies runs a request through the policies as the plugin's
@@ -351,15 +354,20 @@ func (c *checker) evaluatePolicies(policies []*vap, r request, namespaces map[st
 			va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: kind, VersionedObject: admission.NewLazyObject(r.obj), VersionedOldObject: admission.NewLazyObject(r.old)}
 			for _, param := range params {
 				ctx, cancel := context.WithTimeout(c.ctx, c.opts.Timeout)
-				res := pl.v.Validate(ctx, resource, va, param, nsObj, celconfig.RuntimeCELCostBudget, noAuthorizer{})
+				authz := &asked{}
+				res := pl.v.Validate(ctx, resource, va, param, nsObj, celconfig.RuntimeCELCostBudget, authz)
 				timedOut := ctx.Err() != nil
 				cancel()
+				if authz.calls > 0 {
+					c.problem("ValidatingAdmissionPolicy %s (binding %s) could not be evaluated on %s: it asks the cluster's authorizer, which driftback does not ask", pl.p.Name, b.Name, what)
+					continue
+				}
 				for _, d := range res.Decisions {
 					if d.Action != validating.ActionDeny {
 						continue
 					}
-					if d.Evaluation == validating.EvalError && (timedOut || strings.Contains(d.Message, errNoAuthorizer.Error())) {
-						c.problem("ValidatingAdmissionPolicy %s (binding %s) could not be evaluated on %s: %s", pl.p.Name, b.Name, what, d.Message)
+					if d.Evaluation == validating.EvalError && timedOut {
+						c.problem("ValidatingAdmissionPolicy %s (binding %s) could not be evaluated on %s within %s: %s", pl.p.Name, b.Name, what, c.opts.Timeout, d.Message)
 						continue
 					}
 					out = append(out, actions(b, rule, r.refused, fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", pl.p.Name, b.Name, d.Message))...)

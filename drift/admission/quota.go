@@ -162,7 +162,10 @@ func (c *checker) checkQuotas() {
 		if st == nil || ch.refused {
 			continue
 		}
-		k := c.kinds[ch.ref.GroupKind()]
+		k, ok := c.kindOf(ch.ref.GVK(), true)
+		if !ok {
+			continue
+		}
 		obj, err := typed(masked(ch.head))
 		if err != nil {
 			continue

@@ -157,6 +157,33 @@ func NewSnapshot(ctx context.Context, live object.LiveReader, objs []*unstructur
 			p.namespaces[o.GetNamespace()]++
 		}
 	}
+	// So are the admission rules they meet: the quotas and limit ranges of
+	// their namespaces, the namespaces' labels, the cluster's policies.
+	optional := func(gk schema.GroupKind, ns string) {
+		if _, served := s.preferred[gk]; !served {
+			return
+		}
+		p := plans[gk]
+		if p == nil {
+			p = &plan{namespaces: map[string]int{}, optional: true}
+			plans[gk] = p
+		}
+		p.namespaces[ns]++
+	}
+	for _, o := range objs {
+		if ns := o.GetNamespace(); ns != "" && !s.clusterScoped[o.GroupVersionKind().GroupKind()] {
+			for _, gk := range object.AdmissionNamespacedKinds {
+				optional(gk, ns)
+			}
+		}
+	}
+	if len(objs) > 0 {
+		for _, gk := range object.AdmissionClusterKinds {
+			if p := plans[gk]; p == nil || p.optional {
+				optional(gk, "")
+			}
+		}
+	}
 	gks := make([]schema.GroupKind, 0, len(plans))
 	for gk := range plans {
 		gks = append(gks, gk)

@@ -59,6 +59,13 @@ func WriteDump(ctx context.Context, live object.LiveReader, objs []*unstructured
 			kinds[gk] = true
 		}
 	}
+	// The admission rules a comparison checks the objects against: whole
+	// for the cluster-scoped ones, the namespaced ones with every kind.
+	for _, gk := range object.AdmissionClusterKinds {
+		if _, ok := namespaced[gk]; ok {
+			kinds[gk] = true
+		}
+	}
 	// Written whole into a new folder, then put in place of dir: a kind
 	// that has no object left must not keep an earlier dump's file.
 	if err := replaceable(dir); err != nil {

@@ -117,6 +117,17 @@ var (
 	ScaledObjectKind = schema.GroupKind{Group: "keda.sh", Kind: "ScaledObject"}
 )
 
+// AdmissionKinds are the cluster's admission rules a change is checked
+// against (drift/admission), read with the objects by a snapshot and
+// written into a dump: the quotas and limit ranges of the objects'
+// namespaces, and, whole, the namespaces (their Pod Security labels) and
+// the validating admission policies with their bindings.
+var (
+	AdmissionNamespacedKinds = []schema.GroupKind{{Kind: "ResourceQuota"}, {Kind: "LimitRange"}}
+	AdmissionClusterKinds    = []schema.GroupKind{{Kind: "Namespace"},
+		{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}, {Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}}
+)
+
 // AutoscalerKinds are the kinds that own a workload's replicas: a reader
 // that holds them in the workloads' namespaces answers who autoscales
 // without a request.

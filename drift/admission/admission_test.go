@@ -1,0 +1,208 @@
+package admission_test
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/admission"
+	"github.com/driftback/driftback/drift/livestate"
+	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/drift/scope"
+	"github.com/driftback/driftback/internal/testfs"
+)
+
+// offline checks head against a fixed set of live objects standing for the
+// cluster, reading the target's objects within sc (nil: all).
+func offline(t *testing.T, live, base, head []*unstructured.Unstructured, sc *scope.Scope) *drift.Target {
+	t.Helper()
+	inBase := map[string]bool{}
+	for _, o := range base {
+		inBase[object.RefOf(o).Key()] = true
+	}
+	tg := &drift.Target{}
+	for _, o := range head {
+		a := drift.ActionCreate
+		if inBase[object.RefOf(o).Key()] {
+			a = drift.ActionUpdate
+		}
+		tg.Changes = append(tg.Changes, drift.Change{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Action: a})
+	}
+	admission.Check(context.Background(), livestate.NewObjectReader(live), sc, admission.Input{Base: base, Head: head}, admission.Options{Timeout: 2 * time.Second}, tg)
+	return tg
+}
+
+const teamNamespace = "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n"
+
+// policyOn is a policy on Secrets and its binding, both as a pull request
+// would bring them.
+func policyOn(resource, validation string, params string) []string {
+	return []string{`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: probe}
+spec:
+  failurePolicy: Fail
+` + params + `  matchConstraints:
+    resourceRules:
+    - {apiGroups: ["*"], apiVersions: ["*"], operations: [CREATE, UPDATE], resources: [` + resource + `]}
+  validations:
+` + validation, `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: probe}
+spec:
+  policyName: probe
+  validationActions: [Deny]
+`}
+}
+
+// TestAPolicyAPullRequestBringsLearnsNoSecret: a pull request cannot use a
+// policy of its own as an oracle for the cluster's Secrets. Its message
+// shows neither the live value (oldObject is the base's Secret, masked),
+// nor the head's; a comparison of the head's guess with the live value
+// reads the same whether the guess is right or wrong; a Secret is never
+// read as a policy's parameter.
+func TestAPolicyAPullRequestBringsLearnsNoSecret(t *testing.T) {
+	secret := func(v string) string {
+		return "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: team}\ndata: {password: " + base64.StdEncoding.EncodeToString([]byte(v)) + "}\n"
+	}
+	live := testfs.Objects(t, teamNamespace, secret("live-s3cret"), policyOn("secrets", `  - expression: "true"`+"\n", "")[0], policyOn("secrets", "", "")[1])
+	base := testfs.Objects(t, secret("old-in-git"))
+	leak := `  - expression: "false"
+    messageExpression: "'old=' + string(oldObject.data.password) + ' new=' + string(object.data.password)"
+`
+	for _, guess := range []string{"live-s3cret", "wrong"} {
+		head := testfs.Objects(t, append([]string{secret(guess)}, policyOn("secrets", leak, "")...)...)
+		tg := offline(t, live, base, head, nil)
+		d := dangers(tg)
+		got := d["Secret/db admission-refused"].Message
+		for _, v := range []string{"live-s3cret", "old-in-git", "wrong", base64.StdEncoding.EncodeToString([]byte("live-s3cret")), base64.StdEncoding.EncodeToString([]byte("wrong"))} {
+			if strings.Contains(got, v) {
+				t.Errorf("guess %q: the policy's message %q shows %q", guess, got, v)
+			}
+		}
+		if !strings.Contains(got, "old=") {
+			t.Errorf("guess %q: %v; want the policy brought by the pull request to refuse the Secret", guess, d)
+		}
+		// The oracle: equal to the live value or not, the same answer.
+		oracle := `  - expression: "object.data.password != oldObject.data.password"
+`
+		head = testfs.Objects(t, append([]string{secret(guess)}, policyOn("secrets", oracle, "")...)...)
+		if d := dangers(offline(t, live, base, head, nil)); len(d) != 1 {
+			t.Errorf("guess %q: comparing with the live value: %v; want the same refusal whatever the guess (the Git values differ)", guess, d)
+		}
+	}
+	// A Secret as a parameter: never read, and said.
+	params := "  paramKind: {apiVersion: v1, kind: Secret}\n"
+	head := testfs.Objects(t, append([]string{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\n"},
+		policyOn("configmaps", `  - expression: "params.data.password == ''"`+"\n", params)...)...)
+	head[2].Object["spec"].(map[string]any)["paramRef"] = map[string]any{"name": "db", "parameterNotFoundAction": "Deny"}
+	tg := offline(t, append(live, testfs.Objects(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team}\n")...), nil, head, nil)
+	if len(dangers(tg)) != 0 || !strings.Contains(strings.Join(tg.Errors, "\n"), "its parameters are Secrets, which driftback does not read for a policy") {
+		t.Errorf("a Secret as a parameter: dangers %v, errors %v", dangers(tg), tg.Errors)
+	}
+}
+
+// TestAPolicyAPullRequestBringsReadsWithinItsScope: the parameters of a
+// policy the pull request brings are read within the target's scope; one
+// elsewhere is refused and said, never read. The cluster's own policies
+// read theirs wherever they are: they are the operator's.
+func TestAPolicyAPullRequestBringsReadsWithinItsScope(t *testing.T) {
+	params := "  paramKind: {apiVersion: v1, kind: ConfigMap}\n"
+	check := `  - expression: "object.data.level == params.data.level"
+    messageExpression: "'level must be ' + params.data.level"
+`
+	pol := policyOn("configmaps", check, params)
+	live := testfs.Objects(t, teamNamespace, "apiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: rules, namespace: other}\ndata: {level: other-teams-value}\n")
+	binding := func(o []*unstructured.Unstructured) []*unstructured.Unstructured {
+		o[len(o)-1].Object["spec"].(map[string]any)["paramRef"] = map[string]any{"name": "rules", "namespace": "other", "parameterNotFoundAction": "Deny"}
+		return o
+	}
+	sc := &scope.Scope{Namespaces: map[string]bool{"team": true}, ClusterObjects: map[string]object.Ref{}}
+	app := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\ndata: {level: mine}\n"
+	tg := offline(t, live, nil, binding(testfs.Objects(t, append([]string{app}, pol...)...)), sc)
+	if len(dangers(tg)) != 0 || !strings.Contains(strings.Join(tg.Errors, "\n"), "outside this target's scope") {
+		t.Errorf("a parameter outside the scope: dangers %v, errors %v", dangers(tg), tg.Errors)
+	}
+	for _, e := range tg.Errors {
+		if strings.Contains(e, "other-teams-value") {
+			t.Errorf("an error shows the parameter: %s", e)
+		}
+	}
+	// The same policy, live: the operator's, its parameter read.
+	tg = offline(t, append(live, binding(testfs.Objects(t, pol...))...), nil, testfs.Objects(t, app), sc)
+	if got := dangers(tg)["ConfigMap/app admission-refused"].Message; !strings.Contains(got, "level must be other-teams-value") || len(tg.Errors) > 0 {
+		t.Errorf("the cluster's own policy: %v, errors %v", dangers(tg), tg.Errors)
+	}
+}
+
+// TestWhatCannotBeEvaluatedIsSaidNotPassed: a policy asking the authorizer
+// (which driftback does not ask the cluster) is an error of the check, not
+// a pass and not a refusal; an expression over the apiserver's cost budget
+// ends as the apiserver ends it, in bounded time.
+func TestWhatCannotBeEvaluatedIsSaidNotPassed(t *testing.T) {
+	app := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\ndata: {level: mine}\n"
+	authz := `  - expression: "authorizer.group('').resource('secrets').namespace('team').check('get').allowed()"
+`
+	other := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team}\n" // the cluster serves ConfigMaps
+	live := testfs.Objects(t, append([]string{teamNamespace, other}, policyOn("configmaps", authz, "")...)...)
+	tg := offline(t, live, nil, testfs.Objects(t, app), nil)
+	if len(dangers(tg)) != 0 || !strings.Contains(strings.Join(tg.Errors, "\n"), "ValidatingAdmissionPolicy probe (binding probe) could not be evaluated on ConfigMap/team/app") {
+		t.Errorf("an authorizer check: dangers %v, errors %v", dangers(tg), tg.Errors)
+	}
+	costly := `  - expression: "[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, [1,2,3,4,5,6,7,8,9,10].all(f, [1,2,3,4,5,6,7,8,9,10].all(g, string(a+b+c+d+e+f+g).size() > 0)))))))"
+`
+	start := time.Now()
+	tg = offline(t, testfs.Objects(t, append([]string{teamNamespace, other}, policyOn("configmaps", costly, "")...)...), nil, testfs.Objects(t, app), nil)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("an expensive expression took %s", took)
+	}
+	got := dangers(tg)["ConfigMap/app admission-refused"].Message
+	if !strings.Contains(got, "cost") && !strings.Contains(strings.Join(tg.Errors, "\n"), "could not be evaluated") {
+		t.Errorf("an expensive expression: dangers %v, errors %v", dangers(tg), tg.Errors)
+	}
+}
+
+// TestWhatTheBaseAlreadyMeetsIsNotThePullRequests: a workload whose pods a
+// namespace's level already refuses is marked Before when the pull request
+// changes something else of it; one the pull request makes privileged is
+// its own.
+func TestWhatTheBaseAlreadyMeetsIsNotThePullRequests(t *testing.T) {
+	ns := "apiVersion: v1\nkind: Namespace\nmetadata: {name: team, labels: {pod-security.kubernetes.io/enforce: baseline}}\n"
+	dep := func(name string, replicas int, privileged bool) string {
+		return strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(deployment(name, replicas, "      - {name: app, image: registry.example.com/app:1, securityContext: {privileged: PRIV}}\n"), "NS", "team"), "PRIV", map[bool]string{true: "true", false: "false"}[privileged]), "\n", "\n")
+	}
+	live := testfs.Objects(t, ns, dep("old", 1, true), dep("new", 1, false))
+	base := testfs.Objects(t, dep("old", 1, true), dep("new", 1, false))
+	head := testfs.Objects(t, dep("old", 2, true), dep("new", 1, true))
+	d := dangers(offline(t, live, base, head, nil))
+	if o, n := d["Deployment/old pods-refused"], d["Deployment/new pods-refused"]; !o.Before || n.Before || n.Message == "" {
+		t.Errorf("old (already refused): %+v; new (made privileged): %+v", o, n)
+	}
+}
+
+// TestAPartialDumpSaysWhatItDidNotCheck: a dump made without the kinds the
+// rules are read from says so, rather than reading as "nothing refused".
+func TestAPartialDumpSaysWhatItDidNotCheck(t *testing.T) {
+	dir := t.TempDir()
+	dump, err := livestate.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := testfs.Objects(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\n")
+	tg := &drift.Target{Changes: []drift.Change{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "app", Action: drift.ActionCreate}}}
+	admission.Check(context.Background(), dump, nil, admission.Input{Head: head}, admission.Options{}, tg)
+	notes := strings.Join(tg.Notes, "\n")
+	for _, want := range []string{"not checked against the cluster's admission rules", "ValidatingAdmissionPolicies", "ResourceQuotas", "LimitRanges", "Namespaces (their Pod Security labels)"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes %q lack %q", notes, want)
+		}
+	}
+	_ = schema.GroupKind{}
+}
