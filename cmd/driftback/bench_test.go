@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -85,6 +87,8 @@ type fleet struct {
 	paths      []string
 	kubeconfig string
 	manifests  string // every rendered object, one YAML stream
+	// changed is the repository with one label changed on every object.
+	changed string
 }
 
 func newFleet(b *testing.B) *fleet {
@@ -160,8 +164,94 @@ func newFleet(b *testing.B) *fleet {
 		}
 	}
 
+	installAdmissionRules(b, env, nss)
+
 	f.kubeconfig = writeKubeconfig(b, env, filepath.Join(dir, "kubeconfig"))
+	// The same repository with one label changed on every object: a
+	// change that every one of the 2,000 objects goes through admission
+	// for.
+	for name, content := range files {
+		if strings.HasSuffix(name, "kustomization.yaml") {
+			files[name] = strings.Replace(content, "pairs: {tenant:", "pairs: {release: \"2\", tenant:", 1)
+		}
+	}
+	f.changed = filepath.Join(dir, "changed")
+	writeTree(b, f.changed, files)
 	return f
+}
+
+// installAdmissionRules gives the fleet's cluster the admission rules a
+// platform team sets: each namespace enforcing Pod Security baseline and
+// warning at restricted, with a ResourceQuota (its status as the quota
+// controller keeps it) and a LimitRange; three ValidatingAdmissionPolicies
+// on workloads, pods and ConfigMaps, one reading a parameter.
+func installAdmissionRules(b *testing.B, env *kubetest.Env, nss []*unstructured.Unstructured) {
+	b.Helper()
+	ctx := context.Background()
+	inParallel(b, len(nss), func(i int) {
+		name := nss[i].GetName()
+		n, err := env.Client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n.Labels["pod-security.kubernetes.io/enforce"], n.Labels["pod-security.kubernetes.io/warn"] = "baseline", "restricted"
+		if _, err := env.Client.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "compute", Namespace: name},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"pods": resource.MustParse("40"), "requests.cpu": resource.MustParse("8"), "count/configmaps": resource.MustParse("50")}}}
+		if q, err = env.Client.CoreV1().ResourceQuotas(name).Create(ctx, q, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		q.Status.Hard = q.Spec.Hard
+		q.Status.Used = corev1.ResourceList{"pods": resource.MustParse("5"), "requests.cpu": resource.MustParse("500m"), "count/configmaps": resource.MustParse("5")}
+		if _, err := env.Client.CoreV1().ResourceQuotas(name).UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "limits", Namespace: name},
+			Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{"cpu": resource.MustParse("2")},
+				Default: corev1.ResourceList{"cpu": resource.MustParse("200m")}, DefaultRequest: corev1.ResourceList{"cpu": resource.MustParse("100m")}}}}}
+		if _, err := env.Client.CoreV1().LimitRanges(name).Create(ctx, lr, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	})
+	policy := func(name, resources, validation, params, paramRef string) []*unstructured.Unstructured {
+		var out []*unstructured.Unstructured
+		for _, y := range []string{`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: ` + name + `}
+spec:
+  failurePolicy: Fail
+` + params + `  matchConstraints:
+    resourceRules:
+    - {apiGroups: ["*"], apiVersions: ["*"], operations: [CREATE, UPDATE], resources: [` + resources + `]}
+  validations:
+  - expression: "` + validation + `"
+    message: "` + name + `"
+`, `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: ` + name + `}
+spec:
+  policyName: ` + name + `
+  validationActions: [Deny]
+` + paramRef} {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+				b.Fatal(err)
+			}
+			out = append(out, u)
+		}
+		return out
+	}
+	var rules []*unstructured.Unstructured
+	rules = append(rules, policy("bench-replicas", "deployments", "object.spec.replicas <= 10", "", "")...)
+	rules = append(rules, policy("bench-pinned", "pods", "object.spec.containers.all(c, !c.image.endsWith(':latest'))", "", "")...)
+	rules = append(rules, policy("bench-level", "configmaps", "!has(object.data.level) || object.data.level in params.data.levels.split(',')",
+		"  paramKind: {apiVersion: v1, kind: ConfigMap}\n", "  paramRef: {name: levels, namespace: "+env.Namespace+", parameterNotFoundAction: Deny}\n")...)
+	kubetest.Apply(b, env.Setup, "platform", rules...)
+	if _, err := env.Client.CoreV1().ConfigMaps(env.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "levels"}, Data: map[string]string{"levels": "debug,info,warn"}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func inParallel(b *testing.B, n int, f func(int)) {
@@ -187,47 +277,15 @@ func inParallel(b *testing.B, n int, f func(int)) {
 // the same apiserver (kubectl from `make bench`, on PATH).
 func BenchmarkDiffFleet(b *testing.B) {
 	f := newFleet(b)
-	b.Run("driftback", func(b *testing.B) {
-		var requests atomic.Int64
-		wrapKubeTransport = func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				requests.Add(1)
-				return rt.RoundTrip(r)
-			})
-		}
-		defer func() { wrapKubeTransport = nil }()
-		args := []string{"diff", "--base", f.repo, "--head", f.repo, "--kubeconfig", f.kubeconfig, "--format", "json"}
-		for _, p := range f.paths {
-			args = append(args, "--path", p)
-		}
-		var out, errOut bytes.Buffer
-		for b.Loop() {
-			out.Reset()
-			errOut.Reset()
-			if code := run(args, &out, &errOut); code != exitChanges {
-				b.Fatalf("exit %d: %s", code, errOut.String())
-			}
-		}
-		b.Logf("the last run's progress:\n%s", errOut.String())
-		var rep drift.Report
-		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-			b.Fatal(err)
-		}
-		updates := 0
-		for _, t := range rep.Targets {
-			if t.LiveError != "" || len(t.Errors) > 0 {
-				b.Fatalf("%s: %s %v", t.Path, t.LiveError, t.Errors)
-			}
-			for _, ch := range t.Changes {
-				if ch.Action == drift.ActionUpdate {
-					updates++
-				}
-			}
-		}
-		if updates != fleetScaled {
-			b.Fatalf("%d objects would change, want the %d scaled Deployments", updates, fleetScaled)
-		}
-		b.ReportMetric(float64(requests.Load())/float64(b.N), "requests/op")
+	b.Run("driftback", func(b *testing.B) { f.diff(b, f.repo, fleetScaled) })
+	// A change to every object: each of the 2,000 goes through the
+	// cluster's admission rules (drift/admission), then the same without
+	// those checks, their cost the difference.
+	b.Run("driftback-every-object-changed", func(b *testing.B) { f.diff(b, f.changed, 2000) })
+	b.Run("driftback-every-object-changed-without-admission-checks", func(b *testing.B) {
+		admissionChecks = false
+		defer func() { admissionChecks = true }()
+		f.diff(b, f.changed, 2000)
 	})
 	b.Run("kubectl-diff-server-side", func(b *testing.B) {
 		kubectl, err := exec.LookPath("kubectl")
@@ -252,6 +310,62 @@ func BenchmarkDiffFleet(b *testing.B) {
 		out, _ := cmd("-v=6").CombinedOutput()
 		b.ReportMetric(float64(strings.Count(string(out), `"Response"`)), "requests/op")
 	})
+}
+
+// diff runs driftback diff of the fleet's repository against head, as the
+// command runs, and checks that wantUpdates objects would change.
+func (f *fleet) diff(b *testing.B, head string, wantUpdates int) {
+	var requests atomic.Int64
+	wrapKubeTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			requests.Add(1)
+			return rt.RoundTrip(r)
+		})
+	}
+	defer func() { wrapKubeTransport = nil }()
+	args := []string{"diff", "--base", f.repo, "--head", head, "--kubeconfig", f.kubeconfig, "--format", "json"}
+	for _, p := range f.paths {
+		args = append(args, "--path", p)
+	}
+	var out, errOut bytes.Buffer
+	for b.Loop() {
+		out.Reset()
+		errOut.Reset()
+		if code := run(args, &out, &errOut); code != exitChanges {
+			b.Fatalf("exit %d: %s", code, errOut.String())
+		}
+	}
+	b.Logf("the last run's progress:\n%s", errOut.String())
+	var rep drift.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		b.Fatal(err)
+	}
+	updates, findings := 0, 0
+	for _, t := range rep.Targets {
+		if t.LiveError != "" || len(t.Errors) > 0 {
+			b.Fatalf("%s: %s %v", t.Path, t.LiveError, t.Errors)
+		}
+		for _, ch := range t.Changes {
+			if ch.Action == drift.ActionUpdate {
+				updates++
+			}
+			for _, d := range ch.Danger {
+				if d.Reason == drift.DangerAdmissionWarning || d.Reason == drift.DangerAdmissionRefused || d.Reason == drift.DangerPodsRefused {
+					findings++
+				}
+			}
+		}
+	}
+	if updates != wantUpdates {
+		b.Fatalf("%d objects would change, want %d", updates, wantUpdates)
+	}
+	// Every workload's pods run as root: restricted, the level warned
+	// of, says so of each changed one.
+	if admissionChecks && findings == 0 {
+		b.Fatal("no admission finding: the checks did not run")
+	}
+	b.ReportMetric(float64(findings), "admission-findings")
+	b.ReportMetric(float64(requests.Load())/float64(b.N), "requests/op")
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

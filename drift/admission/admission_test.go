@@ -206,3 +206,21 @@ func TestAPartialDumpSaysWhatItDidNotCheck(t *testing.T) {
 	}
 	_ = schema.GroupKind{}
 }
+
+// TestANamespacesLabelsAreWhatTheApplyLeaves: a Namespace Git renders
+// without Pod Security labels keeps those someone else set live (the
+// apply leaves fields it does not own), so the level they enforce still
+// refuses; a label Git set and no longer does is gone after the apply.
+func TestANamespacesLabelsAreWhatTheApplyLeaves(t *testing.T) {
+	privileged := strings.ReplaceAll(deployment("root", 1, "      - {name: app, image: registry.example.com/app:1, securityContext: {privileged: true}}\n"), "NS", "team")
+	live := testfs.Objects(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team, labels: {pod-security.kubernetes.io/enforce: baseline}}\n",
+		strings.ReplaceAll(deployment("other", 1, restrictedContainer), "NS", "team"))
+	head := testfs.Objects(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team, labels: {owner: shop}}\n", privileged)
+	if d := dangers(offline(t, live, nil, head, nil)); !strings.Contains(d["Deployment/root pods-refused"].Message, `"baseline:latest"`) {
+		t.Errorf("a label set live, not in Git: %v; want baseline enforced", d)
+	}
+	base := testfs.Objects(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team, labels: {pod-security.kubernetes.io/enforce: baseline}}\n")
+	if d := dangers(offline(t, live, base, head, nil)); len(d) != 0 {
+		t.Errorf("a label Git drops: %v; want nothing enforced", d)
+	}
+}

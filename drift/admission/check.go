@@ -80,7 +80,7 @@ func (c *checker) readRules() {
 				c.namespaces[r.Name] = c.liveNS[r.Name]
 			}
 			if h := c.head[r.Key()]; h != nil {
-				c.namespaces[r.Name] = namespaceOf(h)
+				c.namespaces[r.Name] = applied(c.liveNS[r.Name], c.base[r.Key()], h)
 			}
 		}
 	}
@@ -94,6 +94,33 @@ func (c *checker) readRules() {
 			c.limits[n] = c.readLimitRanges(n)
 		}
 	}
+}
+
+// applied is a Namespace as a server-side apply of head leaves it: the
+// labels Git sets, over those others set live (a platform team's Pod
+// Security labels stay when Git writes none), less those the base set and
+// the head no longer does.
+func applied(live *corev1.Namespace, base, head *unstructured.Unstructured) *corev1.Namespace {
+	ns := namespaceOf(head)
+	if live == nil {
+		return ns
+	}
+	labels := map[string]string{}
+	for k, v := range live.Labels {
+		labels[k] = v
+	}
+	if base != nil {
+		for k := range base.GetLabels() {
+			if _, kept := ns.Labels[k]; !kept {
+				delete(labels, k)
+			}
+		}
+	}
+	for k, v := range ns.Labels {
+		labels[k] = v
+	}
+	ns.Labels = labels
+	return ns
 }
 
 // checkObject checks one object a sync creates or changes: the object as
