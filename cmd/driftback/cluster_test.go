@@ -206,3 +206,77 @@ func TestDumpHoldsWhatDiffReads(t *testing.T) {
 		t.Errorf("not compared from the dump: %+v, want the Secret", u)
 	}
 }
+
+// TestDiffSaysWhatTheClusterWillRefuse: `driftback diff --kubeconfig`
+// checks the change against the cluster's admission rules as serve does: a
+// privileged container in a namespace enforcing baseline has its pods
+// refused. A namespace without labels takes the PodSecurity plugin's
+// defaults, which --admission-config gives as kube-apiserver's own
+// AdmissionConfiguration file: unknown to the cluster, privileged without it.
+func TestDiffSaysWhatTheClusterWillRefuse(t *testing.T) {
+	env := kubetest.New(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	labelled := env.Namespace
+	plain := kubetest.New(t).Namespace
+	n, err := env.Client.CoreV1().Namespaces().Get(ctx, labelled, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
+	if _, err := env.Client.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deploy := func(ns string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: root, namespace: " + ns + "}\nspec:\n  selector: {matchLabels: {app: root}}\n  template:\n    metadata: {labels: {app: root}}\n    spec:\n      containers: [{name: app, image: \"nginx:1.28\", securityContext: {privileged: true}}]\n"
+	}
+	writeTree(t, filepath.Join(dir, "base"), map[string]string{"app/kustomization.yaml": "resources: []\n"})
+	writeTree(t, filepath.Join(dir, "head"), map[string]string{"app/kustomization.yaml": "resources:\n- a.yaml\n- b.yaml\n", "app/a.yaml": deploy(labelled), "app/b.yaml": deploy(plain)})
+	kubeconfig := writeKubeconfig(t, env, filepath.Join(dir, "kubeconfig"))
+	config := filepath.Join(dir, "admission.yaml")
+	if err := os.WriteFile(config, []byte(`apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults: {enforce: baseline, enforce-version: latest}
+    exemptions: {usernames: [], runtimeClasses: [], namespaces: [kube-system]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(extra ...string) map[string]string {
+		t.Helper()
+		args := append([]string{"diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--path", "app", "--kubeconfig", kubeconfig, "--format", "json"}, extra...)
+		out, errOut, code := runCLI(t, args...)
+		if code != exitChanges {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var rep drift.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, ch := range rep.Targets[0].Changes {
+			for _, d := range ch.Danger {
+				if d.Reason == drift.DangerPodsRefused {
+					got[ch.Namespace] = d.Message
+				}
+			}
+		}
+		return got
+	}
+	if got := refused(); len(got) != 1 || !strings.Contains(got[labelled], `violates PodSecurity "baseline:latest"`) {
+		t.Errorf("without --admission-config: %v; want the labelled namespace's Deployment only", got)
+	}
+	if got := refused("--admission-config", config); len(got) != 2 || !strings.Contains(got[plain], `violates PodSecurity "baseline:latest"`) {
+		t.Errorf("with the cluster's AdmissionConfiguration: %v; want both", got)
+	}
+	if err := os.WriteFile(config, []byte("kind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  configuration:\n    kind: PodSecurityConfiguration\n    defaults: {enforce: strict}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runCLI(t, "diff", "--base", filepath.Join(dir, "base"), "--head", filepath.Join(dir, "head"), "--kubeconfig", kubeconfig, "--admission-config", config); code != 2 || !strings.Contains(errOut, "--admission-config") || !strings.Contains(errOut, "strict") {
+		t.Errorf("a bad level: exit %d, %s", code, errOut)
+	}
+}

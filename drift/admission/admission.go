@@ -15,7 +15,9 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -189,6 +191,24 @@ func newChecker(ctx context.Context, live object.LiveReader, sc *scope.Scope, in
 	}
 	if len(refs) > 0 {
 		got, err := c.scoped.Get(ctx, refs)
+		if errors.Is(err, scope.ErrOutOfScope) {
+			// One by one: an object outside the scope is not compared
+			// with the cluster, nor checked here.
+			got, err = map[string]*unstructured.Unstructured{}, nil
+			kept := c.changed[:0]
+			for _, ch := range c.changed {
+				one, err1 := c.scoped.Get(ctx, []object.Ref{ch.ref})
+				switch {
+				case errors.Is(err1, scope.ErrOutOfScope):
+					continue
+				case err1 != nil:
+					err = err1
+				}
+				maps.Copy(got, one)
+				kept = append(kept, ch)
+			}
+			c.changed = kept
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read the live objects: %w", err)
 		}

@@ -3,12 +3,14 @@ package admission_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/admission"
@@ -118,16 +120,20 @@ func TestAPolicyAPullRequestBringsReadsWithinItsScope(t *testing.T) {
     messageExpression: "'level must be ' + params.data.level"
 `
 	pol := policyOn("configmaps", check, params)
+	served := strings.ReplaceAll(strings.Join(policyOn("secrets", `  - expression: "true"`+"\n", ""), "---\n"), "probe", "served")
 	live := testfs.Objects(t, teamNamespace, "apiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n",
-		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: rules, namespace: other}\ndata: {level: other-teams-value}\n")
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: rules, namespace: other}\ndata: {level: other-teams-value}\n",
+		strings.Split(served, "---\n")[0], strings.Split(served, "---\n")[1])
 	binding := func(o []*unstructured.Unstructured) []*unstructured.Unstructured {
 		o[len(o)-1].Object["spec"].(map[string]any)["paramRef"] = map[string]any{"name": "rules", "namespace": "other", "parameterNotFoundAction": "Deny"}
 		return o
 	}
 	sc := &scope.Scope{Namespaces: map[string]bool{"team": true}, ClusterObjects: map[string]object.Ref{}}
 	app := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\ndata: {level: mine}\n"
+	// The policy and its binding are outside the target's scope: compared
+	// in Git only, and not among its live changes; the ConfigMap is.
 	tg := offline(t, live, nil, binding(testfs.Objects(t, append([]string{app}, pol...)...)), sc)
-	if len(dangers(tg)) != 0 || !strings.Contains(strings.Join(tg.Errors, "\n"), "outside this target's scope") {
+	if len(dangers(tg)) != 0 || !strings.Contains(strings.Join(tg.Errors, "\n"), "ValidatingAdmissionPolicy probe (binding probe) could not be evaluated on ConfigMap/team/app: ConfigMap/other/rules: outside this target's scope") {
 		t.Errorf("a parameter outside the scope: dangers %v, errors %v", dangers(tg), tg.Errors)
 	}
 	for _, e := range tg.Errors {
@@ -222,5 +228,42 @@ func TestANamespacesLabelsAreWhatTheApplyLeaves(t *testing.T) {
 	base := testfs.Objects(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team, labels: {pod-security.kubernetes.io/enforce: baseline}}\n")
 	if d := dangers(offline(t, live, base, head, nil)); len(d) != 0 {
 		t.Errorf("a label Git drops: %v; want nothing enforced", d)
+	}
+}
+
+// TestAPolicyCannotCompareAGuessWithAFieldASecretSets: a field whose live
+// value is a Secret's (a Flux variable from a Secret, substituted into a
+// ConfigMap) is Git's value in oldObject: a policy comparing the head's
+// guess with it answers the same whether the guess is the live value or
+// not.
+func TestAPolicyCannotCompareAGuessWithAFieldASecretSets(t *testing.T) {
+	cm := func(v string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\ndata: {password: \"" + v + "\"}\n"
+	}
+	// The cluster serves policies: it has one, on Secrets.
+	live := testfs.Objects(t, teamNamespace, cm("live-s3cret"), policyOn("secrets", `  - expression: "true"`+"\n", "")[0], policyOn("secrets", "", "")[1])
+	base := testfs.Objects(t, cm("${PASSWORD}"))
+	oracle := `  - expression: "object.data.password == oldObject.data.password"
+    messageExpression: "'was ' + oldObject.data.password"
+`
+	gitOnly := func(o *unstructured.Unstructured) []fieldpath.Path {
+		if o.GetKind() == "ConfigMap" {
+			return []fieldpath.Path{fieldpath.MakePathOrDie("data", "password")}
+		}
+		return nil
+	}
+	var answers []string
+	for _, guess := range []string{"live-s3cret", "wrong"} {
+		head := testfs.Objects(t, append([]string{cm(guess)}, policyOn("configmaps", oracle, "")...)...)
+		tg := &drift.Target{Changes: []drift.Change{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "app", Action: drift.ActionUpdate}}}
+		admission.Check(context.Background(), livestate.NewObjectReader(live), nil, admission.Input{Base: base, Head: head}, admission.Options{GitOnly: gitOnly}, tg)
+		d := dangers(tg)
+		if strings.Contains(d["ConfigMap/app admission-refused"].Message, "live-s3cret") {
+			t.Errorf("the policy's message shows the live value: %v", d)
+		}
+		answers = append(answers, fmt.Sprint(len(d)))
+	}
+	if answers[0] != answers[1] || answers[0] != "1" {
+		t.Errorf("the right guess and a wrong one answer %v; want both refused, compared with Git's value", answers)
 	}
 }
