@@ -540,3 +540,81 @@ func podsAdmitted(t *testing.T, env *kubetest.Env, ns string, o *unstructured.Un
 	}
 	return admitted
 }
+
+// crd is a small CustomResourceDefinition of group example.com with the
+// annotations a project's install bundle puts on it.
+func crd(plural, kind, channel, version string) string {
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: %[1]s.upgrades-NS.example.com
+  annotations: {example.com/channel: %[3]s, example.com/bundle-version: %[4]s}
+spec:
+  group: upgrades-NS.example.com
+  scope: Namespaced
+  names: {plural: %[1]s, kind: %[2]s}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`, plural, kind, channel, version)
+}
+
+// TestAnUpgradePolicySeesTheOldObject: the shape of the policies projects
+// ship with their CRDs to guard upgrades (seen in a public GitOps
+// repository that vendors one): written with a namespace though
+// cluster-scoped, matching every resource of a group while its binding
+// narrows it, comparing object with oldObject (null on a create) and
+// matching a version annotation with a regular expression. An update that
+// moves a CRD from the stable channel to the preview one, and a create of
+// an old bundle version, are refused, as the apiserver refuses them; a
+// stable, current one passes.
+func TestAnUpgradePolicySeesTheOldObject(t *testing.T) {
+	env := kubetest.New(t)
+	ns := env.Namespace
+	kubetest.Apply(t, env.Setup, "test", objs(t, ns, crd("widgets", "Widget", "stable", "v2.1.0"))...)
+	kubetest.Apply(t, env.Setup, "test", objs(t, ns, `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: upgrades-NS
+  namespace: NS
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apiextensions.k8s.io], apiVersions: [v1], operations: [CREATE, UPDATE], resources: ['*']}
+  validations:
+  - expression: object.spec.group != 'upgrades-NS.example.com' || oldObject == null || object.metadata.annotations['example.com/channel'] == oldObject.metadata.annotations['example.com/channel']
+    message: a CRD does not change channel in place
+    reason: Invalid
+  - expression: object.spec.group != 'upgrades-NS.example.com' || !matches(object.metadata.annotations['example.com/bundle-version'], '^v[01]\\.')
+    message: bundles before v2 are not installed
+`, `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: upgrades-NS
+  namespace: NS
+spec:
+  policyName: upgrades-NS
+  validationActions: [Deny]
+  matchResources:
+    resourceRules:
+    - {apiGroups: [apiextensions.k8s.io], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [customresourcedefinitions]}
+`)...)
+	try := 0
+	kubetest.Eventually(t, 30*time.Second, "the policy to be enforced", func() bool {
+		try++
+		probe := objs(t, ns, crd(fmt.Sprintf("probes%d", try), "Probe", "stable", "v0.1.0"))[0]
+		return strings.Contains(apiserverRefuses(t, env, ns, probe, false), "bundles before v2 are not installed")
+	})
+	base := objs(t, ns, crd("widgets", "Widget", "stable", "v2.1.0"))
+	head := objs(t, ns, crd("widgets", "Widget", "preview", "v2.1.0"), crd("gadgets", "Gadget", "stable", "v1.4.0"), crd("gizmos", "Gizmo", "stable", "v2.1.0"))
+	tg := check(t, env, base, head, admission.Options{})
+	d := dangers(tg)
+	if !strings.Contains(d["CustomResourceDefinition/widgets.upgrades-"+ns+".example.com admission-refused"].Message, "a CRD does not change channel in place") ||
+		!strings.Contains(d["CustomResourceDefinition/gadgets.upgrades-"+ns+".example.com admission-refused"].Message, "bundles before v2 are not installed") || len(d) != 2 || len(tg.Errors) > 0 {
+		t.Errorf("dangers %v, errors %v; want widgets' channel change and gadgets' old bundle refused", d, tg.Errors)
+	}
+	agree(t, env, ns, tg, head)
+}

@@ -267,3 +267,18 @@ func TestAPolicyCannotCompareAGuessWithAFieldASecretSets(t *testing.T) {
 		t.Errorf("the right guess and a wrong one answer %v; want both refused, compared with Git's value", answers)
 	}
 }
+
+// TestADenyThatIsAlsoAuditedIsOneRefusal: a binding with Deny and Audit
+// (as public policies often write it) refuses once; one with Warn and
+// Audit only warns, once.
+func TestADenyThatIsAlsoAuditedIsOneRefusal(t *testing.T) {
+	app := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\ndata: {level: mine}\n"
+	for actions, want := range map[string]string{"[Deny, Audit]": "admission-refused", "[Warn, Audit]": "admission-warning"} {
+		pol := policyOn("configmaps", `  - expression: "false"`+"\n", "")
+		pol[1] = strings.Replace(pol[1], "validationActions: [Deny]", "validationActions: "+actions, 1)
+		tg := offline(t, testfs.Objects(t, append([]string{teamNamespace, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team}\n"}, pol...)...), nil, testfs.Objects(t, app), nil)
+		if d := dangers(tg); len(d) != 1 || d["ConfigMap/app "+want].Reason == "" {
+			t.Errorf("%s: %v; want one %s", actions, d, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -381,20 +382,17 @@ func (c *checker) evaluatePolicies(policies []*vap, r request, namespaces map[st
 // actions turns a denial into what each of the binding's validation
 // actions makes of it: Deny refuses, Warn and Audit warn.
 func actions(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, rule string, refused drift.DangerReason, message string) []finding {
-	var out []finding
-	warned := false
+	// Deny refuses: a warning or an audit record of the same denial says
+	// nothing more.
+	if slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) {
+		return []finding{{reason: refused, rule: rule, message: message}}
+	}
 	for _, a := range b.Spec.ValidationActions {
-		switch a {
-		case admissionregistrationv1.Deny:
-			out = append(out, finding{reason: refused, rule: rule, message: message})
-		case admissionregistrationv1.Warn, admissionregistrationv1.Audit:
-			if !warned {
-				warned = true
-				out = append(out, finding{reason: drift.DangerAdmissionWarning, rule: rule + " " + string(a), message: message + " (" + strings.ToLower(string(a)) + " only)"})
-			}
+		if a == admissionregistrationv1.Warn || a == admissionregistrationv1.Audit {
+			return []finding{{reason: drift.DangerAdmissionWarning, rule: rule + " warn", message: message + " (" + strings.ToLower(string(a)) + " only)"}}
 		}
 	}
-	return out
+	return nil
 }
 
 // params reads a binding's parameters as the plugin's CollectParams does.
