@@ -633,6 +633,11 @@ func (r *Reviewer) compareTarget(ctx context.Context, w *targetWork, read *clust
 		if ns, name := reconcile.Applier(t.Build().Found, argoNS); name != "" {
 			ao.Applier = admission.ServiceAccount(ns, name)
 		}
+		if r.Capabilities != nil {
+			if caps, err := r.Capabilities(ctx, t.Cluster); err == nil && caps != nil {
+				ao.KubeVersion = caps.KubeVersion // Pod Security's "latest" is the cluster's
+			}
+		}
 		admission.Check(ctx, reader, opts.Scope, admission.Input{Base: in.Base, Head: in.Head}, ao, target)
 	}
 	syncfail.Objects(target, w.releaseFails)

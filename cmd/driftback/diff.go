@@ -188,6 +188,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	var podSecurity admission.PodSecurity
+	var kubeVersion string
 	if *admissionConfig != "" {
 		data, err := os.ReadFile(*admissionConfig)
 		if err == nil {
@@ -219,6 +220,9 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		reader = r
+		if v, _, err := r.Capabilities(ctx); err == nil {
+			kubeVersion = v
+		}
 		if opts.Mode == drift.ModeDryRun {
 			if opts.DryRun, err = livestate.NewServerDryRun(cfg); err != nil {
 				return fail("%v", err)
@@ -254,7 +258,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		// and the live cluster, as serve says it.
 		history = restores(gitRepo, compared)
 	}
-	rep, err := diffOverlays(ctx, setup.Renderer, tipTree, baseTree, headTree, overlays, built, liveSide{reader, liveErr, *argoNS, podSecurity}, opts, history, progress(stderr))
+	rep, err := diffOverlays(ctx, setup.Renderer, tipTree, baseTree, headTree, overlays, built, liveSide{reader, liveErr, *argoNS, podSecurity, kubeVersion}, opts, history, progress(stderr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -569,6 +573,8 @@ type liveSide struct {
 	argoNS string
 	// podSecurity is the cluster's PodSecurity admission configuration.
 	podSecurity admission.PodSecurity
+	// kubeVersion is the cluster's version; empty when unknown.
+	kubeVersion string
 }
 
 // diffOverlays renders each overlay at base and head and compares them with
@@ -738,7 +744,7 @@ func diffOverlays(ctx context.Context, r *render.Renderer, tip, base, head *rend
 					if !admissionChecks {
 						continue
 					}
-					ao := admission.Options{DefaultNamespace: o.DefaultNamespace, GitOnly: o.GitOnly, Policies: policies, PodSecurity: live.podSecurity}
+					ao := admission.Options{DefaultNamespace: o.DefaultNamespace, GitOnly: o.GitOnly, Policies: policies, PodSecurity: live.podSecurity, KubeVersion: live.kubeVersion}
 					if ns, name := reconcile.Applier(builds[i].Found(), live.argoNS); name != "" {
 						ao.Applier = admission.ServiceAccount(ns, name)
 					}

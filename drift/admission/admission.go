@@ -55,6 +55,12 @@ type Options struct {
 	Policies *Policies
 	// Timeout bounds the policy evaluation of one object; 0 is one second.
 	Timeout time.Duration
+	// Budget bounds one check's policy evaluations in all; 0 is 30
+	// seconds. What is left when it runs out is said not checked.
+	Budget time.Duration
+	// KubeVersion is the cluster's version ("v1.30.2"): Pod Security's
+	// "latest" is the checks of that release. Empty: the library's.
+	KubeVersion string
 }
 
 // Input is the change checked: the renders at the base and at the head.
@@ -121,11 +127,12 @@ type changed struct {
 
 // checker holds one check's reads.
 type checker struct {
-	ctx    context.Context
-	live   object.LiveReader // whole: the cluster's rules
-	scoped object.LiveReader // within the target's scope
-	opts   Options
-	t      *drift.Target
+	ctx      context.Context
+	deadline time.Time
+	live     object.LiveReader // whole: the cluster's rules
+	scoped   object.LiveReader // within the target's scope
+	opts     Options
+	t        *drift.Target
 
 	kinds     map[schema.GroupKind]object.Kind
 	head      map[string]*unstructured.Unstructured
@@ -150,6 +157,9 @@ func newChecker(ctx context.Context, live object.LiveReader, sc *scope.Scope, in
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Second
 	}
+	if opts.Budget == 0 {
+		opts.Budget = 30 * time.Second
+	}
 	if opts.Applier == nil {
 		opts.Applier = serviceAccount("flux-system", "kustomize-controller")
 	}
@@ -165,7 +175,7 @@ func newChecker(ctx context.Context, live object.LiveReader, sc *scope.Scope, in
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{ctx: ctx, live: live, scoped: scope.NewReader(live, sc), opts: opts, t: t,
+	c := &checker{ctx: ctx, deadline: time.Now().Add(opts.Budget), live: live, scoped: scope.NewReader(live, sc), opts: opts, t: t,
 		kinds: map[schema.GroupKind]object.Kind{}, head: index(head), base: index(base),
 		namespaces: map[string]*corev1.Namespace{}, liveNS: map[string]*corev1.Namespace{},
 		quotas: map[string]*quotaState{}, limits: map[string][]*corev1.LimitRange{}, said: map[string]bool{}}
@@ -219,14 +229,36 @@ func newChecker(ctx context.Context, live object.LiveReader, sc *scope.Scope, in
 	return c, nil
 }
 
+// maxProblems bounds what a check says it could not check.
+const maxProblems = 20
+
 // problem says, once, what could not be checked.
 func (c *checker) problem(format string, args ...any) {
 	p := fmt.Sprintf(format, args...)
-	if !c.said[p] {
-		c.said[p] = true
+	if c.said[p] {
+		return
+	}
+	c.said[p] = true
+	switch n := len(c.said); {
+	case n <= maxProblems:
 		c.problems = append(c.problems, p)
+	case n == maxProblems+1:
+		c.problems = append(c.problems, "and more the cluster's admission rules could not check")
 	}
 }
+
+// overBudget says the check's time is spent, once.
+func (c *checker) overBudget() bool {
+	if time.Now().Before(c.deadline) {
+		return false
+	}
+	c.problem("the admission policies were evaluated for %s, the bound: what was left is not checked", c.opts.Budget)
+	return true
+}
+
+// maxMessage bounds a danger's message: a rule's text is the rule
+// writer's, shown as written up to here.
+const maxMessage = 1024
 
 // danger adds a danger to a change of t, once per reason and message.
 func (c *checker) danger(at int, d drift.Danger) {
@@ -238,6 +270,9 @@ func (c *checker) danger(at int, d drift.Danger) {
 	}
 	if d.Count == 0 {
 		d.Count = 1
+	}
+	if r := []rune(d.Message); len(r) > maxMessage {
+		d.Message = string(r[:maxMessage]) + "…"
 	}
 	ch.Danger = append(ch.Danger, d)
 }

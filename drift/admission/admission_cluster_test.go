@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -406,14 +407,24 @@ spec:
   matchResources:
     namespaceSelector: {matchLabels: {policy-test: NS}}
 `)...)
-	env.Client.CoreV1().ConfigMaps(ns).Delete(context.Background(), "limits", metav1.DeleteOptions{}) //nolint:errcheck // checked below
+	tg = check(t, env, nil, head[1:], admission.Options{})
+	if d := dangers(tg); len(d) != 1 || !strings.Contains(d["Deployment/floating admission-warning"].Message, "images must be pinned") {
+		t.Errorf("a Warn binding: %v; want one warning", d)
+	}
+	// Without its parameter, the binding refuses every Deployment: their
+	// pods are never made, so nothing is said of them.
+	if err := env.Client.CoreV1().ConfigMaps(ns).Delete(context.Background(), "limits", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	tg = check(t, env, nil, head[1:], admission.Options{})
 	d = dangers(tg)
-	if got := d["Deployment/small admission-refused"]; !strings.Contains(got.Message, "no params found for policy binding with `Deny` parameterNotFoundAction") {
-		t.Errorf("a missing parameter: %v; want Deployment/small refused", d)
+	for _, name := range []string{"small", "floating"} {
+		if got := d["Deployment/"+name+" admission-refused"]; !strings.Contains(got.Message, "no params found for policy binding with `Deny` parameterNotFoundAction") {
+			t.Errorf("a missing parameter: %v; want Deployment/%s refused", d, name)
+		}
 	}
-	if got := d["Deployment/floating admission-warning"]; !strings.Contains(got.Message, "images must be pinned") {
-		t.Errorf("a Warn binding: %v; want a warning", d)
+	if len(d) != 2 {
+		t.Errorf("a missing parameter: %v; want the two Deployments refused, nothing of their pods", d)
 	}
 	try := 0
 	kubetest.Eventually(t, 30*time.Second, "the apiserver to see the parameter gone", func() bool {
@@ -617,4 +628,45 @@ spec:
 		t.Errorf("dangers %v, errors %v; want widgets' channel change and gadgets' old bundle refused", d, tg.Errors)
 	}
 	agree(t, env, ns, tg, head)
+}
+
+// TestRulesTheCredentialsMayNotReadAreSaid: with a read role that lists
+// Deployments and nothing of the rules, a comparison read through a
+// snapshot (as serve and diff read) says the rules could not be read:
+// never "nothing refused".
+func TestRulesTheCredentialsMayNotReadAreSaid(t *testing.T) {
+	env := kubetest.New(t)
+	ns := env.Namespace
+	ctx := context.Background()
+	label(t, env, ns, map[string]string{"pod-security.kubernetes.io/enforce": "baseline"})
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-deployments"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list"}}}}
+	if _, err := env.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-deployments"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "narrow"}}}
+	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := livestate.NewClusterReader(kubetest.Impersonate(env.Config, ns, "narrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := objs(t, ns, deployment("root", 1, privilegedContainer))
+	snap, err := livestate.NewSnapshot(ctx, reader, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &drift.Target{Changes: []drift.Change{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: "root", Action: drift.ActionCreate}}}
+	admission.Check(ctx, snap, nil, admission.Input{Head: head}, admission.Options{}, tg)
+	errs := strings.Join(tg.Errors, "\n")
+	for _, want := range []string{"the labels of the namespaces", "ValidatingAdmissionPolicies could not be read", "the ResourceQuotas of namespace " + ns + " could not be read", "the LimitRanges of namespace " + ns + " could not be read"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("errors %q lack %q", errs, want)
+		}
+	}
+	if len(dangers(tg)) != 0 {
+		t.Errorf("dangers %v from rules that were not read", dangers(tg))
+	}
 }

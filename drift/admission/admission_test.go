@@ -82,7 +82,7 @@ func TestAPolicyAPullRequestBringsLearnsNoSecret(t *testing.T) {
 		head := testfs.Objects(t, append([]string{secret(guess)}, policyOn("secrets", leak, "")...)...)
 		tg := offline(t, live, base, head, nil)
 		d := dangers(tg)
-		got := d["Secret/db admission-refused"].Message
+		got := everything(tg)
 		for _, v := range []string{"live-s3cret", "old-in-git", "wrong", base64.StdEncoding.EncodeToString([]byte("live-s3cret")), base64.StdEncoding.EncodeToString([]byte("wrong"))} {
 			if strings.Contains(got, v) {
 				t.Errorf("guess %q: the policy's message %q shows %q", guess, got, v)
@@ -258,7 +258,7 @@ func TestAPolicyCannotCompareAGuessWithAFieldASecretSets(t *testing.T) {
 		tg := &drift.Target{Changes: []drift.Change{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "app", Action: drift.ActionUpdate}}}
 		admission.Check(context.Background(), livestate.NewObjectReader(live), nil, admission.Input{Base: base, Head: head}, admission.Options{GitOnly: gitOnly}, tg)
 		d := dangers(tg)
-		if strings.Contains(d["ConfigMap/app admission-refused"].Message, "live-s3cret") {
+		if strings.Contains(everything(tg), "live-s3cret") {
 			t.Errorf("the policy's message shows the live value: %v", d)
 		}
 		answers = append(answers, fmt.Sprint(len(d)))
@@ -279,6 +279,131 @@ func TestADenyThatIsAlsoAuditedIsOneRefusal(t *testing.T) {
 		tg := offline(t, testfs.Objects(t, append([]string{teamNamespace, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team}\n"}, pol...)...), nil, testfs.Objects(t, app), nil)
 		if d := dangers(tg); len(d) != 1 || d["ConfigMap/app "+want].Reason == "" {
 			t.Errorf("%s: %v; want one %s", actions, d, want)
+		}
+	}
+}
+
+// everything is every message a check gave: each danger's, each error's.
+func everything(tg *drift.Target) string {
+	var out []string
+	for _, c := range tg.Changes {
+		for _, d := range c.Danger {
+			out = append(out, d.Message)
+		}
+	}
+	return strings.Join(append(out, tg.Errors...), "\n")
+}
+
+// TestAPolicysParametersHoldNoSecret: a parameter is seen as oldObject is:
+// a field whose live value is a Secret's holds Git's, and no object's
+// last-applied annotation (a copy of what was applied) is seen at all.
+func TestAPolicysParametersHoldNoSecret(t *testing.T) {
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db\n  namespace: team\n  annotations: {kubectl.kubernetes.io/last-applied-configuration: '{\"data\":{\"password\":\"applied-s3cret\"}}'}\ndata: {password: \"%s\"}\n"
+	pol := policyOn("configmaps", `  - expression: "false"
+    messageExpression: "'param=' + params.data.password + ' applied=' + (has(oldObject.metadata.annotations) && 'kubectl.kubernetes.io/last-applied-configuration' in oldObject.metadata.annotations ? oldObject.metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'] : 'none')"
+`, "  paramKind: {apiVersion: v1, kind: ConfigMap}\n")
+	pol[1] = strings.Replace(pol[1], "validationActions: [Deny]", "validationActions: [Deny]\n  paramRef: {name: db, parameterNotFoundAction: Deny}", 1)
+	served := strings.ReplaceAll(strings.Join(policyOn("secrets", `  - expression: "true"`+"\n", ""), "---\n"), "probe", "served")
+	live := testfs.Objects(t, teamNamespace, fmt.Sprintf(cm, "live-s3cret"), strings.Split(served, "---\n")[0], strings.Split(served, "---\n")[1])
+	base := testfs.Objects(t, fmt.Sprintf(cm, "${PASSWORD}"))
+	head := testfs.Objects(t, append([]string{fmt.Sprintf(cm, "guess")}, pol...)...)
+	gitOnly := func(o *unstructured.Unstructured) []fieldpath.Path {
+		if o.GetKind() == "ConfigMap" && o.GetName() == "db" {
+			return []fieldpath.Path{fieldpath.MakePathOrDie("data", "password")}
+		}
+		return nil
+	}
+	tg := &drift.Target{Changes: []drift.Change{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "db", Action: drift.ActionUpdate}}}
+	admission.Check(context.Background(), livestate.NewObjectReader(live), nil, admission.Input{Base: base, Head: head}, admission.Options{GitOnly: gitOnly}, tg)
+	got := everything(tg)
+	if !strings.Contains(got, "param=${PASSWORD} applied=none") || strings.Contains(got, "s3cret") {
+		t.Errorf("what the check said: %s", got)
+	}
+}
+
+// TestABindingAPullRequestBringsReadsWithinItsScope: a binding the pull
+// request adds for one of the cluster's policies cannot point that
+// policy's parameters outside the target's scope.
+func TestABindingAPullRequestBringsReadsWithinItsScope(t *testing.T) {
+	pol := policyOn("configmaps", `  - expression: "false"
+    messageExpression: "'level is ' + params.data.level"
+`, "  paramKind: {apiVersion: v1, kind: ConfigMap}\n")
+	live := testfs.Objects(t, teamNamespace, "apiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: rules, namespace: other}\ndata: {level: other-teams-value}\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: rules, namespace: team}\ndata: {level: mine}\n", pol[0], pol[1])
+	binding := strings.Replace(strings.ReplaceAll(pol[1], "name: probe\n", "name: mine\n"), "validationActions: [Deny]", "validationActions: [Deny]\n  paramRef: {name: rules, namespace: other, parameterNotFoundAction: Deny}", 1)
+	sc := &scope.Scope{Namespaces: map[string]bool{"team": true}, ClusterObjects: map[string]object.Ref{}}
+	head := testfs.Objects(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\n", binding)
+	tg := &drift.Target{Changes: []drift.Change{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "app", Action: drift.ActionCreate}}}
+	admission.Check(context.Background(), livestate.NewObjectReader(live), sc, admission.Input{Head: head}, admission.Options{}, tg)
+	if got := everything(tg); strings.Contains(got, "other-teams-value") || !strings.Contains(got, "outside this target's scope") {
+		t.Errorf("what the check said: %s", got)
+	}
+}
+
+// TestATimedOutPolicyIsNeverAPass: an evaluation cut short by its time
+// bound is said, whatever the policy's failurePolicy.
+func TestATimedOutPolicyIsNeverAPass(t *testing.T) {
+	for _, fp := range []string{"Fail", "Ignore"} {
+		pol := policyOn("configmaps", `  - expression: "object.data.size() > 0"`+"\n", "")
+		pol[0] = strings.Replace(pol[0], "failurePolicy: Fail", "failurePolicy: "+fp, 1)
+		live := testfs.Objects(t, append([]string{teamNamespace, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team}\n"}, pol...)...)
+		tg := &drift.Target{Changes: []drift.Change{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "app", Action: drift.ActionCreate}}}
+		admission.Check(context.Background(), livestate.NewObjectReader(live), nil, admission.Input{Head: testfs.Objects(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\ndata: {a: b}\n")},
+			admission.Options{Timeout: time.Nanosecond}, tg)
+		if !strings.Contains(strings.Join(tg.Errors, "\n"), "could not be evaluated on ConfigMap/team/app within 1ns") {
+			t.Errorf("failurePolicy %s: dangers %v, errors %v", fp, dangers(tg), tg.Errors)
+		}
+	}
+}
+
+// TestAQuotaCountsEveryReplica: 5,000 replicas against a quota of 2,000
+// pods: 3,000 refused, counted without creating each.
+func TestAQuotaCountsEveryReplica(t *testing.T) {
+	quota := "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: pods, namespace: team}\nspec: {hard: {pods: \"2000\"}}\nstatus: {hard: {pods: \"2000\"}, used: {pods: \"0\"}}\n"
+	live := testfs.Objects(t, teamNamespace, quota, strings.ReplaceAll(deployment("other", 1, restrictedContainer), "NS", "team"))
+	head := testfs.Objects(t, strings.ReplaceAll(deployment("big", 5000, restrictedContainer), "NS", "team"))
+	start := time.Now()
+	d := dangers(offline(t, live, nil, head, nil))
+	if got := d["Deployment/big pods-refused"]; got.Count != 3000 || !strings.Contains(got.Message, "3000 pods of its 5000 pods cannot be created: exceeded quota: pods, requested: pods=1, used: pods=2k, limited: pods=2k") {
+		t.Errorf("%+v", d)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %s", took)
+	}
+}
+
+// TestNamespacesAsTheAPIServerHasThem: every namespace carries
+// kubernetes.io/metadata.name, a new one too, so a policy selecting by it
+// matches; a Namespace whose Pod Security label cannot be read is refused,
+// as the PodSecurity plugin refuses it.
+func TestNamespacesAsTheAPIServerHasThem(t *testing.T) {
+	pol := policyOn("configmaps", `  - expression: "false"`+"\n", "")
+	pol[1] = strings.Replace(pol[1], "validationActions: [Deny]", "validationActions: [Deny]\n  matchResources:\n    namespaceSelector:\n      matchExpressions: [{key: kubernetes.io/metadata.name, operator: In, values: [fresh]}]", 1)
+	live := testfs.Objects(t, append([]string{teamNamespace, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: team}\n"}, pol...)...)
+	head := testfs.Objects(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: fresh, labels: {pod-security.kubernetes.io/enforce: strict}}\n",
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: fresh}\n", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\n")
+	d := dangers(offline(t, live, nil, head, nil))
+	if _, ok := d["ConfigMap/app admission-refused"]; !ok || len(d) != 2 || !strings.Contains(d["Namespace/fresh admission-refused"].Message, "PodSecurity refuses its labels") {
+		t.Errorf("%v; want fresh's ConfigMap (not team's) and the Namespace refused", d)
+	}
+}
+
+// TestPodSecurityLatestIsTheClustersRelease: "latest" is the checks of the
+// cluster's release, not of the library's: a probe on another host is
+// refused at baseline from Kubernetes 1.34 on, allowed before.
+func TestPodSecurityLatestIsTheClustersRelease(t *testing.T) {
+	probe := strings.ReplaceAll(deployment("probed", 1, `      - name: app
+        image: registry.example.com/app:1
+        livenessProbe: {httpGet: {host: metadata.example.com, path: /, port: 80}}
+`), "NS", "team")
+	live := testfs.Objects(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team, labels: {pod-security.kubernetes.io/enforce: baseline}}\n",
+		strings.ReplaceAll(deployment("other", 1, restrictedContainer), "NS", "team"))
+	for version, refused := range map[string]bool{"v1.33.4": false, "v1.34.0": true, "": true} {
+		tg := &drift.Target{Changes: []drift.Change{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "team", Name: "probed", Action: drift.ActionCreate}}}
+		admission.Check(context.Background(), livestate.NewObjectReader(live), nil, admission.Input{Head: testfs.Objects(t, probe)}, admission.Options{KubeVersion: version}, tg)
+		if got := len(dangers(tg)) > 0; got != refused {
+			t.Errorf("cluster %q: refused %v, want %v: %v", version, got, refused, dangers(tg))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	psapi "k8s.io/pod-security-admission/api"
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
@@ -150,14 +151,15 @@ func (c *checker) checkObject(ch *changed) {
 	}
 }
 
-// evaluate runs one object through admission: its own request (policies,
-// a Pod's or a claim's limit ranges, a Pod's security level), then its
-// pods' (limit ranges first, as LimitRanger mutates before the validators
-// see them). ch, when set, records the pods for the quota check.
+// evaluate runs one object through admission: its own request, then its
+// pods'. Each request meets the plugins in kube-apiserver's order
+// (LimitRanger, PodSecurity, ValidatingAdmissionPolicy; ResourceQuota
+// after all, in checkQuotas) and, as there, the first that refuses it ends
+// it: later plugins never see it. ch, when set, records the pods for the
+// quota check.
 func (c *checker) evaluate(obj, live *unstructured.Unstructured, k object.Kind, namespaces map[string]*corev1.Namespace, policies []*vap, ch *changed) []finding {
 	ns := obj.GetNamespace()
-	gvr := k.GroupVersion().WithResource(k.Resource)
-	r := request{obj: obj, gvk: obj.GroupVersionKind(), gvr: schema.GroupVersionResource{Group: obj.GroupVersionKind().Group, Version: obj.GroupVersionKind().Version, Resource: gvr.Resource},
+	r := request{obj: obj, gvk: obj.GroupVersionKind(), gvr: schema.GroupVersionResource{Group: obj.GroupVersionKind().Group, Version: obj.GroupVersionKind().Version, Resource: k.Resource},
 		namespace: ns, name: obj.GetName(), user: c.opts.Applier, refused: drift.DangerAdmissionRefused}
 	if live != nil {
 		r.old = c.liveAsSeen(live, obj)
@@ -168,37 +170,63 @@ func (c *checker) evaluate(obj, live *unstructured.Unstructured, k object.Kind, 
 		return nil
 	}
 	var out []finding
-	if p != nil && p.direct {
+	// refuses adds what a plugin found and says whether it refused.
+	refuses := func(fs ...finding) bool {
+		out = append(out, fs...)
+		for _, f := range fs {
+			if f.reason != drift.DangerAdmissionWarning {
+				return true
+			}
+		}
+		return false
+	}
+	if ch != nil {
+		defer func() { ch.pods = p }()
+	}
+	switch {
+	case p != nil && p.direct:
 		// A Pod is its own request: what LimitRanger sets is what the
 		// validators see.
-		if f, pod := c.limitPod(p.pod, ns, drift.DangerAdmissionRefused); f != nil {
-			out = append(out, *f)
-		} else if pod != nil {
+		p.creator = c.opts.Applier
+		f, pod := c.limitPod(p.pod, ns, drift.DangerAdmissionRefused)
+		if f != nil && refuses(*f) {
+			return out
+		}
+		if pod != nil {
 			p.pod = pod
 		}
 		if u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p.pod); err == nil {
 			r.obj = &unstructured.Unstructured{Object: u}
 		}
-		out = append(out, c.podSecurity(p, namespaces[ns], drift.DangerAdmissionRefused)...)
-	}
-	if k.GroupKind() == schemaGK("", "PersistentVolumeClaim") {
-		if f := c.limitClaim(obj, ns); f != nil {
-			out = append(out, *f)
+		if refuses(c.podSecurity(p, namespaces[ns], drift.DangerAdmissionRefused)...) {
+			return out
 		}
-	}
-	out = append(out, c.evaluatePolicies(policies, r, namespaces)...)
-	if p == nil || p.direct {
-		if ch != nil {
-			ch.pods = p
+	case k.GroupKind() == schemaGK("", "PersistentVolumeClaim"):
+		if f := c.limitClaim(obj, ns); f != nil && refuses(*f) {
+			return out
 		}
+	case k.GroupKind() == namespaceKind:
+		// The PodSecurity plugin refuses a Namespace whose labels it
+		// cannot read.
+		if _, errs := psapi.PolicyToEvaluate(namespaces[obj.GetName()].Labels, psapi.Policy{}); len(errs) > 0 && refuses(finding{reason: drift.DangerAdmissionRefused,
+			rule: "pod-security labels", message: "PodSecurity refuses its labels: " + errs.ToAggregate().Error()}) {
+			return out
+		}
+		r.obj = withLabels(obj, namespaces[obj.GetName()].Labels)
+	}
+	if refuses(c.evaluatePolicies(policies, r, namespaces)...) || p == nil || p.direct {
 		return out
 	}
-	if f, pod := c.limitPod(p.pod, ns, drift.DangerPodsRefused); f != nil {
-		out = append(out, *f)
-	} else if pod != nil {
+	f, pod := c.limitPod(p.pod, ns, drift.DangerPodsRefused)
+	if f != nil && refuses(*f) {
+		return out
+	}
+	if pod != nil {
 		p.pod = pod
 	}
-	out = append(out, c.podSecurity(p, namespaces[ns], drift.DangerPodsRefused)...)
+	if refuses(c.podSecurity(p, namespaces[ns], drift.DangerPodsRefused)...) {
+		return out
+	}
 	if u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p.pod); err == nil {
 		pr := request{obj: &unstructured.Unstructured{Object: u}, gvk: corev1.SchemeGroupVersion.WithKind("Pod"),
 			gvr: corev1.SchemeGroupVersion.WithResource("pods"), namespace: ns, user: p.creator, refused: drift.DangerPodsRefused}
@@ -207,10 +235,15 @@ func (c *checker) evaluate(obj, live *unstructured.Unstructured, k object.Kind, 
 			out = append(out, f)
 		}
 	}
-	if ch != nil {
-		ch.pods = p
-	}
 	return out
+}
+
+// withLabels is a copy of o with these labels: a Namespace as the apply
+// leaves it.
+func withLabels(o *unstructured.Unstructured, labels map[string]string) *unstructured.Unstructured {
+	o = o.DeepCopy()
+	o.SetLabels(labels)
+	return o
 }
 
 // prepare is an object as the apiserver's validators see it: defaulted,
@@ -234,6 +267,9 @@ func (c *checker) liveAsSeen(live, git *unstructured.Unstructured) *unstructured
 	if from == nil {
 		from = git
 	}
+	if from == nil {
+		return old // not rendered: no field of it is a Secret's
+	}
 	from = masked(from)
 	if ref.Group == "" && ref.Kind == "Secret" {
 		for _, f := range []string{"data", "stringData"} {
@@ -244,7 +280,11 @@ func (c *checker) liveAsSeen(live, git *unstructured.Unstructured) *unstructured
 		}
 	}
 	if c.opts.GitOnly != nil {
-		for _, p := range c.opts.GitOnly(git) {
+		paths := c.opts.GitOnly(from)
+		if git != nil {
+			paths = append(paths, c.opts.GitOnly(git)...)
+		}
+		for _, p := range paths {
 			if v, err := object.SetValueAt(old.Object, p, object.ValueAt(from.Object, p)); err == nil {
 				if m, ok := v.(map[string]any); ok {
 					old.Object = m
@@ -255,10 +295,17 @@ func (c *checker) liveAsSeen(live, git *unstructured.Unstructured) *unstructured
 	return old
 }
 
-// masked is a copy of o whose Secret values are replaced: a policy's
-// message could otherwise print them.
+// masked is a copy of o as a policy may see it: without the
+// last-applied annotation (a copy of what was applied, values substituted
+// from Secrets included), and a Secret's values replaced.
 func masked(o *unstructured.Unstructured) *unstructured.Unstructured {
 	o = o.DeepCopy()
+	if a := o.GetAnnotations(); a != nil {
+		if _, ok := a["kubectl.kubernetes.io/last-applied-configuration"]; ok {
+			delete(a, "kubectl.kubernetes.io/last-applied-configuration")
+			o.SetAnnotations(a)
+		}
+	}
 	if r := object.RefOf(o); r.Group != "" || r.Kind != "Secret" {
 		return o
 	}
@@ -274,10 +321,6 @@ func masked(o *unstructured.Unstructured) *unstructured.Unstructured {
 		} else if _, ok := o.Object[f]; ok {
 			o.Object[f] = map[string]any{}
 		}
-	}
-	if a := o.GetAnnotations(); a != nil {
-		delete(a, "kubectl.kubernetes.io/last-applied-configuration")
-		o.SetAnnotations(a)
 	}
 	return o
 }

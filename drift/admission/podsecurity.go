@@ -2,11 +2,13 @@ package admission
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/version"
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
@@ -25,11 +27,29 @@ type PodSecurity struct {
 	ExemptNamespaces, ExemptRuntimeClasses, ExemptUsers []string
 }
 
-// psEvaluator is the plugin's evaluator with the checks kube-apiserver
-// enables.
-var psEvaluator = sync.OnceValues(func() (policy.Evaluator, error) {
-	return policy.NewEvaluator(policy.DefaultChecks(), nil)
-})
+// psEvaluators are the plugin's evaluators with the checks kube-apiserver
+// enables, by the cluster's release: "latest" is that release's checks.
+var psEvaluators sync.Map // "1.30" or "" → policy.Evaluator
+
+// psEvaluator is the evaluator of the cluster's release (its version
+// "v1.30.2"; empty: the library's own).
+func psEvaluator(kubeVersion string) (policy.Evaluator, error) {
+	var emulate *psapi.Version
+	key := ""
+	if v, err := version.ParseGeneric(kubeVersion); err == nil {
+		mm := psapi.MajorMinorVersion(int(v.Major()), int(v.Minor()))
+		emulate, key = &mm, mm.String()
+	}
+	if e, ok := psEvaluators.Load(key); ok {
+		return e.(policy.Evaluator), nil
+	}
+	e, err := policy.NewEvaluator(policy.DefaultChecks(), emulate)
+	if err != nil {
+		return nil, err
+	}
+	psEvaluators.Store(key, e)
+	return e, nil
+}
 
 // nsPolicy is the Pod Security policy of a namespace, as the plugin reads
 // it from the namespace's labels: an unreadable enforce label enforces
@@ -63,7 +83,7 @@ func (c *checker) podSecurity(p *pods, ns *corev1.Namespace, refused drift.Dange
 		(p.creator != nil && slices.Contains(ps.ExemptUsers, p.creator.GetName())) {
 		return nil
 	}
-	ev, err := psEvaluator()
+	ev, err := psEvaluator(c.opts.KubeVersion)
 	if err != nil {
 		c.problem("Pod Security could not be evaluated: %v", err)
 		return nil
@@ -145,7 +165,7 @@ func (c *checker) checkTightened(name string) {
 			}
 			count++
 			if len(lost) < drift.MaxLost {
-				ev, _ := psEvaluator()
+				ev, _ := psEvaluator(c.opts.KubeVersion)
 				r := policy.AggregateCheckResults(ev.EvaluatePod(will, &p.pod.ObjectMeta, &p.pod.Spec))
 				detail := r.ForbiddenReason()
 				lost = append(lost, drift.Lost{Kind: o.GetKind(), Namespace: name, Name: o.GetName(),
@@ -178,10 +198,14 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// namespaceOf reads a Namespace object into its Go type.
+// namespaceOf reads a Namespace object into its Go type, with the label
+// the apiserver gives every namespace: kubernetes.io/metadata.name.
 func namespaceOf(u *unstructured.Unstructured) *corev1.Namespace {
 	ns := &corev1.Namespace{}
-	ns.Name, ns.Labels, ns.Annotations = u.GetName(), u.GetLabels(), u.GetAnnotations()
+	ns.Name, ns.Annotations = u.GetName(), u.GetAnnotations()
+	ns.Labels = map[string]string{}
+	maps.Copy(ns.Labels, u.GetLabels())
+	ns.Labels[corev1.LabelMetadataName] = u.GetName()
 	return ns
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -46,8 +47,12 @@ var (
 // length of each of their expressions. The cluster's own are all read.
 const (
 	maxHeadPolicies   = 32
+	maxHeadBindings   = 64
 	maxExpressionSize = 5 << 10
 	maxPolicies       = 512
+	// maxParams bounds the parameters a binding's selector gives one
+	// evaluation.
+	maxParams = 16
 )
 
 // Policies keeps compiled policies, by their spec, between checks.
@@ -64,8 +69,12 @@ type vap struct {
 	bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	v        validating.Validator
 	// fromHead: the change brings it (new or changed): its parameters are
-	// read within the target's scope, as anything else the change steers.
+	// read within the target's scope, as anything else the change steers,
+	// and it is compiled as the apiserver compiles a new policy.
 	fromHead bool
+	// headBindings are the bindings, by name, the change brings: what they
+	// read is read within the target's scope too.
+	headBindings map[string]bool
 }
 
 // compositionEnv is the CEL environment kube-apiserver compiles policies
@@ -76,8 +85,10 @@ var compositionEnv = sync.OnceValue(func() *environment.EnvSet {
 
 // compile compiles a policy as the ValidatingAdmissionPolicy plugin does
 // (its compilePolicy): variables, match conditions, validations, audit
-// annotations and message expressions.
-func compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
+// annotations and message expressions. mode is StoredExpressions for a
+// policy the cluster holds, NewExpressions for one a change brings, which
+// the apiserver must first accept (newer CEL libraries are refused).
+func compile(p *admissionregistrationv1.ValidatingAdmissionPolicy, mode environment.Type) validating.Validator {
 	optional := cel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
 	messages := cel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil}
 	fc, err := cel.NewCompositedCompiler(compositionEnv())
@@ -88,14 +99,14 @@ func compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Va
 	for i, v := range p.Spec.Variables {
 		vars[i] = &validating.Variable{Name: v.Name, Expression: v.Expression}
 	}
-	fc.CompileAndStoreVariables(vars, optional, environment.StoredExpressions)
+	fc.CompileAndStoreVariables(vars, optional, mode)
 	var matcher matchconditions.Matcher
 	if len(p.Spec.MatchConditions) > 0 {
 		conds := make([]cel.ExpressionAccessor, len(p.Spec.MatchConditions))
 		for i := range p.Spec.MatchConditions {
 			conds[i] = (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[i])
 		}
-		matcher = matchconditions.NewMatcher(fc.CompileCondition(conds, optional, environment.StoredExpressions), p.Spec.FailurePolicy, "policy", "validate", p.Name)
+		matcher = matchconditions.NewMatcher(fc.CompileCondition(conds, optional, mode), p.Spec.FailurePolicy, "policy", "validate", p.Name)
 	}
 	validations := make([]cel.ExpressionAccessor, len(p.Spec.Validations))
 	messageExprs := make([]cel.ExpressionAccessor, len(p.Spec.Validations))
@@ -109,24 +120,28 @@ func compile(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Va
 	for i, a := range p.Spec.AuditAnnotations {
 		audits[i] = &validating.AuditAnnotationCondition{Key: a.Key, ValueExpression: a.ValueExpression}
 	}
-	return validating.NewValidator(fc.CompileCondition(validations, optional, environment.StoredExpressions), matcher,
-		fc.CompileCondition(audits, optional, environment.StoredExpressions),
-		fc.CompileCondition(messageExprs, messages, environment.StoredExpressions), p.Spec.FailurePolicy, nil)
+	return validating.NewValidator(fc.CompileCondition(validations, optional, mode), matcher,
+		fc.CompileCondition(audits, optional, mode),
+		fc.CompileCondition(messageExprs, messages, mode), p.Spec.FailurePolicy, nil)
 }
 
 // compiled returns a policy's validator, from the cache where it holds
 // the same spec.
-func (ps *Policies) compiled(p *admissionregistrationv1.ValidatingAdmissionPolicy) validating.Validator {
+func (ps *Policies) compiled(p *admissionregistrationv1.ValidatingAdmissionPolicy, fromHead bool) validating.Validator {
+	mode := environment.StoredExpressions
+	if fromHead {
+		mode = environment.NewExpressions
+	}
 	if ps == nil {
-		return compile(p)
+		return compile(p, mode)
 	}
 	spec, _ := json.Marshal(p.Spec) // a decoded spec always marshals
-	sum := sha256.Sum256(append([]byte(p.Name+"\x00"), spec...))
+	sum := sha256.Sum256(append([]byte(fmt.Sprintf("%s\x00%v\x00", p.Name, mode)), spec...))
 	key := hex.EncodeToString(sum[:])
 	if v, ok := ps.c.Get(key); ok {
 		return v
 	}
-	v := compile(p)
+	v := compile(p, mode)
 	ps.c.Add(key, v, 1)
 	return v
 }
@@ -136,7 +151,7 @@ func (ps *Policies) compiled(p *admissionregistrationv1.ValidatingAdmissionPolic
 func expressionsTooLarge(p *admissionregistrationv1.ValidatingAdmissionPolicy) bool {
 	var all []string
 	for _, v := range p.Spec.Validations {
-		all = append(all, v.Expression, v.MessageExpression)
+		all = append(all, v.Expression, v.MessageExpression, v.Message)
 	}
 	for _, v := range p.Spec.Variables {
 		all = append(all, v.Expression)
@@ -172,43 +187,6 @@ func (c *checker) readPolicies() (after, now []*vap) {
 		c.problem("the cluster's ValidatingAdmissionPolicyBindings could not be read: %v", err)
 		return nil, nil
 	}
-	build := func(policies, bindings map[string]*unstructured.Unstructured, live map[string]bool) []*vap {
-		var out []*vap
-		for _, name := range sortedKeys(policies) {
-			p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(policies[name].Object, p); err != nil {
-				c.problem("ValidatingAdmissionPolicy %s could not be read: %v", name, err)
-				continue
-			}
-			// As the apiserver stores it: a selector left out matches all.
-			object.BuiltinScheme().Default(p)
-			pl := &vap{p: p, fromHead: !live[name]}
-			if pl.fromHead && expressionsTooLarge(p) {
-				c.problem("ValidatingAdmissionPolicy %s that this change brings was not evaluated: an expression is over %d bytes", name, maxExpressionSize)
-				continue
-			}
-			for _, bn := range sortedKeys(bindings) {
-				b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(bindings[bn].Object, b); err != nil {
-					c.problem("ValidatingAdmissionPolicyBinding %s could not be read: %v", bn, err)
-					continue
-				}
-				object.BuiltinScheme().Default(b)
-				if b.Spec.PolicyName == name {
-					pl.bindings = append(pl.bindings, b)
-				}
-			}
-			if len(pl.bindings) == 0 {
-				continue // a policy without a binding refuses nothing
-			}
-			out = append(out, pl)
-		}
-		if len(out) > maxPolicies {
-			c.problem("only the first %d of %d ValidatingAdmissionPolicies were evaluated", maxPolicies, len(out))
-			out = out[:maxPolicies]
-		}
-		return out
-	}
 	byName := func(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 		m := map[string]*unstructured.Unstructured{}
 		for _, o := range objs {
@@ -217,47 +195,88 @@ func (c *checker) readPolicies() (after, now []*vap) {
 		return m
 	}
 	lp, lb := byName(livePolicies), byName(liveBindings)
-	unchanged := map[string]bool{}
-	for name := range lp {
-		unchanged[name] = true
-	}
-	now = build(lp, lb, unchanged)
+	now = c.buildPolicies(lp, lb, nil, nil)
 	// After the sync: the base's policies and bindings that the head drops
-	// are gone, the head's are as it renders them.
-	ap, ab := byName(livePolicies), byName(liveBindings)
-	brought := 0
-	for _, set := range []struct {
-		gk schema.GroupKind
-		m  map[string]*unstructured.Unstructured
-	}{{policyKind, ap}, {bindingKind, ab}} {
-		for key, o := range c.base {
-			if r := object.RefOf(o); r.GroupKind() == set.gk && c.head[key] == nil {
-				delete(set.m, r.Name)
-			}
+	// are gone, the head's are as it renders them. Those it adds or changes
+	// are the change's own: what they read is read within its scope.
+	ap, ab := maps.Clone(lp), maps.Clone(lb)
+	headPolicy, headBinding := map[string]bool{}, map[string]bool{}
+	for _, key := range sortedKeys(c.base) {
+		if c.head[key] != nil {
+			continue
 		}
-		for _, o := range c.head {
-			if r := object.RefOf(o); r.GroupKind() == set.gk {
-				if set.gk == policyKind {
-					if l := lp[r.Name]; l == nil || !sameSpec(l, o) {
-						unchanged[r.Name] = false
-						brought++
-					}
-				}
-				set.m[r.Name] = o
-			}
+		switch r := object.RefOf(c.base[key]); r.GroupKind() {
+		case policyKind:
+			delete(ap, r.Name)
+		case bindingKind:
+			delete(ab, r.Name)
 		}
 	}
-	if brought > maxHeadPolicies {
-		c.problem("this change brings %d ValidatingAdmissionPolicies: over %d, they were not evaluated", brought, maxHeadPolicies)
+	for _, key := range sortedKeys(c.head) {
+		o := c.head[key]
+		switch r := object.RefOf(o); r.GroupKind() {
+		case policyKind:
+			if l := lp[r.Name]; l == nil || !sameSpec(l, o) {
+				headPolicy[r.Name] = true
+			}
+			ap[r.Name] = o
+		case bindingKind:
+			if l := lb[r.Name]; l == nil || !sameSpec(l, o) {
+				headBinding[r.Name] = true
+			}
+			ab[r.Name] = o
+		}
+	}
+	if len(headPolicy) > maxHeadPolicies || len(headBinding) > maxHeadBindings {
+		c.problem("this change brings %d ValidatingAdmissionPolicies and %d bindings: over %d and %d, they were not evaluated", len(headPolicy), len(headBinding), maxHeadPolicies, maxHeadBindings)
 		return now, now
 	}
-	after = build(ap, ab, unchanged)
+	after = c.buildPolicies(ap, ab, headPolicy, headBinding)
 	for _, set := range [][]*vap{now, after} {
 		for _, pl := range set {
-			pl.v = c.opts.Policies.compiled(pl.p)
+			pl.v = c.opts.Policies.compiled(pl.p, pl.fromHead)
 		}
 	}
 	return after, now
+}
+
+// buildPolicies reads policies and bindings into their Go types, defaulted
+// as the apiserver stores them, each policy with its bindings; the head's
+// own are marked.
+func (c *checker) buildPolicies(policies, bindings map[string]*unstructured.Unstructured, headPolicy, headBinding map[string]bool) []*vap {
+	byPolicy := map[string][]*admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	for _, bn := range sortedKeys(bindings) {
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(bindings[bn].Object, b); err != nil {
+			c.problem("ValidatingAdmissionPolicyBinding %s could not be read: %v", bn, err)
+			continue
+		}
+		object.BuiltinScheme().Default(b) // a selector left out matches all
+		byPolicy[b.Spec.PolicyName] = append(byPolicy[b.Spec.PolicyName], b)
+	}
+	var out []*vap
+	for _, name := range sortedKeys(policies) {
+		if len(byPolicy[name]) == 0 {
+			continue // a policy without a binding refuses nothing
+		}
+		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(policies[name].Object, p); err != nil {
+			c.problem("ValidatingAdmissionPolicy %s could not be read: %v", name, err)
+			continue
+		}
+		object.BuiltinScheme().Default(p)
+		pl := &vap{p: p, bindings: byPolicy[name], fromHead: headPolicy[name], headBindings: headBinding}
+		if pl.fromHead && expressionsTooLarge(p) {
+			c.problem("ValidatingAdmissionPolicy %s that this change brings was not evaluated: an expression or message is over %d bytes", name, maxExpressionSize)
+			continue
+		}
+		out = append(out, pl)
+	}
+	if len(out) > maxPolicies {
+		c.problem("only the first %d of %d ValidatingAdmissionPolicies were evaluated", maxPolicies, len(out))
+		out = out[:maxPolicies]
+	}
+	return out
 }
 
 func sameSpec(a, b *unstructured.Unstructured) bool {
@@ -354,6 +373,9 @@ func (c *checker) evaluatePolicies(policies []*vap, r request, namespaces map[st
 			}
 			va := &admission.VersionedAttributes{Attributes: attrs, VersionedKind: kind, VersionedObject: admission.NewLazyObject(r.obj), VersionedOldObject: admission.NewLazyObject(r.old)}
 			for _, param := range params {
+				if c.overBudget() {
+					return out
+				}
 				ctx, cancel := context.WithTimeout(c.ctx, c.opts.Timeout)
 				authz := &asked{}
 				res := pl.v.Validate(ctx, resource, va, param, nsObj, celconfig.RuntimeCELCostBudget, authz)
@@ -363,12 +385,14 @@ func (c *checker) evaluatePolicies(policies []*vap, r request, namespaces map[st
 					c.problem("ValidatingAdmissionPolicy %s (binding %s) could not be evaluated on %s: it asks the cluster's authorizer, which driftback does not ask", pl.p.Name, b.Name, what)
 					continue
 				}
+				if timedOut {
+					// Whatever its failurePolicy: an evaluation cut short
+					// says nothing of what the apiserver decides.
+					c.problem("ValidatingAdmissionPolicy %s (binding %s) could not be evaluated on %s within %s", pl.p.Name, b.Name, what, c.opts.Timeout)
+					continue
+				}
 				for _, d := range res.Decisions {
 					if d.Action != validating.ActionDeny {
-						continue
-					}
-					if d.Evaluation == validating.EvalError && timedOut {
-						c.problem("ValidatingAdmissionPolicy %s (binding %s) could not be evaluated on %s within %s: %s", pl.p.Name, b.Name, what, c.opts.Timeout, d.Message)
 						continue
 					}
 					out = append(out, actions(b, rule, r.refused, fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", pl.p.Name, b.Name, d.Message))...)
@@ -429,7 +453,7 @@ func (c *checker) params(pl *vap, b *admissionregistrationv1.ValidatingAdmission
 		return nil, "", errors.New("paramRef.namespace must not be provided for a cluster-scoped `paramKind`")
 	}
 	reader := c.live
-	if pl.fromHead {
+	if pl.fromHead || pl.headBindings[b.Name] {
 		reader = c.scoped
 	}
 	var found []*unstructured.Unstructured
@@ -462,8 +486,13 @@ func (c *checker) params(pl *vap, b *admissionregistrationv1.ValidatingAdmission
 		}
 		return nil, "", nil
 	}
+	if len(found) > maxParams {
+		c.problem("ValidatingAdmissionPolicyBinding %s selects %d parameters: only the first %d were evaluated", b.Name, len(found), maxParams)
+		found = found[:maxParams]
+	}
 	for _, o := range found {
-		params = append(params, o)
+		// As oldObject is: no Secret's value in it.
+		params = append(params, c.liveAsSeen(o, c.head[object.RefOf(o).Key()]))
 	}
 	return params, "", nil
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,10 +24,6 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
 )
-
-// maxPodsChecked bounds the pods of one workload counted against quotas,
-// one by one as its controller creates them.
-const maxPodsChecked = 1000
 
 // quotaState is a namespace's quotas, their usage moved along as the sync's
 // requests are admitted.
@@ -208,20 +205,70 @@ func (c *checker) checkQuotas() {
 		if n < 0 {
 			n = 1 // a DaemonSet: its pods are one per node; one is checked
 		}
-		checked := min(n, maxPodsChecked)
-		for i := range checked {
+		// One pod as the plugin counts it, then as many more as surely
+		// fit at once, then the next: the first refused one says why.
+		for i := 0; i < n; {
 			pod := ch.pods.pod.DeepCopy()
 			pod.Name = fmt.Sprintf("%s%d", pod.GenerateName, i)
 			err := st.admit(pod, nil, corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithResource("pods"), ch.pods.creator)
-			if err == nil {
-				continue
+			if err != nil {
+				msg := strings.Replace(err.Error(), fmt.Sprintf("pods %q is forbidden: ", pod.Name), "", 1)
+				c.danger(ch.at, drift.Danger{Reason: drift.DangerPodsRefused, Count: n - i,
+					Message: fmt.Sprintf("%s of its %s cannot be created: %s", plural(n-i, "pod"), plural(n, "pod"), msg)})
+				break
 			}
-			msg := strings.Replace(err.Error(), fmt.Sprintf("pods %q is forbidden: ", pod.Name), "", 1)
-			c.danger(ch.at, drift.Danger{Reason: drift.DangerPodsRefused, Count: n - i,
-				Message: fmt.Sprintf("%s of its %s cannot be created: %s", plural(n-i, "pod"), plural(n, "pod"), msg)})
-			break
+			i++
+			i += st.take(pod, n-i-1)
 		}
 	}
+}
+
+// take counts up to n more pods like pod against the quotas at once, as
+// many as fit in every quota that counts it with room to spare for one
+// more, and says how many it counted.
+func (st *quotaState) take(pod *corev1.Pod, n int) int {
+	if n <= 0 {
+		return 0
+	}
+	e := evaluatorFor(corev1.Resource("pods"))
+	usage, err := e.Usage(pod)
+	if err != nil {
+		return 0
+	}
+	fit := n
+	var counting []int
+	for i := range st.quotas {
+		q := &st.quotas[i]
+		if ok, err := e.Matches(q, pod); err != nil || !ok {
+			continue
+		}
+		counting = append(counting, i)
+		for r, hard := range q.Status.Hard {
+			u, ok := usage[r]
+			if !ok || u.IsZero() {
+				continue
+			}
+			used := q.Status.Used[r]
+			fit = min(fit, int((hard.MilliValue()-used.MilliValue())/u.MilliValue()))
+		}
+	}
+	if fit <= 0 {
+		return 0
+	}
+	for _, i := range counting {
+		q := &st.quotas[i]
+		q.Status.Used = quota.Add(q.Status.Used, quota.Mask(times(usage, fit), quota.ResourceNames(q.Status.Hard)))
+	}
+	return fit
+}
+
+// times is usage n times over.
+func times(usage corev1.ResourceList, n int) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for r, q := range usage {
+		out[r] = *resource.NewMilliQuantity(q.MilliValue()*int64(n), q.Format)
+	}
+	return out
 }
 
 // admit counts one request against the quotas, as the plugin's

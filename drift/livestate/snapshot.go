@@ -31,6 +31,9 @@ type Snapshot struct {
 	read  map[schema.GroupKind]map[string][]*unstructured.Unstructured
 	lists map[string][]*unstructured.Unstructured // other lists, by kind, namespace and selector
 	gets  map[string]*unstructured.Unstructured   // lone gets by Ref.Key; nil: not found
+	// refused holds, by kind and namespace, the error of a read the
+	// credentials refused: a later read fails with it.
+	refused map[schema.GroupKind]map[string]error
 	// clusterScoped kinds are found by name whatever namespace a render gave.
 	clusterScoped map[schema.GroupKind]bool
 	// preferred is the version a list of each kind returns; a ref at another
@@ -89,10 +92,11 @@ func NewSnapshot(ctx context.Context, live object.LiveReader, objs []*unstructur
 		defer func() { <-done }()
 	}
 	s := &Snapshot{
-		live:  live,
-		read:  map[schema.GroupKind]map[string][]*unstructured.Unstructured{},
-		lists: map[string][]*unstructured.Unstructured{},
-		gets:  map[string]*unstructured.Unstructured{},
+		live:    live,
+		read:    map[schema.GroupKind]map[string][]*unstructured.Unstructured{},
+		lists:   map[string][]*unstructured.Unstructured{},
+		gets:    map[string]*unstructured.Unstructured{},
+		refused: map[schema.GroupKind]map[string]error{},
 	}
 	scopes, err := object.NamespacedKinds(ctx, live, objs)
 	if err != nil {
@@ -223,7 +227,7 @@ func NewSnapshot(ctx context.Context, live object.LiveReader, objs []*unstructur
 			err := s.readWhole(ctx, gk, ns)
 			if p.optional {
 				if apierrors.IsForbidden(err) {
-					s.unreadable(gk, ns) // credentials without it: nothing known, asked no more
+					s.unreadable(gk, ns, err) // credentials without it: asked no more, and said
 				}
 				continue
 			}
@@ -293,14 +297,15 @@ func (s *Snapshot) readWhole(ctx context.Context, gk schema.GroupKind, ns string
 	return nil
 }
 
-// unreadable records that a kind cannot be read in ns: it reads as empty.
-func (s *Snapshot) unreadable(gk schema.GroupKind, ns string) {
+// unreadable records that a kind cannot be read in ns: a read of it there
+// fails with err, never reads as empty.
+func (s *Snapshot) unreadable(gk schema.GroupKind, ns string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.read[gk] == nil {
-		s.read[gk] = map[string][]*unstructured.Unstructured{}
+	if s.refused[gk] == nil {
+		s.refused[gk] = map[string]error{}
 	}
-	s.read[gk][ns] = nil
+	s.refused[gk][ns] = err
 }
 
 // whole returns the objects of a kind in ns ("" for every namespace) when
@@ -340,6 +345,10 @@ func (s *Snapshot) Get(ctx context.Context, refs []object.Ref) (map[string]*unst
 		ns := ref.Namespace
 		if s.clusterScoped[ref.GroupKind()] {
 			ns = ""
+		}
+		if err := s.refused[ref.GroupKind()][ns]; err != nil {
+			s.mu.Unlock()
+			return nil, err
 		}
 		if objs, ok := s.whole(ref.GroupKind(), ns); ok && s.listable(ref) {
 			for _, o := range objs {
@@ -382,6 +391,10 @@ func (s *Snapshot) Get(ctx context.Context, refs []object.Ref) (map[string]*unst
 // List implements LiveReader.
 func (s *Snapshot) List(ctx context.Context, gk schema.GroupKind, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
 	s.mu.Lock()
+	if err := s.refused[gk][namespace]; err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
 	objs, ok := s.whole(gk, namespace)
 	if !ok {
 		key := gk.String() + "\x00" + namespace + "\x00"

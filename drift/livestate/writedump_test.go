@@ -28,7 +28,9 @@ func TestAWrittenDumpReadsAsWhatItHolds(t *testing.T) {
 		"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: shop}\n",
 		"apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: runner, namespace: shop}\n",
 		"apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\ndata: {t: c2VjcmV0}\n",
-		"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: blue, namespace: billing}\n"))
+		"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: blue, namespace: billing}\n",
+		// The cluster's admission rules are dumped whole, whatever the render.
+		"apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: pinned}\nspec: {}\n"))
 	render := testfs.Objects(t,
 		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\n",
 		"apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\n",
@@ -40,8 +42,8 @@ func TestAWrittenDumpReadsAsWhatItHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Objects != 5 || strings.Join(got.Namespaces, ",") != "shop" {
-		t.Errorf("wrote %d objects in %v; want 5 (no Secret, no CRD: the cluster has none, nothing of billing but its Widget) in shop", got.Objects, got.Namespaces)
+	if got.Objects != 6 || strings.Join(got.Namespaces, ",") != "shop" {
+		t.Errorf("wrote %d objects in %v; want 6 (no Secret, no CRD: the cluster has none, nothing of billing but its Widget; the policy) in shop", got.Objects, got.Namespaces)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*"))
 	for _, f := range files {
@@ -62,6 +64,7 @@ func TestAWrittenDumpReadsAsWhatItHolds(t *testing.T) {
 	}{
 		{cm, "shop", false}, {schema.GroupKind{Kind: "ServiceAccount"}, "shop", false}, {schema.GroupKind{Kind: "PersistentVolumeClaim"}, "shop", false},
 		{cm, "billing", true}, {widget, "billing", false}, {secret, "shop", true}, {deploy, "shop", true},
+		{schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}, "", false},
 	} {
 		if why := object.LacksIn(dump, c.gk, c.ns); (why != "") != c.lack {
 			t.Errorf("%s in %s: lacks %q; want lacking %v", c.gk, c.ns, why, c.lack)
