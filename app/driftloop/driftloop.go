@@ -474,6 +474,13 @@ func watchScope(ctx context.Context, w *livestate.Watcher, objs []*unstructured.
 			nss["default"] = true
 		}
 	}
+	// The admission rules a pull request's objects meet (drift/admission)
+	// are read from the caches too.
+	for _, gk := range append(append([]schema.GroupKind{}, object.AdmissionNamespacedKinds...), object.AdmissionClusterKinds...) {
+		if _, served := namespaced[gk]; served && len(objs) > 0 {
+			gks[gk] = true
+		}
+	}
 	var outK []schema.GroupKind
 	for gk := range gks {
 		outK = append(outK, gk)

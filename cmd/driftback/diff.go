@@ -187,17 +187,11 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	} else if err := overlaysExist(baseTree, headTree, overlays); err != nil {
 		return fail("%v", err)
 	}
-	var podSecurity admission.PodSecurity
-	var kubeVersion string
-	if *admissionConfig != "" {
-		data, err := os.ReadFile(*admissionConfig)
-		if err == nil {
-			podSecurity, err = admission.ReadAdmissionConfig(data)
-		}
-		if err != nil {
-			return fail("--admission-config %s: %v", *admissionConfig, err)
-		}
+	podSecurity, err := admission.ReadAdmissionConfigFile(*admissionConfig)
+	if err != nil {
+		return fail("--admission-config %s: %v", *admissionConfig, err)
 	}
+	kubeVersion := ""
 	var reader object.LiveReader
 	liveErr := ""
 	switch {

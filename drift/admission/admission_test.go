@@ -399,7 +399,7 @@ func TestPodSecurityLatestIsTheClustersRelease(t *testing.T) {
 `), "NS", "team")
 	live := testfs.Objects(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team, labels: {pod-security.kubernetes.io/enforce: baseline}}\n",
 		strings.ReplaceAll(deployment("other", 1, restrictedContainer), "NS", "team"))
-	for version, refused := range map[string]bool{"v1.33.4": false, "v1.34.0": true, "": true} {
+	for version, refused := range map[string]bool{"v1.33.4": false, "v1.34.0": true, "": true, "v0.0.0-master+$Format:%H$": true} {
 		tg := &drift.Target{Changes: []drift.Change{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "team", Name: "probed", Action: drift.ActionCreate}}}
 		admission.Check(context.Background(), livestate.NewObjectReader(live), nil, admission.Input{Head: testfs.Objects(t, probe)}, admission.Options{KubeVersion: version}, tg)
 		if got := len(dangers(tg)) > 0; got != refused {

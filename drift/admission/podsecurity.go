@@ -3,6 +3,7 @@ package admission
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 
@@ -36,7 +37,8 @@ var psEvaluators sync.Map // "1.30" or "" → policy.Evaluator
 func psEvaluator(kubeVersion string) (policy.Evaluator, error) {
 	var emulate *psapi.Version
 	key := ""
-	if v, err := version.ParseGeneric(kubeVersion); err == nil {
+	// A build without its version ("v0.0.0-master") says nothing.
+	if v, err := version.ParseGeneric(kubeVersion); err == nil && v.Major() >= 1 {
 		mm := psapi.MajorMinorVersion(int(v.Major()), int(v.Minor()))
 		emulate, key = &mm, mm.String()
 	}
@@ -229,6 +231,19 @@ func ParsePodSecurity(defaults map[string]string, namespaces, runtimeClasses, us
 		return PodSecurity{}, fmt.Errorf("defaults: %v", errs.ToAggregate())
 	}
 	return PodSecurity{Defaults: p, ExemptNamespaces: namespaces, ExemptRuntimeClasses: runtimeClasses, ExemptUsers: users}, nil
+}
+
+// ReadAdmissionConfigFile reads ReadAdmissionConfig's files; an empty path
+// is Kubernetes' default.
+func ReadAdmissionConfigFile(path string) (PodSecurity, error) {
+	if path == "" {
+		return PodSecurity{}, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return PodSecurity{}, err
+	}
+	return ReadAdmissionConfig(data)
 }
 
 // ReadAdmissionConfig reads the PodSecurity plugin's configuration from
