@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +407,25 @@ func TestPodSecurityLatestIsTheClustersRelease(t *testing.T) {
 		if got := len(dangers(tg)) > 0; got != refused {
 			t.Errorf("cluster %q: refused %v, want %v: %v", version, got, refused, dangers(tg))
 		}
+	}
+}
+
+// TestADumpOfOtherNamespacesSaysSo: a dump whose index read the rules in
+// other namespaces says this one's were not checked.
+func TestADumpOfOtherNamespacesSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	index := "apiVersion: driftback.io/v1\nkind: Dump\nkinds: [Namespace, ConfigMap, ResourceQuota, LimitRange, admissionregistration.k8s.io/ValidatingAdmissionPolicy, admissionregistration.k8s.io/ValidatingAdmissionPolicyBinding]\nnamespaces: [billing]\n"
+	if err := os.WriteFile(filepath.Join(dir, livestate.DumpIndexFile), []byte(index), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dump, err := livestate.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := testfs.Objects(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\n")
+	tg := &drift.Target{Changes: []drift.Change{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "app", Action: drift.ActionCreate}}}
+	admission.Check(context.Background(), dump, nil, admission.Input{Head: head}, admission.Options{}, tg)
+	if notes := strings.Join(tg.Notes, "\n"); !strings.Contains(notes, "LimitRanges of namespace team, ResourceQuotas of namespace team") {
+		t.Errorf("notes %q", notes)
 	}
 }

@@ -88,10 +88,19 @@ func (c *checker) readRules() {
 	c.policies, c.livePolicies = c.readPolicies()
 	quotas, limits := c.served(quotaKind, "ResourceQuotas"), c.served(limitRangeKind, "LimitRanges")
 	for _, n := range sortedKeys(wanted) {
-		if quotas {
+		// A dump made for other namespaces knows nothing of this one's.
+		switch {
+		case !quotas:
+		case object.LacksIn(c.live, quotaKind, n) != "":
+			c.lacks = append(c.lacks, "ResourceQuotas of namespace "+n)
+		default:
 			c.quotas[n] = c.readQuotas(n)
 		}
-		if limits {
+		switch {
+		case !limits:
+		case object.LacksIn(c.live, limitRangeKind, n) != "":
+			c.lacks = append(c.lacks, "LimitRanges of namespace "+n)
+		default:
 			c.limits[n] = c.readLimitRanges(n)
 		}
 	}
