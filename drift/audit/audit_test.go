@@ -76,7 +76,7 @@ func TestAChangeIsAttributedToWhoMadeIt(t *testing.T) {
 		}
 		for _, c := range []struct {
 			manager, sub string
-			at          time.Time
+			at           time.Time
 		}{{"kubectl-scale", "scale", t0.Add(10 * time.Second)}, {"kubectl-edit", "", t0.Add(time.Minute)}, {"kubectl-scale", "", t0}} {
 			if who, ok := x.Attribute(shop, c.manager, c.sub, c.at); ok {
 				t.Errorf("list %v: %+v attributed to %+v", list, c, who)
