@@ -115,11 +115,14 @@ type Codified struct {
 	Path   string `json:"path"`
 	Value  any    `json:"value"`
 	// Was is the value Git renders before the change.
-	Was      any        `json:"was"`
-	Manager  string     `json:"manager,omitempty"`
-	Time     *time.Time `json:"time,omitempty"`
-	File     string     `json:"file"`
-	Strategy Strategy   `json:"strategy"`
+	Was     any        `json:"was"`
+	Manager string     `json:"manager,omitempty"`
+	Time    *time.Time `json:"time,omitempty"`
+	// By is the person who made the live value (drift/audit); nil when
+	// unattributed.
+	By       *object.Person `json:"by,omitempty"`
+	File     string         `json:"file"`
+	Strategy Strategy       `json:"strategy"`
 }
 
 // Manual is a field no strategy could codify: a person must edit it.
@@ -169,6 +172,10 @@ type Plan struct {
 	// if nobody acts (reverts them at its next apply, or leaves them);
 	// empty when unknown. Not part of the fingerprint: it is not a change.
 	Fate string `json:"fate,omitempty"`
+	// Audited says the cluster's audit log was read for who made each
+	// change (Codified.By); a change it names no one for is unattributed.
+	// Not part of the fingerprint.
+	Audited bool `json:"audited,omitempty"`
 }
 
 // Fight is a field that went back and forth between two field managers.
@@ -583,7 +590,7 @@ func (p *planner) codify(ch drift.Change, f object.Field) (*Codified, string) {
 			if err := p.rerender(); err != nil {
 				return nil, err.Error()
 			}
-			return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Was: f.Desired, Manager: f.Manager, Time: f.Time, File: a.file, Strategy: a.strategy}, ""
+			return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Was: f.Desired, Manager: f.Manager, Time: f.Time, By: f.By, File: a.file, Strategy: a.strategy}, ""
 		} else if why != "" {
 			reason = fmt.Sprintf("%s did not verify: %s", a.strategy, why)
 		}
@@ -603,7 +610,7 @@ func (p *planner) codifyChartValue(ch drift.Change, f object.Field, edit ChartEd
 	if _, obj := p.find(rel); obj == nil {
 		return nil, "its " + refString(rel) + " is not in the overlay's render"
 	}
-	value := object.Field{Path: edit.Path.String(), Live: f.Live, Desired: edit.Was, Manager: f.Manager, Time: f.Time}.WithFieldPath(edit.Path)
+	value := object.Field{Path: edit.Path.String(), Live: f.Live, Desired: edit.Was, Manager: f.Manager, Time: f.Time, By: f.By}.WithFieldPath(edit.Path)
 	c, why := p.codify(rel, value)
 	if c == nil {
 		return nil, fmt.Sprintf("set by %s's %s, which could not be written: %s", refString(rel), edit.Path, why)

@@ -96,7 +96,7 @@ func (p *planner) codifyVariable(ch drift.Change, f object.Field, index int, obj
 		if err := p.rerender(); err != nil {
 			return nil, err.Error()
 		}
-		return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Was: f.Desired, Manager: f.Manager, Time: f.Time, File: def, Strategy: StrategyVariable}, ""
+		return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Was: f.Desired, Manager: f.Manager, Time: f.Time, By: f.By, File: def, Strategy: StrategyVariable}, ""
 	}
 	// A variable and text: only the text is written, the reference kept
 	// beside the text that did not change.
@@ -128,7 +128,7 @@ func (p *planner) codifyVariable(ch drift.Change, f object.Field, index int, obj
 	if err := p.rerender(); err != nil {
 		return nil, err.Error()
 	}
-	return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Was: f.Desired, Manager: f.Manager, Time: f.Time, File: file, Strategy: StrategyResource}, ""
+	return &Codified{Object: refString(ch), Path: f.Path, Value: f.Live, Was: f.Desired, Manager: f.Manager, Time: f.Time, By: f.By, File: file, Strategy: StrategyResource}, ""
 }
 
 func copyValues(m map[string]string) map[string]string {

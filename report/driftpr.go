@@ -147,12 +147,8 @@ func driftPlan(p *prgen.Plan, to audience) string {
 		}
 		fmt.Fprintf(&b, "| object | field | Git | live | changed by | %s |\n|---|---|---|---|---|---|\n", where)
 		for _, c := range p.Codified {
-			by := c.Manager
-			if c.Time != nil {
-				by += " at " + c.Time.UTC().Format("2006-01-02 15:04 UTC")
-			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s (%s) |\n", cell(c.Object), cell(c.Path), planCell(c.Was),
-				planCell(c.Value), textCell(by), cell(c.File), textCell(string(c.Strategy)))
+				planCell(c.Value), changedBy(c, p.Audited), cell(c.File), textCell(string(c.Strategy)))
 		}
 		var diff strings.Builder
 		last := ""
@@ -295,4 +291,26 @@ func planCell(v any) string {
 		return valueCell(s)
 	}
 	return cell(planValue(v))
+}
+
+// changedBy says who made a live value, for a table cell: the person the
+// cluster's audit log names, with their client, mentioned where app.yml
+// maps them to a login that may read the repository; else the field
+// manager, "unattributed" where the audit log was read and named no one.
+func changedBy(c prgen.Codified, audited bool) string {
+	if p := c.By; p != nil {
+		s := textCell(p.User + " with " + p.Client + ", " + p.Time.UTC().Format("2006-01-02 15:04 UTC"))
+		if p.Login != "" {
+			s += " (" + mentionOf(p.Login) + ")"
+		}
+		return s
+	}
+	by := c.Manager
+	if c.Time != nil {
+		by += " at " + c.Time.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	if audited {
+		by += " (unattributed)"
+	}
+	return textCell(by)
 }

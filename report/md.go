@@ -18,4 +18,5 @@ var (
 	cell      = markdown.Cell
 	textCell  = markdown.TextCell
 	text      = markdown.Text
+	mentionOf = markdown.Mention
 )

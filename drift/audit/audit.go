@@ -23,6 +23,9 @@ import (
 	"time"
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 )
 
 // Who made a change, as the audit log says.
@@ -243,4 +246,62 @@ func Decode(r io.Reader) ([]auditv1.Event, error) {
 		e.RequestObject, e.ResponseObject = nil, nil
 		out = append(out, e)
 	}
+}
+
+// Identities map the cluster's names for people to GitHub logins, as
+// app.yml gives them.
+type Identities struct {
+	// Users maps a cluster user name ("alice@example.com", or the OIDC
+	// claim the apiserver uses as the name) to a login.
+	Users map[string]string
+	// Prefix is what the apiserver puts before OIDC user names
+	// (--oidc-username-prefix, "oidc:"): taken off before Users is read.
+	Prefix string
+}
+
+// Login is the GitHub login of a cluster user; empty when none is mapped.
+func (i Identities) Login(user string) string {
+	if l, ok := i.Users[user]; ok {
+		return l
+	}
+	if i.Prefix != "" {
+		if rest, ok := strings.CutPrefix(user, i.Prefix); ok {
+			return i.Users[rest]
+		}
+	}
+	return ""
+}
+
+// Person is who the index says made a change, as a drift report names
+// them, with their mapped login.
+func (w Who) Person(ids Identities) *object.Person {
+	return &object.Person{User: w.User, Groups: slices.Clone(w.Groups), Client: w.Client(), Verb: w.Verb, Time: w.Time, Login: ids.Login(w.User)}
+}
+
+// AttributeChanges sets, on each live-changed field of changes, who made
+// it (Field.By), where the index has the write its field manager's entry
+// records. resource names a kind's resource ("deployments"; empty when the
+// cluster serves no such kind). It returns how many fields it attributed.
+func (x *Index) AttributeChanges(changes []drift.Change, resource func(group, kind string) string, ids Identities) int {
+	n := 0
+	for i := range changes {
+		ch := &changes[i]
+		ref := ch.Ref()
+		res := resource(ref.Group, ref.Kind)
+		if res == "" {
+			continue
+		}
+		o := Object{Group: ref.Group, Resource: res, Namespace: ref.Namespace, Name: ref.Name}
+		for j := range ch.Fields {
+			f := &ch.Fields[j]
+			if f.Manager == "" || f.Time == nil {
+				continue
+			}
+			if who, ok := x.Attribute(o, f.Manager, f.Subresource, *f.Time); ok {
+				f.By = who.Person(ids)
+				n++
+			}
+		}
+	}
+	return n
 }

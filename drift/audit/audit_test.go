@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/audit"
+	"github.com/driftback/driftback/drift/object"
 )
 
 var t0 = time.Date(2026, 12, 5, 9, 12, 0, 0, time.UTC)
@@ -112,5 +114,35 @@ func TestBadInputIsAnError(t *testing.T) {
 	}
 	if _, err := audit.Decode(strings.NewReader(event("patch", "a", "", "k/1", "/x", "deployments", "", "web", 200, t0) + "\nnot json\n")); err == nil || !strings.Contains(err.Error(), "event 2") {
 		t.Errorf("a bad line: %v", err)
+	}
+}
+
+// TestDriftIsAttributedFieldByField: each live-changed field of a drift
+// gets the person whose write its manager's entry records, with the
+// GitHub login app.yml maps them to (an OIDC name with its prefix too); a
+// field whose manager wrote nothing the index holds stays unattributed.
+func TestDriftIsAttributedFieldByField(t *testing.T) {
+	events, err := audit.Decode(decode(t, true,
+		event("patch", "admin", "oidc:alice@example.com", "kubectl/v1.37.2", "/apis/apps/v1/namespaces/shop/deployments/web/scale?fieldManager=kubectl-scale", "deployments", "scale", "web", 200, t0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := audit.NewIndex(audit.Options{Keep: func(audit.Object) bool { return true }})
+	x.Add(events, t0.Add(time.Minute))
+	scaled, edited := t0, t0.Add(-time.Hour)
+	changes := []drift.Change{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "web", Action: drift.ActionUpdate, Fields: []object.Field{
+		{Path: ".spec.replicas", Manager: "kubectl-scale", Subresource: "scale", Time: &scaled},
+		{Path: ".spec.template.spec.containers[name=\"web\"].image", Manager: "kubectl-edit", Time: &edited},
+	}}}
+	resource := func(group, kind string) string {
+		if group == "apps" && kind == "Deployment" {
+			return "deployments"
+		}
+		return ""
+	}
+	n := x.AttributeChanges(changes, resource, audit.Identities{Users: map[string]string{"alice@example.com": "alice-gh"}, Prefix: "oidc:"})
+	by := changes[0].Fields[0].By
+	if n != 1 || by == nil || by.User != "oidc:alice@example.com" || by.Login != "alice-gh" || by.Client != "kubectl" || changes[0].Fields[1].By != nil {
+		t.Errorf("%d attributed: %+v, %+v", n, by, changes[0].Fields[1].By)
 	}
 }

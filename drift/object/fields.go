@@ -49,8 +49,28 @@ type Field struct {
 	// owns this replicas field, with its bounds; such a field is never
 	// codified into Git.
 	Autoscaler string `json:"autoscaler,omitempty"`
+	// By is the person who made the live value, as the cluster's audit
+	// log says (drift/audit); nil when no event matched: Manager stays,
+	// unattributed.
+	By *Person `json:"by,omitempty"`
 
 	path fieldpath.Path
+}
+
+// Person is who made a live change, as the cluster's audit log says.
+type Person struct {
+	// User is the cluster's name for them ("alice@example.com"), the
+	// impersonated user when someone acted as another.
+	User   string   `json:"user"`
+	Groups []string `json:"groups,omitempty"`
+	// Client is the program ("kubectl"), from the request's user agent.
+	Client string `json:"client,omitempty"`
+	// Verb is the request's: create, update, patch.
+	Verb string    `json:"verb"`
+	Time time.Time `json:"time"`
+	// Login is their GitHub login, as app.yml maps cluster identities;
+	// empty when none is mapped.
+	Login string `json:"login,omitempty"`
 }
 
 // FieldKind is what a changed field is to a pull request.

@@ -205,3 +205,16 @@ const (
 	// BlockStart are the characters that start a block at a line's start.
 	BlockStart = "-+=>"
 )
+
+// loginPattern is a GitHub login: letters, digits and single hyphens, at
+// most 39, not starting or ending with a hyphen.
+var loginPattern = regexp.MustCompile(`^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}$`)
+
+// Mention is an @-mention of a GitHub login: the one way a mention is
+// written. Anything that is not a login is text, and mentions no one.
+func Mention(login string) string {
+	if loginPattern.MatchString(login) {
+		return "@" + login
+	}
+	return Text(login)
+}
