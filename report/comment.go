@@ -18,6 +18,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/report/prediction"
 	"github.com/driftback/driftback/report/valuediff"
 )
 
@@ -132,7 +133,7 @@ func markdownBlocks(r *drift.Report, opts CommentOptions) []string {
 		}
 		blocks = append(blocks, targetBlocks(i, t, dangers, title, preface)...)
 	}
-	if p := predictionMarkers(r); p != "" {
+	if p := prediction.Markers(r); p != "" {
 		blocks = append(blocks, p)
 	}
 	return blocks

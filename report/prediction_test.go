@@ -7,6 +7,7 @@ import (
 
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
+	"github.com/driftback/driftback/report/prediction"
 )
 
 // TestAPredictionIsReadBackAsRecorded: the comment records, hidden, each
@@ -28,12 +29,12 @@ func TestAPredictionIsReadBackAsRecorded(t *testing.T) {
 		},
 	}
 	body := strings.Join(Comment(r, CommentOptions{}), "\n")
-	got := Predictions(body)
+	got := prediction.Read(body)
 	if len(got) != 1 {
 		t.Fatalf("predictions %+v, want the compared target's only", got)
 	}
 	p := got["test/prod --> x"]
-	want := []PredictedChange{
+	want := []prediction.Change{
 		{Action: drift.ActionUpdate, Ref: object.Ref{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "shop", Name: "web"}},
 		{Action: drift.ActionCreate, Ref: object.Ref{Version: "v1", Kind: "ConfigMap", Namespace: "shop", Name: "flags"}},
 		{Action: drift.ActionDelete, Ref: object.Ref{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "shop:reader, all"}},
@@ -44,7 +45,7 @@ func TestAPredictionIsReadBackAsRecorded(t *testing.T) {
 	// A comparison that is not a pull request's (a check run's summary,
 	// the command line) records nothing.
 	r.Compared = nil
-	if got := Predictions(strings.Join(Comment(r, CommentOptions{}), "\n")); len(got) != 0 {
+	if got := prediction.Read(strings.Join(Comment(r, CommentOptions{}), "\n")); len(got) != 0 {
 		t.Errorf("a comparison without a head recorded %+v", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/driftback/driftback/drift"
 	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/prediction"
 )
 
 // Live reads live objects by reference (the drift loop's watch caches, or
@@ -88,7 +89,7 @@ const clockSlack = 2 * time.Second
 // each object predicted to be created or changed must have been written by
 // the reconciler since the merge, each predicted to be pruned must be gone;
 // the workloads the reconciler changed (Flux, watched) must be predicted.
-func measure(ctx context.Context, p report.Predicted, live Live, managers []string, merged time.Time, changed []*unstructured.Unstructured) (Accuracy, error) {
+func measure(ctx context.Context, p prediction.Predicted, live Live, managers []string, merged time.Time, changed []*unstructured.Unstructured) (Accuracy, error) {
 	var a Accuracy
 	refs := make([]object.Ref, 0, len(p.Changes))
 	for _, c := range p.Changes {

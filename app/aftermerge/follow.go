@@ -21,7 +21,7 @@ import (
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
-	"github.com/driftback/driftback/report"
+	"github.com/driftback/driftback/report/prediction"
 )
 
 // Merge is a merged pull request.
@@ -293,7 +293,7 @@ func (fl *Follower) accuracy(ctx context.Context, gh *ghapp.Installation, m Merg
 		log.Warn("cannot read the prediction", "err", err)
 		return Accuracy{}, false
 	}
-	p, ok := report.Predictions(body)[t.Environment()]
+	p, ok := prediction.Read(body)[t.Environment()]
 	if !ok || p.Head != m.Head {
 		return Accuracy{}, false // not compared, or of another head
 	}

@@ -56,7 +56,7 @@ func rel(p string) string { return strings.TrimPrefix(strings.TrimPrefix(p, modu
 
 // domain are the packages that decide: they know neither GitHub, nor the
 // process's log, nor the packages that wire them.
-var domain = []string{"render", "render/helm", "render/slots", "merge", "internal/gitrepo", "drift", "drift/object", "drift/rbac", "drift/syncfail", "drift/admission", "drift/audit", "drift/scope", "drift/livestate", "prgen", "prgen/yamledit", "report", "report/markdown", "discover", "rollback", "internal/argocd", "internal/lru", "app/config", "app/repos", "reconcile", "reconcile/charts", "reconcile/hide", "reconcile/prepare"}
+var domain = []string{"render", "render/helm", "render/slots", "merge", "internal/gitrepo", "drift", "drift/object", "drift/rbac", "drift/syncfail", "drift/admission", "drift/audit", "drift/scope", "drift/livestate", "prgen", "prgen/yamledit", "report", "report/markdown", "report/prediction", "discover", "rollback", "internal/argocd", "internal/lru", "app/config", "app/repos", "reconcile", "reconcile/charts", "reconcile/hide", "reconcile/prepare"}
 
 // githubFree are the app's packages that know nothing of GitHub: not even
 // the App's own GitHub package. The review of a pull request is a function

@@ -1,4 +1,7 @@
-package report
+// Package prediction records, hidden in a pull request's comment, what the
+// comparison predicted merging changes live on each target, and reads it
+// back after the merge to measure it against what the reconciler did.
+package prediction
 
 import (
 	"fmt"
@@ -17,11 +20,11 @@ type Predicted struct {
 	// Head is the pull request's head commit the prediction is of.
 	Head string
 	// Changes are the objects, by what merging does to them.
-	Changes []PredictedChange
+	Changes []Change
 }
 
-// PredictedChange is one object the prediction names.
-type PredictedChange struct {
+// Change is one object the prediction names.
+type Change struct {
 	Action drift.Action
 	Ref    object.Ref
 }
@@ -29,13 +32,13 @@ type PredictedChange struct {
 // Bounds on what a comment records: a target with more changes, or the
 // targets past the budget, are not measured after the merge.
 const (
-	maxPredictedChanges = 100
-	maxPredictionBytes  = 16 << 10
+	maxChanges         = 100
+	maxPredictionBytes = 16 << 10
 )
 
-// predictionMarkers records, hidden, each compared target's live
+// Markers records, hidden, each compared target's live
 // changes: after the merge they are checked against what the reconciler did.
-func predictionMarkers(r *drift.Report) string {
+func Markers(r *drift.Report) string {
 	if r.Compared == nil || r.Compared.Head == "" {
 		return "" // not a pull request's comparison: nothing to measure later
 	}
@@ -62,7 +65,7 @@ func predictionMarkers(r *drift.Report) string {
 			}
 			changes = append(changes, strings.Join(fields, ":"))
 		}
-		if len(changes) > maxPredictedChanges {
+		if len(changes) > maxChanges {
 			continue
 		}
 		line := fmt.Sprintf("<!-- driftback:predicted target=%s cluster=%s head=%s changes=%s -->\n",
@@ -77,10 +80,10 @@ func predictionMarkers(r *drift.Report) string {
 
 var predictedPattern = regexp.MustCompile(`(?m)^<!-- driftback:predicted target=(\S*) cluster=(\S*) head=(\S*) changes=(\S*) -->\r?$`)
 
-// Predictions reads back what a comment of driftback's predicted, by
+// Read reads back what a comment of driftback's predicted, by
 // "cluster/target". Text quoted from Git or the cluster cannot forge one: it
 // never holds a marker.
-func Predictions(body string) map[string]Predicted {
+func Read(body string) map[string]Predicted {
 	out := map[string]Predicted{}
 	for _, m := range predictedPattern.FindAllStringSubmatch(body, -1) {
 		var p Predicted
@@ -105,7 +108,7 @@ func Predictions(body string) map[string]Predicted {
 					continue changes
 				}
 			}
-			p.Changes = append(p.Changes, PredictedChange{Action: drift.Action(f[0]), Ref: object.Ref{Group: f[1], Version: f[2], Kind: f[3], Namespace: f[4], Name: f[5]}})
+			p.Changes = append(p.Changes, Change{Action: drift.Action(f[0]), Ref: object.Ref{Group: f[1], Version: f[2], Kind: f[3], Namespace: f[4], Name: f[5]}})
 		}
 		out[p.Cluster+"/"+p.Target] = p
 	}
