@@ -6,15 +6,12 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"html/template"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,6 +21,7 @@ import (
 	ghapp "github.com/driftback/driftback/app/github"
 
 	"github.com/driftback/driftback/app/config"
+	appreg "github.com/driftback/driftback/app/registration"
 )
 
 // DefaultRegisterListen is where `driftback register` serves its page: the
@@ -100,14 +98,14 @@ func Register(ctx context.Context, cfg *config.Config, opts RegisterOptions) (*R
 		opts.HTTPClient = http.DefaultClient
 	}
 	m := cfg.Manifest
-	if err := validateManifest(m); err != nil {
+	if err := appreg.ValidateManifest(m); err != nil {
 		return nil, err
 	}
 	state, err := newState()
 	if err != nil {
 		return nil, err
 	}
-	action, err := registrationURL(cfg.GitHub.WebURL, opts.Org, state)
+	action, err := appreg.URL(cfg.GitHub.WebURL, opts.Org, state)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +122,7 @@ func Register(ctx context.Context, cfg *config.Config, opts RegisterOptions) (*R
 	// GitHub derives the slug from the name, so a file that would be in the
 	// way is found before anything is registered; the person may still rename
 	// the App on GitHub, so saving checks again.
-	if err := refuseExisting(credentialFiles(outDir, slugOf(m.Name))); err != nil {
+	if err := appreg.RefuseExisting(appreg.CredentialFiles(outDir, appreg.Slug(m.Name))); err != nil {
 		return nil, err
 	}
 
@@ -170,61 +168,6 @@ func Register(ctx context.Context, cfg *config.Config, opts RegisterOptions) (*R
 		srv.Close() // a browser that keeps a connection open does not hold up the result
 	}
 	return res.reg, res.err
-}
-
-// validateManifest checks what GitHub needs before anything is served.
-func validateManifest(m config.Manifest) error {
-	var errs []string
-	if m.Name == "" {
-		errs = append(errs, "manifest.name: missing")
-	} else if slugOf(m.Name) == "" {
-		errs = append(errs, fmt.Sprintf("manifest.name: %q has no letter or digit", m.Name))
-	}
-	for _, u := range []struct{ key, value string }{{"manifest.url", m.URL}, {"manifest.hook_attributes.url", m.HookAttributes.URL}} {
-		if u.value == "" {
-			errs = append(errs, u.key+": missing")
-		} else if p, err := url.Parse(u.value); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
-			errs = append(errs, fmt.Sprintf("%s: %q is not an http(s) URL", u.key, u.value))
-		}
-	}
-	if len(m.DefaultEvents) == 0 {
-		errs = append(errs, "manifest.default_events: empty; the App would receive no webhook")
-	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-var orgName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?$`)
-
-// registrationURL is where the form posts the manifest: the user's or the
-// organization's new-App page, carrying the state GitHub sends back.
-func registrationURL(web, org, state string) (string, error) {
-	if web == "" {
-		return "", errors.New("github.webURL: cannot be derived from github.apiURL; set it to the GitHub web address, such as https://HOST/")
-	}
-	u, err := url.Parse(web)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", fmt.Errorf("github.webURL: %q is not an http(s) URL", web)
-	}
-	path := "settings/apps/new"
-	if org != "" {
-		if !orgName.MatchString(org) {
-			return "", fmt.Errorf("organization %q: not a GitHub organization name", org)
-		}
-		path = "organizations/" + org + "/" + path
-	}
-	u = u.JoinPath(path)
-	u.RawQuery = url.Values{"state": {state}}.Encode()
-	return u.String(), nil
-}
-
-var nonSlug = regexp.MustCompile(`[^a-z0-9]+`)
-
-// slugOf is the slug GitHub derives from an App's name.
-func slugOf(name string) string {
-	return strings.Trim(nonSlug.ReplaceAllString(strings.ToLower(name), "-"), "-")
 }
 
 var validSlug = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
@@ -401,12 +344,12 @@ func (r *registrar) complete(code string) (*Registration, error) {
 	if reg.HTMLURL != "" {
 		reg.InstallURL = strings.TrimSuffix(reg.HTMLURL, "/") + "/installations/new"
 	}
-	files := credentialFiles(r.outDir, slug)
+	files := appreg.CredentialFiles(r.outDir, slug)
 	contents := []string{app.PEM, app.WebhookSecret, app.ClientSecret}
 	if contents[2] == "" {
 		files, contents = files[:2], contents[:2]
 	}
-	if err := saveCredentials(r.outDir, files, contents); err != nil {
+	if err := appreg.SaveCredentials(r.outDir, files, contents); err != nil {
 		return nil, fmt.Errorf("App %s (ID %d, %s) was created, but its credentials were not saved: %w; "+
 			"generate a private key and set a new webhook secret in the App's settings", slug, reg.ID, reg.HTMLURL, err)
 	}
@@ -415,51 +358,6 @@ func (r *registrar) complete(code string) (*Registration, error) {
 		reg.ClientSecretFile = files[2]
 	}
 	return reg, nil
-}
-
-// credentialFiles are the private key, webhook secret and client secret files.
-func credentialFiles(dir, slug string) []string {
-	return []string{
-		filepath.Join(dir, slug+".private-key.pem"),
-		filepath.Join(dir, slug+".webhook-secret"),
-		filepath.Join(dir, slug+".client-secret"),
-	}
-}
-
-func refuseExisting(files []string) error {
-	for _, f := range files {
-		if _, err := os.Lstat(f); err == nil {
-			return fmt.Errorf("%s: already exists; driftback does not overwrite credentials: move it away or choose another output directory", f)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
-}
-
-// saveCredentials writes each file with mode 0600, refusing to replace any
-// file; nothing is written when one of them is in the way.
-func saveCredentials(dir string, files, contents []string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if err := refuseExisting(files); err != nil {
-		return err
-	}
-	for i, name := range files {
-		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return err
-		}
-		_, err = f.WriteString(contents[i])
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return nil
 }
 
 func (r *registrar) printNextSteps(reg *Registration) {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/driftback/driftback/app/auditlog"
 	"github.com/driftback/driftback/app/driftloop"
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/app/metrics"
@@ -33,7 +34,9 @@ type Server struct {
 	// Metrics are served on /metrics.
 	Metrics *metrics.Metrics
 	// Drift is the drift loop; Serve runs it.
-	Drift   *driftloop.DriftLoop
+	Drift *driftloop.DriftLoop
+	// Audit reads a cluster's audit events (app.yml's audit); nil: none.
+	Audit   *auditlog.Receiver
 	handler http.Handler
 	ready   atomic.Bool
 	log     *slog.Logger
@@ -112,6 +115,10 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 		}
 	})
 	s.handler = mux
+	if cfg.Audit.Enabled() {
+		s.Audit = auditlog.New(cfg.Audit, secrets.AuditToken, s.Drift.Keeps(cfg.Audit.Cluster), m.Audit, log.With("audit", cfg.Audit.Cluster))
+		s.Drift.SetAudit(s.Audit)
+	}
 	s.ready.Store(true)
 	return s, nil
 }
@@ -152,9 +159,25 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 		return err
 	}
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.App.cfg.Server.ReadTimeout}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String())
+	if a := s.Audit; a != nil && s.App.cfg.Audit.Listen != "" {
+		aln, err := a.Listen()
+		if err != nil {
+			return err
+		}
+		asrv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+		defer asrv.Close()
+		go func() { errc <- asrv.Serve(aln) }()
+		s.log.Info("serving audit events", "addr", aln.Addr().String())
+	} else if a != nil {
+		go func() {
+			if err := a.Follow(ctx, time.Second); err != nil {
+				s.log.Error("the audit log file is not read", "err", err)
+			}
+		}()
+	}
 	s.App.targets.SetOnChange(s.Drift.WakeAll)
 	go s.App.targets.Run(ctx)
 	driftDone := make(chan struct{})

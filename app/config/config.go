@@ -49,6 +49,8 @@ type Config struct {
 	Targets  []Target           `yaml:"targets"`
 	// Helm says where charts may be fetched from.
 	Helm Helm `yaml:"helm"`
+	// Audit reads the clusters' audit events: who made each drift.
+	Audit Audit `yaml:"audit"`
 }
 
 // Manifest is the GitHub App manifest (docs.github.com: "Registering a GitHub
@@ -317,6 +319,8 @@ const DefaultQuietPeriod = 2 * time.Minute
 type Secrets struct {
 	PrivateKey    []byte
 	WebhookSecret []byte
+	// AuditToken authenticates the audit webhook endpoint (audit.tokenFile).
+	AuditToken []byte
 	// From says where each came from, for the start-up log.
 	From map[string]string
 }
@@ -474,7 +478,7 @@ func KnownDangers() []drift.DangerReason {
 }
 
 func (c *Config) validate() error {
-	errs := c.Helm.validate()
+	errs := append(c.Helm.validate(), c.Audit.validate(c.Clusters)...)
 	for name, cl := range c.Clusters {
 		if cl.Mode != drift.ModeReadOnly && cl.Mode != drift.ModeDryRun {
 			errs = append(errs, fmt.Sprintf("clusters.%s.mode: %q is neither read-only nor dry-run", name, cl.Mode))
@@ -577,7 +581,7 @@ func (c *Config) validate() error {
 
 // otherEnv are the DRIFTBACK_… variables read elsewhere than app.yml's
 // overrides: the secrets, and what the render child and the Action read.
-var otherEnv = []string{"DRIFTBACK_GITHUB_PRIVATE_KEY", "DRIFTBACK_GITHUB_WEBHOOK_SECRET", "DRIFTBACK_MEMORY_LIMIT",
+var otherEnv = []string{"DRIFTBACK_GITHUB_PRIVATE_KEY", "DRIFTBACK_GITHUB_WEBHOOK_SECRET", "DRIFTBACK_AUDIT_TOKEN", "DRIFTBACK_MEMORY_LIMIT",
 	"DRIFTBACK_RENDER_CHILD", "DRIFTBACK_RENDER_MEMORY", "DRIFTBACK_RENDER_CPU", "DRIFTBACK_RENDER_CPU_TOTAL", "DRIFTBACK_BIN", "DRIFTBACK_RELEASES_URL"}
 
 // UnknownEnv names, of environ (KEY=value lines), the DRIFTBACK_… variables
@@ -647,6 +651,9 @@ func (c *Config) LoadSecrets(env func(string) string) (*Secrets, error) {
 	}
 	if len(s.WebhookSecret) == 0 {
 		return nil, errors.New("webhookSecret: empty; anyone could sign deliveries with an empty secret")
+	}
+	if s.AuditToken, err = c.Audit.AuditToken(env); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -771,6 +778,8 @@ func (c *Config) Redacted(s *Secrets) map[string]any {
 		"targets":               len(c.Targets),
 		"github.privateKey":     "(redacted)",
 		"github.webhookSecret":  "(redacted)",
+		"audit.listen":          c.Audit.Listen,
+		"audit.file":            c.Audit.File,
 	}
 	if s != nil {
 		out["github.privateKey"] = "(redacted, from " + s.From["privateKey"] + ")"

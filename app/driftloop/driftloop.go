@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/driftback/driftback/app/auditlog"
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
@@ -75,6 +76,8 @@ type DriftLoop struct {
 	watchers map[string]*livestate.Watcher
 	// dashboards are the repositories' drift dashboards, by repository.
 	dashboards map[string]*repoDashboard
+	// watched are the objects whose audit events are kept.
+	watched watchedObjects
 }
 
 // Watcher returns the watch caches of a cluster whose loop runs in this
@@ -147,6 +150,9 @@ type Deps struct {
 	PublishTimeout func() time.Duration
 	// Metrics records what the loop does; nil records nothing.
 	Metrics *metrics.Metrics
+	// Audit reads a cluster's audit events, to say who made each drift;
+	// nil: none read.
+	Audit *auditlog.Receiver
 }
 
 // Checks counts the target checks the loop has finished, failed or not.
@@ -1032,6 +1038,7 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 		return err
 	}
 	c.namespaces = namespaces
+	d.watched.note(c.t.Cluster, namespaces, c.desired)
 	return w.WatchMetadata(ctx, namespaces)
 }
 
@@ -1084,6 +1091,7 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 			wb.Sources = reconcile.Sources(ctx, d.renderer, c.tree, all[i].Build())
 		}
 	}
+	audited := d.attribute(ctx, w, c.t.Cluster, r.changes)
 	plan, err := prgen.Make(ctx, prgen.Input{
 		Tree: c.tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
 		Intents: r.intents, Unmanaged: unmanaged, Adopt: c.t.Policy.AdoptUnmanaged, Generated: generated,
@@ -1093,7 +1101,7 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 		return nil, err
 	}
 	plan.Fights = fights
-	plan.Fate = c.t.Found.Fate()
+	plan.Fate, plan.Audited = c.t.Found.Fate(), audited
 	refuseShared(plan, targets.ReadByOthers(c.t, all, c.tree, overlayFiles(c.t, c.tree, plan.Paths())))
 	hidePlanValues(plan, c.hidden)
 	return plan, nil

@@ -36,6 +36,7 @@ type Metrics struct {
 	heldMu        sync.Mutex
 	heldSet       map[string]bool
 	reconciler    reconcilerMetrics
+	audit         *prometheus.CounterVec
 }
 
 // New registers driftback's metrics, the Go runtime's and the
@@ -95,6 +96,7 @@ func New(queueDepth func() float64) *Metrics {
 		}, []string{"cluster"}),
 	}
 	m.reconciler = newReconcilerMetrics(m.registry)
+	m.audit = newAuditMetrics(m.registry)
 	m.registry.MustRegister(m.deliveries, m.jobs, m.renders, m.githubCalls, m.githubWrites, m.rateRemaining, m.errors, m.drifted, m.fights, m.driftActions, m.leader, m.held,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "driftback_queue_depth", Help: "Pull requests waiting or in progress."}, queueDepth),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
