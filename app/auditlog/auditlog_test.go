@@ -1,0 +1,177 @@
+package auditlog_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/driftback/driftback/app/auditlog"
+	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/drift/audit"
+)
+
+const token = "audit-token-0123456789abcdef"
+
+func event(name string, at time.Time) string {
+	return fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"x","stage":"ResponseComplete","requestURI":"/apis/apps/v1/namespaces/shop/deployments/%[1]s/scale?fieldManager=kubectl-scale","verb":"patch","user":{"username":"alice@example.com"},"userAgent":"kubectl/v1.37.2","objectRef":{"resource":"deployments","namespace":"shop","name":%[1]q,"apiGroup":"apps","apiVersion":"v1","subresource":"scale"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":%[2]q,"stageTimestamp":%[2]q}`,
+		name, at.UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
+}
+
+func batch(events ...string) string {
+	return `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[` + strings.Join(events, ",") + `]}`
+}
+
+type counts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counts) add(outcome string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[outcome] += n
+}
+
+func (c *counts) get(outcome string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[outcome]
+}
+
+var keepShop = func(o audit.Object) bool { return o.Namespace == "shop" }
+
+// TestTheEndpointReadsOnlyWhatIsAuthenticatedAndBounded: a batch with the
+// token is read and kept; one without it, with another token, by another
+// method, over the size bound or over the rate is refused unread, and
+// counted; a body that is not audit events is refused.
+func TestTheEndpointReadsOnlyWhatIsAuthenticatedAndBounded(t *testing.T) {
+	c := &counts{}
+	r := auditlog.New(config.Audit{Listen: ":0", Cluster: "prod", MaxBatchBytes: 4096, RequestsPerSecond: 1}, []byte(token), keepShop, c.add, slog.New(slog.DiscardHandler))
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+	post := func(method, auth, body string) int {
+		req, err := http.NewRequest(method, srv.URL, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	now := time.Now()
+	good := batch(event("web", now), event("api", now))
+	for _, c := range []struct {
+		method, auth, body string
+		want               int
+	}{
+		{"POST", "", good, http.StatusUnauthorized},
+		{"POST", "Bearer wrong-token-0123456789abcd", good, http.StatusUnauthorized},
+		{"POST", "Basic " + token, good, http.StatusUnauthorized},
+		{"GET", "Bearer " + token, "", http.StatusMethodNotAllowed},
+		{"POST", "Bearer " + token, batch(strings.Repeat(event("web", now)+",", 40) + event("web", now)), http.StatusRequestEntityTooLarge},
+	} {
+		if got := post(c.method, c.auth, c.body); got != c.want {
+			t.Errorf("%s %q: %d, want %d", c.method, c.auth, got, c.want)
+		}
+	}
+	if r.Index.Len() != 0 {
+		t.Fatalf("refused requests were read: %d events held", r.Index.Len())
+	}
+	time.Sleep(1100 * time.Millisecond) // the over-size request spent the rate's token
+	if got := post("POST", "Bearer "+token, good); got != http.StatusOK {
+		t.Fatalf("a good batch: %d", got)
+	}
+	if r.Index.Len() != 2 || c.get("received") != 2 || c.get("kept") != 2 {
+		t.Errorf("held %d, counts %v", r.Index.Len(), c.n)
+	}
+	// The rate: a burst beyond it is refused.
+	refused := 0
+	for range 10 {
+		if post("POST", "Bearer "+token, good) == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Error("10 batches at once were all read, over 1 a second")
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if got := post("POST", "Bearer "+token, "not json"); got != http.StatusBadRequest {
+		t.Errorf("a body that is not events: %d", got)
+	}
+	if c.get("refused") < 6 {
+		t.Errorf("refused counted %d", c.get("refused"))
+	}
+}
+
+// TestALogFileIsFollowed: lines appended to the log backend's file are
+// read as they are written (a line still being written waits for its
+// end); what was there before is not read again; a rotated file is read
+// from its start.
+func TestALogFileIsFollowed(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	now := time.Now()
+	if err := os.WriteFile(path, []byte(event("old", now)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &counts{}
+	r := auditlog.New(config.Audit{File: path, Cluster: "prod"}, nil, keepShop, c.add, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Follow(ctx, 20*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond)
+	appendTo := func(p, s string) {
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(s)
+		f.Close()
+	}
+	wait := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for r.Index.Len() != n && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if r.Index.Len() != n {
+			t.Fatalf("%d events held, want %d (counts %v)", r.Index.Len(), n, c.n)
+		}
+	}
+	line := event("web", now)
+	appendTo(path, line[:40])
+	time.Sleep(100 * time.Millisecond)
+	if r.Index.Len() != 0 {
+		t.Fatal("half a line was read")
+	}
+	appendTo(path, line[40:]+"\n")
+	wait(1)
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(path, event("api", now)+"\n")
+	wait(2)
+	if _, ok := r.Index.Attribute(audit.Object{Group: "apps", Resource: "deployments", Namespace: "shop", Name: "old"}, "kubectl-scale", "scale", now); ok {
+		t.Error("a line written before it started was read")
+	}
+}
