@@ -23,6 +23,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/driftback/driftback/app/auditlog"
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/app/repos"
 	"github.com/driftback/driftback/app/targets"
@@ -33,7 +34,9 @@ import (
 
 // App holds what the pull-request flow needs across jobs.
 type App struct {
-	cfg      *config.Config
+	cfg *config.Config
+	// audit reads a cluster's audit events; nil: none.
+	audit    *auditlog.Receiver
 	clients  *ghapp.Clients
 	cache    *repos.Cache
 	renderer *render.Renderer
@@ -158,6 +161,6 @@ func (a *App) followMerge(ev *ghapp.PullRequestEvent) *Job {
 func (a *App) driftDeps() driftloop.Deps {
 	return driftloop.Deps{
 		Config: a.cfg, Targets: a.targets, GitHub: a.clients, Cache: a.cache, Now: a.now,
-		Kube: a.kubeClient, Capabilities: a.capabilities, Charts: a.charts, PublishTimeout: a.publishTimeout, Metrics: a.metrics,
+		Kube: a.kubeClient, Capabilities: a.capabilities, Charts: a.charts, PublishTimeout: a.publishTimeout, Metrics: a.metrics, Audit: a.audit,
 	}
 }

@@ -90,12 +90,15 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 	m := metrics.New(func() float64 { return float64(q.Depth()) })
 	clients.Observe(m.GitHubCall)
 	a := NewApp(cfg, clients, cache, log)
+	if cfg.Audit.Enabled() {
+		a.audit = auditlog.New(cfg.Audit, secrets.AuditToken, m.Audit, log.With("audit", cfg.Audit.Cluster))
+	}
 	// The queue outlives the signal that stops intake: Serve closes it with a
 	// grace period.
 	q = NewQueue(context.WithoutCancel(ctx), cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log)
 	q.metrics = m
 	a.metrics = m
-	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: driftloop.New(a.driftDeps(), log.With("loop", "drift")), Metrics: m, log: log}
+	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: driftloop.New(a.driftDeps(), log.With("loop", "drift")), Metrics: m, Audit: a.audit, log: log}
 	s.Webhook.MaxUnverified, s.Webhook.ReadTimeout = cfg.Server.MaxUnverifiedBytes, cfg.Server.ReadTimeout
 	a.drift = s.Drift
 	a.follow, a.followCtx = aftermerge.New(a.followDeps(ctx)), ctx
@@ -115,10 +118,6 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 		}
 	})
 	s.handler = mux
-	if cfg.Audit.Enabled() {
-		s.Audit = auditlog.New(cfg.Audit, secrets.AuditToken, s.Drift.Keeps(cfg.Audit.Cluster), m.Audit, log.With("audit", cfg.Audit.Cluster))
-		s.Drift.SetAudit(s.Audit)
-	}
 	s.ready.Store(true)
 	return s, nil
 }

@@ -176,6 +176,9 @@ type Plan struct {
 	// change (Codified.By); a change it names no one for is unattributed.
 	// Not part of the fingerprint.
 	Audited bool `json:"audited,omitempty"`
+	// CoAuthors are the people who made the changes, as the commit's
+	// Co-authored-by trailers name them ("login <ID+login@users.noreply.github.com>").
+	CoAuthors []string `json:"coAuthors,omitempty"`
 }
 
 // Fight is a field that went back and forth between two field managers.

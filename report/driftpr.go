@@ -241,10 +241,20 @@ func CommitMessage(p *prgen.Plan) string {
 	var b strings.Builder
 	b.WriteString(DriftTitle(p) + "\n\n")
 	for _, c := range p.Codified {
-		fmt.Fprintf(&b, "- %s %s (changed live by %s)\n", plain(c.Object), plain(c.Path), plain(c.Manager))
+		by := c.Manager
+		if c.By != nil {
+			by = c.By.User + " with " + c.By.Client
+		}
+		fmt.Fprintf(&b, "- %s %s (changed live by %s)\n", plain(c.Object), plain(c.Path), plain(by))
 	}
 	for _, a := range p.Adopted {
 		fmt.Fprintf(&b, "- %s created live by %s\n", plain(a.Object), plain(a.Manager))
+	}
+	for i, c := range p.CoAuthors {
+		if i == 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("Co-authored-by: " + plain(c) + "\n")
 	}
 	return b.String()
 }

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -36,11 +37,14 @@ type Receiver struct {
 	// Cluster names the cluster the events are of.
 	Cluster string
 
-	cfg     config.Audit
-	token   []byte
-	limiter *rate.Limiter
-	count   func(outcome string, n int)
-	log     *slog.Logger
+	cfg   config.Audit
+	token []byte
+	// mu guards what the drift loop noted as watched.
+	mu                sync.Mutex
+	namespaces, names map[string]bool
+	limiter           *rate.Limiter
+	count             func(outcome string, n int)
+	log               *slog.Logger
 }
 
 // Defaults of config.Audit's bounds.
@@ -51,9 +55,10 @@ const (
 	maxLine = 1 << 20
 )
 
-// New returns the receiver app.yml's audit section configures, keeping the
-// events keep selects; count is told what happened to them (metrics).
-func New(cfg config.Audit, token []byte, keep func(audit.Object) bool, count func(string, int), log *slog.Logger) *Receiver {
+// New returns the receiver app.yml's audit section configures; count is
+// told what happened to the events (metrics). It keeps the events of the
+// objects the drift loop notes (Note).
+func New(cfg config.Audit, token []byte, count func(string, int), log *slog.Logger) *Receiver {
 	if cfg.MaxBatchBytes == 0 {
 		cfg.MaxBatchBytes = DefaultMaxBatchBytes
 	}
@@ -63,8 +68,33 @@ func New(cfg config.Audit, token []byte, keep func(audit.Object) bool, count fun
 	if count == nil {
 		count = func(string, int) {}
 	}
-	return &Receiver{Index: audit.NewIndex(audit.Options{Retention: cfg.Retention, MaxEvents: cfg.MaxEvents, Keep: keep}), Cluster: cfg.Cluster,
-		cfg: cfg, token: token, limiter: rate.NewLimiter(rate.Limit(cfg.RequestsPerSecond), int(2*cfg.RequestsPerSecond)+1), count: count, log: log}
+	r := &Receiver{Cluster: cfg.Cluster, cfg: cfg, token: token, limiter: rate.NewLimiter(rate.Limit(cfg.RequestsPerSecond), int(2*cfg.RequestsPerSecond)+1), count: count, log: log,
+		namespaces: map[string]bool{}, names: map[string]bool{}}
+	r.Index = audit.NewIndex(audit.Options{Retention: cfg.Retention, MaxEvents: cfg.MaxEvents, Keep: r.keeps})
+	return r
+}
+
+// Note records the namespaces a target renders into and the names of its
+// cluster-scoped objects: their objects' events are kept.
+func (r *Receiver) Note(namespaces, names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range namespaces {
+		r.namespaces[n] = true
+	}
+	for _, n := range names {
+		r.names[n] = true
+	}
+}
+
+// keeps says an event's object is one the drift loop watches.
+func (r *Receiver) keeps(o audit.Object) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o.Namespace != "" {
+		return r.namespaces[o.Namespace]
+	}
+	return r.names[o.Name]
 }
 
 // Identities are the configured map from cluster users to GitHub logins.

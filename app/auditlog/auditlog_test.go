@@ -50,15 +50,14 @@ func (c *counts) get(outcome string) int {
 	return c.n[outcome]
 }
 
-var keepShop = func(o audit.Object) bool { return o.Namespace == "shop" }
-
 // TestTheEndpointReadsOnlyWhatIsAuthenticatedAndBounded: a batch with the
 // token is read and kept; one without it, with another token, by another
 // method, over the size bound or over the rate is refused unread, and
 // counted; a body that is not audit events is refused.
 func TestTheEndpointReadsOnlyWhatIsAuthenticatedAndBounded(t *testing.T) {
 	c := &counts{}
-	r := auditlog.New(config.Audit{Listen: ":0", Cluster: "prod", MaxBatchBytes: 4096, RequestsPerSecond: 1}, []byte(token), keepShop, c.add, slog.New(slog.DiscardHandler))
+	r := auditlog.New(config.Audit{Listen: ":0", Cluster: "prod", MaxBatchBytes: 4096, RequestsPerSecond: 1}, []byte(token), c.add, slog.New(slog.DiscardHandler))
+	r.Note([]string{"shop"}, nil)
 	srv := httptest.NewServer(r.Handler())
 	defer srv.Close()
 	post := func(method, auth, body string) int {
@@ -134,7 +133,8 @@ func TestALogFileIsFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &counts{}
-	r := auditlog.New(config.Audit{File: path, Cluster: "prod"}, nil, keepShop, c.add, slog.New(slog.DiscardHandler))
+	r := auditlog.New(config.Audit{File: path, Cluster: "prod"}, nil, c.add, slog.New(slog.DiscardHandler))
+	r.Note([]string{"shop"}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Follow(ctx, 20*time.Millisecond) }()

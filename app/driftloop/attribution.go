@@ -2,61 +2,29 @@ package driftloop
 
 import (
 	"context"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/driftback/driftback/app/auditlog"
 	"github.com/driftback/driftback/drift"
-	"github.com/driftback/driftback/drift/audit"
 	"github.com/driftback/driftback/drift/livestate"
 )
 
-// watchedObjects are, by cluster, the namespaces the drift loop's targets
-// render into and the names of their cluster-scoped objects: the objects
-// whose audit events are kept.
-type watchedObjects struct {
-	mu         sync.Mutex
-	namespaces map[string]map[string]bool
-	names      map[string]map[string]bool
-}
-
-// note records a target's render on a cluster as watched.
-func (o *watchedObjects) note(cluster string, namespaces []string, desired []*unstructured.Unstructured) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.namespaces == nil {
-		o.namespaces, o.names = map[string]map[string]bool{}, map[string]map[string]bool{}
+// noteWatched tells the audit receiver of a target's cluster which
+// objects' events to keep: those of the namespaces it renders into and its
+// cluster-scoped objects.
+func (d *DriftLoop) noteWatched(cluster string, namespaces []string, desired []*unstructured.Unstructured) {
+	a := d.deps.Audit
+	if a == nil || a.Cluster != cluster {
+		return
 	}
-	if o.namespaces[cluster] == nil {
-		o.namespaces[cluster], o.names[cluster] = map[string]bool{}, map[string]bool{}
-	}
-	for _, n := range namespaces {
-		o.namespaces[cluster][n] = true
-	}
-	for _, d := range desired {
-		if d.GetNamespace() == "" {
-			o.names[cluster][d.GetName()] = true
+	var names []string
+	for _, o := range desired {
+		if o.GetNamespace() == "" {
+			names = append(names, o.GetName())
 		}
 	}
+	a.Note(namespaces, names)
 }
-
-// Keeps says whether an audit event of an object on cluster is kept: it is
-// in a namespace a target renders into, or a cluster-scoped object one
-// renders.
-func (d *DriftLoop) Keeps(cluster string) func(audit.Object) bool {
-	return func(o audit.Object) bool {
-		d.watched.mu.Lock()
-		defer d.watched.mu.Unlock()
-		if o.Namespace != "" {
-			return d.watched.namespaces[cluster][o.Namespace]
-		}
-		return d.watched.names[cluster][o.Name]
-	}
-}
-
-// SetAudit gives the loop a cluster's audit events, before it runs.
-func (d *DriftLoop) SetAudit(r *auditlog.Receiver) { d.deps.Audit = r }
 
 // attribute names, on each live-changed field, the person the cluster's
 // audit events say made it; it says whether the audit log was read.

@@ -213,9 +213,13 @@ type fieldOf struct {
 func (c *driftCheck) view(entries []entry, plan *prgen.Plan, out ghapp.PullOutcome, fights []prgen.Fight) report.DashboardTarget {
 	v := c.viewBase()
 	proposed, listed := map[string]string{}, map[string]string{}
+	people := map[string]string{} // who the audit log says made a proposed change
 	if plan != nil {
 		for _, x := range plan.Codified {
 			proposed[x.Object+" "+x.Path] = ""
+			if x.By != nil {
+				people[x.Object+" "+x.Path] = x.By.User + " with " + x.By.Client
+			}
 		}
 		for _, x := range plan.Adopted {
 			proposed[x.Object+" "] = ""
@@ -250,6 +254,9 @@ func (c *driftCheck) view(entries []entry, plan *prgen.Plan, out ghapp.PullOutco
 				k = obj + " secret"
 			} else {
 				k = obj + " " + e.field.path
+			}
+			if who := people[k]; who != "" {
+				dc.By = who
 			}
 		default:
 			dc.Git = "(in Git)"

@@ -76,8 +76,6 @@ type DriftLoop struct {
 	watchers map[string]*livestate.Watcher
 	// dashboards are the repositories' drift dashboards, by repository.
 	dashboards map[string]*repoDashboard
-	// watched are the objects whose audit events are kept.
-	watched watchedObjects
 }
 
 // Watcher returns the watch caches of a cluster whose loop runs in this
@@ -1038,7 +1036,7 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 		return err
 	}
 	c.namespaces = namespaces
-	d.watched.note(c.t.Cluster, namespaces, c.desired)
+	d.noteWatched(c.t.Cluster, namespaces, c.desired)
 	return w.WatchMetadata(ctx, namespaces)
 }
 

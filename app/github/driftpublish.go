@@ -167,6 +167,7 @@ func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) (out
 		log.Debug("drift pull request up to date")
 		return out, nil
 	case prgen.ActionOpen, prgen.ActionUpdate:
+		reviewers := p.people(ctx, plan, log)
 		commit, err := commitFiles(repo, p.Head, plan.Files, report.CommitMessage(plan), me)
 		if err != nil {
 			return out, err
@@ -183,6 +184,7 @@ func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) (out
 				return out, fmt.Errorf("update #%d: %w", d.Number, err)
 			}
 			p.acted("pull_request", "updated")
+			p.requestReviews(ctx, d.Number, reviewers, log)
 			log.Info("drift pull request updated", "pr", d.Number, "commit", commit.String())
 			return out, nil
 		}
@@ -205,6 +207,7 @@ func (p *DriftPublisher) PublishPull(ctx context.Context, plan *prgen.Plan) (out
 		}
 		out.Open = pr.GetNumber()
 		p.acted("pull_request", "opened")
+		p.requestReviews(ctx, pr.GetNumber(), reviewers, log)
 		log.Info("drift pull request opened", "pr", pr.GetNumber(), "commit", commit.String())
 		return out, nil
 	case prgen.ActionComment:
@@ -358,5 +361,51 @@ func alreadyOpen(err error) bool {
 func (p *DriftPublisher) acted(kind, action string) {
 	if p.Acted != nil {
 		p.Acted(kind, action)
+	}
+}
+
+// people keeps, of the logins app.yml maps the changes' people to, those
+// who may read the repository: they are mentioned, asked to review and
+// named as the commit's co-authors. Another is named without a mention:
+// driftback never mentions someone who cannot see the pull request.
+func (p *DriftPublisher) people(ctx context.Context, plan *prgen.Plan, log *slog.Logger) []string {
+	access := map[string]bool{}
+	var logins []string
+	plan.CoAuthors = nil
+	for i := range plan.Codified {
+		by := plan.Codified[i].By
+		if by == nil || by.Login == "" {
+			continue
+		}
+		ok, seen := access[by.Login]
+		if !seen {
+			perm, _, err := p.Installation.gh.Repositories.GetPermissionLevel(ctx, p.Repo.Owner, p.Repo.Name, by.Login)
+			if err != nil {
+				log.Warn("a drift's author is not mentioned: their access could not be read", "login", by.Login, "err", err)
+			}
+			ok = err == nil && perm.GetPermission() != "" && perm.GetPermission() != "none"
+			access[by.Login] = ok
+			if ok {
+				logins = append(logins, by.Login)
+				if u, _, err := p.Installation.gh.Users.Get(ctx, by.Login); err == nil {
+					plan.CoAuthors = append(plan.CoAuthors, fmt.Sprintf("%s <%d+%s@users.noreply.github.com>", by.Login, u.GetID(), by.Login))
+				}
+			}
+		}
+		if !ok {
+			plan.Codified[i].By.Login = ""
+		}
+	}
+	return logins
+}
+
+// requestReviews asks the changes' people to review their drift's pull
+// request.
+func (p *DriftPublisher) requestReviews(ctx context.Context, number int, logins []string, log *slog.Logger) {
+	if len(logins) == 0 {
+		return
+	}
+	if _, _, err := p.Installation.gh.PullRequests.RequestReviewers(ctx, p.Repo.Owner, p.Repo.Name, number, github.ReviewersRequest{Reviewers: logins}); err != nil {
+		log.Warn("could not ask the drift's authors to review it", "pr", number, "err", err)
 	}
 }

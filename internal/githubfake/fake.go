@@ -51,6 +51,7 @@ type Fake struct {
 	jwts          map[string]bool // every App JWT presented, for log canaries
 	manifests     manifestState   // manifest.go
 	repos         map[string]*Repo
+	users         map[string]int64 // login → ID
 	comments      map[int64]*Comment
 	checkRuns     map[int64]*CheckRun
 	deployments   map[int64]*Deployment // deployments.go
@@ -116,6 +117,8 @@ type Pull struct {
 	// (GET /repos/o/r/issues/N/events); a label not in it was applied by
 	// the pull request's author.
 	LabeledBy map[string]string
+	// Reviewers are who its review was requested from.
+	Reviewers []string
 	Body      string
 	Merged    bool
 	// Mergeable is what GitHub says of merging it: nil while it computes
@@ -365,6 +368,8 @@ func (f *Fake) routes() []route {
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)/labels$`), f.listLabels, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/issues/(\d+)/events$`), f.listIssueEvents, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/collaborators/([^/]+)/permission$`), f.permission, "token"},
+		{"POST", re(`^/repos/([^/]+)/([^/]+)/pulls/(\d+)/requested_reviewers$`), f.requestReviewers, "token"},
+		{"GET", re(`^/users/([^/]+)$`), f.getUserByLogin, "token"},
 		{"POST", re(`^/repos/([^/]+)/([^/]+)/check-runs$`), f.createCheckRun, "token"},
 		{"PATCH", re(`^/repos/([^/]+)/([^/]+)/check-runs/(\d+)$`), f.updateCheckRun, "token"},
 		{"GET", re(`^/repos/([^/]+)/([^/]+)/commits/([^/]+)/check-runs$`), f.listCheckRuns, "token"},
