@@ -159,7 +159,17 @@ func (d *driftWorld) stopClock() *testClock {
 
 func newDriftWorld(t testing.TB, quiet time.Duration, policy func(*config.Policy)) *driftWorld {
 	t.Helper()
-	w := newWorld(t, func(c *config.Config) {
+	return newDriftWorldOn(t, kubetest.New(t), quiet, policy, nil)
+}
+
+// newDriftWorldOn is newDriftWorld on a cluster of the test's own, with
+// more configuration.
+func newDriftWorldOn(t testing.TB, env *kubetest.Env, quiet time.Duration, policy func(*config.Policy), configure func(*config.Config)) *driftWorld {
+	t.Helper()
+	w := newWorldOn(t, env, func(c *config.Config) {
+		if configure != nil {
+			configure(c)
+		}
 		c.Server.DriftInterval = 3 * time.Second
 		for i := range c.Targets {
 			c.Targets[i].Policy.QuietPeriod = quiet

@@ -65,7 +65,13 @@ type world struct {
 
 func newWorld(t testing.TB, configure func(*config.Config)) *world {
 	t.Helper()
-	w := &world{t: t, env: kubetest.New(t), secret: "e2e-webhook-secret", logs: &logCapture{}}
+	return newWorldOn(t, kubetest.New(t), configure)
+}
+
+// newWorldOn is newWorld on a cluster of the test's own (kubetest.NewAudited).
+func newWorldOn(t testing.TB, env *kubetest.Env, configure func(*config.Config)) *world {
+	t.Helper()
+	w := &world{t: t, env: env, secret: "e2e-webhook-secret", logs: &logCapture{}}
 	var err error
 	if w.gh, err = githubfake.New(); err != nil {
 		t.Fatal(err)
@@ -138,7 +144,7 @@ targets:
 func (w *world) start() {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	secrets := &config.Secrets{PrivateKey: w.gh.KeyPEM(), WebhookSecret: []byte(w.secret)}
+	secrets := &config.Secrets{PrivateKey: w.gh.KeyPEM(), WebhookSecret: []byte(w.secret), AuditToken: []byte(auditToken)}
 	srv, err := NewServer(ctx, w.cfg, secrets, w.logs.logger(w.t, slog.LevelWarn))
 	if err != nil {
 		w.t.Fatal(err)

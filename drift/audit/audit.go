@@ -181,15 +181,17 @@ const slack = 2 * time.Second
 // made to an object: the latest write of that object through that
 // subresource, within two seconds of that time, by that manager (the
 // request's fieldManager, else the client its user agent names, as the
-// apiserver names a manager for a request that names none). ok is false
-// when no event matches: the change stays the manager's, unattributed.
+// apiserver names a manager for a request that names none). A zero
+// managed time (an entry without one) takes that manager's latest write.
+// ok is false when no event matches: the change stays the manager's,
+// unattributed.
 func (x *Index) Attribute(o Object, manager, subresource string, managed time.Time) (Who, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var best *record
 	for i := range x.byObject[o] {
 		r := &x.byObject[o][i]
-		if r.subresource != subresource || r.who.Time.Before(managed.Add(-slack)) || r.who.Time.After(managed.Add(slack)) {
+		if r.subresource != subresource || !managed.IsZero() && (r.who.Time.Before(managed.Add(-slack)) || r.who.Time.After(managed.Add(slack))) {
 			continue
 		}
 		if m := r.fieldManager; m != "" && m != manager || m == "" && r.who.Client() != manager {
@@ -294,10 +296,14 @@ func (x *Index) AttributeChanges(changes []drift.Change, resource func(group, ki
 		o := Object{Group: ref.Group, Resource: res, Namespace: ref.Namespace, Name: ref.Name}
 		for j := range ch.Fields {
 			f := &ch.Fields[j]
-			if f.Manager == "" || f.Time == nil {
+			if f.Manager == "" {
 				continue
 			}
-			if who, ok := x.Attribute(o, f.Manager, f.Subresource, *f.Time); ok {
+			var managed time.Time
+			if f.Time != nil {
+				managed = *f.Time
+			}
+			if who, ok := x.Attribute(o, f.Manager, f.Subresource, managed); ok {
 				f.By = who.Person(ids)
 				n++
 			}

@@ -1,0 +1,180 @@
+package app
+
+import (
+	"context"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/drift/audit"
+	"github.com/driftback/driftback/internal/kubetest"
+)
+
+// auditToken is what the test apiserver's audit webhook sends.
+const auditToken = "audit-e2e-token-0123456789"
+
+// TestADriftNamesWhoMadeIt: the apiserver's audit webhook backend points at
+// driftback (envtest started with --audit-policy-file and
+// --audit-webhook-config-file). Alice (impersonated, as a person's
+// kubectl through an OIDC login would be) scales a Deployment; the drift
+// pull request names her and her client, mentions and asks for the review
+// of the login app.yml maps her to, and its commit names her as co-author.
+// A Secret she changes is attributed to her with none of its data kept or
+// shown. A batch without the token, or over the size bound, is refused.
+func TestADriftNamesWhoMadeIt(t *testing.T) {
+	t.Parallel()
+	// The apiserver starts before the App, so it sends to a stand-in that
+	// hands each batch to the App's endpoint once there is one. Over TLS:
+	// its webhook client sends the bearer token over TLS only.
+	var handler atomic.Value
+	var received atomic.Int64
+	proxy := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, _ := handler.Load().(http.Handler)
+		if h == nil {
+			w.WriteHeader(http.StatusOK) // the apiserver's own start-up writes
+			return
+		}
+		received.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw})
+	env := kubetest.NewAudited(t, proxy.URL, auditToken, ca)
+	ns := env.Namespace
+	secretValue := "alices-db-password-canary"
+	d := newDriftWorldOn(t, env, 500*time.Millisecond, nil, func(c *config.Config) {
+		c.Audit = config.Audit{Listen: "127.0.0.1:0", Cluster: "test", TokenFile: "set-by-the-test", MaxBatchBytes: 1 << 20, RequestsPerSecond: 200,
+			Identities: config.Identities{Users: map[string]string{"alice@example.com": "alice-gh"}, Prefix: "oidc:"}}
+	})
+	if d.srv.Audit == nil {
+		t.Fatal("app.yml's audit section made no receiver")
+	}
+	d.logs.secret(secretValue)
+	d.gh.SetPermission(fullName, "alice-gh", "write")
+	d.gh.SetUser("alice-gh", 4242)
+	handler.Store(d.srv.Audit.Handler())
+	d.run()
+	d.settle(2)
+
+	// Alice may scale Deployments and write Secrets here (envtest runs no
+	// controller to aggregate the built-in edit role).
+	ctx := context.Background()
+	if _, err := env.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "alice"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments/scale"}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "patch"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "alice"},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "oidc:alice@example.com"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(env.Setup)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "oidc:alice@example.com", Groups: []string{"team-shop", "system:authenticated"}}
+	cfg.UserAgent = "kubectl/v1.37.2 (linux/amd64) kubernetes/abcdef0"
+	alice, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.AppsV1().Deployments(ns).UpdateScale(ctx, "web", &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 5}},
+		metav1.UpdateOptions{FieldManager: "kubectl-scale"}); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
+	pr := d.openPulls()[0]
+	if received.Load() == 0 {
+		t.Error("the apiserver sent driftback no audit event")
+	}
+	for _, want := range []string{"oidc:alice@‍example.com with kubectl", "(@alice-gh)"} {
+		if !strings.Contains(pr.Body, want) {
+			t.Errorf("the pull request does not say %q:\n%s", want, pr.Body)
+		}
+	}
+	d.waitFor("alice asked to review", func() bool { return strings.Join(d.gh.Reviewers(fullName, pr.Number), ",") == "alice-gh" })
+	tip, err := d.local.CommitObject(d.branch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := tip.Message
+	if !strings.Contains(msg, "Co-authored-by: alice-gh <4242+alice-gh@users.noreply.github.com>") {
+		t.Errorf("the commit message:\n%s", msg)
+	}
+
+	// A Secret she changes: attributed, its data nowhere.
+	sec, err := alice.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}, StringData: map[string]string{"password": "first"}},
+		metav1.CreateOptions{FieldManager: "kubectl-create"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.CoreV1().Secrets(ns).Patch(ctx, "db", types.MergePatchType, []byte(`{"stringData":{"password":"`+secretValue+`"}}`),
+		metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	live, err := env.Client.CoreV1().Secrets(ns).Get(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edited time.Time
+	for _, m := range live.ManagedFields {
+		if m.Manager == "kubectl-edit" && m.Time != nil {
+			edited = m.Time.Time
+		}
+	}
+	waitUntil(t, "the Secret's write attributed", func() bool {
+		who, ok := d.srv.Audit.Index.Attribute(audit.Object{Resource: "secrets", Namespace: ns, Name: "db"}, "kubectl-edit", "", edited)
+		return ok && who.User == "oidc:alice@example.com"
+	})
+	_ = sec
+
+	// What is not authenticated, or too large, is refused unread.
+	before := d.srv.Audit.Index.Len()
+	for _, c := range []struct {
+		auth string
+		body string
+		want int
+	}{
+		{"", `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`, http.StatusUnauthorized},
+		{"Bearer " + auditToken, strings.Repeat(" ", 2<<20), http.StatusRequestEntityTooLarge},
+	} {
+		req, _ := http.NewRequest("POST", proxy.URL, strings.NewReader(c.body))
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := proxy.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%q: %d, want %d", c.auth, resp.StatusCode, c.want)
+		}
+	}
+	if d.srv.Audit.Index.Len() != before {
+		t.Error("a refused batch was read")
+	}
+	for outcome, least := range map[string]float64{"received": 1, "kept": 1, "matched": 1, "refused": 2} {
+		if got := counter(t, d.srv.Metrics, "driftback_audit_events_total", map[string]string{"outcome": outcome}); got < least {
+			t.Errorf("driftback_audit_events_total{outcome=%q} = %v, want at least %v", outcome, got, least)
+		}
+	}
+	for _, p := range d.gh.Pulls(fullName) {
+		if strings.Contains(p.Body, secretValue) {
+			t.Errorf("pull request #%d shows the Secret's value", p.Number)
+		}
+	}
+}
