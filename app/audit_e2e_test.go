@@ -64,8 +64,7 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 		t.Fatal("app.yml's audit section made no receiver")
 	}
 	d.logs.secret(secretValue)
-	d.gh.SetPermission(fullName, "alice-gh", "write")
-	d.gh.SetUser("alice-gh", 4242)
+	d.gh.SetUser("alice-gh", 4242) // not yet a collaborator
 	handler.Store(d.srv.Audit.Handler())
 	d.run()
 	d.settle(2)
@@ -96,6 +95,19 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 	}
 	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
 	pr := d.openPulls()[0]
+	// Her login may not read the repository: she is named, never
+	// mentioned nor asked.
+	if !strings.Contains(pr.Body, "oidc:alice@‍example.com with kubectl") || strings.Contains(pr.Body, "@alice-gh") || len(d.gh.Reviewers(fullName, pr.Number)) != 0 {
+		t.Errorf("before her login may read the repository, reviewers %v:\n%s", d.gh.Reviewers(fullName, pr.Number), pr.Body)
+	}
+	// Once it may, her next change mentions and asks her.
+	d.gh.SetPermission(fullName, "alice-gh", "write")
+	if _, err := alice.AppsV1().Deployments(ns).UpdateScale(ctx, "web", &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 6}},
+		metav1.UpdateOptions{FieldManager: "kubectl-scale"}); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor("the pull request to propose 6", func() bool { return strings.Contains(d.pull(pr.Number).Body, "`6`") })
+	pr = d.pull(pr.Number)
 	if received.Load() == 0 {
 		t.Error("the apiserver sent driftback no audit event")
 	}

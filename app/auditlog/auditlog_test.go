@@ -2,9 +2,18 @@ package auditlog_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -173,5 +182,90 @@ func TestALogFileIsFollowed(t *testing.T) {
 	wait(2)
 	if _, ok := r.Index.Attribute(audit.Object{Group: "apps", Resource: "deployments", Namespace: "shop", Name: "old"}, "kubectl-scale", "scale", now); ok {
 		t.Error("a line written before it started was read")
+	}
+}
+
+// pair makes a certificate signed by ca (self-signed when ca is nil).
+func pair(t *testing.T, cn string, ca *tls.Certificate, server bool) (tls.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
+	if server {
+		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []net.IP{net.ParseIP("127.0.0.1")}
+	} else if ca != nil {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	}
+	parent, signer := tmpl, any(key)
+	if ca == nil {
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+	} else {
+		parent, signer = ca.Leaf, ca.PrivateKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, certPEM
+}
+
+// TestClientCertificatesAuthenticate: with tls.clientCAFile and no token,
+// a client with a certificate the CA signed is read; one without, or with
+// another's, never reaches the handler.
+func TestClientCertificatesAuthenticate(t *testing.T) {
+	dir := t.TempDir()
+	ca, caPEM := pair(t, "audit-ca", nil, false)
+	srvCert, srvPEM := pair(t, "driftback", &ca, true)
+	client, _ := pair(t, "kube-apiserver", &ca, false)
+	other, _ := pair(t, "other-ca", nil, false)
+	stranger, _ := pair(t, "stranger", &other, false)
+	keyDER, err := x509.MarshalECPrivateKey(srvCert.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfg := config.Audit{Listen: "127.0.0.1:0", Cluster: "prod", TLS: config.AuditTLS{CertFile: write("tls.crt", srvPEM),
+		KeyFile: write("tls.key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})), ClientCAFile: write("ca.crt", caPEM)}}
+	r := auditlog.New(cfg, nil, nil, slog.New(slog.DiscardHandler))
+	r.Note([]string{"shop"}, nil)
+	ln, err := r.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Leaf)
+	post := func(certs ...tls.Certificate) (int, error) {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}}
+		resp, err := c.Post("https://"+ln.Addr().String(), "application/json", strings.NewReader(batch(event("web", time.Now()))))
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := post(client); err != nil || code != http.StatusOK || r.Index.Len() != 1 {
+		t.Errorf("the CA's client: %d %v, %d held", code, err, r.Index.Len())
+	}
+	for name, certs := range map[string][]tls.Certificate{"no certificate": nil, "another CA's": {stranger}} {
+		if code, err := post(certs...); err == nil {
+			t.Errorf("%s: served %d", name, code)
+		}
+	}
+	if r.Index.Len() != 1 {
+		t.Errorf("%d held after refused clients", r.Index.Len())
 	}
 }
