@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"time"
 )
 
@@ -65,6 +66,10 @@ type Identities struct {
 	Prefix string `yaml:"prefix"`
 }
 
+// githubLogin is a GitHub login: letters, digits and single hyphens, at
+// most 39.
+var githubLogin = regexp.MustCompile(`^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}$`)
+
 // Enabled says audit events are read at all.
 func (a Audit) Enabled() bool { return a.Listen != "" || a.File != "" }
 
@@ -87,6 +92,11 @@ func (a Audit) validate(clusters map[string]Cluster) []string {
 	}
 	if (a.TLS.CertFile == "") != (a.TLS.KeyFile == "") || (a.TLS.ClientCAFile != "" && a.TLS.CertFile == "") {
 		errs = append(errs, "audit.tls: certFile and keyFile go together, and clientCAFile needs them")
+	}
+	for user, login := range a.Identities.Users {
+		if !githubLogin.MatchString(login) {
+			errs = append(errs, fmt.Sprintf("audit.identities.users[%q]: %q is not a GitHub login", user, login))
+		}
 	}
 	if a.Retention < 0 || a.MaxEvents < 0 || a.MaxBatchBytes < 0 || a.RequestsPerSecond < 0 {
 		errs = append(errs, "audit: retention, maxEvents, maxBatchBytes and requestsPerSecond are not negative")
