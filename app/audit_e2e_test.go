@@ -12,7 +12,6 @@ import (
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -126,17 +125,13 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 		t.Errorf("the commit message:\n%s", msg)
 	}
 
-	// A Secret she changes: attributed, its data nowhere.
-	sec, err := alice.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}, StringData: map[string]string{"password": "first"}},
-		metav1.CreateOptions{FieldManager: "kubectl-create"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := alice.CoreV1().Secrets(ns).Patch(ctx, "db", types.MergePatchType, []byte(`{"stringData":{"password":"`+secretValue+`"}}`),
+	// A Secret the target renders, which she changes: attributed, its
+	// data nowhere.
+	if _, err := alice.CoreV1().Secrets(ns).Patch(ctx, "api-token", types.MergePatchType, []byte(`{"stringData":{"token":"`+secretValue+`"}}`),
 		metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	live, err := env.Client.CoreV1().Secrets(ns).Get(ctx, "db", metav1.GetOptions{})
+	live, err := env.Client.CoreV1().Secrets(ns).Get(ctx, "api-token", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,10 +142,9 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 		}
 	}
 	waitUntil(t, "the Secret's write attributed", func() bool {
-		who, ok := d.srv.Audit.Index.Attribute(audit.Object{Resource: "secrets", Namespace: ns, Name: "db"}, "kubectl-edit", "", edited)
+		who, ok := d.srv.Audit.Index.Attribute(audit.Object{Resource: "secrets", Namespace: ns, Name: "api-token"}, "kubectl-edit", "", edited)
 		return ok && who.User == "oidc:alice@example.com"
 	})
-	_ = sec
 
 	// What is not authenticated, or too large, is refused unread.
 	before := d.srv.Audit.Index.Len()

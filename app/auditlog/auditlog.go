@@ -40,19 +40,17 @@ type Receiver struct {
 	cfg   config.Audit
 	token []byte
 	// mu guards what the drift loop noted as watched.
-	mu                sync.Mutex
-	namespaces, names map[string]bool
-	limiter           *rate.Limiter
-	count             func(outcome string, n int)
-	log               *slog.Logger
+	mu      sync.Mutex
+	watched map[audit.Object]bool
+	limiter *rate.Limiter
+	count   func(outcome string, n int)
+	log     *slog.Logger
 }
 
 // Defaults of config.Audit's bounds.
 const (
 	DefaultMaxBatchBytes = 8 << 20
 	defaultRate          = 20
-	// maxLine bounds one line of a followed file.
-	maxLine = 1 << 20
 )
 
 // New returns the receiver app.yml's audit section configures; count is
@@ -69,21 +67,19 @@ func New(cfg config.Audit, token []byte, count func(string, int), log *slog.Logg
 		count = func(string, int) {}
 	}
 	r := &Receiver{Cluster: cfg.Cluster, cfg: cfg, token: token, limiter: rate.NewLimiter(rate.Limit(cfg.RequestsPerSecond), int(2*cfg.RequestsPerSecond)+1), count: count, log: log,
-		namespaces: map[string]bool{}, names: map[string]bool{}}
+		watched: map[audit.Object]bool{}}
 	r.Index = audit.NewIndex(audit.Options{Retention: cfg.Retention, MaxEvents: cfg.MaxEvents, Keep: r.keeps})
 	return r
 }
 
-// Note records the namespaces a target renders into and the names of its
-// cluster-scoped objects: their objects' events are kept.
-func (r *Receiver) Note(namespaces, names []string) {
+// Note records the objects a target renders: their events are kept, no
+// other's (an object's routine writers, a Lease's renewals, cost the index
+// nothing).
+func (r *Receiver) Note(objects []audit.Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, n := range namespaces {
-		r.namespaces[n] = true
-	}
-	for _, n := range names {
-		r.names[n] = true
+	for _, o := range objects {
+		r.watched[o] = true
 	}
 }
 
@@ -91,10 +87,7 @@ func (r *Receiver) Note(namespaces, names []string) {
 func (r *Receiver) keeps(o audit.Object) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if o.Namespace != "" {
-		return r.namespaces[o.Namespace]
-	}
-	return r.names[o.Name]
+	return r.watched[o]
 }
 
 // Identities are the configured map from cluster users to GitHub logins.
@@ -154,7 +147,7 @@ func (r *Receiver) Handler() http.Handler {
 			refuse(http.StatusRequestEntityTooLarge, "over the batch bound")
 			return
 		}
-		events, err := audit.Decode(http.MaxBytesReader(w, req.Body, r.cfg.MaxBatchBytes))
+		events, err := audit.DecodeList(http.MaxBytesReader(w, req.Body, r.cfg.MaxBatchBytes))
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
@@ -224,7 +217,7 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 			continue
 		}
 		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), maxLine)
+		sc.Buffer(make([]byte, 64<<10), audit.MaxLine)
 		sc.Split(scanLines)
 		var batch bytes.Buffer
 		for sc.Scan() {
@@ -245,10 +238,10 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 		if batch.Len() == 0 {
 			continue
 		}
-		events, err := audit.Decode(&batch)
-		if err != nil {
-			r.count("refused", 1)
-			r.log.Warn("audit log lines that are not audit events were skipped", "file", r.cfg.File, "err", err)
+		events, bad := audit.DecodeLines(&batch)
+		if bad > 0 {
+			r.count("refused", bad)
+			r.log.Warn("audit log lines that are not audit events were skipped", "file", r.cfg.File, "lines", bad)
 		}
 		r.add(events)
 	}

@@ -30,6 +30,9 @@ import (
 
 const token = "audit-token-0123456789abcdef"
 
+// shopObjects are the objects the tests' drift loop watches.
+var shopObjects = []audit.Object{{Group: "apps", Resource: "deployments", Namespace: "shop", Name: "web"}, {Group: "apps", Resource: "deployments", Namespace: "shop", Name: "api"}}
+
 func event(name string, at time.Time) string {
 	return fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"x","stage":"ResponseComplete","requestURI":"/apis/apps/v1/namespaces/shop/deployments/%[1]s/scale?fieldManager=kubectl-scale","verb":"patch","user":{"username":"alice@example.com"},"userAgent":"kubectl/v1.37.2","objectRef":{"resource":"deployments","namespace":"shop","name":%[1]q,"apiGroup":"apps","apiVersion":"v1","subresource":"scale"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":%[2]q,"stageTimestamp":%[2]q}`,
 		name, at.UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
@@ -66,7 +69,7 @@ func (c *counts) get(outcome string) int {
 func TestTheEndpointReadsOnlyWhatIsAuthenticatedAndBounded(t *testing.T) {
 	c := &counts{}
 	r := auditlog.New(config.Audit{Listen: ":0", Cluster: "prod", MaxBatchBytes: 4096, RequestsPerSecond: 1}, []byte(token), c.add, slog.New(slog.DiscardHandler))
-	r.Note([]string{"shop"}, nil)
+	r.Note(shopObjects)
 	srv := httptest.NewServer(r.Handler())
 	defer srv.Close()
 	post := func(method, auth, body string) int {
@@ -143,7 +146,7 @@ func TestALogFileIsFollowed(t *testing.T) {
 	}
 	c := &counts{}
 	r := auditlog.New(config.Audit{File: path, Cluster: "prod"}, nil, c.add, slog.New(slog.DiscardHandler))
-	r.Note([]string{"shop"}, nil)
+	r.Note(shopObjects)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Follow(ctx, 20*time.Millisecond) }()
@@ -238,7 +241,7 @@ func TestClientCertificatesAuthenticate(t *testing.T) {
 	cfg := config.Audit{Listen: "127.0.0.1:0", Cluster: "prod", TLS: config.AuditTLS{CertFile: write("tls.crt", srvPEM),
 		KeyFile: write("tls.key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})), ClientCAFile: write("ca.crt", caPEM)}}
 	r := auditlog.New(cfg, nil, nil, slog.New(slog.DiscardHandler))
-	r.Note([]string{"shop"}, nil)
+	r.Note(shopObjects)
 	ln, err := r.Listen()
 	if err != nil {
 		t.Fatal(err)

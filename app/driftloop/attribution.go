@@ -6,24 +6,37 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/audit"
 	"github.com/driftback/driftback/drift/livestate"
 )
 
 // noteWatched tells the audit receiver of a target's cluster which
-// objects' events to keep: those of the namespaces it renders into and its
-// cluster-scoped objects.
-func (d *DriftLoop) noteWatched(cluster string, namespaces []string, desired []*unstructured.Unstructured) {
+// objects' events to keep: those it renders.
+func (d *DriftLoop) noteWatched(ctx context.Context, w *livestate.Watcher, cluster string, desired []*unstructured.Unstructured) {
 	a := d.deps.Audit
 	if a == nil || a.Cluster != cluster {
 		return
 	}
-	var names []string
+	resource := resources(ctx, w)
+	var objs []audit.Object
 	for _, o := range desired {
-		if o.GetNamespace() == "" {
-			names = append(names, o.GetName())
+		gvk := o.GroupVersionKind()
+		if r := resource(gvk.Group, gvk.Kind); r != "" {
+			objs = append(objs, audit.Object{Group: gvk.Group, Resource: r, Namespace: o.GetNamespace(), Name: o.GetName()})
 		}
 	}
-	a.Note(namespaces, names)
+	a.Note(objs)
+}
+
+// resources names each kind's resource, as the cluster serves it.
+func resources(ctx context.Context, w *livestate.Watcher) func(group, kind string) string {
+	m := map[[2]string]string{}
+	if kinds, err := w.Kinds(ctx); err == nil {
+		for _, k := range kinds {
+			m[[2]string{k.Group, k.Kind}] = k.Resource
+		}
+	}
+	return func(group, kind string) string { return m[[2]string{group, kind}] }
 }
 
 // attribute names, on each live-changed field, the person the cluster's
@@ -33,13 +46,7 @@ func (d *DriftLoop) attribute(ctx context.Context, w *livestate.Watcher, cluster
 	if a == nil || a.Cluster != cluster {
 		return false
 	}
-	resources := map[[2]string]string{}
-	if kinds, err := w.Kinds(ctx); err == nil {
-		for _, k := range kinds {
-			resources[[2]string{k.Group, k.Kind}] = k.Resource
-		}
-	}
-	n := a.Index.AttributeChanges(changes, func(group, kind string) string { return resources[[2]string{group, kind}] }, a.Identities())
+	n := a.Index.AttributeChanges(changes, resources(ctx, w), a.Identities())
 	d.deps.Metrics.Audit("matched", n)
 	return true
 }

@@ -1036,7 +1036,7 @@ func (d *DriftLoop) renderDesired(ctx context.Context, w *livestate.Watcher, c *
 		return err
 	}
 	c.namespaces = namespaces
-	d.noteWatched(c.t.Cluster, namespaces, c.desired)
+	d.noteWatched(ctx, w, c.t.Cluster, c.desired)
 	return w.WatchMetadata(ctx, namespaces)
 }
 

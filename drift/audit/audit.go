@@ -13,7 +13,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -69,6 +68,7 @@ type Options struct {
 // record is what an event leaves in the index.
 type record struct {
 	who          Who
+	received     time.Time // when the apiserver received the request
 	subresource  string
 	fieldManager string // the request's fieldManager, when it named one
 }
@@ -79,7 +79,10 @@ type Index struct {
 
 	mu       sync.Mutex
 	byObject map[Object][]record
-	count    int
+	// order is every record's object, oldest first: at the bound, the
+	// oldest record goes (each object's records are in arrival order, so
+	// the oldest is the first of its object's).
+	order []Object
 }
 
 // NewIndex returns an empty index.
@@ -98,9 +101,9 @@ type Counts struct {
 	// Kept are events of watched objects' writes, kept.
 	Kept int
 	// Ignored are events attribution has no use for: other objects,
-	// reads, failed requests, stages before the response.
+	// reads, dry runs, failed requests, stages before the response.
 	Ignored int
-	// Dropped are events that would have been kept but for the bound.
+	// Dropped are older events let go to keep the bound.
 	Dropped int
 }
 
@@ -108,17 +111,19 @@ type Counts struct {
 var writes = []string{"create", "update", "patch"}
 
 // Add keeps what attribution needs of events; now is the current time
-// (events older than the retention are not kept).
+// (events older than the retention are not kept). At the bound, the oldest
+// events go: a flood of writes costs the index its oldest history, never
+// what comes next.
 func (x *Index) Add(events []auditv1.Event, now time.Time) Counts {
 	var c Counts
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.expire(now)
+	c.Dropped += x.expire(now)
 	for i := range events {
 		e := &events[i]
 		ref := e.ObjectRef
 		if e.Stage != auditv1.StageResponseComplete || !slices.Contains(writes, e.Verb) || ref == nil || ref.Name == "" ||
-			(e.ResponseStatus != nil && (e.ResponseStatus.Code < 200 || e.ResponseStatus.Code > 299)) ||
+			(e.ResponseStatus != nil && (e.ResponseStatus.Code < 200 || e.ResponseStatus.Code > 299)) || dryRun(e.RequestURI) ||
 			x.opts.Keep == nil || !x.opts.Keep(Object{ref.APIGroup, ref.Resource, ref.Namespace, ref.Name}) {
 			c.Ignored++
 			continue
@@ -128,85 +133,116 @@ func (x *Index) Add(events []auditv1.Event, now time.Time) Counts {
 			c.Ignored++
 			continue
 		}
-		if x.count >= x.opts.MaxEvents {
+		for len(x.order) >= x.opts.MaxEvents {
+			x.evictOldest()
 			c.Dropped++
-			continue
 		}
 		user := e.User
 		if e.ImpersonatedUser != nil {
 			user = *e.ImpersonatedUser // the person acted as
 		}
-		r := record{who: Who{User: user.Username, Groups: slices.Clone(user.Groups), UserAgent: e.UserAgent, Verb: e.Verb, Time: at.UTC()},
-			subresource: ref.Subresource, fieldManager: fieldManager(e.RequestURI)}
+		received := e.RequestReceivedTimestamp.Time
+		if received.IsZero() {
+			received = at
+		}
+		r := record{who: Who{User: user.Username, Groups: slices.Clone(user.Groups[:min(len(user.Groups), maxGroups)]), UserAgent: e.UserAgent, Verb: e.Verb, Time: at.UTC()},
+			received: received.UTC(), subresource: ref.Subresource, fieldManager: fieldManager(e.RequestURI)}
 		k := Object{ref.APIGroup, ref.Resource, ref.Namespace, ref.Name}
 		x.byObject[k] = append(x.byObject[k], r)
-		x.count++
+		x.order = append(x.order, k)
 		c.Kept++
 	}
 	return c
 }
 
-// expire drops what is older than the retention.
-func (x *Index) expire(now time.Time) {
-	for k, rs := range x.byObject {
-		kept := rs[:0]
-		for _, r := range rs {
-			if now.Sub(r.who.Time) <= x.opts.Retention {
-				kept = append(kept, r)
-			}
-		}
-		x.count -= len(rs) - len(kept)
-		if len(kept) == 0 {
-			delete(x.byObject, k)
-		} else {
-			x.byObject[k] = kept
-		}
+// maxGroups bounds the groups kept of a user.
+const maxGroups = 32
+
+// evictOldest lets the oldest record go.
+func (x *Index) evictOldest() {
+	k := x.order[0]
+	x.order = x.order[1:]
+	if rs := x.byObject[k]; len(rs) <= 1 {
+		delete(x.byObject, k)
+	} else {
+		x.byObject[k] = rs[1:]
 	}
+}
+
+// expire lets go what is older than the retention (the oldest first), and
+// says how many.
+func (x *Index) expire(now time.Time) int {
+	n := 0
+	for len(x.order) > 0 {
+		rs := x.byObject[x.order[0]]
+		if len(rs) > 0 && now.Sub(rs[0].who.Time) <= x.opts.Retention {
+			break
+		}
+		x.evictOldest()
+		n++
+	}
+	return n
 }
 
 // Len is how many events the index holds.
 func (x *Index) Len() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.count
+	return len(x.order)
 }
 
-// slack is how far an event's time may be from the time its field
-// manager's entry records: managedFields hold whole seconds, written while
-// the request runs; the event is stamped when it completes.
-const slack = 2 * time.Second
+// slack is how far a request's times may be from the time its field
+// manager's entry records: managedFields hold whole seconds, stamped while
+// the request runs.
+const slack = time.Second
 
 // Attribute finds who made the write that a field manager (manager,
 // through subresource, at managed: its managedFields entry's time) last
-// made to an object: the latest write of that object through that
-// subresource, within two seconds of that time, by that manager (the
-// request's fieldManager, else the client its user agent names, as the
-// apiserver names a manager for a request that names none). A zero
-// managed time (an entry without one) takes that manager's latest write.
-// ok is false when no event matches: the change stays the manager's,
-// unattributed.
+// made to an object: a write of that object through that subresource, by
+// that manager (the request's fieldManager, else the client its user agent
+// names, as the apiserver names a manager for a request that names none),
+// running at that time (received at or before it, completed at or after
+// it, within a second). A zero managed time (an entry without one) takes
+// that manager's latest write. ok is false when no event matches, and when
+// another person wrote through the same manager meanwhile (one manager
+// name, several people: which of them set the field is not known): the
+// change stays the manager's, unattributed, never someone else's.
 func (x *Index) Attribute(o Object, manager, subresource string, managed time.Time) (Who, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var best *record
+	users := map[string]bool{}
 	for i := range x.byObject[o] {
 		r := &x.byObject[o][i]
-		if r.subresource != subresource || !managed.IsZero() && (r.who.Time.Before(managed.Add(-slack)) || r.who.Time.After(managed.Add(slack))) {
+		if r.subresource != subresource {
 			continue
 		}
 		if m := r.fieldManager; m != "" && m != manager || m == "" && r.who.Client() != manager {
 			continue
 		}
+		if !managed.IsZero() && r.received.Truncate(time.Second).After(managed.Add(slack)) {
+			continue // after the entry's write
+		}
+		users[r.who.User] = true
+		if !managed.IsZero() && r.who.Time.Before(managed.Add(-slack)) {
+			continue // an earlier write
+		}
 		if best == nil || r.who.Time.After(best.who.Time) {
 			best = r
 		}
 	}
-	if best == nil {
+	if best == nil || len(users) > 1 {
 		return Who{}, false
 	}
 	w := best.who
 	w.Groups = slices.Clone(w.Groups)
 	return w, true
+}
+
+// dryRun says a request only tried its write.
+func dryRun(requestURI string) bool {
+	u, err := url.Parse(requestURI)
+	return err == nil && u.Query().Has("dryRun")
 }
 
 // fieldManager is the fieldManager a request's URI names.
@@ -218,37 +254,50 @@ func fieldManager(requestURI string) string {
 	return u.Query().Get("fieldManager")
 }
 
-// Decode reads audit events as the apiserver writes them: an EventList (the
-// webhook backend's batches) or one Event a line (the log backend's JSON
-// lines). Request and response bodies are dropped as they are read.
-func Decode(r io.Reader) ([]auditv1.Event, error) {
-	br := bufio.NewReader(r)
-	head, _ := br.Peek(4096)
-	if bytes.Contains(head, []byte(`"EventList"`)) {
-		var list auditv1.EventList
-		if err := json.NewDecoder(br).Decode(&list); err != nil {
-			return nil, fmt.Errorf("read the audit EventList: %w", err)
-		}
-		for i := range list.Items {
-			list.Items[i].RequestObject, list.Items[i].ResponseObject = nil, nil
-		}
-		return list.Items, nil
+// DecodeList reads a batch of audit events as the webhook backend sends
+// it: an EventList. Request and response bodies are dropped as they are
+// read.
+func DecodeList(r io.Reader) ([]auditv1.Event, error) {
+	var list auditv1.EventList
+	if err := json.NewDecoder(r).Decode(&list); err != nil {
+		return nil, fmt.Errorf("read the audit EventList: %w", err)
 	}
-	var out []auditv1.Event
-	dec := json.NewDecoder(br)
-	for n := 1; ; n++ {
-		var e auditv1.Event
-		err := dec.Decode(&e)
-		if errors.Is(err, io.EOF) {
-			return out, nil
+	if list.Kind != "EventList" {
+		return nil, fmt.Errorf("read the audit EventList: kind %q", list.Kind)
+	}
+	for i := range list.Items {
+		list.Items[i].RequestObject, list.Items[i].ResponseObject = nil, nil
+	}
+	return list.Items, nil
+}
+
+// DecodeLines reads audit events as the log backend writes them: one
+// Event a line. A line that is not one is skipped and counted (bad); its
+// neighbours are read.
+func DecodeLines(r io.Reader) (events []auditv1.Event, bad int) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), MaxLine)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
 		}
-		if err != nil {
-			return out, fmt.Errorf("read audit event %d: %w", n, err)
+		var e auditv1.Event
+		if err := json.Unmarshal(line, &e); err != nil || e.Kind != "Event" {
+			bad++
+			continue
 		}
 		e.RequestObject, e.ResponseObject = nil, nil
-		out = append(out, e)
+		events = append(events, e)
 	}
+	if sc.Err() != nil {
+		bad++
+	}
+	return events, bad
 }
+
+// MaxLine bounds one line of a log backend's file.
+const MaxLine = 1 << 20
 
 // Identities map the cluster's names for people to GitHub logins, as
 // app.yml gives them.
