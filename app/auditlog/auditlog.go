@@ -187,17 +187,27 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 	if r.cfg.File == "" {
 		return nil
 	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	// A file not there yet (a log shipper that has not started) is
+	// waited for, said once; once there, it is read from its end.
 	f, err := os.Open(r.cfg.File)
-	if err != nil {
-		return fmt.Errorf("audit.file: %w", err)
+	for said := false; err != nil; f, err = os.Open(r.cfg.File) {
+		if !said {
+			r.log.Warn("the audit log file is not there yet: waiting for it", "file", r.cfg.File, "err", err)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
 	}
 	defer func() { f.Close() }()
 	offset, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
 		return fmt.Errorf("audit.file: %w", err)
 	}
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -229,10 +239,12 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 			batch.Write(line)
 		}
 		if err := sc.Err(); err != nil {
-			// A line over the bound: skipped whole, said once.
-			r.log.Warn("an audit log line over the bound was skipped", "file", r.cfg.File, "err", err)
-			if fi, err := f.Stat(); err == nil {
-				offset = fi.Size()
+			// A line over the bound: skipped to its end, once it has one;
+			// the lines after it are read next time.
+			if end, ok := lineEnd(f, offset); ok {
+				r.log.Warn("an audit log line over the bound was skipped", "file", r.cfg.File, "bytes", end-offset)
+				r.count("refused", 1)
+				offset = end
 			}
 		}
 		if batch.Len() == 0 {
@@ -244,6 +256,25 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 			r.log.Warn("audit log lines that are not audit events were skipped", "file", r.cfg.File, "lines", bad)
 		}
 		r.add(events)
+	}
+}
+
+// lineEnd is the offset just past the newline that ends the line at
+// offset; ok is false while the line has no end yet.
+func lineEnd(f *os.File, offset int64) (int64, bool) {
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return 0, false
+	}
+	br := bufio.NewReader(f)
+	for n := offset; ; {
+		chunk, err := br.ReadSlice('\n')
+		n += int64(len(chunk))
+		if err == nil {
+			return n, true
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return 0, false
+		}
 	}
 }
 

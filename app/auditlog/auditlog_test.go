@@ -272,3 +272,36 @@ func TestClientCertificatesAuthenticate(t *testing.T) {
 		t.Errorf("%d held after refused clients", r.Index.Len())
 	}
 }
+
+// TestALongLineCostsOnlyItself: a line over the bound is skipped to its
+// end, the lines around it read; a file that is not there yet is waited
+// for.
+func TestALongLineCostsOnlyItself(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	c := &counts{}
+	r := auditlog.New(config.Audit{File: path, Cluster: "prod"}, nil, c.add, slog.New(slog.DiscardHandler))
+	r.Note(shopObjects)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Follow(ctx, 20*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // not there yet
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // found, read from its end
+	now := time.Now()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(event("web", now) + "\n" + `{"kind":"Event","x":"` + strings.Repeat("a", 2<<20) + `"}` + "\n" + event("api", now) + "\n")
+	f.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Index.Len() != 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r.Index.Len() != 2 || c.get("refused") != 1 {
+		t.Errorf("%d held, counts %v; want both short lines kept, the long one refused", r.Index.Len(), c.n)
+	}
+}
