@@ -1,7 +1,6 @@
 package kubetest
 
 import (
-	"context"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -9,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -76,16 +71,5 @@ current-context: audit
 	}
 	t.Cleanup(func() { _ = e.Stop() })
 	c.QPS, c.Burst, c.RateLimiter = 0, 0, nil
-	setup := Fast(c)
-	client, err := kubernetes.NewForConfig(setup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaceName(t.Name())}}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("kubetest: create namespace %s: %v", ns.Name, err)
-	}
-	return &Env{Config: rest.CopyConfig(c), Setup: setup, Client: client, Namespace: ns.Name}
+	return slice(t, c)
 }

@@ -79,7 +79,14 @@ func New(t testing.TB) *Env {
 		}
 		t.Skipf("kubetest: %v (run `make testbin`; with CI set this fails)", startErr)
 	}
-	setup := Fast(cfg)
+	return slice(t, cfg)
+}
+
+// slice creates t's namespace on the apiserver c reaches, deleted when t
+// ends, and returns t's Env there.
+func slice(t testing.TB, c *rest.Config) *Env {
+	t.Helper()
+	setup := Fast(c)
 	client, err := kubernetes.NewForConfig(setup)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +104,7 @@ func New(t testing.TB) *Env {
 		// Terminating; its name is unique and nothing else reuses it.
 		_ = client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}) // best effort at teardown
 	})
-	return &Env{Config: rest.CopyConfig(cfg), Setup: setup, Client: client, Namespace: ns.Name}
+	return &Env{Config: rest.CopyConfig(c), Setup: setup, Client: client, Namespace: ns.Name}
 }
 
 // InCI says the tests run in CI, where a missing test binary is a failure:
