@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -50,7 +52,7 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 		received.Add(1)
 		h.ServeHTTP(w, r)
 	}))
-	defer proxy.Close()
+	t.Cleanup(proxy.Close) // after the apiserver stops (cleanups run last first): its last batch is taken
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw})
 	env := kubetest.NewAudited(t, proxy.URL, auditToken, ca)
 	ns := env.Namespace
@@ -88,15 +90,29 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.AppsV1().Deployments(ns).UpdateScale(ctx, "web", &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 5}},
-		metav1.UpdateOptions{FieldManager: "kubectl-scale"}); err != nil {
-		t.Fatal(err)
-	}
+	// The authorizer learns of her Role from its watch: her first write
+	// waits until it has.
+	waitUntil(t, "alice's Role to reach the authorizer", func() bool {
+		_, err := alice.AppsV1().Deployments(ns).UpdateScale(ctx, "web", &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 5}},
+			metav1.UpdateOptions{FieldManager: "kubectl-scale"})
+		if err != nil && !apierrors.IsForbidden(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
 	d.waitFor("a drift pull request", func() bool { return len(d.openPulls()) == 1 })
 	pr := d.openPulls()[0]
+	// She is named as the apiserver authenticated the request: as
+	// herself, impersonated by the user acting for her (a login proxy),
+	// with her client. Her address is kept from being a mention.
+	self, err := env.Client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alices := "oidc:alice@‍example.com (impersonated by " + self.Status.UserInfo.Username + ") with kubectl"
 	// Her login may not read the repository: she is named, never
 	// mentioned nor asked.
-	if !strings.Contains(pr.Body, "oidc:alice@‍example.com with kubectl") || strings.Contains(pr.Body, "@alice-gh") || len(d.gh.Reviewers(fullName, pr.Number)) != 0 {
+	if !strings.Contains(pr.Body, alices) || strings.Contains(pr.Body, "@alice-gh") || len(d.gh.Reviewers(fullName, pr.Number)) != 0 {
 		t.Errorf("before her login may read the repository, reviewers %v:\n%s", d.gh.Reviewers(fullName, pr.Number), pr.Body)
 	}
 	// Once it may, her next change mentions and asks her.
@@ -110,7 +126,7 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 	if received.Load() == 0 {
 		t.Error("the apiserver sent driftback no audit event")
 	}
-	for _, want := range []string{"oidc:alice@‍example.com with kubectl", "(@alice-gh)"} {
+	for _, want := range []string{alices, "(@alice-gh)"} {
 		if !strings.Contains(pr.Body, want) {
 			t.Errorf("the pull request does not say %q:\n%s", want, pr.Body)
 		}
@@ -145,6 +161,20 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 		who, ok := d.srv.Audit.Index.Attribute(audit.Object{Resource: "secrets", Namespace: ns, Name: "api-token"}, "kubectl-edit", "", edited)
 		return ok && who.User == "oidc:alice@example.com"
 	})
+	// The dashboard names her on the Secret's line, whose values it hides.
+	secretLine := func() string {
+		is, _ := d.dashboard()
+		for _, l := range strings.Split(is.Body, "\n") {
+			if strings.HasPrefix(l, "|") && strings.Contains(l, "api-token") {
+				return l
+			}
+		}
+		return ""
+	}
+	d.waitFor("the dashboard to name her on the Secret's line", func() bool { return strings.Contains(secretLine(), alices) })
+	if is, _ := d.dashboard(); strings.Contains(is.Body, secretValue) {
+		t.Error("the dashboard shows the Secret's value")
+	}
 
 	// What is not authenticated, or too large, is refused unread.
 	before := d.srv.Audit.Index.Len()

@@ -24,7 +24,6 @@ func (d *driftWorld) dashboard() (githubfake.Issue, bool) {
 	return githubfake.Issue{}, false
 }
 
-// dashboardSays waits until the dashboard holds every text.
 // edits counts the edits of an issue.
 func (d *driftWorld) edits(number int) int {
 	n := 0
@@ -36,6 +35,7 @@ func (d *driftWorld) edits(number int) int {
 	return n
 }
 
+// dashboardSays waits until the dashboard holds every text.
 func (d *driftWorld) dashboardSays(what string, texts ...string) githubfake.Issue {
 	d.t.Helper()
 	var last string

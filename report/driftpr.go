@@ -243,7 +243,7 @@ func CommitMessage(p *prgen.Plan) string {
 	for _, c := range p.Codified {
 		by := c.Manager
 		if c.By != nil {
-			by = c.By.User + " with " + c.By.Client
+			by = c.By.String()
 		}
 		fmt.Fprintf(&b, "- %s %s (changed live by %s)\n", plain(c.Object), plain(c.Path), plain(by))
 	}
@@ -309,7 +309,7 @@ func planCell(v any) string {
 // manager, "unattributed" where the audit log was read and named no one.
 func changedBy(c prgen.Codified, audited bool) string {
 	if p := c.By; p != nil {
-		s := textCell(p.User + " with " + p.Client + ", " + p.Time.UTC().Format("2006-01-02 15:04 UTC"))
+		s := textCell(p.String() + ", " + p.Time.UTC().Format("2006-01-02 15:04 UTC"))
 		if p.Login != "" {
 			s += " (" + mentionOf(p.Login) + ")"
 		}

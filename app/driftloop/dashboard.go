@@ -18,6 +18,7 @@ import (
 	"github.com/driftback/driftback/app/targets"
 	"github.com/driftback/driftback/discover"
 	"github.com/driftback/driftback/drift"
+	"github.com/driftback/driftback/drift/object"
 	"github.com/driftback/driftback/prgen"
 	"github.com/driftback/driftback/reconcile/hide"
 	"github.com/driftback/driftback/report"
@@ -202,10 +203,12 @@ type entry struct {
 // fieldOf is the part of a drifted field the dashboard shows.
 type fieldOf struct {
 	path, manager string
-	git, live     any
-	at            *time.Time
-	hidden        bool
-	autoscaler    string
+	// by is who the audit log says made it; nil: the manager, unattributed.
+	by         *object.Person
+	git, live  any
+	at         *time.Time
+	hidden     bool
+	autoscaler string
 }
 
 // view is the dashboard's part of a target after a check: its entries,
@@ -213,13 +216,9 @@ type fieldOf struct {
 func (c *driftCheck) view(entries []entry, plan *prgen.Plan, out ghapp.PullOutcome, fights []prgen.Fight) report.DashboardTarget {
 	v := c.viewBase()
 	proposed, listed := map[string]string{}, map[string]string{}
-	people := map[string]string{} // who the audit log says made a proposed change
 	if plan != nil {
 		for _, x := range plan.Codified {
 			proposed[x.Object+" "+x.Path] = ""
-			if x.By != nil {
-				people[x.Object+" "+x.Path] = x.By.User + " with " + x.By.Client
-			}
 		}
 		for _, x := range plan.Adopted {
 			proposed[x.Object+" "] = ""
@@ -255,8 +254,8 @@ func (c *driftCheck) view(entries []entry, plan *prgen.Plan, out ghapp.PullOutco
 			} else {
 				k = obj + " " + e.field.path
 			}
-			if who := people[k]; who != "" {
-				dc.By = who
+			if e.field.by != nil {
+				dc.By = e.field.by.String() // a Secret's too: who, never what
 			}
 		default:
 			dc.Git = "(in Git)"

@@ -592,6 +592,9 @@ type ready struct {
 	entries []entry
 	// asked says a person asked for a waiting change to be proposed now.
 	asked bool
+	// audited says the cluster's audit log was read for who made each
+	// change (a change it names no one for is "unattributed").
+	audited bool
 }
 
 // quiet keeps the live changes that have stayed, each with the same value,
@@ -637,7 +640,7 @@ func (d *DriftLoop) quiet(st *targetState, t targets.Target, live liveChanges, n
 		var fields []object.Field
 		for _, f := range ch.Fields {
 			k := "field " + ref + " " + f.Path + " " + canonicalValue(f.Live)
-			e := entry{change: ch, field: &fieldOf{path: f.Path, manager: f.Manager, git: f.Desired, live: f.Live, at: f.Time, hidden: f.Hidden, autoscaler: f.Autoscaler}}
+			e := entry{change: ch, field: &fieldOf{path: f.Path, manager: f.Manager, by: f.By, git: f.Desired, live: f.Live, at: f.Time, hidden: f.Hidden, autoscaler: f.Autoscaler}}
 			if pass(k, e) {
 				fields = append(fields, f)
 				keys = append(keys, k)
@@ -1065,7 +1068,10 @@ func (d *DriftLoop) settled(ctx context.Context, w *livestate.Watcher, c *driftC
 	fighting, fights := d.followFields(ctx, w, c.st, t, target.Drift, c.now)
 	live.changes = withoutFights(live.changes, fighting)
 	d.deps.Metrics.DriftFights(t.Repo, t.Name, len(fights))
+	// Who made each change, waiting or ready: the dashboard names them too.
+	audited := d.attribute(ctx, w, t.Cluster, live.changes)
 	r, wait := d.quiet(c.st, t, live, c.now, c.requests)
+	r.audited = audited
 	d.deps.Metrics.DriftedObjects(t.Repo, t.Name, len(live.changes)+len(live.unmanaged))
 	c.log.Debug("drift checked", "head", shortSHA(c.st.head), "drifted", len(target.Drift), "ready", len(r.changes)+len(r.unmanaged), "waiting", wait)
 	return r, fights, wait, nil
@@ -1089,7 +1095,6 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 			wb.Sources = reconcile.Sources(ctx, d.renderer, c.tree, all[i].Build())
 		}
 	}
-	audited := d.attribute(ctx, w, c.t.Cluster, r.changes)
 	plan, err := prgen.Make(ctx, prgen.Input{
 		Tree: c.tree, Overlay: c.t.Path, Renderer: d.renderer, Drift: r.changes,
 		Intents: r.intents, Unmanaged: unmanaged, Adopt: c.t.Policy.AdoptUnmanaged, Generated: generated,
@@ -1099,7 +1104,7 @@ func (d *DriftLoop) plan(ctx context.Context, w *livestate.Watcher, c *driftChec
 		return nil, err
 	}
 	plan.Fights = fights
-	plan.Fate, plan.Audited = c.t.Found.Fate(), audited
+	plan.Fate, plan.Audited = c.t.Found.Fate(), r.audited
 	refuseShared(plan, targets.ReadByOthers(c.t, all, c.tree, overlayFiles(c.t, c.tree, plan.Paths())))
 	hidePlanValues(plan, c.hidden)
 	return plan, nil

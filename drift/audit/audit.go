@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
@@ -33,6 +35,9 @@ type Who struct {
 	// another): "alice@example.com", "system:serviceaccount:ops:deployer".
 	User   string   `json:"user"`
 	Groups []string `json:"groups,omitempty"`
+	// ImpersonatedBy is the user the apiserver authenticated, when they
+	// acted as User.
+	ImpersonatedBy string `json:"impersonatedBy,omitempty"`
 	// UserAgent is the client ("kubectl/v1.37.2 (linux/amd64) …").
 	UserAgent string `json:"userAgent,omitempty"`
 	// Verb is the request's: create, update, patch.
@@ -42,10 +47,23 @@ type Who struct {
 }
 
 // Client is the program of a user agent: "kubectl" of "kubectl/v1.37.2
-// (linux/amd64) kubernetes/abc".
+// (linux/amd64) kubernetes/abc". It is the name the apiserver gives the
+// field manager of a request that names none (prefixFromUserAgent in
+// k8s.io/apiserver's handlers): what comes before the first "/", without
+// characters that do not print, in at most 128 bytes.
 func (w Who) Client() string {
 	c, _, _ := strings.Cut(w.UserAgent, "/")
-	return strings.TrimSpace(c)
+	var b strings.Builder
+	for _, r := range c {
+		if !unicode.IsPrint(r) {
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > 128 { // validation.FieldManagerMaxLength
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Object names an object as an audit event does: its API group, resource
@@ -71,6 +89,8 @@ type record struct {
 	received     time.Time // when the apiserver received the request
 	subresource  string
 	fieldManager string // the request's fieldManager, when it named one
+	// matched says a change was attributed to it (counted once).
+	matched bool
 }
 
 // Index holds the attribution of recent writes, by object.
@@ -137,15 +157,16 @@ func (x *Index) Add(events []auditv1.Event, now time.Time) Counts {
 			x.evictOldest()
 			c.Dropped++
 		}
-		user := e.User
+		user, by := e.User, ""
 		if e.ImpersonatedUser != nil {
-			user = *e.ImpersonatedUser // the person acted as
+			user, by = *e.ImpersonatedUser, e.User.Username // the person acted as, and who acted
 		}
 		received := e.RequestReceivedTimestamp.Time
 		if received.IsZero() {
 			received = at
 		}
-		r := record{who: Who{User: user.Username, Groups: slices.Clone(user.Groups[:min(len(user.Groups), maxGroups)]), UserAgent: e.UserAgent, Verb: e.Verb, Time: at.UTC()},
+		r := record{who: Who{User: user.Username, Groups: slices.Clone(user.Groups[:min(len(user.Groups), maxGroups)]), ImpersonatedBy: by,
+			UserAgent: e.UserAgent, Verb: e.Verb, Time: at.UTC()},
 			received: received.UTC(), subresource: ref.Subresource, fieldManager: fieldManager(e.RequestURI)}
 		k := Object{ref.APIGroup, ref.Resource, ref.Namespace, ref.Name}
 		x.byObject[k] = append(x.byObject[k], r)
@@ -210,6 +231,17 @@ const slack = time.Second
 func (x *Index) Attribute(o Object, manager, subresource string, managed time.Time) (Who, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	r := x.find(o, manager, subresource, managed)
+	if r == nil {
+		return Who{}, false
+	}
+	w := r.who
+	w.Groups = slices.Clone(w.Groups)
+	return w, true
+}
+
+// find is Attribute's match, with x.mu held.
+func (x *Index) find(o Object, manager, subresource string, managed time.Time) *record {
 	var best *record
 	users := map[string]bool{}
 	for i := range x.byObject[o] {
@@ -232,11 +264,9 @@ func (x *Index) Attribute(o Object, manager, subresource string, managed time.Ti
 		}
 	}
 	if best == nil || len(users) > 1 {
-		return Who{}, false
+		return nil
 	}
-	w := best.who
-	w.Groups = slices.Clone(w.Groups)
-	return w, true
+	return best
 }
 
 // dryRun says a request only tried its write.
@@ -326,14 +356,18 @@ func (i Identities) Login(user string) string {
 // Person is who the index says made a change, as a drift report names
 // them, with their mapped login.
 func (w Who) Person(ids Identities) *object.Person {
-	return &object.Person{User: w.User, Groups: slices.Clone(w.Groups), Client: w.Client(), Verb: w.Verb, Time: w.Time, Login: ids.Login(w.User)}
+	return &object.Person{User: w.User, Groups: slices.Clone(w.Groups), ImpersonatedBy: w.ImpersonatedBy, Client: w.Client(), Verb: w.Verb, Time: w.Time, Login: ids.Login(w.User)}
 }
 
 // AttributeChanges sets, on each live-changed field of changes, who made
 // it (Field.By), where the index has the write its field manager's entry
 // records. resource names a kind's resource ("deployments"; empty when the
-// cluster serves no such kind). It returns how many fields it attributed.
+// cluster serves no such kind). It returns how many events matched a
+// change for the first time: each event is counted once, however often the
+// drift it made is looked at.
 func (x *Index) AttributeChanges(changes []drift.Change, resource func(group, kind string) string, ids Identities) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	n := 0
 	for i := range changes {
 		ch := &changes[i]
@@ -352,9 +386,12 @@ func (x *Index) AttributeChanges(changes []drift.Change, resource func(group, ki
 			if f.Time != nil {
 				managed = *f.Time
 			}
-			if who, ok := x.Attribute(o, f.Manager, f.Subresource, managed); ok {
-				f.By = who.Person(ids)
-				n++
+			if r := x.find(o, f.Manager, f.Subresource, managed); r != nil {
+				f.By = r.who.Person(ids)
+				if !r.matched {
+					r.matched = true
+					n++
+				}
 			}
 		}
 	}

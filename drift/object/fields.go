@@ -60,9 +60,13 @@ type Field struct {
 // Person is who made a live change, as the cluster's audit log says.
 type Person struct {
 	// User is the cluster's name for them ("alice@example.com"), the
-	// impersonated user when someone acted as another.
+	// impersonated user when someone acted as another (as a proxy that
+	// logs people in does).
 	User   string   `json:"user"`
 	Groups []string `json:"groups,omitempty"`
+	// ImpersonatedBy is who acted as User, when someone did: the user
+	// the apiserver authenticated.
+	ImpersonatedBy string `json:"impersonatedBy,omitempty"`
 	// Client is the program ("kubectl"), from the request's user agent.
 	Client string `json:"client,omitempty"`
 	// Verb is the request's: create, update, patch.
@@ -71,6 +75,20 @@ type Person struct {
 	// Login is their GitHub login, as app.yml maps cluster identities;
 	// empty when none is mapped.
 	Login string `json:"login,omitempty"`
+}
+
+// String says who made a change and with what: "alice@example.com with
+// kubectl", "alice@example.com (impersonated by proxy) with kubectl". It is
+// the cluster's text: escape it for where it goes.
+func (p *Person) String() string {
+	s := p.User
+	if p.ImpersonatedBy != "" {
+		s += " (impersonated by " + p.ImpersonatedBy + ")"
+	}
+	if p.Client != "" {
+		s += " with " + p.Client
+	}
+	return s
 }
 
 // FieldKind is what a changed field is to a pull request.
