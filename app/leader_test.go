@@ -170,3 +170,20 @@ func runShards(ctx context.Context, cfg *rest.Config, le config.LeaderElection, 
 	}
 	return sh.Run(ctx)
 }
+
+// TestAReplicasIdentityGivesItsAddress: the identity a replica campaigns
+// with carries its pod's address (POD_IP), where the others carry its
+// share of the audit events; what is not an address gives none.
+func TestAReplicasIdentityGivesItsAddress(t *testing.T) {
+	t.Setenv("POD_NAME", "driftback-7d9f8-xk2p")
+	for podIP, want := range map[string]string{"10.244.1.7": "10.244.1.7", "fd00::1:7": "fd00::1:7", "": "", "10.0.0.1:80": "", "evil.example.com": ""} {
+		t.Setenv("POD_IP", podIP)
+		id := identity()
+		if !strings.HasPrefix(id, "driftback-7d9f8-xk2p-") || replicaIP(id) != want {
+			t.Errorf("POD_IP %q: identity %q gives %q, want %q", podIP, id, replicaIP(id), want)
+		}
+	}
+	if got := replicaIP("r1@not-an-address"); got != "" {
+		t.Errorf("a forged identity gives %q", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -161,12 +162,22 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String())
+	le := s.App.cfg.Server.LeaderElection
 	if a := s.Audit; a != nil && s.App.cfg.Audit.Listen != "" {
 		aln, err := a.Listen()
 		if err != nil {
 			return err
 		}
-		asrv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+		if le.Cluster != "" && slices.Contains(s.Drift.Clusters(), a.Cluster) {
+			// Replicas share the drift loops: a batch goes to the one
+			// running this cluster's.
+			_, port, _ := net.SplitHostPort(aln.Addr().String())
+			a.Route = s.auditRoute(port)
+		}
+		// A client refused in the TLS handshake (no certificate, another
+		// CA's) is said in driftback's log, not on stderr.
+		asrv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+			ErrorLog: slog.NewLogLogger(s.log.With("audit", a.Cluster).Handler(), slog.LevelWarn)}
 		defer asrv.Close()
 		go func() { errc <- asrv.Serve(aln) }()
 		s.log.Info("serving audit events", "addr", aln.Addr().String())
@@ -182,7 +193,6 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 	driftDone := make(chan struct{})
 	go func() {
 		defer close(driftDone)
-		le := s.App.cfg.Server.LeaderElection
 		if le.Cluster == "" {
 			_ = s.Drift.Run(ctx) // ends with ctx
 			return

@@ -45,20 +45,22 @@ func templateChart(t *testing.T, values map[string]any) ([]*unstructured.Unstruc
 // field, but for the objects' own labels (the chart gives every object
 // deploy/base's and Helm's), the checksum that rolls the pods, and the
 // ConfigMap's name, which kustomize suffixes with a hash.
-// With dryRun.enabled it adds what the dry-run component adds. Without
+// With audit.enabled, it renders what the example overlay with the audit
+// component does. With dryRun.enabled it adds what the dry-run component adds. Without
 // app.yml it refuses to render.
 func TestTheChartRendersWhatKustomizeDoes(t *testing.T) {
 	appYML, err := os.ReadFile(filepath.Join("overlays", "example", "app.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	values := func(dryRun bool) map[string]any {
+	values := func(dryRun bool, audit ...bool) map[string]any {
 		return map[string]any{
 			"config":    string(appYML),
 			"image":     map[string]any{"tag": "v0.1.0"},
 			"namespace": map[string]any{"create": true},
 			"ingress":   map[string]any{"enabled": true},
 			"dryRun":    map[string]any{"enabled": dryRun},
+			"audit":     map[string]any{"enabled": len(audit) > 0 && audit[0]},
 		}
 	}
 	normal := func(objs []*unstructured.Unstructured) map[string]map[string]any {
@@ -86,11 +88,11 @@ func TestTheChartRendersWhatKustomizeDoes(t *testing.T) {
 		return out
 	}
 	for _, tc := range []struct {
-		overlay string
-		dryRun  bool
-	}{{"overlays/example", false}} {
+		overlay       string
+		dryRun, audit bool
+	}{{"overlays/example", false, false}, {"test/audit", false, true}} {
 		want := normal(renderOverlay(t, tc.overlay))
-		objs, err := templateChart(t, values(tc.dryRun))
+		objs, err := templateChart(t, values(tc.dryRun, tc.audit))
 		if err != nil {
 			t.Fatal(err)
 		}

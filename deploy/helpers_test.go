@@ -40,15 +40,26 @@ components:
   - ../../components/dry-run
 `
 
+// withAudit is the example overlay with the audit component, added in
+// memory only.
+const withAudit = `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../../overlays/example
+components:
+  - ../../components/audit
+`
+
 // renderOverlay renders an overlay of this directory (deploy/) with driftback's
-// own renderer. "test/dry-run" is the base with the dry-run component.
+// own renderer. "test/dry-run" is the base with the dry-run component;
+// "test/audit" the example overlay with the audit component.
 func renderOverlay(t *testing.T, overlay string) []*unstructured.Unstructured {
 	t.Helper()
 	tree, err := render.DirTree(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree = tree.With(map[string][]byte{"test/dry-run/kustomization.yaml": []byte(withDryRun)})
+	tree = tree.With(map[string][]byte{"test/dry-run/kustomization.yaml": []byte(withDryRun), "test/audit/kustomization.yaml": []byte(withAudit)})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := render.New(render.DefaultOptions()).Render(ctx, tree, []string{overlay})

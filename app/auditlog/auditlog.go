@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,13 +46,34 @@ type Receiver struct {
 	limiter *rate.Limiter
 	count   func(outcome string, n int)
 	log     *slog.Logger
+	// busy holds a place for each batch being read: a bound on the
+	// memory batches take at once.
+	busy chan struct{}
+	// own is the endpoint's certificate (DER), which every replica
+	// serves: a peer presenting it is another replica.
+	own []byte
+	// peers carries batches to the replica that attributes them.
+	peers *http.Client
+
+	// Route says where the cluster's events are attributed: here (this
+	// replica runs the cluster's drift loop), or at the audit endpoint of
+	// the replica that does, at addr ("" while no replica holds it, as
+	// during a hand-over). nil: here.
+	Route func() (addr string, here bool)
 }
 
 // Defaults of config.Audit's bounds.
 const (
 	DefaultMaxBatchBytes = 8 << 20
 	defaultRate          = 20
+	// maxReading bounds the batches read at once: memory is at most
+	// maxReading × MaxBatchBytes, however many requests come.
+	maxReading = 4
 )
+
+// forwarded marks a batch one replica carries to another: the one that
+// receives it keeps it, never carries it on.
+const forwarded = "Driftback-Forwarded"
 
 // New returns the receiver app.yml's audit section configures; count is
 // told what happened to the events (metrics). It keeps the events of the
@@ -67,7 +89,7 @@ func New(cfg config.Audit, token []byte, count func(string, int), log *slog.Logg
 		count = func(string, int) {}
 	}
 	r := &Receiver{Cluster: cfg.Cluster, cfg: cfg, token: token, limiter: rate.NewLimiter(rate.Limit(cfg.RequestsPerSecond), int(2*cfg.RequestsPerSecond)+1), count: count, log: log,
-		watched: map[audit.Object]bool{}}
+		watched: map[audit.Object]bool{}, busy: make(chan struct{}, maxReading)}
 	r.Index = audit.NewIndex(audit.Options{Retention: cfg.Retention, MaxEvents: cfg.MaxEvents, Keep: r.keeps})
 	return r
 }
@@ -102,26 +124,77 @@ func (r *Receiver) Listen() (net.Listener, error) {
 	if err != nil || r.cfg.TLS.CertFile == "" {
 		return ln, err
 	}
-	cert, err := tls.LoadX509KeyPair(r.cfg.TLS.CertFile, r.cfg.TLS.KeyFile)
+	tc, err := r.serverTLS()
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("audit.tls: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if r.cfg.TLS.ClientCAFile != "" {
-		pem, err := os.ReadFile(r.cfg.TLS.ClientCAFile)
-		if err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("audit.tls.clientCAFile: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			ln.Close()
-			return nil, fmt.Errorf("audit.tls.clientCAFile %s: no certificate in it", r.cfg.TLS.ClientCAFile)
-		}
-		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		return nil, err
 	}
 	return tls.NewListener(ln, tc), nil
+}
+
+// serverTLS is the endpoint's TLS: its certificate and, with a client CA,
+// the clients it serves: those with a certificate the CA signed (with one
+// of clientNames, when given), and the other replicas, which present the
+// endpoint's own certificate. It readies the client that carries batches
+// to another replica, which trusts only a peer serving that certificate.
+func (r *Receiver) serverTLS() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(r.cfg.TLS.CertFile, r.cfg.TLS.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("audit.tls: %w", err)
+	}
+	r.own = cert.Certificate[0]
+	isReplica := func(raw [][]byte) bool { return len(raw) > 0 && bytes.Equal(raw[0], r.own) }
+	r.peers = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert},
+		// A replica is reached by its pod's address, which no certificate
+		// names: it is trusted by the certificate it serves, pinned.
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if !isReplica(raw) {
+				return errors.New("the peer does not serve the audit endpoint's certificate")
+			}
+			return nil
+		},
+	}}}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if r.cfg.TLS.ClientCAFile == "" {
+		return tc, nil
+	}
+	pem, err := os.ReadFile(r.cfg.TLS.ClientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("audit.tls.clientCAFile: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("audit.tls.clientCAFile %s: no certificate in it", r.cfg.TLS.ClientCAFile)
+	}
+	tc.ClientAuth = tls.RequireAnyClientCert
+	tc.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if isReplica(raw) {
+			return nil
+		}
+		certs := make([]*x509.Certificate, 0, len(raw))
+		for _, der := range raw {
+			c, err := x509.ParseCertificate(der)
+			if err != nil {
+				return err
+			}
+			certs = append(certs, c)
+		}
+		inter := x509.NewCertPool()
+		for _, c := range certs[1:] {
+			inter.AddCert(c)
+		}
+		if _, err := certs[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			return err
+		}
+		if names := r.cfg.TLS.ClientNames; len(names) > 0 && !slices.Contains(names, certs[0].Subject.CommonName) &&
+			!slices.ContainsFunc(certs[0].DNSNames, func(n string) bool { return slices.Contains(names, n) }) {
+			return fmt.Errorf("the client certificate of %q is not one of audit.tls.clientNames", certs[0].Subject.CommonName)
+		}
+		return nil
+	}
+	return tc, nil
 }
 
 // Handler takes the webhook backend's batches.
@@ -147,19 +220,78 @@ func (r *Receiver) Handler() http.Handler {
 			refuse(http.StatusRequestEntityTooLarge, "over the batch bound")
 			return
 		}
-		events, err := audit.DecodeList(http.MaxBytesReader(w, req.Body, r.cfg.MaxBatchBytes))
+		select {
+		case r.busy <- struct{}{}:
+			defer func() { <-r.busy }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			refuse(http.StatusServiceUnavailable, "busy reading other batches")
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBatchBytes))
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
 				refuse(http.StatusRequestEntityTooLarge, "over the batch bound")
 				return
 			}
+			refuse(http.StatusBadRequest, "the batch was not read whole")
+			return
+		}
+		if req.Header.Get(forwarded) == "" && r.Route != nil {
+			if addr, here := r.Route(); !here {
+				r.forward(w, req, addr, body)
+				return
+			}
+		}
+		events, err := audit.DecodeList(bytes.NewReader(body))
+		if err != nil {
 			refuse(http.StatusBadRequest, "not audit events")
 			return
 		}
 		r.add(events)
 		w.WriteHeader(http.StatusOK)
 	})
+}
+
+// forward carries a batch to the replica that runs the cluster's drift
+// loop, with the request's own credentials, and answers as it does; while
+// no replica runs it, or the one that does cannot be reached, the
+// apiserver is asked to send the batch again (its webhook backend retries
+// with a back-off).
+func (r *Receiver) forward(w http.ResponseWriter, req *http.Request, addr string, body []byte) {
+	retry := func(why string) {
+		r.count("refused", 1)
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, why, http.StatusServiceUnavailable)
+	}
+	if addr == "" || r.peers == nil {
+		retry("no replica runs this cluster's drift loop yet")
+		return
+	}
+	out, err := http.NewRequestWithContext(req.Context(), http.MethodPost, "https://"+addr+"/", bytes.NewReader(body))
+	if err != nil {
+		retry("the replica that attributes these events cannot be reached")
+		return
+	}
+	out.Header.Set("Content-Type", "application/json")
+	out.Header.Set(forwarded, "1")
+	if a := req.Header.Get("Authorization"); a != "" {
+		out.Header.Set("Authorization", a)
+	}
+	resp, err := r.peers.Do(out)
+	if err != nil {
+		r.log.Warn("cannot carry audit events to the replica that attributes them", "addr", addr, "err", err)
+		retry("the replica that attributes these events cannot be reached")
+		return
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	r.count("forwarded", 1)
+	w.WriteHeader(resp.StatusCode)
 }
 
 // authenticated says the request carries the token (compared in constant
@@ -170,7 +302,8 @@ func (r *Receiver) authenticated(req *http.Request) bool {
 		got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 		return ok && subtle.ConstantTimeCompare([]byte(got), r.token) == 1
 	}
-	return r.cfg.TLS.ClientCAFile != "" && req.TLS != nil && len(req.TLS.VerifiedChains) > 0
+	// The handshake verified the certificate (serverTLS).
+	return r.cfg.TLS.ClientCAFile != "" && req.TLS != nil && len(req.TLS.PeerCertificates) > 0
 }
 
 func (r *Receiver) add(events []auditv1.Event) {
@@ -181,8 +314,10 @@ func (r *Receiver) add(events []auditv1.Event) {
 }
 
 // Follow reads the configured file's JSON lines as they are written, from
-// its end (what was there before is not read again), until ctx ends; a
-// rotated or truncated file is read again from its start.
+// its end (what was there before is not read again), until ctx ends. A
+// rotated file is read to its end, then the new one from its start; a
+// truncated one (copytruncate) from its start. Lines are read and kept a
+// batch (MaxBatchBytes) at a time, whatever a poll finds.
 func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 	if r.cfg.File == "" {
 		return nil
@@ -208,47 +343,79 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("audit.file: %w", err)
 	}
+	// Started in the middle of a line: its rest is not an event.
+	partial := !atLineStart(f, offset)
+	head := readHead(f, min(offset, headSize))
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}
+		if partial {
+			end, ok := lineEnd(f, offset)
+			if !ok {
+				continue
+			}
+			offset, partial = end, false
+		}
 		if info, err := os.Stat(r.cfg.File); err == nil {
-			if cur, err := f.Stat(); err == nil && (!os.SameFile(info, cur) || info.Size() < offset) {
-				// Rotated or truncated: the new file from its start.
+			if cur, err := f.Stat(); err == nil && !os.SameFile(info, cur) {
+				// Rotated: what was written to the old file since the
+				// last poll, then the new file from its start.
+				r.readLines(f, offset)
 				if nf, err := os.Open(r.cfg.File); err == nil {
 					f.Close()
-					f, offset = nf, 0
+					f, offset, head = nf, 0, nil
 				}
+			} else if err == nil && (cur.Size() < offset || !bytes.Equal(readHead(f, int64(len(head))), head)) {
+				// Truncated, and perhaps written again past where it
+				// was read (its first bytes are not those read): from
+				// its start.
+				offset, head = 0, nil
 			}
 		}
-		if _, err := f.Seek(offset, io.SeekStart); err != nil {
-			continue
+		offset = r.readLines(f, offset)
+		if len(head) < headSize {
+			head = readHead(f, min(offset, headSize))
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), audit.MaxLine)
-		sc.Split(scanLines)
-		var batch bytes.Buffer
-		for sc.Scan() {
-			line := sc.Bytes()
-			if line[len(line)-1] != '\n' {
-				break // still being written: read again next time
-			}
-			offset += int64(len(line))
-			batch.Write(line)
-		}
-		if err := sc.Err(); err != nil {
-			// A line over the bound: skipped to its end, once it has one;
-			// the lines after it are read next time.
-			if end, ok := lineEnd(f, offset); ok {
-				r.log.Warn("an audit log line over the bound was skipped", "file", r.cfg.File, "bytes", end-offset)
-				r.count("refused", 1)
-				offset = end
-			}
-		}
+	}
+}
+
+// headSize is how much of a followed file's start is remembered: enough
+// to hold the first event's auditID, which no other event shares.
+const headSize = 512
+
+// readHead reads a file's first n bytes.
+func readHead(f *os.File, n int64) []byte {
+	b := make([]byte, n)
+	m, _ := f.ReadAt(b, 0)
+	return b[:m]
+}
+
+// atLineStart says offset is the start of a file or of a line in it: the
+// byte before it is a newline.
+func atLineStart(f *os.File, offset int64) bool {
+	if offset == 0 {
+		return true
+	}
+	b := make([]byte, 1)
+	n, _ := f.ReadAt(b, offset-1)
+	return n == 1 && b[0] == '\n'
+}
+
+// readLines keeps the events of the whole lines from offset on, a batch at
+// a time, and returns the offset after the last whole line: a line still
+// being written is read again next time; a line over the bound is skipped
+// to its end, once it has one.
+func (r *Receiver) readLines(f *os.File, offset int64) int64 {
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return offset
+	}
+	var batch bytes.Buffer
+	flush := func() {
 		if batch.Len() == 0 {
-			continue
+			return
 		}
 		events, bad := audit.DecodeLines(&batch)
 		if bad > 0 {
@@ -256,7 +423,32 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 			r.log.Warn("audit log lines that are not audit events were skipped", "file", r.cfg.File, "lines", bad)
 		}
 		r.add(events)
+		batch.Reset()
 	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), audit.MaxLine)
+	sc.Split(scanLines)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if line[len(line)-1] != '\n' {
+			break // still being written: read again next time
+		}
+		if int64(batch.Len()+len(line)) > r.cfg.MaxBatchBytes {
+			flush()
+		}
+		offset += int64(len(line))
+		batch.Write(line)
+	}
+	if err := sc.Err(); err != nil {
+		flush()
+		if end, ok := lineEnd(f, offset); ok {
+			r.log.Warn("an audit log line over the bound was skipped", "file", r.cfg.File, "bytes", end-offset)
+			r.count("refused", 1)
+			offset = end
+		}
+	}
+	flush()
+	return offset
 }
 
 // lineEnd is the offset just past the newline that ends the line at

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,15 +46,18 @@ func batch(events ...string) string {
 type counts struct {
 	mu sync.Mutex
 	n  map[string]int
+	// most is the most events of an outcome counted at once.
+	most map[string]int
 }
 
 func (c *counts) add(outcome string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {
-		c.n = map[string]int{}
+		c.n, c.most = map[string]int{}, map[string]int{}
 	}
 	c.n[outcome] += n
+	c.most[outcome] = max(c.most[outcome], n)
 }
 
 func (c *counts) get(outcome string) int {
@@ -73,20 +77,7 @@ func TestTheEndpointReadsOnlyWhatIsAuthenticatedAndBounded(t *testing.T) {
 	srv := httptest.NewServer(r.Handler())
 	defer srv.Close()
 	post := func(method, auth, body string) int {
-		req, err := http.NewRequest(method, srv.URL, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
+		return do(t, http.DefaultClient, method, srv.URL, auth, strings.NewReader(body))
 	}
 	now := time.Now()
 	good := batch(event("web", now), event("api", now))
@@ -152,24 +143,8 @@ func TestALogFileIsFollowed(t *testing.T) {
 	go func() { done <- r.Follow(ctx, 20*time.Millisecond) }()
 	defer func() { cancel(); <-done }()
 	time.Sleep(100 * time.Millisecond)
-	appendTo := func(p, s string) {
-		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.WriteString(s)
-		f.Close()
-	}
-	wait := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for r.Index.Len() != n && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if r.Index.Len() != n {
-			t.Fatalf("%d events held, want %d (counts %v)", r.Index.Len(), n, c.n)
-		}
-	}
+	appendTo := func(p, s string) { appendFile(t, p, s) }
+	wait := func(n int) { t.Helper(); waitHeld(t, r, c, n) }
 	line := event("web", now)
 	appendTo(path, line[:40])
 	time.Sleep(100 * time.Millisecond)
@@ -227,7 +202,37 @@ func TestClientCertificatesAuthenticate(t *testing.T) {
 	client, _ := pair(t, "kube-apiserver", &ca, false)
 	other, _ := pair(t, "other-ca", nil, false)
 	stranger, _ := pair(t, "stranger", &other, false)
-	keyDER, err := x509.MarshalECPrivateKey(srvCert.PrivateKey.(*ecdsa.PrivateKey))
+	named, _ := pair(t, "kube-apiserver-audit", &ca, false)
+	cfg := config.Audit{Listen: "127.0.0.1:0", Cluster: "prod", TLS: tlsFiles(t, dir, srvCert, srvPEM, caPEM)}
+	r, addr := serve(t, cfg, nil)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Leaf)
+	if code, err := post(addr, roots, client); err != nil || code != http.StatusOK || r.Index.Len() != 1 {
+		t.Errorf("the CA's client: %d %v, %d held", code, err, r.Index.Len())
+	}
+	for name, certs := range map[string][]tls.Certificate{"no certificate": nil, "another CA's": {stranger}} {
+		if code, err := post(addr, roots, certs...); err == nil {
+			t.Errorf("%s: served %d", name, code)
+		}
+	}
+	if r.Index.Len() != 1 {
+		t.Errorf("%d held after refused clients", r.Index.Len())
+	}
+	// With clientNames, only the named of the CA's clients are served.
+	cfg.TLS.ClientNames = []string{"kube-apiserver-audit"}
+	r, addr = serve(t, cfg, nil)
+	if code, err := post(addr, roots, client); err == nil {
+		t.Errorf("a client the CA signed, not named: served %d", code)
+	}
+	if code, err := post(addr, roots, named); err != nil || code != http.StatusOK || r.Index.Len() != 1 {
+		t.Errorf("the named client: %d %v, %d held", code, err, r.Index.Len())
+	}
+}
+
+// tlsFiles writes the endpoint's certificate, key and client CA.
+func tlsFiles(t *testing.T, dir string, cert tls.Certificate, certPEM, caPEM []byte) config.AuditTLS {
+	t.Helper()
+	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,9 +243,14 @@ func TestClientCertificatesAuthenticate(t *testing.T) {
 		}
 		return p
 	}
-	cfg := config.Audit{Listen: "127.0.0.1:0", Cluster: "prod", TLS: config.AuditTLS{CertFile: write("tls.crt", srvPEM),
-		KeyFile: write("tls.key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})), ClientCAFile: write("ca.crt", caPEM)}}
-	r := auditlog.New(cfg, nil, nil, slog.New(slog.DiscardHandler))
+	return config.AuditTLS{CertFile: write("tls.crt", certPEM), KeyFile: write("tls.key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})),
+		ClientCAFile: write("ca.crt", caPEM)}
+}
+
+// serve runs a receiver's endpoint as serve does; it returns its address.
+func serve(t *testing.T, cfg config.Audit, tok []byte) (*auditlog.Receiver, string) {
+	t.Helper()
+	r := auditlog.New(cfg, tok, nil, slog.New(slog.DiscardHandler))
 	r.Note(shopObjects)
 	ln, err := r.Listen()
 	if err != nil {
@@ -248,28 +258,73 @@ func TestClientCertificatesAuthenticate(t *testing.T) {
 	}
 	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
+	return r, ln.Addr().String()
+}
+
+// post sends a batch of one event to addr over TLS, with certs.
+func post(addr string, roots *x509.CertPool, certs ...tls.Certificate) (int, error) {
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}}
+	resp, err := c.Post("https://"+addr, "application/json", strings.NewReader(batch(event("web", time.Now()))))
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestABatchGoesToTheReplicaRunningTheDriftLoop: the replicas share the
+// apiserver's batches; one that does not run the cluster's drift loop
+// carries what it is sent to the replica that does, which keeps it. The
+// replica is trusted by the certificate it serves (every replica's):
+// another server at its address is sent nothing. While no replica runs the
+// loop, the apiserver is asked to send again.
+func TestABatchGoesToTheReplicaRunningTheDriftLoop(t *testing.T) {
+	dir := t.TempDir()
+	ca, caPEM := pair(t, "audit-ca", nil, false)
+	srvCert, srvPEM := pair(t, "driftback", &ca, true)
+	apiserver, _ := pair(t, "kube-apiserver", &ca, false)
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Leaf)
-	post := func(certs ...tls.Certificate) (int, error) {
-		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}}
-		resp, err := c.Post("https://"+ln.Addr().String(), "application/json", strings.NewReader(batch(event("web", time.Now()))))
-		if err != nil {
-			return 0, err
+	for _, withToken := range []bool{false, true} {
+		cfg := config.Audit{Listen: "127.0.0.1:0", Cluster: "prod", TLS: tlsFiles(t, dir, srvCert, srvPEM, caPEM)}
+		var tok []byte
+		if withToken {
+			cfg.TLS.ClientCAFile, tok = "", []byte(token)
 		}
-		resp.Body.Close()
-		return resp.StatusCode, nil
-	}
-	if code, err := post(client); err != nil || code != http.StatusOK || r.Index.Len() != 1 {
-		t.Errorf("the CA's client: %d %v, %d held", code, err, r.Index.Len())
-	}
-	for name, certs := range map[string][]tls.Certificate{"no certificate": nil, "another CA's": {stranger}} {
-		if code, err := post(certs...); err == nil {
-			t.Errorf("%s: served %d", name, code)
+		holder, holderAddr := serve(t, cfg, tok)
+		other, otherAddr := serve(t, cfg, tok)
+		var route atomic.Value
+		route.Store(holderAddr)
+		other.Route = func() (string, bool) { return route.Load().(string), false }
+		holder.Route = func() (string, bool) { return "", true }
+		send := func() int {
+			c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{apiserver}}}}
+			auth := ""
+			if withToken {
+				auth = "Bearer " + token
+			}
+			return do(t, c, "POST", "https://"+otherAddr, auth, strings.NewReader(batch(event("web", time.Now()))))
 		}
-	}
-	if r.Index.Len() != 1 {
-		t.Errorf("%d held after refused clients", r.Index.Len())
+		if code := send(); code != http.StatusOK || holder.Index.Len() != 1 || other.Index.Len() != 0 {
+			t.Errorf("token %v: %d; the holder keeps %d, the other %d; want the holder to keep it", withToken, code, holder.Index.Len(), other.Index.Len())
+		}
+		// Another server at the address the Lease gives: not a replica.
+		impostorCert, _ := pair(t, "driftback", &ca, true)
+		var reached atomic.Bool
+		impostor := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Store(true) }))
+		impostor.TLS = &tls.Config{Certificates: []tls.Certificate{impostorCert}}
+		impostor.StartTLS()
+		route.Store(strings.TrimPrefix(impostor.URL, "https://"))
+		if code := send(); code != http.StatusServiceUnavailable || reached.Load() {
+			t.Errorf("token %v: to a server with another certificate: %d, reached %v", withToken, code, reached.Load())
+		}
+		impostor.Close()
+		route.Store("")
+		if code := send(); code != http.StatusServiceUnavailable {
+			t.Errorf("token %v: with no replica running the loop: %d, want 503 (sent again)", withToken, code)
+		}
 	}
 }
 
@@ -304,4 +359,177 @@ func TestALongLineCostsOnlyItself(t *testing.T) {
 	if r.Index.Len() != 2 || c.get("refused") != 1 {
 		t.Errorf("%d held, counts %v; want both short lines kept, the long one refused", r.Index.Len(), c.n)
 	}
+}
+
+// readCounter is a request body that says whether it was read.
+type readCounter struct {
+	io.Reader
+	read atomic.Bool
+}
+
+func (r *readCounter) Read(p []byte) (int, error) {
+	r.read.Store(true)
+	return r.Reader.Read(p)
+}
+
+// TestWhatIsRefusedIsNotRead: a request that is not authenticated is
+// refused before a byte of its body is read; a body without a length
+// (chunked) is cut at the bound; batches beyond those being read at once
+// are asked to come again, so memory stays bounded however many arrive.
+func TestWhatIsRefusedIsNotRead(t *testing.T) {
+	c := &counts{}
+	r := auditlog.New(config.Audit{Listen: ":0", Cluster: "prod", MaxBatchBytes: 4096, RequestsPerSecond: 1000}, []byte(token), c.add, slog.New(slog.DiscardHandler))
+	r.Note(shopObjects)
+	h := r.Handler()
+	body := &readCounter{Reader: strings.NewReader(batch(event("web", time.Now())))}
+	req := httptest.NewRequest("POST", "/", body)
+	req.Header.Set("Authorization", "Bearer not-the-token-0123456789")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized || body.read.Load() {
+		t.Errorf("unauthenticated: %d, body read %v", rec.Code, body.read.Load())
+	}
+
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	send := func(body io.Reader) int { return do(t, http.DefaultClient, "POST", srv.URL, "Bearer "+token, body) }
+	// io.MultiReader hides the length: the body goes chunked.
+	if code := send(io.MultiReader(strings.NewReader(batch(strings.Repeat(event("web", time.Now())+",", 20) + event("web", time.Now()))))); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a chunked body over the bound: %d", code)
+	}
+	// Batches that never end hold every place to read one.
+	var writers []*io.PipeWriter
+	defer func() {
+		for _, w := range writers {
+			w.CloseWithError(io.ErrUnexpectedEOF)
+		}
+	}()
+	for range 8 {
+		pr, pw := io.Pipe()
+		writers = append(writers, pw)
+		go func() {
+			req, _ := http.NewRequest("POST", srv.URL, pr)
+			req.Header.Set("Authorization", "Bearer "+token)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		go pw.Write([]byte(`{"kind":"EventList",`))
+	}
+	busy := false
+	for deadline := time.Now().Add(10 * time.Second); !busy && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		busy = send(strings.NewReader(batch(event("web", time.Now())))) == http.StatusServiceUnavailable
+	}
+	if !busy {
+		t.Error("with every place taken by batches being read, another was read too")
+	}
+}
+
+// TestALogFileIsFollowedThroughRotation: lines written to a file just
+// before it is rotated are read (the old file to its end, then the new
+// one); a file truncated and written past where it was read (copytruncate)
+// is read from its start; a poll that finds many lines reads them a batch
+// at a time; a follower started in the middle of a line skips its rest
+// without a complaint.
+func TestALogFileIsFollowedThroughRotation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	now := time.Now()
+	if err := os.WriteFile(path, []byte(event("old", now)+"\n"+event("old", now)[:30]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &counts{}
+	// Room for about three lines a batch.
+	r := auditlog.New(config.Audit{File: path, Cluster: "prod", MaxBatchBytes: int64(3 * len(event("web", now)))}, nil, c.add, slog.New(slog.DiscardHandler))
+	var names []audit.Object
+	for i := range 40 {
+		names = append(names, audit.Object{Group: "apps", Resource: "deployments", Namespace: "shop", Name: fmt.Sprintf("d%d", i)})
+	}
+	r.Note(append(names, shopObjects...))
+	const poll = 500 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Follow(ctx, poll) }()
+	defer func() { cancel(); <-done }()
+	appendTo := func(p, s string) { appendFile(t, p, s) }
+	wait := func(n int) { t.Helper(); waitHeld(t, r, c, n) }
+	time.Sleep(2 * poll) // found, read from its end: in a line
+	appendTo(path, event("old", now)[30:]+"\n"+event("web", now)+"\n")
+	wait(1)
+	if c.get("refused") != 0 {
+		t.Errorf("the rest of the line it started in was read as a bad line: %v", c.n)
+	}
+	// Just after a poll (it has read "web"): a line, the rotation and the
+	// new file's first line, all before the next poll.
+	appendTo(path, event("api", now)+"\n")
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(path, event("d0", now)+"\n")
+	wait(3)
+	// copytruncate: emptied, then written past where it was read.
+	var long strings.Builder
+	for i := 1; i < 40; i++ {
+		long.WriteString(event(fmt.Sprintf("d%d", i), now) + "\n")
+	}
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(path, long.String())
+	wait(42)
+	if c.get("received") != 42 || c.get("refused") != 0 {
+		t.Errorf("counts %v; want 42 received, none refused", c.n)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.most["received"] > 3 {
+		t.Errorf("%d events read at once, over the batch bound (3)", c.most["received"])
+	}
+}
+
+// appendFile appends s to the file at p, as a log backend writes.
+func appendFile(t *testing.T, p, s string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitHeld waits until the receiver's index holds n events.
+func waitHeld(t *testing.T, r *auditlog.Receiver, c *counts, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Index.Len() != n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r.Index.Len() != n {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		t.Fatalf("%d events held, want %d (counts %v)", r.Index.Len(), n, c.n)
+	}
+}
+
+// do sends a request with an Authorization header (none when empty) and
+// says its status.
+func do(t *testing.T, c *http.Client, method, url, auth string, body io.Reader) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }

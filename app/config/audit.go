@@ -54,6 +54,11 @@ type AuditTLS struct {
 	KeyFile string `yaml:"keyFile"`
 	// ClientCAFile, when set, requires a client certificate it signed.
 	ClientCAFile string `yaml:"clientCAFile"`
+	// ClientNames, when set, are the only client certificates served of
+	// those the CA signed: by common name or DNS name
+	// ("kube-apiserver-audit"). Set it when the CA signs others'
+	// certificates too, as a cluster's CA does.
+	ClientNames []string `yaml:"clientNames"`
 }
 
 // Identities map cluster user names to GitHub logins.
@@ -92,6 +97,12 @@ func (a Audit) validate(clusters map[string]Cluster) []string {
 	}
 	if (a.TLS.CertFile == "") != (a.TLS.KeyFile == "") || (a.TLS.ClientCAFile != "" && a.TLS.CertFile == "") {
 		errs = append(errs, "audit.tls: certFile and keyFile go together, and clientCAFile needs them")
+	}
+	if a.Listen != "" && a.TLS.CertFile == "" {
+		errs = append(errs, "audit.listen: set tls.certFile and tls.keyFile: the apiserver sends its token or certificate only over TLS, and the events hold who did what")
+	}
+	if len(a.TLS.ClientNames) > 0 && a.TLS.ClientCAFile == "" {
+		errs = append(errs, "audit.tls.clientNames: names client certificates, which clientCAFile verifies: set it")
 	}
 	for user, login := range a.Identities.Users {
 		if !githubLogin.MatchString(login) {

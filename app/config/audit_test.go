@@ -19,12 +19,20 @@ func TestTheAuditSectionIsChecked(t *testing.T) {
 		"both ways":           {Audit{Listen: ":8444", File: "/x", Cluster: "prod", TokenFile: "/t"}, "set one"},
 		"a login that is not": {Audit{File: "/x", Cluster: "prod", Identities: Identities{Users: map[string]string{"alice": "alice\nCo-authored-by: x"}}}, "is not a GitHub login"},
 		"unused":              {Audit{Identities: Identities{Users: map[string]string{"a": "b"}}}, "set listen or file"},
+		"no TLS":              {Audit{Listen: ":8444", Cluster: "prod", TokenFile: "/t"}, "set tls.certFile"},
+		"names without a CA":  {Audit{Listen: ":8444", Cluster: "prod", TokenFile: "/t", TLS: AuditTLS{CertFile: "/c", KeyFile: "/k", ClientNames: []string{"kube-apiserver"}}}, "clientNames"},
 	} {
 		if errs := c.a.validate(clusters); !strings.Contains(strings.Join(errs, "\n"), c.want) {
 			t.Errorf("%s: %v, want %q", name, errs, c.want)
 		}
 	}
-	if errs := (Audit{File: "/x", Cluster: "prod", Identities: Identities{Users: map[string]string{"alice@example.com": "alice-gh"}}}).validate(clusters); len(errs) != 0 {
-		t.Errorf("a good section: %v", errs)
+	for _, good := range []Audit{
+		{File: "/x", Cluster: "prod", Identities: Identities{Users: map[string]string{"alice@example.com": "alice-gh"}}},
+		{Listen: ":8444", Cluster: "prod", TokenFile: "/t", TLS: AuditTLS{CertFile: "/c", KeyFile: "/k"}},
+		{Listen: ":8444", Cluster: "prod", TLS: AuditTLS{CertFile: "/c", KeyFile: "/k", ClientCAFile: "/ca", ClientNames: []string{"kube-apiserver"}}},
+	} {
+		if errs := good.validate(clusters); len(errs) != 0 {
+			t.Errorf("a good section %+v: %v", good, errs)
+		}
 	}
 }

@@ -56,6 +56,8 @@ type Shards struct {
 	campaigns map[string]*campaign
 	// share is this replica's share of the clusters at the last look.
 	share int
+	// holders are the replicas holding each cluster at the last look.
+	holders map[string]string
 }
 
 // campaign is one election for a cluster's Lease, running or holding it.
@@ -90,6 +92,18 @@ func (s *Shards) Held() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Holder says which replica runs a cluster's drift loop: this one (here),
+// or the one whose identity is id, as the last look at the Leases found;
+// "" while none does.
+func (s *Shards) Holder(cluster string) (id string, here bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[cluster] {
+		return s.id, true
+	}
+	return s.holders[cluster], false
 }
 
 // Run keeps this replica's membership and its share of the clusters until
@@ -159,6 +173,12 @@ func (s *Shards) balance(ctx context.Context, wg *sync.WaitGroup) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.share = share
+	s.holders = map[string]string{}
+	for _, c := range s.clusters {
+		if l := byName[s.clusterLease(c)]; l != nil && s.alive(l, now) {
+			s.holders[c] = holder(l)
+		}
+	}
 	held := 0
 	for _, c := range s.clusters {
 		if s.held[c] {

@@ -10,23 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/internal/kubetest"
 )
-
-// runShards runs one replica's share of the clusters' drift loops; crash
-// makes it stop, when ctx ends, without releasing its Leases, as a killed
-// process does.
-func runShards(ctx context.Context, cfg *rest.Config, le config.LeaderElection, id string, crash bool, clusters []string, run func(context.Context, string)) error {
-	sh, err := NewShards(cfg, le, id, clusters, discard, nil, run)
-	if err != nil {
-		return err
-	}
-	sh.crash = crash
-	return sh.Run(ctx)
-}
 
 // holdings records which replica runs which cluster's loop, and any moment
 // two ran the same cluster.
@@ -90,15 +76,21 @@ func TestShardsShareClustersByLease(t *testing.T) {
 	clusters := []string{"eu-1", "eu-2", "us-1", "us-2", "ap-1", "Prod_Cluster.with.dots"}
 	h := &holdings{by: map[string]string{}}
 	type replica struct {
-		stop context.CancelFunc
-		done chan struct{}
+		stop   context.CancelFunc
+		done   chan struct{}
+		shards *Shards
 	}
 	start := func(id string, crash bool) replica {
 		ctx, cancel := context.WithCancel(context.Background())
-		r := replica{stop: cancel, done: make(chan struct{})}
+		sh, err := NewShards(env.Config, le, id, clusters, discard, nil, h.run(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh.crash = crash
+		r := replica{stop: cancel, done: make(chan struct{}), shards: sh}
 		go func() {
 			defer close(r.done)
-			if err := runShards(ctx, env.Config, le, id, crash, clusters, h.run(id)); err != nil && ctx.Err() == nil {
+			if err := sh.Run(ctx); err != nil && ctx.Err() == nil {
 				t.Errorf("%s: %v", id, err)
 			}
 		}()
@@ -130,6 +122,26 @@ func TestShardsShareClustersByLease(t *testing.T) {
 		}
 	}
 	waitShares("three replicas", map[string]int{"r0": 2, "r1": 2, "r2": 2}, 60*time.Second)
+	// Every replica knows who runs each cluster (where its audit events
+	// go), from its next look at the Leases.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, c := range clusters {
+		for name, r := range replicas {
+			for {
+				h.mu.Lock()
+				want := h.by[c]
+				h.mu.Unlock()
+				id, here := r.shards.Holder(c)
+				if id == want && here == (want == name) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s says %s is held by %q (here %v), want %q", name, c, id, here, want)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
 
 	lost := h.heldBy("r0")
 	killed := replicas["r0"]
