@@ -2,14 +2,23 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/pem"
-	"io"
+	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -22,6 +31,7 @@ import (
 
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/drift/audit"
+	"github.com/driftback/driftback/internal/audittest"
 	"github.com/driftback/driftback/internal/kubetest"
 )
 
@@ -186,18 +196,8 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 		{"", `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`, http.StatusUnauthorized},
 		{"Bearer " + auditToken, strings.Repeat(" ", 2<<20), http.StatusRequestEntityTooLarge},
 	} {
-		req, _ := http.NewRequest("POST", proxy.URL, strings.NewReader(c.body))
-		if c.auth != "" {
-			req.Header.Set("Authorization", c.auth)
-		}
-		resp, err := proxy.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != c.want {
-			t.Errorf("%q: %d, want %d", c.auth, resp.StatusCode, c.want)
+		if code := audittest.Post(t, proxy.Client(), http.MethodPost, proxy.URL, c.auth, strings.NewReader(c.body)); code != c.want {
+			t.Errorf("%q: %d, want %d", c.auth, code, c.want)
 		}
 	}
 	if d.srv.Audit.Index.Len() != before {
@@ -212,5 +212,113 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 		if strings.Contains(p.Body, secretValue) {
 			t.Errorf("pull request #%d shows the Secret's value", p.Number)
 		}
+	}
+}
+
+// TestAuditEventsReachTheReplicaRunningTheDriftLoop: two replicas serve as
+// `driftback serve` does (the shipped app.yml and its leader election), each
+// with the audit endpoint. A batch the apiserver sends to the replica that
+// does not run the cluster's drift loop is carried, over TLS to the peer
+// serving the endpoint's certificate and with the apiserver's token, to the
+// one that does, which reads it; the other keeps nothing.
+func TestAuditEventsReachTheReplicaRunningTheDriftLoop(t *testing.T) {
+	t.Setenv("POD_IP", "127.0.0.1") // read by both replicas: not parallel
+	w := newWorld(t, nil)
+	w.stop()
+	_, certPEM, keyPEM := audittest.Cert(t, "driftback-audit", nil, true)
+	certFile, keyFile := filepath.Join(w.dir, "audit.crt"), filepath.Join(w.dir, "audit.key")
+	for f, b := range map[string][]byte{certFile: certPEM, keyFile: keyPEM} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := func(k string) string {
+		if k == "DRIFTBACK_AUDIT_TOKEN" {
+			return auditToken
+		}
+		return ""
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var replicas []*Server
+	var stopped []chan struct{}
+	t.Cleanup(func() {
+		cancel()
+		for _, done := range stopped {
+			<-done
+		}
+	})
+	for i := range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		var raw map[string]any
+		b, err := os.ReadFile(w.shippedConfig(addr))
+		if err == nil {
+			err = yaml.Unmarshal(b, &raw)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw["server"].(map[string]any)["cacheDir"] = filepath.Join(w.dir, fmt.Sprintf("serve-cache-%d", i))
+		raw["audit"] = map[string]any{"cluster": "production", "listen": "127.0.0.1:0", "tls": map[string]any{"certFile": certFile, "keyFile": keyFile}}
+		file := filepath.Join(w.dir, fmt.Sprintf("app-%d.yml", i))
+		if b, err = yaml.Marshal(raw); err == nil {
+			err = os.WriteFile(file, b, 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.LoadConfig(file, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets, err := cfg.LoadSecrets(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := NewServer(ctx, cfg, secrets, w.logs.logger(t, slog.LevelWarn).With("replica", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := srv.Serve(ctx, addr, 5*time.Second); err != nil {
+				t.Errorf("replica %d: %v", i, err)
+			}
+		}()
+		replicas, stopped = append(replicas, srv), append(stopped, done)
+	}
+	var holder, other *Server
+	eventually(t, func() bool {
+		for i, s := range replicas {
+			if slices.Contains(s.heldClusters(), "production") && replicas[1-i].Audit.Addr() != "" {
+				holder, other = s, replicas[1-i]
+				return true
+			}
+		}
+		return false
+	}, "a replica to run the cluster's drift loop")
+
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(certPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	send := func() int {
+		now := time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00") // as the apiserver writes
+		body := `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","metadata":{},"items":[{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"a1","stage":"ResponseComplete","requestURI":"/apis/apps/v1/namespaces/shop/deployments/web/scale","verb":"patch","user":{"username":"alice@example.com"},"userAgent":"kubectl/v1.37.2","objectRef":{"resource":"deployments","namespace":"shop","name":"web","apiGroup":"apps","apiVersion":"v1","subresource":"scale"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":"` + now + `","stageTimestamp":"` + now + `"}]}`
+		return audittest.Post(t, client, http.MethodPost, "https://"+other.Audit.Addr(), "Bearer "+auditToken, strings.NewReader(body))
+	}
+	// Until the other replica's next look at the Leases, it knows of no
+	// holder, and asks the apiserver to send again.
+	eventually(t, func() bool { return send() == http.StatusOK }, "the batch to be taken")
+	outcome := func(s *Server, o string) float64 {
+		return counter(t, s.Metrics, "driftback_audit_events_total", map[string]string{"outcome": o})
+	}
+	if outcome(holder, "received") != 1 || outcome(other, "forwarded") != 1 || outcome(other, "received") != 0 {
+		t.Errorf("the holder received %v; the other forwarded %v and received %v; want 1, 1, 0",
+			outcome(holder, "received"), outcome(other, "forwarded"), outcome(other, "received"))
 	}
 }

@@ -172,18 +172,24 @@ func runShards(ctx context.Context, cfg *rest.Config, le config.LeaderElection, 
 }
 
 // TestAReplicasIdentityGivesItsAddress: the identity a replica campaigns
-// with carries its pod's address (POD_IP), where the others carry its
-// share of the audit events; what is not an address gives none.
+// with carries its audit endpoint's address (POD_IP and the port), where
+// the others carry their share of the audit events; what is not an
+// address gives none.
 func TestAReplicasIdentityGivesItsAddress(t *testing.T) {
 	t.Setenv("POD_NAME", "driftback-7d9f8-xk2p")
-	for podIP, want := range map[string]string{"10.244.1.7": "10.244.1.7", "fd00::1:7": "fd00::1:7", "": "", "10.0.0.1:80": "", "evil.example.com": ""} {
+	for podIP, want := range map[string]string{"10.244.1.7": "10.244.1.7:8444", "fd00::1:7": "[fd00::1:7]:8444", "": "", "10.0.0.1:80": "", "evil.example.com": ""} {
 		t.Setenv("POD_IP", podIP)
-		id := identity()
-		if !strings.HasPrefix(id, "driftback-7d9f8-xk2p-") || replicaIP(id) != want {
-			t.Errorf("POD_IP %q: identity %q gives %q, want %q", podIP, id, replicaIP(id), want)
+		id := identity("8444")
+		if !strings.HasPrefix(id, "driftback-7d9f8-xk2p-") || replicaAddr(id) != want {
+			t.Errorf("POD_IP %q: identity %q gives %q, want %q", podIP, id, replicaAddr(id), want)
 		}
 	}
-	if got := replicaIP("r1@not-an-address"); got != "" {
-		t.Errorf("a forged identity gives %q", got)
+	if id := identity(""); replicaAddr(id) != "" {
+		t.Errorf("without an audit endpoint, identity %q gives an address", id)
+	}
+	for _, forged := range []string{"r1@not-an-address:80", "r1@10.0.0.1", "r1@10.0.0.1:0", "r1@10.0.0.1:http", "r1@evil.example.com:443"} {
+		if got := replicaAddr(forged); got != "" {
+			t.Errorf("%q gives %q", forged, got)
+		}
 	}
 }

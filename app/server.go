@@ -163,6 +163,7 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("serving", "addr", ln.Addr().String())
 	le := s.App.cfg.Server.LeaderElection
+	auditPort := "" // where this replica's audit endpoint listens, when it does
 	if a := s.Audit; a != nil && s.App.cfg.Audit.Listen != "" {
 		aln, err := a.Listen()
 		if err != nil {
@@ -171,8 +172,8 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 		if le.Cluster != "" && slices.Contains(s.Drift.Clusters(), a.Cluster) {
 			// Replicas share the drift loops: a batch goes to the one
 			// running this cluster's.
-			_, port, _ := net.SplitHostPort(aln.Addr().String())
-			a.Route = s.auditRoute(port)
+			_, auditPort, _ = net.SplitHostPort(aln.Addr().String())
+			a.Route = s.auditRoute
 		}
 		// A client refused in the TLS handshake (no certificate, another
 		// CA's) is said in driftback's log, not on stderr.
@@ -199,7 +200,7 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 		}
 		cfg, err := s.App.cfg.Clusters[le.Cluster].RESTConfig()
 		if err == nil {
-			err = s.runSharded(ctx, cfg, le, identity())
+			err = s.runSharded(ctx, cfg, le, identity(auditPort))
 		}
 		if err != nil && ctx.Err() == nil {
 			s.log.Error("leader election stopped: this replica will not run the drift loop", "err", err)

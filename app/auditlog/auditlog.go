@@ -40,9 +40,10 @@ type Receiver struct {
 
 	cfg   config.Audit
 	token []byte
-	// mu guards what the drift loop noted as watched.
+	// mu guards what the drift loop noted as watched, and addr.
 	mu      sync.Mutex
 	watched map[audit.Object]bool
+	addr    string
 	limiter *rate.Limiter
 	count   func(outcome string, n int)
 	log     *slog.Logger
@@ -121,8 +122,14 @@ func (r *Receiver) Identities() audit.Identities {
 // (requiring a client certificate the configured CA signed, when given).
 func (r *Receiver) Listen() (net.Listener, error) {
 	ln, err := net.Listen("tcp", r.cfg.Listen)
-	if err != nil || r.cfg.TLS.CertFile == "" {
-		return ln, err
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.addr = ln.Addr().String()
+	r.mu.Unlock()
+	if r.cfg.TLS.CertFile == "" {
+		return ln, nil
 	}
 	tc, err := r.serverTLS()
 	if err != nil {
@@ -130,6 +137,13 @@ func (r *Receiver) Listen() (net.Listener, error) {
 		return nil, err
 	}
 	return tls.NewListener(ln, tc), nil
+}
+
+// Addr is where Listen listens; "" before.
+func (r *Receiver) Addr() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.addr
 }
 
 // serverTLS is the endpoint's TLS: its certificate and, with a client CA,
@@ -290,7 +304,9 @@ func (r *Receiver) forward(w http.ResponseWriter, req *http.Request, addr string
 	if ra := resp.Header.Get("Retry-After"); ra != "" {
 		w.Header().Set("Retry-After", ra)
 	}
-	r.count("forwarded", 1)
+	if resp.StatusCode/100 == 2 {
+		r.count("forwarded", 1) // what the peer refused, it counts
+	}
 	w.WriteHeader(resp.StatusCode)
 }
 

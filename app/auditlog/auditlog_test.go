@@ -2,18 +2,11 @@ package auditlog_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +20,7 @@ import (
 	"github.com/driftback/driftback/app/auditlog"
 	"github.com/driftback/driftback/app/config"
 	"github.com/driftback/driftback/drift/audit"
+	"github.com/driftback/driftback/internal/audittest"
 )
 
 const token = "audit-token-0123456789abcdef"
@@ -77,7 +71,7 @@ func TestTheEndpointReadsOnlyWhatIsAuthenticatedAndBounded(t *testing.T) {
 	srv := httptest.NewServer(r.Handler())
 	defer srv.Close()
 	post := func(method, auth, body string) int {
-		return do(t, http.DefaultClient, method, srv.URL, auth, strings.NewReader(body))
+		return audittest.Post(t, http.DefaultClient, method, srv.URL, auth, strings.NewReader(body))
 	}
 	now := time.Now()
 	good := batch(event("web", now), event("api", now))
@@ -163,47 +157,18 @@ func TestALogFileIsFollowed(t *testing.T) {
 	}
 }
 
-// pair makes a certificate signed by ca (self-signed when ca is nil).
-func pair(t *testing.T, cn string, ca *tls.Certificate, server bool) (tls.Certificate, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
-	if server {
-		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []net.IP{net.ParseIP("127.0.0.1")}
-	} else if ca != nil {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	}
-	parent, signer := tmpl, any(key)
-	if ca == nil {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-	} else {
-		parent, signer = ca.Leaf, ca.PrivateKey
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, _ := x509.ParseCertificate(der)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, certPEM
-}
-
 // TestClientCertificatesAuthenticate: with tls.clientCAFile and no token,
 // a client with a certificate the CA signed is read; one without, or with
 // another's, never reaches the handler.
 func TestClientCertificatesAuthenticate(t *testing.T) {
 	dir := t.TempDir()
-	ca, caPEM := pair(t, "audit-ca", nil, false)
-	srvCert, srvPEM := pair(t, "driftback", &ca, true)
-	client, _ := pair(t, "kube-apiserver", &ca, false)
-	other, _ := pair(t, "other-ca", nil, false)
-	stranger, _ := pair(t, "stranger", &other, false)
-	named, _ := pair(t, "kube-apiserver-audit", &ca, false)
-	cfg := config.Audit{Listen: "127.0.0.1:0", Cluster: "prod", TLS: tlsFiles(t, dir, srvCert, srvPEM, caPEM)}
+	ca, caPEM, _ := audittest.Cert(t, "audit-ca", nil, false)
+	_, srvPEM, srvKey := audittest.Cert(t, "driftback", &ca, true)
+	client, _, _ := audittest.Cert(t, "kube-apiserver", &ca, false)
+	other, _, _ := audittest.Cert(t, "other-ca", nil, false)
+	stranger, _, _ := audittest.Cert(t, "stranger", &other, false)
+	named, _, _ := audittest.Cert(t, "kube-apiserver-audit", &ca, false)
+	cfg := config.Audit{Listen: "127.0.0.1:0", Cluster: "prod", TLS: tlsFiles(t, dir, srvPEM, srvKey, caPEM)}
 	r, addr := serve(t, cfg, nil)
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Leaf)
@@ -230,12 +195,8 @@ func TestClientCertificatesAuthenticate(t *testing.T) {
 }
 
 // tlsFiles writes the endpoint's certificate, key and client CA.
-func tlsFiles(t *testing.T, dir string, cert tls.Certificate, certPEM, caPEM []byte) config.AuditTLS {
+func tlsFiles(t *testing.T, dir string, certPEM, keyPEM, caPEM []byte) config.AuditTLS {
 	t.Helper()
-	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
-	if err != nil {
-		t.Fatal(err)
-	}
 	write := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, b, 0o600); err != nil {
@@ -243,8 +204,7 @@ func tlsFiles(t *testing.T, dir string, cert tls.Certificate, certPEM, caPEM []b
 		}
 		return p
 	}
-	return config.AuditTLS{CertFile: write("tls.crt", certPEM), KeyFile: write("tls.key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})),
-		ClientCAFile: write("ca.crt", caPEM)}
+	return config.AuditTLS{CertFile: write("tls.crt", certPEM), KeyFile: write("tls.key", keyPEM), ClientCAFile: write("ca.crt", caPEM)}
 }
 
 // serve runs a receiver's endpoint as serve does; it returns its address.
@@ -282,13 +242,13 @@ func post(addr string, roots *x509.CertPool, certs ...tls.Certificate) (int, err
 // loop, the apiserver is asked to send again.
 func TestABatchGoesToTheReplicaRunningTheDriftLoop(t *testing.T) {
 	dir := t.TempDir()
-	ca, caPEM := pair(t, "audit-ca", nil, false)
-	srvCert, srvPEM := pair(t, "driftback", &ca, true)
-	apiserver, _ := pair(t, "kube-apiserver", &ca, false)
+	ca, caPEM, _ := audittest.Cert(t, "audit-ca", nil, false)
+	_, srvPEM, srvKey := audittest.Cert(t, "driftback", &ca, true)
+	apiserver, _, _ := audittest.Cert(t, "kube-apiserver", &ca, false)
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Leaf)
 	for _, withToken := range []bool{false, true} {
-		cfg := config.Audit{Listen: "127.0.0.1:0", Cluster: "prod", TLS: tlsFiles(t, dir, srvCert, srvPEM, caPEM)}
+		cfg := config.Audit{Listen: "127.0.0.1:0", Cluster: "prod", TLS: tlsFiles(t, dir, srvPEM, srvKey, caPEM)}
 		var tok []byte
 		if withToken {
 			cfg.TLS.ClientCAFile, tok = "", []byte(token)
@@ -305,13 +265,13 @@ func TestABatchGoesToTheReplicaRunningTheDriftLoop(t *testing.T) {
 			if withToken {
 				auth = "Bearer " + token
 			}
-			return do(t, c, "POST", "https://"+otherAddr, auth, strings.NewReader(batch(event("web", time.Now()))))
+			return audittest.Post(t, c, "POST", "https://"+otherAddr, auth, strings.NewReader(batch(event("web", time.Now()))))
 		}
 		if code := send(); code != http.StatusOK || holder.Index.Len() != 1 || other.Index.Len() != 0 {
 			t.Errorf("token %v: %d; the holder keeps %d, the other %d; want the holder to keep it", withToken, code, holder.Index.Len(), other.Index.Len())
 		}
 		// Another server at the address the Lease gives: not a replica.
-		impostorCert, _ := pair(t, "driftback", &ca, true)
+		impostorCert, _, _ := audittest.Cert(t, "driftback", &ca, true)
 		var reached atomic.Bool
 		impostor := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Store(true) }))
 		impostor.TLS = &tls.Config{Certificates: []tls.Certificate{impostorCert}}
@@ -392,7 +352,9 @@ func TestWhatIsRefusedIsNotRead(t *testing.T) {
 
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	send := func(body io.Reader) int { return do(t, http.DefaultClient, "POST", srv.URL, "Bearer "+token, body) }
+	send := func(body io.Reader) int {
+		return audittest.Post(t, http.DefaultClient, "POST", srv.URL, "Bearer "+token, body)
+	}
 	// io.MultiReader hides the length: the body goes chunked.
 	if code := send(io.MultiReader(strings.NewReader(batch(strings.Repeat(event("web", time.Now())+",", 20) + event("web", time.Now()))))); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("a chunked body over the bound: %d", code)
@@ -512,24 +474,4 @@ func waitHeld(t *testing.T, r *auditlog.Receiver, c *counts, n int) {
 		defer c.mu.Unlock()
 		t.Fatalf("%d events held, want %d (counts %v)", r.Index.Len(), n, c.n)
 	}
-}
-
-// do sends a request with an Authorization header (none when empty) and
-// says its status.
-func do(t *testing.T, c *http.Client, method, url, auth string, body io.Reader) int {
-	t.Helper()
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
 }

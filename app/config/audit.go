@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -78,7 +79,9 @@ var githubLogin = regexp.MustCompile(`^[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}$`)
 // Enabled says audit events are read at all.
 func (a Audit) Enabled() bool { return a.Listen != "" || a.File != "" }
 
-func (a Audit) validate(clusters map[string]Cluster) []string {
+// validate checks the section; tokenInEnv says DRIFTBACK_AUDIT_TOKEN is set
+// (the token then need not be in a file).
+func (a Audit) validate(clusters map[string]Cluster, tokenInEnv bool) []string {
 	var errs []string
 	if !a.Enabled() {
 		if a.Cluster != "" || a.TokenFile != "" || len(a.Identities.Users) > 0 {
@@ -92,7 +95,7 @@ func (a Audit) validate(clusters map[string]Cluster) []string {
 	if _, ok := clusters[a.Cluster]; !ok {
 		errs = append(errs, fmt.Sprintf("audit.cluster: %q is not a key of clusters: name the cluster whose events these are", a.Cluster))
 	}
-	if a.Listen != "" && a.TLS.ClientCAFile == "" && a.TokenFile == "" {
+	if a.Listen != "" && a.TLS.ClientCAFile == "" && a.TokenFile == "" && !tokenInEnv {
 		errs = append(errs, "audit.listen: set tokenFile (DRIFTBACK_AUDIT_TOKEN) or tls.clientCAFile: nothing unauthenticated is read")
 	}
 	if (a.TLS.CertFile == "") != (a.TLS.KeyFile == "") || (a.TLS.ClientCAFile != "" && a.TLS.CertFile == "") {
@@ -118,7 +121,10 @@ func (a Audit) validate(clusters map[string]Cluster) []string {
 // AuditToken reads the audit endpoint's bearer token: DRIFTBACK_AUDIT_TOKEN,
 // else tokenFile; nil when neither is set.
 func (a Audit) AuditToken(env func(string) string) ([]byte, error) {
-	if v := env("DRIFTBACK_AUDIT_TOKEN"); v != "" {
+	if v := strings.TrimSpace(env("DRIFTBACK_AUDIT_TOKEN")); v != "" {
+		if len(v) < 16 {
+			return nil, fmt.Errorf("DRIFTBACK_AUDIT_TOKEN: a token of %d bytes is guessable: use at least 16", len(v))
+		}
 		return []byte(v), nil
 	}
 	if a.TokenFile == "" {

@@ -40,6 +40,9 @@ import (
 type Config struct {
 	// consulted are the DRIFTBACK_… variables the overrides read.
 	consulted map[string]bool
+	// auditTokenInEnv says DRIFTBACK_AUDIT_TOKEN is set: the audit
+	// endpoint's token need not be in a file.
+	auditTokenInEnv bool
 	// Manifest is the GitHub App manifest `driftback register` submits.
 	Manifest Manifest     `yaml:"manifest"`
 	GitHub   GitHub       `yaml:"github"`
@@ -368,6 +371,7 @@ func ParseConfig(b []byte, env func(string) string) (*Config, error) {
 		if err := applyEnv(reflect.ValueOf(&cfg).Elem(), "DRIFTBACK", seen); err != nil {
 			return nil, err
 		}
+		cfg.auditTokenInEnv = strings.TrimSpace(env("DRIFTBACK_AUDIT_TOKEN")) != ""
 	}
 	cfg.defaults()
 	if err := cfg.validate(); err != nil {
@@ -478,7 +482,7 @@ func KnownDangers() []drift.DangerReason {
 }
 
 func (c *Config) validate() error {
-	errs := append(c.Helm.validate(), c.Audit.validate(c.Clusters)...)
+	errs := append(c.Helm.validate(), c.Audit.validate(c.Clusters, c.auditTokenInEnv)...)
 	for name, cl := range c.Clusters {
 		if cl.Mode != drift.ModeReadOnly && cl.Mode != drift.ModeDryRun {
 			errs = append(errs, fmt.Sprintf("clusters.%s.mode: %q is neither read-only nor dry-run", name, cl.Mode))
