@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"sigs.k8s.io/yaml"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/driftback/driftback/app/config"
+	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/drift/audit"
 	"github.com/driftback/driftback/internal/audittest"
 	"github.com/driftback/driftback/internal/kubetest"
@@ -225,6 +227,14 @@ func TestAuditEventsReachTheReplicaRunningTheDriftLoop(t *testing.T) {
 	t.Setenv("POD_IP", "127.0.0.1") // read by both replicas: not parallel
 	w := newWorld(t, nil)
 	w.stop()
+	// The target's sources, which the drift loop renders: then it knows
+	// which objects' events to keep.
+	w.gh.BranchHead = func(repo, branch string) (string, bool) {
+		refs, err := ghapp.RemoteRefs(context.Background(), w.git.HTTPAddress()+"/"+repo+".git", w.gh.Token(instID))
+		sha, ok := refs["refs/heads/"+branch]
+		return sha, ok && err == nil
+	}
+	w.push(map[string]plumbing.Hash{"refs/heads/main": w.commit(plumbing.ZeroHash, driftRepo)})
 	_, certPEM, keyPEM := audittest.Cert(t, "driftback-audit", nil, true)
 	certFile, keyFile := filepath.Join(w.dir, "audit.crt"), filepath.Join(w.dir, "audit.key")
 	for f, b := range map[string][]byte{certFile: certPEM, keyFile: keyPEM} {

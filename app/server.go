@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/driftback/driftback/app/aftermerge"
+	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +21,8 @@ import (
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/app/metrics"
 
+	"golang.org/x/net/netutil"
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
 
 	"github.com/golang-jwt/jwt/v4"
@@ -123,6 +127,22 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 	return s, nil
 }
 
+// maxAuditConns bounds the audit endpoint's connections: the apiserver's
+// webhook backend holds one or a few, each replica's peers one each.
+const maxAuditConns = 64
+
+// sometimes passes on one write a minute (the log of refused TLS clients,
+// which anyone reaching the port can make).
+type sometimes struct {
+	w    io.Writer
+	once rate.Sometimes
+}
+
+func (s *sometimes) Write(p []byte) (int, error) {
+	s.once.Do(func() { _, _ = s.w.Write(p) })
+	return len(p), nil
+}
+
 // Handler serves /webhook, /healthz, /readyz and /metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -174,11 +194,16 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 			// running this cluster's.
 			_, auditPort, _ = net.SplitHostPort(aln.Addr().String())
 			a.Route = s.auditRoute
+			if net.ParseIP(os.Getenv("POD_IP")) == nil {
+				s.log.Warn("POD_IP is not set: the other replicas cannot carry their share of the audit events here (set it from status.podIP, as deploy/ does)")
+			}
 		}
-		// A client refused in the TLS handshake (no certificate, another
-		// CA's) is said in driftback's log, not on stderr.
-		asrv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-			ErrorLog: slog.NewLogLogger(s.log.With("audit", a.Cluster).Handler(), slog.LevelWarn)}
+		// Bounded in connections and header bytes; a client refused in
+		// the TLS handshake (no certificate, another CA's) is said in
+		// driftback's log, at most once a minute, not on stderr.
+		aln = netutil.LimitListener(aln, maxAuditConns)
+		asrv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
+			MaxHeaderBytes: 16 << 10, ErrorLog: log.New(&sometimes{w: slog.NewLogLogger(s.log.With("audit", a.Cluster).Handler(), slog.LevelWarn).Writer(), once: rate.Sometimes{Interval: time.Minute}}, "", 0)}
 		defer asrv.Close()
 		go func() { errc <- asrv.Serve(aln) }()
 		s.log.Info("serving audit events", "addr", aln.Addr().String())

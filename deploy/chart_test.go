@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,5 +155,44 @@ func TestTheChartPassesHelmLint(t *testing.T) {
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("helm lint --strict: %v\n%s", err, out)
+	}
+}
+
+// TestTheAuditComponentLetsReplicasReachEachOther: with the audit
+// component, the pods may receive on the audit port and send to each
+// other's: a replica carries its share of the apiserver's batches to the
+// one running the cluster's drift loop, which the base's egress (DNS,
+// HTTPS, the apiserver) would block.
+func TestTheAuditComponentLetsReplicasReachEachOther(t *testing.T) {
+	var in, out bool
+	for _, o := range renderOverlay(t, "test/audit") {
+		if o.GetKind() != "NetworkPolicy" {
+			continue
+		}
+		rules := func(dir string) []any { r, _, _ := unstructured.NestedSlice(o.Object, "spec", dir); return r }
+		hasPort := func(rule map[string]any) bool {
+			ports, _, _ := unstructured.NestedSlice(rule, "ports")
+			for _, p := range ports {
+				if fmt.Sprint(p.(map[string]any)["port"]) == "8444" {
+					return true
+				}
+			}
+			return false
+		}
+		for _, r := range rules("ingress") {
+			in = in || hasPort(r.(map[string]any))
+		}
+		for _, r := range rules("egress") {
+			rule := r.(map[string]any)
+			to, _, _ := unstructured.NestedSlice(rule, "to")
+			for _, peer := range to {
+				if name, _, _ := unstructured.NestedString(peer.(map[string]any), "podSelector", "matchLabels", "app.kubernetes.io/name"); name == "driftback" && hasPort(rule) {
+					out = true
+				}
+			}
+		}
+	}
+	if !in || !out {
+		t.Errorf("the audit port: received %v, sent to the other replicas %v; want both", in, out)
 	}
 }

@@ -43,16 +43,15 @@ type Receiver struct {
 	// mu guards what the drift loop noted as watched, and addr.
 	mu      sync.Mutex
 	watched map[audit.Object]bool
-	addr    string
-	limiter *rate.Limiter
-	count   func(outcome string, n int)
-	log     *slog.Logger
+	// hasNotes says the drift loop has noted a target's objects.
+	hasNotes bool
+	addr     string
+	limiter  *rate.Limiter
+	count    func(outcome string, n int)
+	log      *slog.Logger
 	// busy holds a place for each batch being read: a bound on the
 	// memory batches take at once.
 	busy chan struct{}
-	// own is the endpoint's certificate (DER), which every replica
-	// serves: a peer presenting it is another replica.
-	own []byte
 	// peers carries batches to the replica that attributes them.
 	peers *http.Client
 
@@ -71,6 +70,42 @@ const (
 	// maxReading × MaxBatchBytes, however many requests come.
 	maxReading = 4
 )
+
+// keyPair is the endpoint's certificate and key, read again when their
+// files change (a renewed certificate, as cert-manager writes it into the
+// Secret every replica mounts): every replica serves the same one, which
+// is how the replicas know each other.
+type keyPair struct {
+	cert, key string
+
+	mu     sync.Mutex
+	loaded *tls.Certificate
+	mtimes [2]time.Time
+}
+
+// get returns the key pair as its files now hold it; while they cannot be
+// read (a Secret being updated), the one read before.
+func (k *keyPair) get() (*tls.Certificate, error) {
+	ci, cerr := os.Stat(k.cert)
+	ki, kerr := os.Stat(k.key)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.loaded != nil && (cerr != nil || kerr != nil || ci.ModTime().Equal(k.mtimes[0]) && ki.ModTime().Equal(k.mtimes[1])) {
+		return k.loaded, nil
+	}
+	pair, err := tls.LoadX509KeyPair(k.cert, k.key)
+	if err != nil {
+		if k.loaded != nil {
+			return k.loaded, nil
+		}
+		return nil, err
+	}
+	k.loaded = &pair
+	if cerr == nil && kerr == nil {
+		k.mtimes = [2]time.Time{ci.ModTime(), ki.ModTime()}
+	}
+	return k.loaded, nil
+}
 
 // forwarded marks a batch one replica carries to another: the one that
 // receives it keeps it, never carries it on.
@@ -101,9 +136,17 @@ func New(cfg config.Audit, token []byte, count func(string, int), log *slog.Logg
 func (r *Receiver) Note(objects []audit.Object) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.hasNotes = true
 	for _, o := range objects {
 		r.watched[o] = true
 	}
+}
+
+// noted says the drift loop has said which objects to keep.
+func (r *Receiver) noted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hasNotes
 }
 
 // keeps says an event's object is one the drift loop watches.
@@ -152,14 +195,17 @@ func (r *Receiver) Addr() string {
 // endpoint's own certificate. It readies the client that carries batches
 // to another replica, which trusts only a peer serving that certificate.
 func (r *Receiver) serverTLS() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(r.cfg.TLS.CertFile, r.cfg.TLS.KeyFile)
-	if err != nil {
+	files := &keyPair{cert: r.cfg.TLS.CertFile, key: r.cfg.TLS.KeyFile}
+	if _, err := files.get(); err != nil {
 		return nil, fmt.Errorf("audit.tls: %w", err)
 	}
-	r.own = cert.Certificate[0]
-	isReplica := func(raw [][]byte) bool { return len(raw) > 0 && bytes.Equal(raw[0], r.own) }
+	isReplica := func(raw [][]byte) bool {
+		own, err := files.get()
+		return err == nil && len(raw) > 0 && bytes.Equal(raw[0], own.Certificate[0])
+	}
 	r.peers = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert},
+		MinVersion:           tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return files.get() },
 		// A replica is reached by its pod's address, which no certificate
 		// names: it is trusted by the certificate it serves, pinned.
 		InsecureSkipVerify: true,
@@ -170,7 +216,10 @@ func (r *Receiver) serverTLS() (*tls.Config, error) {
 			return nil
 		},
 	}}}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	// Without session tickets, every connection's certificate is checked
+	// (a resumed session skips VerifyPeerCertificate).
+	tc := &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return files.get() },
+		MinVersion: tls.VersionTLS12, SessionTicketsDisabled: true}
 	if r.cfg.TLS.ClientCAFile == "" {
 		return tc, nil
 	}
@@ -234,6 +283,22 @@ func (r *Receiver) Handler() http.Handler {
 			refuse(http.StatusRequestEntityTooLarge, "over the batch bound")
 			return
 		}
+		addr, here := "", true
+		if r.Route != nil {
+			addr, here = r.Route()
+		}
+		switch {
+		case !here && req.Header.Get(forwarded) != "":
+			// Carried by a replica that took this one for the one
+			// running the drift loop: it no longer is (a hand-over).
+			r.again(w, "this replica does not run the cluster's drift loop")
+			return
+		case here && !r.noted():
+			// Until the drift loop has rendered the cluster's targets,
+			// which objects to keep is not known: sent again, not lost.
+			r.again(w, "the cluster's targets are not rendered yet")
+			return
+		}
 		select {
 		case r.busy <- struct{}{}:
 			defer func() { <-r.busy }()
@@ -252,11 +317,9 @@ func (r *Receiver) Handler() http.Handler {
 			refuse(http.StatusBadRequest, "the batch was not read whole")
 			return
 		}
-		if req.Header.Get(forwarded) == "" && r.Route != nil {
-			if addr, here := r.Route(); !here {
-				r.forward(w, req, addr, body)
-				return
-			}
+		if !here {
+			r.forward(w, req, addr, body)
+			return
 		}
 		events, err := audit.DecodeList(bytes.NewReader(body))
 		if err != nil {
@@ -274,11 +337,7 @@ func (r *Receiver) Handler() http.Handler {
 // apiserver is asked to send the batch again (its webhook backend retries
 // with a back-off).
 func (r *Receiver) forward(w http.ResponseWriter, req *http.Request, addr string, body []byte) {
-	retry := func(why string) {
-		r.count("refused", 1)
-		w.Header().Set("Retry-After", "5")
-		http.Error(w, why, http.StatusServiceUnavailable)
-	}
+	retry := func(why string) { r.again(w, why) }
 	if addr == "" || r.peers == nil {
 		retry("no replica runs this cluster's drift loop yet")
 		return
@@ -308,6 +367,14 @@ func (r *Receiver) forward(w http.ResponseWriter, req *http.Request, addr string
 		r.count("forwarded", 1) // what the peer refused, it counts
 	}
 	w.WriteHeader(resp.StatusCode)
+}
+
+// again refuses a batch for now: the apiserver's webhook backend sends it
+// again after Retry-After (with its back-off), so it is not lost.
+func (r *Receiver) again(w http.ResponseWriter, why string) {
+	r.count("refused", 1)
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, why, http.StatusServiceUnavailable)
 }
 
 // authenticated says the request carries the token (compared in constant
@@ -368,6 +435,24 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 			return nil
 		case <-tick.C:
 		}
+		if info, err := os.Stat(r.cfg.File); err == nil {
+			if cur, err := f.Stat(); err == nil && !os.SameFile(info, cur) {
+				// Rotated: what was written to the old file since the
+				// last poll, then the new file from its start.
+				if !partial {
+					offset = r.drain(f, offset)
+				}
+				if nf, err := os.Open(r.cfg.File); err == nil {
+					f.Close()
+					f, offset, head, partial = nf, 0, nil, false
+				}
+			} else if err == nil && (cur.Size() < offset || !bytes.Equal(readHead(f, int64(len(head))), head)) {
+				// Truncated, and perhaps written again past where it
+				// was read (its first bytes are not those read): from
+				// its start.
+				offset, head, partial = 0, nil, false
+			}
+		}
 		if partial {
 			end, ok := lineEnd(f, offset)
 			if !ok {
@@ -375,26 +460,22 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 			}
 			offset, partial = end, false
 		}
-		if info, err := os.Stat(r.cfg.File); err == nil {
-			if cur, err := f.Stat(); err == nil && !os.SameFile(info, cur) {
-				// Rotated: what was written to the old file since the
-				// last poll, then the new file from its start.
-				r.readLines(f, offset)
-				if nf, err := os.Open(r.cfg.File); err == nil {
-					f.Close()
-					f, offset, head = nf, 0, nil
-				}
-			} else if err == nil && (cur.Size() < offset || !bytes.Equal(readHead(f, int64(len(head))), head)) {
-				// Truncated, and perhaps written again past where it
-				// was read (its first bytes are not those read): from
-				// its start.
-				offset, head = 0, nil
-			}
-		}
-		offset = r.readLines(f, offset)
+		offset = r.drain(f, offset)
 		if len(head) < headSize {
 			head = readHead(f, min(offset, headSize))
 		}
+	}
+}
+
+// drain reads the file's whole lines from offset to its end (past any
+// line over the bound) and returns where it stopped.
+func (r *Receiver) drain(f *os.File, offset int64) int64 {
+	for {
+		next := r.readLines(f, offset)
+		if next == offset {
+			return offset
+		}
+		offset = next
 	}
 }
 

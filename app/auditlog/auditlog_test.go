@@ -281,6 +281,19 @@ func TestABatchGoesToTheReplicaRunningTheDriftLoop(t *testing.T) {
 			t.Errorf("token %v: to a server with another certificate: %d, reached %v", withToken, code, reached.Load())
 		}
 		impostor.Close()
+		// A batch another replica carried here is never carried on.
+		route.Store(holderAddr)
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{apiserver}}}}
+		req, _ := http.NewRequest("POST", "https://"+otherAddr, strings.NewReader(batch(event("web", time.Now()))))
+		req.Header.Set("Driftback-Forwarded", "1")
+		if withToken {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusServiceUnavailable || holder.Index.Len() != 1 {
+			t.Errorf("token %v: a carried batch at a replica not running the loop: %v %v, the holder keeps %d", withToken, resp, err, holder.Index.Len())
+		} else {
+			resp.Body.Close()
+		}
 		route.Store("")
 		if code := send(); code != http.StatusServiceUnavailable {
 			t.Errorf("token %v: with no replica running the loop: %d, want 503 (sent again)", withToken, code)
@@ -473,5 +486,111 @@ func waitHeld(t *testing.T, r *auditlog.Receiver, c *counts, n int) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		t.Fatalf("%d events held, want %d (counts %v)", r.Index.Len(), n, c.n)
+	}
+}
+
+// TestWhatCannotBeKeptYetIsSentAgain: a batch is answered 503, to be sent
+// again, rather than taken and lost: before the drift loop has said which
+// objects to keep, and when another replica carried it here and this one
+// no longer runs the cluster's drift loop.
+func TestWhatCannotBeKeptYetIsSentAgain(t *testing.T) {
+	r := auditlog.New(config.Audit{Listen: ":0", Cluster: "prod", RequestsPerSecond: 1000}, []byte(token), nil, slog.New(slog.DiscardHandler))
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+	send := func(forwarded bool) (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(batch(event("web", time.Now()))))
+		req.Header.Set("Authorization", "Bearer "+token)
+		if forwarded {
+			req.Header.Set("Driftback-Forwarded", "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	if code, after := send(false); code != http.StatusServiceUnavailable || after == "" {
+		t.Errorf("before the drift loop noted its objects: %d, Retry-After %q", code, after)
+	}
+	r.Note(shopObjects)
+	r.Route = func() (string, bool) { return "", false }
+	if code, after := send(true); code != http.StatusServiceUnavailable || after == "" || r.Index.Len() != 0 {
+		t.Errorf("carried to a replica that no longer runs the loop: %d, Retry-After %q, %d kept", code, after, r.Index.Len())
+	}
+	r.Route = func() (string, bool) { return "", true }
+	if code, _ := send(true); code != http.StatusOK || r.Index.Len() != 1 {
+		t.Errorf("carried to the one that does: %d, %d kept", code, r.Index.Len())
+	}
+}
+
+// TestARenewedCertificateIsServed: the endpoint reads its certificate
+// again when its files change (a renewed Secret), without a restart.
+func TestARenewedCertificateIsServed(t *testing.T) {
+	dir := t.TempDir()
+	ca1, ca1PEM, _ := audittest.Cert(t, "ca-1", nil, false)
+	_, cert1, key1 := audittest.Cert(t, "driftback", &ca1, true)
+	files := tlsFiles(t, dir, cert1, key1, ca1PEM)
+	files.ClientCAFile = ""
+	_, addr := serve(t, config.Audit{Listen: "127.0.0.1:0", Cluster: "prod", TLS: files}, []byte(token))
+	trusts := func(ca tls.Certificate) error {
+		roots := x509.NewCertPool()
+		roots.AddCert(ca.Leaf)
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		resp, err := c.Get("https://" + addr)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := trusts(ca1); err != nil {
+		t.Fatal(err)
+	}
+	ca2, _, _ := audittest.Cert(t, "ca-2", nil, false)
+	_, cert2, key2 := audittest.Cert(t, "driftback", &ca2, true)
+	later := time.Now().Add(time.Minute)
+	for f, b := range map[string][]byte{files.CertFile: cert2, files.KeyFile: key2} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(f, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := trusts(ca2); err != nil {
+		t.Errorf("after the renewal: %v", err)
+	}
+}
+
+// TestAFollowerStartedInALineIsNotStuck: a follower started in the middle
+// of a line that is never finished reads what comes next: the new file
+// when it is rotated, the file from its start when it is truncated.
+func TestAFollowerStartedInALineIsNotStuck(t *testing.T) {
+	now := time.Now()
+	for _, truncated := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "audit.log")
+		if err := os.WriteFile(path, []byte(event("old", now)+"\n"+event("web", now)[:40]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := &counts{}
+		r := auditlog.New(config.Audit{File: path, Cluster: "prod"}, nil, c.add, slog.New(slog.DiscardHandler))
+		r.Note(shopObjects)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Follow(ctx, 20*time.Millisecond) }()
+		time.Sleep(100 * time.Millisecond)
+		var err error
+		if truncated {
+			err = os.Truncate(path, 0)
+		} else {
+			err = os.Rename(path, path+".1")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendFile(t, path, event("api", now)+"\n"+event("web", now)+"\n")
+		waitHeld(t, r, c, 2)
+		cancel()
+		<-done
 	}
 }

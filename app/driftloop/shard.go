@@ -77,7 +77,10 @@ func NewShards(cfg *rest.Config, le config.LeaderElection, id string, clusters [
 	if err != nil {
 		return nil, err
 	}
-	return &Shards{client: client, le: le, id: id, clusters: append([]string(nil), clusters...), log: log, metrics: m, run: run}, nil
+	cs := append([]string(nil), clusters...)
+	sort.Strings(cs)
+	return &Shards{client: client, le: le, id: id, clusters: cs, log: log, metrics: m, run: run,
+		held: map[string]bool{}, campaigns: map[string]*campaign{}}, nil
 }
 
 // Held returns the clusters this replica holds, sorted.
@@ -103,15 +106,15 @@ func (s *Shards) Holder(cluster string) (id string, here bool) {
 	if s.held[cluster] {
 		return s.id, true
 	}
-	return s.holders[cluster], false
+	if h := s.holders[cluster]; h != s.id {
+		return h, false
+	}
+	return "", false // its Lease still names this replica, which no longer runs it
 }
 
 // Run keeps this replica's membership and its share of the clusters until
 // ctx ends.
 func (s *Shards) Run(ctx context.Context) error {
-	s.held, s.campaigns = map[string]bool{}, map[string]*campaign{}
-	s.clusters = append([]string(nil), s.clusters...)
-	sort.Strings(s.clusters)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	mctx, stopMember := context.WithCancel(ctx)

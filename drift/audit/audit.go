@@ -212,6 +212,10 @@ func (x *Index) Len() int {
 	return len(x.order)
 }
 
+// truncated ends a user agent the apiserver cut to fit the audit log
+// (k8s.io/apiserver/pkg/audit's maxUserAgentLength).
+const truncated = "...TRUNCATED"
+
 // slack is how far a request's times may be from the time its field
 // manager's entry records: managedFields hold whole seconds, stamped while
 // the request runs.
@@ -249,13 +253,20 @@ func (x *Index) find(o Object, manager, subresource string, managed time.Time) *
 		if r.subresource != subresource {
 			continue
 		}
-		if m := r.fieldManager; m != "" && m != manager || m == "" && r.who.Client() != manager {
+		// A user agent the audit log cut before its first "/" hides the
+		// manager: its writer may be this manager's, so it may not be
+		// someone else's field, but it is never named.
+		hidden := r.fieldManager == "" && strings.HasSuffix(r.who.UserAgent, truncated) && !strings.Contains(r.who.UserAgent, "/")
+		if m := r.fieldManager; !hidden && (m != "" && m != manager || m == "" && r.who.Client() != manager) {
 			continue
 		}
 		if !managed.IsZero() && r.received.Truncate(time.Second).After(managed.Add(slack)) {
 			continue // after the entry's write
 		}
 		users[r.who.User] = true
+		if hidden {
+			continue
+		}
 		if !managed.IsZero() && r.who.Time.Before(managed.Add(-slack)) {
 			continue // an earlier write
 		}

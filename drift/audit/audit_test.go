@@ -199,3 +199,20 @@ func TestTheClientIsTheManagerTheAPIServerNames(t *testing.T) {
 		}
 	}
 }
+
+// TestAUserAgentCutByTheAuditLogNamesNoOne: the audit log cuts a user
+// agent at 1,024 bytes; cut before its first "/", it hides the manager the
+// apiserver named. Its writer may have set the field: nobody is named
+// rather than the wrong person.
+func TestAUserAgentCutByTheAuditLogNamesNoOne(t *testing.T) {
+	x := audit.NewIndex(audit.Options{Keep: func(audit.Object) bool { return true }})
+	// Characters that do not print, which the apiserver leaves out of the
+	// manager's name, as JSON writes them.
+	cut := strings.Replace(event("patch", "mallory@example.com", "", "kubectl@@...TRUNCATED", "/apis/apps/v1/namespaces/shop/deployments/web", "deployments", "", "web", 200, t0.Add(200*time.Millisecond)),
+		"@@", strings.Repeat(`\u0001`, 1017), 1)
+	x.Add(decode(t, true,
+		event("patch", "alice@example.com", "", "kubectl/v1.37.2", "/apis/apps/v1/namespaces/shop/deployments/web", "deployments", "", "web", 200, t0), cut), t0.Add(time.Minute))
+	if who, ok := x.Attribute(shop, "kubectl", "", t0); ok {
+		t.Errorf("attributed to %s", who.User)
+	}
+}
