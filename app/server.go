@@ -21,7 +21,6 @@ import (
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/app/metrics"
 
-	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
 
@@ -127,10 +126,6 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 	return s, nil
 }
 
-// maxAuditConns bounds the audit endpoint's connections: the apiserver's
-// webhook backend holds one or a few, each replica's peers one each.
-const maxAuditConns = 64
-
 // sometimes passes on one write a minute (the log of refused TLS clients,
 // which anyone reaching the port can make).
 type sometimes struct {
@@ -198,11 +193,10 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 				s.log.Warn("POD_IP is not set: the other replicas cannot carry their share of the audit events here (set it from status.podIP, as deploy/ does)")
 			}
 		}
-		// Bounded in connections and header bytes; a client refused in
-		// the TLS handshake (no certificate, another CA's) is said in
-		// driftback's log, at most once a minute, not on stderr.
-		aln = netutil.LimitListener(aln, maxAuditConns)
-		asrv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
+		// Bounded in header bytes (and connections: Listen); a client
+		// refused in the TLS handshake (no certificate, another CA's) is
+		// said in driftback's log, at most once a minute, not on stderr.
+		asrv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
 			MaxHeaderBytes: 16 << 10, ErrorLog: log.New(&sometimes{w: slog.NewLogLogger(s.log.With("audit", a.Cluster).Handler(), slog.LevelWarn).Writer(), once: rate.Sometimes{Interval: time.Minute}}, "", 0)}
 		defer asrv.Close()
 		go func() { errc <- asrv.Serve(aln) }()

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
@@ -43,8 +44,10 @@ type Receiver struct {
 	// mu guards what the drift loop noted as watched, and addr.
 	mu      sync.Mutex
 	watched map[audit.Object]bool
-	// hasNotes says the drift loop has noted a target's objects.
+	// hasNotes says the drift loop has noted a target's objects; started
+	// is when the receiver was made.
 	hasNotes bool
+	started  time.Time
 	addr     string
 	limiter  *rate.Limiter
 	count    func(outcome string, n int)
@@ -77,6 +80,9 @@ const (
 // is how the replicas know each other.
 type keyPair struct {
 	cert, key string
+	// failed is told of a renewed pair that cannot be read (the one
+	// read before is served meanwhile).
+	failed func(error)
 
 	mu     sync.Mutex
 	loaded *tls.Certificate
@@ -93,19 +99,26 @@ func (k *keyPair) get() (*tls.Certificate, error) {
 	if k.loaded != nil && (cerr != nil || kerr != nil || ci.ModTime().Equal(k.mtimes[0]) && ki.ModTime().Equal(k.mtimes[1])) {
 		return k.loaded, nil
 	}
+	if cerr == nil && kerr == nil {
+		k.mtimes = [2]time.Time{ci.ModTime(), ki.ModTime()} // a pair that fails is not read again until it changes
+	}
 	pair, err := tls.LoadX509KeyPair(k.cert, k.key)
 	if err != nil {
 		if k.loaded != nil {
+			if k.failed != nil {
+				k.failed(err)
+			}
 			return k.loaded, nil
 		}
 		return nil, err
 	}
 	k.loaded = &pair
-	if cerr == nil && kerr == nil {
-		k.mtimes = [2]time.Time{ci.ModTime(), ki.ModTime()}
-	}
 	return k.loaded, nil
 }
+
+// MaxConns bounds the endpoint's connections: the apiserver's webhook
+// backend holds one or a few, each other replica one.
+const MaxConns = 64
 
 // forwarded marks a batch one replica carries to another: the one that
 // receives it keeps it, never carries it on.
@@ -125,7 +138,7 @@ func New(cfg config.Audit, token []byte, count func(string, int), log *slog.Logg
 		count = func(string, int) {}
 	}
 	r := &Receiver{Cluster: cfg.Cluster, cfg: cfg, token: token, limiter: rate.NewLimiter(rate.Limit(cfg.RequestsPerSecond), int(2*cfg.RequestsPerSecond)+1), count: count, log: log,
-		watched: map[audit.Object]bool{}, busy: make(chan struct{}, maxReading)}
+		watched: map[audit.Object]bool{}, busy: make(chan struct{}, maxReading), started: time.Now()}
 	r.Index = audit.NewIndex(audit.Options{Retention: cfg.Retention, MaxEvents: cfg.MaxEvents, Keep: r.keeps})
 	return r
 }
@@ -143,11 +156,16 @@ func (r *Receiver) Note(objects []audit.Object) {
 }
 
 // noted says the drift loop has said which objects to keep.
+// Past notedWait, batches are taken whatever was noted: a cluster whose
+// targets do not render is not refused for ever.
 func (r *Receiver) noted() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.hasNotes
+	return r.hasNotes || time.Since(r.started) > notedWait
 }
+
+// notedWait is how long batches wait for the drift loop's first notes.
+const notedWait = 2 * time.Minute
 
 // keeps says an event's object is one the drift loop watches.
 func (r *Receiver) keeps(o audit.Object) bool {
@@ -168,6 +186,9 @@ func (r *Receiver) Listen() (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Bounded in connections below TLS: what is served above it is still
+	// a TLS connection (a request's TLS state, its client certificate).
+	ln = netutil.LimitListener(ln, MaxConns)
 	r.mu.Lock()
 	r.addr = ln.Addr().String()
 	r.mu.Unlock()
@@ -195,7 +216,9 @@ func (r *Receiver) Addr() string {
 // endpoint's own certificate. It readies the client that carries batches
 // to another replica, which trusts only a peer serving that certificate.
 func (r *Receiver) serverTLS() (*tls.Config, error) {
-	files := &keyPair{cert: r.cfg.TLS.CertFile, key: r.cfg.TLS.KeyFile}
+	files := &keyPair{cert: r.cfg.TLS.CertFile, key: r.cfg.TLS.KeyFile, failed: func(err error) {
+		r.log.Warn("the audit endpoint's renewed certificate cannot be read: the one before is served", "err", err)
+	}}
 	if _, err := files.get(); err != nil {
 		return nil, fmt.Errorf("audit.tls: %w", err)
 	}
@@ -292,6 +315,9 @@ func (r *Receiver) Handler() http.Handler {
 			// Carried by a replica that took this one for the one
 			// running the drift loop: it no longer is (a hand-over).
 			r.again(w, "this replica does not run the cluster's drift loop")
+			return
+		case !here && (addr == "" || r.peers == nil):
+			r.again(w, "no replica runs this cluster's drift loop yet")
 			return
 		case here && !r.noted():
 			// Until the drift loop has rendered the cluster's targets,
@@ -439,6 +465,11 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 			if cur, err := f.Stat(); err == nil && !os.SameFile(info, cur) {
 				// Rotated: what was written to the old file since the
 				// last poll, then the new file from its start.
+				if partial {
+					if end, ok := lineEnd(f, offset); ok {
+						offset, partial = end, false
+					}
+				}
 				if !partial {
 					offset = r.drain(f, offset)
 				}

@@ -515,6 +515,15 @@ func TestWhatCannotBeKeptYetIsSentAgain(t *testing.T) {
 	}
 	r.Note(shopObjects)
 	r.Route = func() (string, bool) { return "", false }
+	// No replica to carry it to: refused before its body is read.
+	body := &readCounter{Reader: strings.NewReader(batch(event("web", time.Now())))}
+	req := httptest.NewRequest("POST", "/", body)
+	req.Header.Set("Authorization", "Bearer "+token)
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || body.read.Load() {
+		t.Errorf("with no replica running the loop: %d, body read %v", rec.Code, body.read.Load())
+	}
 	if code, after := send(true); code != http.StatusServiceUnavailable || after == "" || r.Index.Len() != 0 {
 		t.Errorf("carried to a replica that no longer runs the loop: %d, Retry-After %q, %d kept", code, after, r.Index.Len())
 	}

@@ -256,7 +256,13 @@ func (x *Index) find(o Object, manager, subresource string, managed time.Time) *
 		// A user agent the audit log cut before its first "/" hides the
 		// manager: its writer may be this manager's, so it may not be
 		// someone else's field, but it is never named.
-		hidden := r.fieldManager == "" && strings.HasSuffix(r.who.UserAgent, truncated) && !strings.Contains(r.who.UserAgent, "/")
+		hidden := false
+		if r.fieldManager == "" && strings.HasSuffix(r.who.UserAgent, truncated) && !strings.Contains(r.who.UserAgent, "/") {
+			// What is left of it may begin the manager's name: then
+			// its writer may be that manager's.
+			seen := Who{UserAgent: strings.TrimSuffix(r.who.UserAgent, truncated)}.Client()
+			hidden = len(seen) < 128 && strings.HasPrefix(manager, seen)
+		}
 		if m := r.fieldManager; !hidden && (m != "" && m != manager || m == "" && r.who.Client() != manager) {
 			continue
 		}

@@ -211,8 +211,14 @@ func TestAUserAgentCutByTheAuditLogNamesNoOne(t *testing.T) {
 	cut := strings.Replace(event("patch", "mallory@example.com", "", "kubectl@@...TRUNCATED", "/apis/apps/v1/namespaces/shop/deployments/web", "deployments", "", "web", 200, t0.Add(200*time.Millisecond)),
 		"@@", strings.Repeat(`\u0001`, 1017), 1)
 	x.Add(decode(t, true,
-		event("patch", "alice@example.com", "", "kubectl/v1.37.2", "/apis/apps/v1/namespaces/shop/deployments/web", "deployments", "", "web", 200, t0), cut), t0.Add(time.Minute))
+		event("patch", "alice@example.com", "", "kubectl/v1.37.2", "/apis/apps/v1/namespaces/shop/deployments/web", "deployments", "", "web", 200, t0), cut,
+		event("patch", "bob@example.com", "", "Helm/4.3.2", "/apis/apps/v1/namespaces/shop/deployments/web", "deployments", "", "web", 200, t0)), t0.Add(time.Minute))
 	if who, ok := x.Attribute(shop, "kubectl", "", t0); ok {
 		t.Errorf("attributed to %s", who.User)
+	}
+	// What is left of it ("kubectl") cannot begin "Helm": Helm's write is
+	// Bob's.
+	if who, ok := x.Attribute(shop, "Helm", "", t0); !ok || who.User != "bob@example.com" {
+		t.Errorf("Helm's write: %+v %v", who, ok)
 	}
 }
