@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/driftback/driftback/app/auditlog"
 	"github.com/driftback/driftback/app/config"
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/drift/audit"
@@ -70,7 +71,7 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 	ns := env.Namespace
 	secretValue := "alices-db-password-canary"
 	d := newDriftWorldOn(t, env, 500*time.Millisecond, nil, func(c *config.Config) {
-		c.Audit = config.Audit{Listen: "127.0.0.1:0", Cluster: "test", TokenFile: "set-by-the-test", MaxBatchBytes: 1 << 20, RequestsPerSecond: 200,
+		c.Audit = config.Audit{Listen: "127.0.0.1:0", Cluster: "test", TokenFile: "set-by-the-test",
 			Identities: config.Identities{Users: map[string]string{"alice@example.com": "alice-gh"}, Prefix: "oidc:"}}
 	})
 	if d.srv.Audit == nil {
@@ -196,7 +197,7 @@ func TestADriftNamesWhoMadeIt(t *testing.T) {
 		want int
 	}{
 		{"", `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`, http.StatusUnauthorized},
-		{"Bearer " + auditToken, strings.Repeat(" ", 2<<20), http.StatusRequestEntityTooLarge},
+		{"Bearer " + auditToken, strings.Repeat(" ", auditlog.DefaultMaxBatchBytes+1), http.StatusRequestEntityTooLarge}, // the shipped bound
 	} {
 		if code := audittest.Post(t, proxy.Client(), http.MethodPost, proxy.URL, c.auth, strings.NewReader(c.body)); code != c.want {
 			t.Errorf("%q: %d, want %d", c.auth, code, c.want)

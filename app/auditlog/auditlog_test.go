@@ -129,28 +129,21 @@ func TestALogFileIsFollowed(t *testing.T) {
 	if err := os.WriteFile(path, []byte(event("old", now)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := &counts{}
-	r := auditlog.New(config.Audit{File: path, Cluster: "prod"}, nil, c.add, slog.New(slog.DiscardHandler))
-	r.Note(shopObjects)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Follow(ctx, 20*time.Millisecond) }()
-	defer func() { cancel(); <-done }()
+	r, c := follow(t, config.Audit{File: path, Cluster: "prod"}, 20*time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
-	appendTo := func(p, s string) { appendFile(t, p, s) }
 	wait := func(n int) { t.Helper(); waitHeld(t, r, c, n) }
 	line := event("web", now)
-	appendTo(path, line[:40])
+	appendFile(t, path, line[:40])
 	time.Sleep(100 * time.Millisecond)
 	if r.Index.Len() != 0 {
 		t.Fatal("half a line was read")
 	}
-	appendTo(path, line[40:]+"\n")
+	appendFile(t, path, line[40:]+"\n")
 	wait(1)
 	if err := os.Rename(path, path+".1"); err != nil {
 		t.Fatal(err)
 	}
-	appendTo(path, event("api", now)+"\n")
+	appendFile(t, path, event("api", now)+"\n")
 	wait(2)
 	if _, ok := r.Index.Attribute(audit.Object{Group: "apps", Resource: "deployments", Namespace: "shop", Name: "old"}, "kubectl-scale", "scale", now); ok {
 		t.Error("a line written before it started was read")
@@ -306,13 +299,7 @@ func TestABatchGoesToTheReplicaRunningTheDriftLoop(t *testing.T) {
 // for.
 func TestALongLineCostsOnlyItself(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	c := &counts{}
-	r := auditlog.New(config.Audit{File: path, Cluster: "prod"}, nil, c.add, slog.New(slog.DiscardHandler))
-	r.Note(shopObjects)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Follow(ctx, 20*time.Millisecond) }()
-	defer func() { cancel(); <-done }()
+	r, c := follow(t, config.Audit{File: path, Cluster: "prod"}, 20*time.Millisecond)
 	time.Sleep(100 * time.Millisecond) // not there yet
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -413,34 +400,27 @@ func TestALogFileIsFollowedThroughRotation(t *testing.T) {
 	if err := os.WriteFile(path, []byte(event("old", now)+"\n"+event("old", now)[:30]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := &counts{}
-	// Room for about three lines a batch.
-	r := auditlog.New(config.Audit{File: path, Cluster: "prod", MaxBatchBytes: int64(3 * len(event("web", now)))}, nil, c.add, slog.New(slog.DiscardHandler))
 	var names []audit.Object
 	for i := range 40 {
 		names = append(names, audit.Object{Group: "apps", Resource: "deployments", Namespace: "shop", Name: fmt.Sprintf("d%d", i)})
 	}
-	r.Note(append(names, shopObjects...))
 	const poll = 500 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Follow(ctx, poll) }()
-	defer func() { cancel(); <-done }()
-	appendTo := func(p, s string) { appendFile(t, p, s) }
+	// Room for about three lines a batch.
+	r, c := follow(t, config.Audit{File: path, Cluster: "prod", MaxBatchBytes: int64(3 * len(event("web", now)))}, poll, names...)
 	wait := func(n int) { t.Helper(); waitHeld(t, r, c, n) }
 	time.Sleep(2 * poll) // found, read from its end: in a line
-	appendTo(path, event("old", now)[30:]+"\n"+event("web", now)+"\n")
+	appendFile(t, path, event("old", now)[30:]+"\n"+event("web", now)+"\n")
 	wait(1)
 	if c.get("refused") != 0 {
 		t.Errorf("the rest of the line it started in was read as a bad line: %v", c.n)
 	}
 	// Just after a poll (it has read "web"): a line, the rotation and the
 	// new file's first line, all before the next poll.
-	appendTo(path, event("api", now)+"\n")
+	appendFile(t, path, event("api", now)+"\n")
 	if err := os.Rename(path, path+".1"); err != nil {
 		t.Fatal(err)
 	}
-	appendTo(path, event("d0", now)+"\n")
+	appendFile(t, path, event("d0", now)+"\n")
 	wait(3)
 	// copytruncate: emptied, then written past where it was read.
 	var long strings.Builder
@@ -450,7 +430,7 @@ func TestALogFileIsFollowedThroughRotation(t *testing.T) {
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
 	}
-	appendTo(path, long.String())
+	appendFile(t, path, long.String())
 	wait(42)
 	if c.get("received") != 42 || c.get("refused") != 0 {
 		t.Errorf("counts %v; want 42 received, none refused", c.n)
@@ -581,12 +561,7 @@ func TestAFollowerStartedInALineIsNotStuck(t *testing.T) {
 		if err := os.WriteFile(path, []byte(event("old", now)+"\n"+event("web", now)[:40]), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c := &counts{}
-		r := auditlog.New(config.Audit{File: path, Cluster: "prod"}, nil, c.add, slog.New(slog.DiscardHandler))
-		r.Note(shopObjects)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.Follow(ctx, 20*time.Millisecond) }()
+		r, c := follow(t, config.Audit{File: path, Cluster: "prod"}, 20*time.Millisecond)
 		time.Sleep(100 * time.Millisecond)
 		var err error
 		if truncated {
@@ -599,7 +574,19 @@ func TestAFollowerStartedInALineIsNotStuck(t *testing.T) {
 		}
 		appendFile(t, path, event("api", now)+"\n"+event("web", now)+"\n")
 		waitHeld(t, r, c, 2)
-		cancel()
-		<-done
 	}
+}
+
+// follow starts a receiver following cfg.File, keeping the events of the
+// tests' objects and more, until the test ends.
+func follow(t *testing.T, cfg config.Audit, poll time.Duration, more ...audit.Object) (*auditlog.Receiver, *counts) {
+	t.Helper()
+	c := &counts{}
+	r := auditlog.New(cfg, nil, c.add, slog.New(slog.DiscardHandler))
+	r.Note(append(more, shopObjects...))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Follow(ctx, poll) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r, c
 }

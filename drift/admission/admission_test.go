@@ -199,14 +199,7 @@ func TestWhatTheBaseAlreadyMeetsIsNotThePullRequests(t *testing.T) {
 // rules are read from says so, rather than reading as "nothing refused".
 func TestAPartialDumpSaysWhatItDidNotCheck(t *testing.T) {
 	dir := t.TempDir()
-	dump, err := livestate.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := testfs.Objects(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\n")
-	tg := &drift.Target{Changes: []drift.Change{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "app", Action: drift.ActionCreate}}}
-	admission.Check(context.Background(), dump, nil, admission.Input{Head: head}, admission.Options{}, tg)
-	notes := strings.Join(tg.Notes, "\n")
+	notes := checkDump(t, dir)
 	for _, want := range []string{"not checked against the cluster's admission rules", "ValidatingAdmissionPolicies", "ResourceQuotas", "LimitRanges", "Namespaces (their Pod Security labels)"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes %q lack %q", notes, want)
@@ -418,6 +411,15 @@ func TestADumpOfOtherNamespacesSaysSo(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, livestate.DumpIndexFile), []byte(index), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if notes := checkDump(t, dir); !strings.Contains(notes, "LimitRanges of namespace team, ResourceQuotas of namespace team") {
+		t.Errorf("notes %q", notes)
+	}
+}
+
+// checkDump checks a ConfigMap a change creates in namespace team against
+// the dump in dir, and returns what the check notes.
+func checkDump(t *testing.T, dir string) string {
+	t.Helper()
 	dump, err := livestate.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -425,7 +427,5 @@ func TestADumpOfOtherNamespacesSaysSo(t *testing.T) {
 	head := testfs.Objects(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team}\n")
 	tg := &drift.Target{Changes: []drift.Change{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "app", Action: drift.ActionCreate}}}
 	admission.Check(context.Background(), dump, nil, admission.Input{Head: head}, admission.Options{}, tg)
-	if notes := strings.Join(tg.Notes, "\n"); !strings.Contains(notes, "LimitRanges of namespace team, ResourceQuotas of namespace team") {
-		t.Errorf("notes %q", notes)
-	}
+	return strings.Join(tg.Notes, "\n")
 }

@@ -700,6 +700,23 @@ func (f *Fake) listInstallations(w http.ResponseWriter, _ *http.Request, _ []str
 }
 
 // repo finds the repository of a request that the token's installation may see.
+// pull finds the pull request a route names (owner, repository and number
+// in m[1:4]), answering 404 as GitHub does when it or its repository is not
+// there; f.mu is held.
+func (f *Fake) pull(w http.ResponseWriter, m []string, inst int64) (*Repo, *Pull) {
+	r := f.repo(w, m[1], m[2], inst)
+	if r == nil {
+		return nil, nil
+	}
+	n, _ := strconv.Atoi(m[3])
+	p, ok := r.Pulls[n]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+		return nil, nil
+	}
+	return r, p
+}
+
 func (f *Fake) repo(w http.ResponseWriter, owner, name string, inst int64) *Repo {
 	r, ok := f.repos[owner+"/"+name]
 	if !ok || r.Installation != inst {
@@ -729,14 +746,8 @@ func repoJSON(r *Repo) map[string]any {
 func (f *Fake) getPull(w http.ResponseWriter, _ *http.Request, m []string, inst int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r := f.repo(w, m[1], m[2], inst)
-	if r == nil {
-		return
-	}
-	n, _ := strconv.Atoi(m[3])
-	p, ok := r.Pulls[n]
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+	r, p := f.pull(w, m, inst)
+	if p == nil {
 		return
 	}
 	out := f.pullJSON(r, p)

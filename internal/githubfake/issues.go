@@ -228,14 +228,8 @@ func (f *Fake) editPull(w http.ResponseWriter, req *http.Request, m []string, in
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r := f.repo(w, m[1], m[2], inst)
-	if r == nil {
-		return
-	}
-	n, _ := strconv.Atoi(m[3])
-	p, ok := r.Pulls[n]
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+	r, p := f.pull(w, m, inst)
+	if p == nil {
 		return
 	}
 	if in.State != nil && *in.State == "open" && p.Merged {

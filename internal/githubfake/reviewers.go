@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strconv"
 )
 
 // SetUser makes a GitHub user known by login, with their numeric ID (GET
@@ -51,14 +50,8 @@ func (f *Fake) requestReviewers(w http.ResponseWriter, req *http.Request, m []st
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r := f.repo(w, m[1], m[2], inst)
-	if r == nil {
-		return
-	}
-	n, _ := strconv.Atoi(m[3])
-	p, ok := r.Pulls[n]
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+	r, p := f.pull(w, m, inst)
+	if p == nil {
 		return
 	}
 	for _, u := range body.Reviewers {
