@@ -19,7 +19,7 @@ ARG VERSION=dev
 ARG COMMIT=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
+    go build -trimpath -ldflags "-s -w -X github.com/driftback/driftback/cmd/driftback/internal/quick.version=${VERSION} -X github.com/driftback/driftback/cmd/driftback/internal/quick.commit=${COMMIT}" \
       -o /out/driftback ./cmd/driftback
 
 # No shell, no package manager: the render child is /driftback re-executed,

@@ -28,7 +28,9 @@ SHELL := /usr/bin/env bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# driftback version prints what the link stamps here.
+QUICK := github.com/driftback/driftback/cmd/driftback/internal/quick
+LDFLAGS := -X $(QUICK).version=$(VERSION) -X $(QUICK).commit=$(COMMIT)
 TESTFLAGS ?=
 # The slowest package (app, its end-to-end tests side by side) takes about
 # 3 minutes on 2 cores under the race detector; the bound leaves a wide margin

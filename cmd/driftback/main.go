@@ -14,6 +14,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/driftback/driftback/app/config"
+	"github.com/driftback/driftback/cmd/driftback/internal/quick"
 	"github.com/driftback/driftback/internal/cliflags"
 	"github.com/driftback/driftback/render"
 	"github.com/driftback/driftback/report/terminal"
@@ -35,19 +36,28 @@ type command struct {
 	run     func(args []string, stdout, stderr io.Writer) int
 }
 
+// runners run each command quick.Commands lists.
+var runners = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"diff":         runDiff,
+	"dump":         runDump,
+	"completion":   runCompletion,
+	"check-config": runCheckConfig,
+	"drift":        runDrift,
+	"register":     runRegister,
+	"render":       runRender,
+	"serve":        runServe,
+	"targets":      runTargets,
+	"version":      runVersion,
+}
+
+// commands are driftback's commands, as the usage lists them, each with
+// what runs it.
 func commands() []command {
-	return []command{
-		{"diff", "show what a change does to the cluster: created, changed and pruned objects, dangers, drift", runDiff},
-		{"dump", "write the live objects comparing overlays needs into a folder, for diff --live", runDump},
-		{"completion", "print a shell's completion script: bash, zsh or fish", runCompletion},
-		{"check-config", "check app.yml and a repository's .github/driftback.yml before they are used", runCheckConfig},
-		{"drift", "find lasting manual changes to the cluster and codify them into the overlay's sources", runDrift},
-		{"register", "create the GitHub App from app.yml's manifest and save its key and secrets", runRegister},
-		{"render", "print the rendered objects of kustomize overlays", runRender},
-		{"serve", "run the GitHub App: webhooks in, pull-request comments and check runs out", runServe},
-		{"targets", "list the targets a configuration serves, from app.yml and Flux or Argo CD in its clusters", runTargets},
-		{"version", "print the version and commit", runVersion},
+	cs := make([]command, 0, len(quick.Commands))
+	for _, c := range quick.Commands {
+		cs = append(cs, command{c.Name, c.Summary, runners[c.Name]})
 	}
+	return cs
 }
 
 func main() {
@@ -67,18 +77,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Errors, notes and progress quote Git and the cluster: never their
 	// control characters.
 	stderr = terminal.NoControls(stderr)
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return exitError
-		}
-		return exitOK
+	if len(args) == 0 {
+		quick.Usage(stderr)
+		return exitError
+	}
+	// Most often answered before this runs, by quick's init.
+	if code, ok := quick.Answer(args, stdout, stderr); ok {
+		return code
 	}
 	if args[0] == "__complete" { // for the completion scripts
 		return complete(args[1:], stdout)
-	}
-	if args[0] == "--version" || args[0] == "-version" {
-		return runVersion(nil, stdout, stderr)
 	}
 	var names []string
 	for _, c := range commands() {
@@ -110,15 +118,6 @@ func exitStatus(name string) string {
 		return s
 	}
 	return "0 success; 2 an error"
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "driftback previews what a GitOps pull request would do to a cluster.")
-	fmt.Fprintln(w, "\nUsage: driftback COMMAND [flags]\n\nCommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintln(w, "\nRun 'driftback COMMAND -h' for a command's flags and exit statuses; 'driftback --version' for the version.")
 }
 
 // parseInterspersed parses flags that may come before, between or after the

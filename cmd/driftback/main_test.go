@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/driftback/driftback/cmd/driftback/internal/quick"
 	"github.com/driftback/driftback/internal/kubetest"
 	"github.com/driftback/driftback/render"
 )
@@ -189,21 +190,25 @@ func TestRenderCommandErrors(t *testing.T) {
 	}
 }
 
-func TestVersionCommand(t *testing.T) {
-	version, commit = "v1.2.3", "0123456789abcdef"
-	defer func() { version, commit = "", "" }()
-	out, _, code := runCLI(t, "version")
-	if code != exitOK || !strings.Contains(out, "driftback v1.2.3\ncommit 0123456789abcdef\n") {
-		t.Errorf("exit %d, output %q", code, out)
-	}
-}
-
 func gitCmd(t *testing.T, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestEveryCommandRuns: each command the usage lists has what runs it, and
+// nothing runs a command the usage does not list.
+func TestEveryCommandRuns(t *testing.T) {
+	for _, c := range commands() {
+		if c.run == nil {
+			t.Errorf("%s: nothing runs it", c.name)
+		}
+	}
+	if len(runners) != len(quick.Commands) {
+		t.Errorf("%d commands run, the usage lists %d", len(runners), len(quick.Commands))
 	}
 }
 

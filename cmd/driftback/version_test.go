@@ -1,51 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
+	"regexp"
 	"strings"
 	"testing"
 )
-
-// TestWhichBuild proves `driftback version` says which build a binary is
-// however it was built: stamped by the Makefile, installed from the module
-// proxy, built in a git checkout (go build, go install, go run), and says how
-// to get a version when the toolchain recorded none.
-func TestWhichBuild(t *testing.T) {
-	vcs := func(rev, modified string) []debug.BuildSetting {
-		return []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: modified}}
-	}
-	const rev = "04f961010cb4ae7b01ec796fad0e81ab3d1eeab9"
-	for _, tc := range []struct {
-		name            string
-		info            *debug.BuildInfo
-		version, commit string
-		wantV, wantC    string
-		wantHint        bool
-	}{
-		{name: "stamped by make build", info: &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, version: "v0.4.0", commit: rev,
-			wantV: "v0.4.0", wantC: rev},
-		{name: "go install @version", info: &debug.BuildInfo{Main: debug.Module{Version: "v0.4.0"}},
-			wantV: "v0.4.0", wantC: "not recorded (installed from the module proxy: the version names the commit)"},
-		{name: "go install @commit", info: &debug.BuildInfo{Main: debug.Module{Version: "v0.4.1-0.20261202150106-04f961010cb4"}},
-			wantV: "v0.4.1-0.20261202150106-04f961010cb4", wantC: "04f961010cb4"},
-		{name: "go build in a checkout", info: &debug.BuildInfo{Main: debug.Module{Version: "v0.4.0"}, Settings: vcs(rev, "false")},
-			wantV: "v0.4.0", wantC: rev},
-		{name: "go run with local changes", info: &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261202150106-04f961010cb4+dirty"}, Settings: vcs(rev, "true")},
-			wantV: "v0.0.0-20261202150106-04f961010cb4+dirty", wantC: rev + " (with uncommitted changes)"},
-		{name: "-buildvcs=false", info: &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}},
-			wantV: "(devel)", wantC: "not recorded", wantHint: true},
-		{name: "no build information", wantV: "(devel)", wantC: "not recorded", wantHint: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := whichBuild(tc.info, tc.version, tc.commit)
-			if b.version != tc.wantV || b.commit != tc.wantC || (b.hint != "") != tc.wantHint {
-				t.Errorf("got version %q commit %q hint %q; want %q, %q, hint %v", b.version, b.commit, b.hint, tc.wantV, tc.wantC, tc.wantHint)
-			}
-		})
-	}
-}
 
 // TestGoBuildKnowsItsCommit runs `driftback version` of a binary built as
 // `go install ./cmd/driftback` builds it in a git checkout: the toolchain's
@@ -67,3 +30,63 @@ func TestGoBuildKnowsItsCommit(t *testing.T) {
 		t.Errorf("driftback version says (devel) although the toolchain recorded the version:\n%s", out)
 	}
 }
+
+// TestVersionAndHelpInitialiseNothingElse: `driftback version`, `--help`
+// and the completion scripts' first word are answered by quick's init,
+// before Helm, client-go, the apiserver's libraries, kustomize or
+// driftback's other packages initialise (GODEBUG=inittrace=1 lists each
+// package the process initialised), and what they print is what the
+// program itself prints.
+func TestVersionAndHelpInitialiseNothingElse(t *testing.T) {
+	bin := driftbackBinary(t)
+	initialised := func(args ...string) (stdout, stderr string, pkgs []string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, errOut.String())
+		}
+		for _, m := range initLine.FindAllStringSubmatch(errOut.String(), -1) {
+			pkgs = append(pkgs, m[1])
+		}
+		return out.String(), initLine.ReplaceAllString(errOut.String(), ""), pkgs
+	}
+	// The whole program: version with a flag is the command's to answer.
+	_, _, all := initialised("version", "-h")
+	heavy := []string{"helm.sh/", "k8s.io/api/", "k8s.io/apiserver/", "k8s.io/kubernetes/", "k8s.io/client-go/kubernetes",
+		"sigs.k8s.io/controller-runtime/pkg/client/apiutil", "sigs.k8s.io/kustomize/", "github.com/driftback/driftback/app",
+		"github.com/driftback/driftback/drift", "github.com/driftback/driftback/render"}
+	for _, args := range [][]string{{"version"}, {"--version"}, {"--help"}, {"-h"}, {"help"}, {"__complete"}} {
+		stdout, stderr, pkgs := initialised(args...)
+		var named []string
+		for _, p := range pkgs {
+			for _, h := range heavy {
+				if strings.HasPrefix(p, h) {
+					named = append(named, p)
+				}
+			}
+		}
+		if len(named) > 0 || len(pkgs) == 0 || len(pkgs) > len(all)/2 {
+			t.Errorf("%v initialised %d packages (the program: %d), these among them: %v", args, len(pkgs), len(all), named)
+		}
+		if strings.Contains(args[0], "version") {
+			// The test binary is another build: what TestGoBuildKnowsItsCommit
+			// checks of the version, in the lines the program prints.
+			if !versionLines.MatchString(stdout) || stderr != "" {
+				t.Errorf("%v printed\n%s%s", args, stdout, stderr)
+			}
+			continue
+		}
+		wantOut, wantErr, code := runCLI(t, args...)
+		if code != exitOK || stdout != wantOut || stderr != wantErr {
+			t.Errorf("%v printed\n%s%s\nwhere the program prints (exit %d)\n%s%s", args, stdout, stderr, code, wantOut, wantErr)
+		}
+	}
+}
+
+var (
+	initLine     = regexp.MustCompile(`(?m)^init (\S+) @.*\n`)
+	versionLines = regexp.MustCompile(`^driftback \S+\ncommit .+\ngo1\.\S+ \w+/\w+\n$`)
+)

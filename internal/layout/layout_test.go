@@ -75,7 +75,7 @@ var layers = map[string]int{
 }
 
 func layer(name string) int {
-	if strings.HasPrefix(name, "cmd/") {
+	if strings.HasPrefix(name, "cmd/") && !strings.Contains(name, "/internal/") {
 		return 7
 	}
 	return layers[name]
