@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 #
-# driftback's image: one static binary on distroless, running as nonroot.
+# driftback's image: its static binaries (driftback, and driftback-render, the
+# render child for overlays) on distroless, running as nonroot.
 # From source (the last stage, the default):
 #   docker build --build-arg VERSION=v0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) -t ghcr.io/driftback/driftback:v0.1.0 .
 # or `make image`. The release (GoReleaser, `make release`) builds the
@@ -20,20 +21,20 @@ ARG COMMIT=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags "-s -w -X github.com/driftback/driftback/cmd/driftback/internal/quick.version=${VERSION} -X github.com/driftback/driftback/cmd/driftback/internal/quick.commit=${COMMIT}" \
-      -o /out/driftback ./cmd/driftback
+      -o /out/ ./cmd/driftback ./cmd/driftback-render
 
-# No shell, no package manager: the render child is /driftback re-executed,
-# and it needs nothing else.
+# No shell, no package manager: the render children are /driftback-render
+# (overlays) and /driftback re-executed (charts), and they need nothing else.
 FROM gcr.io/distroless/static-debian12:nonroot AS release
 ARG TARGETPLATFORM
-COPY $TARGETPLATFORM/driftback /driftback
+COPY $TARGETPLATFORM/driftback $TARGETPLATFORM/driftback-render /
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/driftback"]
 CMD ["serve", "--config", "/etc/driftback/app.yml"]
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/driftback /driftback
+COPY --from=build /out/driftback /out/driftback-render /
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/driftback"]

@@ -1,6 +1,7 @@
 # driftback — build, test and benchmark.
 #
-#   make build     build bin/driftback
+#   make build     build bin/driftback and bin/driftback-render (its render
+#                  child for overlays)
 #   make testbin   build the kube-apiserver and etcd the tests run against and
 #                  helm (the render fidelity test compares with its helm
 #                  template), and bring Flux's and Argo CD's CRDs into the
@@ -58,7 +59,7 @@ KUSTOMIZE := bin/tools/kustomize@$(KUSTOMIZE_VERSION)/kustomize
 .PHONY: build testbin test vet lint bench fuzz demo image release release-tools publish clean
 
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/driftback ./cmd/driftback
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/driftback ./cmd/driftback-render
 
 # Prints its progress on stderr and the assets folder on its last stdout line.
 testbin:

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/gob"
@@ -14,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/driftback/driftback/render/child"
 	"github.com/driftback/driftback/render/helm"
 )
 
@@ -71,7 +73,7 @@ func (r *Renderer) RenderChart(ctx context.Context, c Chart) (*RenderedChart, er
 
 // renderChart renders c in a child.
 func (r *Renderer) renderChart(ctx context.Context, c Chart) (*RenderedChart, error) {
-	rep, p, err := r.ask(ctx, &childRequest{MaxOutput: r.opts.Limits.MaxOutput, Chart: &c}, "rendering")
+	rep, p, err := r.ask(ctx, helmRequest{Chart: &c}, "rendering")
 	switch {
 	case err != nil:
 		return nil, err
@@ -99,41 +101,42 @@ func (r *Renderer) renderChart(ctx context.Context, c Chart) (*RenderedChart, er
 // the render limits, and returns its reply; or the problem that stopped
 // it (what took longer than the limit, as doing says, or exhausted the
 // child); the error is for a failure to ask at all.
-func (r *Renderer) ask(ctx context.Context, req *childRequest, doing string) (childReply, *Problem, error) {
+func (r *Renderer) ask(ctx context.Context, req helmRequest, doing string) (helmReply, *Problem, error) {
 	lim := r.opts.Limits
 	if err := r.slots.Acquire(ctx); err != nil {
-		return childReply{}, nil, err
+		return helmReply{}, nil, err
 	}
 	defer r.slots.Release()
-	ch, err := r.startChild(1, req)
+	ch, err := r.startChild(1, &child.Request{MaxOutput: lim.MaxOutput, Helm: encode(req)})
 	if err != nil {
-		return childReply{}, nil, err
+		return helmReply{}, nil, err
 	}
-	replied := make(chan childReply, 1)
+	replied := make(chan helmReply, 1)
 	go func() {
-		var rep childReply
-		if err := gob.NewDecoder(ch.stdout).Decode(&rep); err == nil {
-			replied <- rep
+		var rep child.Reply
+		var h helmReply
+		if err := gob.NewDecoder(ch.stdout).Decode(&rep); err == nil && gob.NewDecoder(bytes.NewReader(rep.Helm)).Decode(&h) == nil {
+			replied <- h
 		}
 		close(replied)
 	}()
 	timer := time.NewTimer(lim.Timeout)
 	defer timer.Stop()
-	var rep childReply
+	var rep helmReply
 	var ok bool
 	stop := func() { ch.kill(); _ = ch.cmd.Wait() } // killed: its status says so
 	select {
 	case rep, ok = <-replied:
 	case <-timer.C:
 		stop()
-		return childReply{}, &Problem{Reason: ReasonLimit, Message: fmt.Sprintf("%s took longer than the limit of %s", doing, lim.Timeout)}, nil
+		return helmReply{}, &Problem{Reason: ReasonLimit, Message: fmt.Sprintf("%s took longer than the limit of %s", doing, lim.Timeout)}, nil
 	case <-ctx.Done():
 		stop()
-		return childReply{}, nil, ctx.Err()
+		return helmReply{}, nil, ctx.Err()
 	}
 	waitErr := ch.cmd.Wait()
 	if !ok {
-		return childReply{}, exitProblem(waitErr, ch.stderr.String(), lim), nil
+		return helmReply{}, exitProblem(waitErr, ch.stderr.String(), lim), nil
 	}
 	return rep, nil, nil
 }
@@ -211,7 +214,7 @@ func (r *RenderedChart) copy() *RenderedChart {
 	return out
 }
 
-// indexReply is a render child's answer to an indexRequest.
+// indexReply is a render child's answer to an index.
 type indexReply struct {
 	Entries []helm.IndexEntry
 	Err     string
@@ -225,7 +228,7 @@ func (r *Renderer) ChartIndex(ctx context.Context, index []byte, chart string) (
 	if max := r.opts.Limits.MaxInput; int64(len(index)) > max {
 		return nil, fmt.Errorf("index.yaml is %d bytes, over the limit of %d a render reads", len(index), max)
 	}
-	rep, p, err := r.ask(ctx, &childRequest{Index: index, IndexChart: chart}, "reading index.yaml")
+	rep, p, err := r.ask(ctx, helmRequest{Index: index, IndexChart: chart}, "reading index.yaml")
 	switch {
 	case err != nil:
 		return nil, err
@@ -240,7 +243,7 @@ func (r *Renderer) ChartIndex(ctx context.Context, index []byte, chart string) (
 }
 
 // chartIndex is the child's side of ChartIndex.
-func chartIndex(req *childRequest) indexReply {
+func chartIndex(req *helmRequest) indexReply {
 	entries, err := helm.IndexEntries(req.Index, req.IndexChart)
 	if err != nil {
 		return indexReply{Err: err.Error()}

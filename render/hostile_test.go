@@ -275,34 +275,37 @@ metadata:
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := render.New(render.Options{Limits: tc.limits, Parallelism: 1})
-			for name, tr := range map[string]*render.Tree{"commit": committed, "working tree": working} {
-				before := hits.Load()
-				res, err := r.Render(context.Background(), tr, []string{"app", "good"})
-				if err != nil {
-					t.Fatalf("%s: Render: %v", name, err)
-				}
-				bad, good := res.Overlays[0], res.Overlays[1]
-				if len(bad.Problems) == 0 {
-					t.Fatalf("%s: rendered without a problem:\n%s", name, bad.YAML)
-				}
-				p := bad.Problems[0]
-				if p.Reason != tc.reason || p.File != tc.file || (tc.line != 0 && p.Line != tc.line) || !strings.Contains(p.Message, tc.says) {
-					t.Errorf("%s: problem = %+v\nwant reason %s, file %s, line %d, message containing %q", name, p, tc.reason, tc.file, tc.line, tc.says)
-				}
-				if p.Overlay != "app" {
-					t.Errorf("%s: problem names overlay %q, want app", name, p.Overlay)
-				}
-				for _, o := range res.Overlays {
-					if strings.Contains(string(o.YAML), canary) || strings.Contains(fmt.Sprint(o.Problems), canary) {
-						t.Errorf("%s: %s shows content from outside the repository", name, o.Path)
+			// driftback's own child and driftback-render hold alike.
+			for child, exe := range map[string]string{"driftback": "", "driftback-render": kustomizeChild(t)} {
+				r := render.New(render.Options{Limits: tc.limits, Parallelism: 1, KustomizeExecutable: exe})
+				for name, tr := range map[string]*render.Tree{child + ", commit": committed, child + ", working tree": working} {
+					before := hits.Load()
+					res, err := r.Render(context.Background(), tr, []string{"app", "good"})
+					if err != nil {
+						t.Fatalf("%s: Render: %v", name, err)
 					}
-				}
-				if n := hits.Load() - before; n != 0 {
-					t.Errorf("%s: the render made %d network requests", name, n)
-				}
-				if err := good.Err(); err != nil || !strings.Contains(string(good.YAML), "name: good") {
-					t.Errorf("%s: the good overlay beside it did not render: %v", name, err)
+					bad, good := res.Overlays[0], res.Overlays[1]
+					if len(bad.Problems) == 0 {
+						t.Fatalf("%s: rendered without a problem:\n%s", name, bad.YAML)
+					}
+					p := bad.Problems[0]
+					if p.Reason != tc.reason || p.File != tc.file || (tc.line != 0 && p.Line != tc.line) || !strings.Contains(p.Message, tc.says) {
+						t.Errorf("%s: problem = %+v\nwant reason %s, file %s, line %d, message containing %q", name, p, tc.reason, tc.file, tc.line, tc.says)
+					}
+					if p.Overlay != "app" {
+						t.Errorf("%s: problem names overlay %q, want app", name, p.Overlay)
+					}
+					for _, o := range res.Overlays {
+						if strings.Contains(string(o.YAML), canary) || strings.Contains(fmt.Sprint(o.Problems), canary) {
+							t.Errorf("%s: %s shows content from outside the repository", name, o.Path)
+						}
+					}
+					if n := hits.Load() - before; n != 0 {
+						t.Errorf("%s: the render made %d network requests", name, n)
+					}
+					if err := good.Err(); err != nil || !strings.Contains(string(good.YAML), "name: good") {
+						t.Errorf("%s: the good overlay beside it did not render: %v", name, err)
+					}
 				}
 			}
 		})

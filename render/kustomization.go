@@ -8,10 +8,12 @@ import (
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/driftback/driftback/render/child"
 )
 
 // kustomizationNames are the file names kustomize accepts, in its order.
-var kustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+var kustomizationNames = child.KustomizationNames
 
 // MaxKustomizationBytes bounds a kustomization file the parent process parses
 // itself; anything larger is hostile or a mistake.

@@ -9,5 +9,9 @@ import (
 
 func TestMain(m *testing.M) {
 	render.ServeChild() // this test binary is also the render child
-	os.Exit(m.Run())
+	code := m.Run()
+	if kustomizeChildBuilt.dir != "" {
+		os.RemoveAll(kustomizeChildBuilt.dir)
+	}
+	os.Exit(code)
 }

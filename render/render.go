@@ -15,66 +15,37 @@ import (
 	"strings"
 	"time"
 
-	"github.com/driftback/driftback/internal/lru"
-	"github.com/driftback/driftback/render/slots"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/driftback/driftback/internal/lru"
+	"github.com/driftback/driftback/render/child"
+	"github.com/driftback/driftback/render/slots"
 )
 
 // Reason classifies a Problem so callers can branch on it and show it.
-type Reason string
+type Reason = child.Reason
 
 // Reasons a render can fail.
 const (
-	ReasonOutsideRepo Reason = "outside-repo" // a path leaves the repository or is absolute
-	ReasonSymlink     Reason = "symlink"      // a path goes through a symlink or submodule
-	ReasonRemote      Reason = "remote"       // an http(s), git or file:// resource or base
-	ReasonHelm        Reason = "helm"         // helmCharts and friends
-	ReasonPlugin      Reason = "plugin"       // exec, KRM-function or Go plugins
-	ReasonNotFound    Reason = "not-found"    // a referenced file or directory is missing
-	ReasonInvalid     Reason = "invalid"      // malformed YAML or kustomization
-	ReasonLimit       Reason = "limit"        // input size, memory, CPU or time limit exceeded
-	ReasonPanic       Reason = "panic"        // kustomize panicked or the render child crashed
-	ReasonKustomize   Reason = "kustomize"    // any other error kustomize returned
+	ReasonOutsideRepo = child.ReasonOutsideRepo // a path leaves the repository or is absolute
+	ReasonSymlink     = child.ReasonSymlink     // a path goes through a symlink or submodule
+	ReasonRemote      = child.ReasonRemote      // an http(s), git or file:// resource or base
+	ReasonHelm        = child.ReasonHelm        // helmCharts and friends
+	ReasonPlugin      = child.ReasonPlugin      // exec, KRM-function or Go plugins
+	ReasonNotFound    = child.ReasonNotFound    // a referenced file or directory is missing
+	ReasonInvalid     = child.ReasonInvalid     // malformed YAML or kustomization
+	ReasonLimit       = child.ReasonLimit       // input size, memory, CPU or time limit exceeded
+	ReasonPanic       = child.ReasonPanic       // kustomize panicked or the render child crashed
+	ReasonKustomize   = child.ReasonKustomize   // any other error kustomize returned
 )
 
-// Problem is one thing wrong with an overlay, meant for the person who can fix
-// it: it names the file (and line, when known) and says why.
-type Problem struct {
-	Overlay string // overlay directory, repository-relative
-	File    string // file at fault, repository-relative; empty when unknown
-	Line    int    // 1-based line in File; 0 when unknown
-	Reason  Reason
-	Message string
-}
-
-func (p *Problem) Error() string {
-	var b strings.Builder
-	if p.File != "" {
-		b.WriteString(p.File)
-		if p.Line > 0 {
-			fmt.Fprintf(&b, ":%d", p.Line)
-		}
-		b.WriteString(": ")
-	} else if p.Overlay != "" {
-		b.WriteString(p.Overlay + ": ")
-	}
-	b.WriteString(p.Message)
-	return b.String()
-}
+// Problem is one thing wrong with an overlay, meant for the person who can
+// fix it: it names the file (and line, when known) and says why.
+type Problem = child.Problem
 
 // Origin says where a rendered object came from.
-type Origin struct {
-	// Path is the repository-relative file the object was read from; empty for
-	// objects a generator made.
-	Path string `json:"path,omitempty"`
-	// ConfiguredIn is the repository-relative kustomization (or generator
-	// config) that generated the object; empty for objects read from a file.
-	ConfiguredIn string `json:"configuredIn,omitempty"`
-	// ConfiguredBy names the generator kind, such as "ConfigMapGenerator" (with
-	// "/name" for a generator config that has a name).
-	ConfiguredBy string `json:"configuredBy,omitempty"`
-}
+type Origin = child.Origin
 
 // Overlay is the render of one overlay.
 type Overlay struct {
@@ -213,6 +184,12 @@ type Options struct {
 	// Executable is the program re-executed as the render child; empty means the
 	// running binary, which must call ServeChild early in main (or TestMain).
 	Executable string
+	// KustomizeExecutable is the render child for overlays that inflate no
+	// chart: a program that links kustomize alone (driftback-render, which
+	// calls child.Serve(nil)) and so starts in a fraction of Executable's
+	// time. Empty means driftback-render beside the running binary when it
+	// is of the same build (childbin.Find), else Executable.
+	KustomizeExecutable string
 }
 
 // DefaultOptions renders on every CPU with default limits and a 256 MiB cache.
@@ -258,23 +235,7 @@ func (r *Renderer) Render(ctx context.Context, t *Tree, overlays []string) (*Res
 
 // BuildOptions change how kustomize builds, for reconcilers that build
 // differently from `kustomize build`.
-type BuildOptions struct {
-	// LoadAnywhere lets a kustomization load files from anywhere in the
-	// repository, not only at or below its own directory, as
-	// kustomize-controller does (kustomize's LoadRestrictionsNone). Nothing
-	// outside the repository is ever readable.
-	LoadAnywhere bool
-	// WithoutArgoCDHooks leaves Argo CD's hooks (internal/argocd.IsHook) out of the
-	// overlay's resource files before kustomize reads them, as Argo CD
-	// leaves them out of what it compares and prunes: it runs them at sync.
-	// A hook may have no name (generateName), which kustomize refuses.
-	WithoutArgoCDHooks bool
-	// EnableHelm inflates helmCharts as kustomize build --enable-helm
-	// --helm-kube-version --helm-api-versions does (charts in the tree).
-	EnableHelm      bool
-	HelmKubeVersion string
-	HelmAPIVersions []string
-}
+type BuildOptions = child.BuildOptions
 
 // RenderWith is Render with build options.
 func (r *Renderer) RenderWith(ctx context.Context, t *Tree, overlays []string, b BuildOptions) (*Result, error) {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/driftback/driftback/render/child"
+	"github.com/driftback/driftback/render/childbin"
 	"github.com/driftback/driftback/render/slots"
 )
 
@@ -65,16 +67,16 @@ func (r *Renderer) runShare(ctx context.Context, t *Tree, jobs []*job) error {
 	return nil
 }
 
-// child is a started render child, its request on the way.
-type child struct {
+// started is a started render child, its request on the way.
+type started struct {
 	cmd    *exec.Cmd
 	stdout io.ReadCloser
 	stderr *slots.Stderr
 }
 
 // startChild starts a render child for jobs renders and sends it req.
-func (r *Renderer) startChild(jobs int, req *childRequest) (*child, error) {
-	cmd, err := r.childCommand(jobs)
+func (r *Renderer) startChild(jobs int, req *child.Request) (*started, error) {
+	cmd, err := r.childCommand(jobs, req.NeedsHelm())
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +98,11 @@ func (r *Renderer) startChild(jobs int, req *childRequest) (*child, error) {
 		_ = gob.NewEncoder(stdin).Encode(req)
 		stdin.Close()
 	}()
-	return &child{cmd: cmd, stdout: stdout, stderr: stderr}, nil
+	return &started{cmd: cmd, stdout: stdout, stderr: stderr}, nil
 }
 
 // kill ends the child's process group; already gone is fine.
-func (c *child) kill() { _ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) }
+func (c *started) kill() { _ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) }
 
 // runChild starts one child for jobs and returns how many of them now have a
 // result. A child that dies or overruns its time is blamed on the overlay it was
@@ -111,7 +113,7 @@ func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, err
 	}
 	defer r.slots.Release()
 	lim := r.opts.Limits
-	req := childRequest{Files: map[string][]byte{}, MaxOutput: lim.MaxOutput, Origins: r.opts.Origins}
+	req := child.Request{Files: map[string][]byte{}, MaxOutput: lim.MaxOutput, Origins: r.opts.Origins}
 	for _, j := range jobs {
 		req.Overlays = append(req.Overlays, j.overlay.Path)
 		if j.build.LoadAnywhere || j.build.WithoutArgoCDHooks || j.build.EnableHelm {
@@ -135,12 +137,12 @@ func (r *Renderer) runChild(ctx context.Context, t *Tree, jobs []*job) (int, err
 	if err != nil {
 		return 0, err
 	}
-	replies := make(chan childReply)
+	replies := make(chan child.Reply)
 	readErr := make(chan error, 1)
 	go func() {
 		dec := gob.NewDecoder(ch.stdout)
 		for {
-			var rep childReply
+			var rep child.Reply
 			if err := dec.Decode(&rep); err != nil {
 				readErr <- err
 				return
@@ -178,7 +180,7 @@ loop:
 	}
 	waitErr := ch.cmd.Wait()
 	var exit *exec.ExitError
-	if errors.As(waitErr, &exit) && exit.ExitCode() == exitAfterPanic {
+	if errors.As(waitErr, &exit) && exit.ExitCode() == child.ExitAfterPanic {
 		// The child reported a panic and stepped down; a fresh one takes the rest.
 		return done, nil
 	}
@@ -195,9 +197,17 @@ loop:
 }
 
 // childCommand is a render child, confined, for jobs renders.
-func (r *Renderer) childCommand(jobs int) (*exec.Cmd, error) {
+func (r *Renderer) childCommand(jobs int, needsHelm bool) (*exec.Cmd, error) {
 	lim := r.opts.Limits
 	exe := r.opts.Executable
+	if !needsHelm {
+		if exe = r.opts.KustomizeExecutable; exe == "" && r.opts.Executable == "" {
+			exe = childbin.Find()
+		}
+		if exe == "" {
+			exe = r.opts.Executable
+		}
+	}
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
@@ -207,10 +217,10 @@ func (r *Renderer) childCommand(jobs int) (*exec.Cmd, error) {
 	cpu := int(max(lim.CPU/time.Second, 1))
 	cmd := exec.Command(exe)
 	cmd.Env = []string{
-		childEnv + "=1",
-		childMemoryEnv + "=" + strconv.FormatInt(lim.Memory, 10),
-		childCPUEnv + "=" + strconv.Itoa(cpu),
-		childTotalEnv + "=" + strconv.Itoa(cpu*jobs+5),
+		child.Env + "=1",
+		child.EnvMemory + "=" + strconv.FormatInt(lim.Memory, 10),
+		child.EnvCPU + "=" + strconv.Itoa(cpu),
+		child.EnvTotal + "=" + strconv.Itoa(cpu*jobs+5),
 		"PATH=", // no program can be found: git bases and exec plugins fail
 		"GOMAXPROCS=1",
 		"GOTRACEBACK=single",
@@ -222,7 +232,7 @@ func (r *Renderer) childCommand(jobs int) (*exec.Cmd, error) {
 
 // finish records a child's reply on its job, naming the file at fault when the
 // message mentions one of the overlay's files.
-func finish(t *Tree, j *job, rep childReply) {
+func finish(t *Tree, j *job, rep child.Reply) {
 	o := j.overlay
 	if rep.Problem != nil {
 		p := rep.Problem
@@ -273,7 +283,7 @@ func exitProblem(err error, stderr string, lim Limits) *Problem {
 	if errors.As(err, &exit) {
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok {
 			switch {
-			case ws.Exited() && ws.ExitStatus() == exitCPULimit,
+			case ws.Exited() && ws.ExitStatus() == child.ExitCPULimit,
 				ws.Signaled() && (ws.Signal() == syscall.SIGXCPU || ws.Signal() == syscall.SIGKILL && strings.TrimSpace(stderr) == ""):
 				return &Problem{Reason: ReasonLimit,
 					Message: fmt.Sprintf("rendering used more than the CPU limit of %s", lim.CPU)}

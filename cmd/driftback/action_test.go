@@ -42,13 +42,14 @@ func driftbackBinary(t testing.TB) string {
 		}
 		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
 		built.bin = filepath.Join(dir, "driftback")
-		args := []string{"build", "-buildvcs=true", "-o", built.bin}
+		// driftback-render beside it, as every install puts it.
+		args := []string{"build", "-buildvcs=true", "-o", dir + string(filepath.Separator)}
 		if raceEnabled {
 			// The same flags as the test binary's: its packages are
 			// compiled already, and only the link is left.
 			args = append(args, "-race")
 		}
-		build := exec.Command("go", append(args, "./cmd/driftback")...)
+		build := exec.Command("go", append(args, "./cmd/driftback", "./cmd/driftback-render")...)
 		build.Dir = filepath.Join("..", "..")
 		// The machine's own GOFLAGS (which may say -buildvcs=false) must
 		// not decide what the tests see.

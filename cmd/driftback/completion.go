@@ -51,14 +51,11 @@ complete -c driftback -n 'not __fish_use_subcommand' -a '(driftback __complete (
 // usageFlag is a flag's line in a command's -h.
 var usageFlag = regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
 
-// complete prints, for a completion script, the commands (no argument) or
-// a command's flags, as its -h lists them.
+// complete prints, for a completion script, a command's flags, as its -h
+// lists them (the commands themselves, asked with no argument, are quick's
+// to print).
 func complete(args []string, stdout io.Writer) int {
 	for _, c := range commands() {
-		if len(args) == 0 {
-			fmt.Fprintln(stdout, c.name)
-			continue
-		}
 		if c.name != args[0] {
 			continue
 		}

@@ -15,10 +15,12 @@ import (
 )
 
 // TestGoInstallFromAModuleProxy proves the README's
-// `go install github.com/driftback/driftback/cmd/driftback@VERSION`: the
+// `go install github.com/driftback/driftback/cmd/...@VERSION`: the
 // checkout's HEAD is served as a module version from a proxy on disk (its
 // dependencies from the module cache the build filled), installed outside
-// any module as a user installs it, and asked its version. Go refuses to
+// any module as a user installs it, and asked its version, which names the
+// render child installed beside it (driftback-render, of the same build)
+// as the one it renders overlays with. Go refuses to
 // install a module whose go.mod replaces or excludes modules; nothing but
 // an install shows it.
 func TestGoInstallFromAModuleProxy(t *testing.T) {
@@ -87,15 +89,15 @@ func TestGoInstallFromAModuleProxy(t *testing.T) {
 	if raceEnabled {
 		flags += " -race" // the flags the tests' packages were compiled with
 	}
-	install := exec.CommandContext(ctx, "go", "install", path+"/cmd/driftback@"+version)
+	install := exec.CommandContext(ctx, "go", "install", path+"/cmd/...@"+version)
 	install.Dir = t.TempDir() // outside any module, as a user is
 	install.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS="+flags, "GOTOOLCHAIN=local", "GOSUMDB=off", "GOWORK=off",
 		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(filepath.Join(modcache, "cache", "download")))
 	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("go install %s@%s: %v\n%s", path+"/cmd/driftback", version, err, out)
+		t.Fatalf("go install %s@%s: %v\n%s", path+"/cmd/...", version, err, out)
 	}
 	out, err := exec.Command(filepath.Join(bin, "driftback"), "version").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "driftback "+version) {
+	if err != nil || !strings.Contains(string(out), "driftback "+version) || !strings.Contains(string(out), "render child "+filepath.Join(bin, "driftback-render")+" ") {
 		t.Errorf("the installed driftback version: %v\n%s", err, out)
 	}
 }

@@ -52,6 +52,8 @@ install_release() {
     exit 2
   fi
   tar -xzf "$dir/$archive" -C "$dir" driftback
+  # driftback-render, its render child for overlays, where the release has it.
+  tar -xzf "$dir/$archive" -C "$dir" driftback-render 2>/dev/null || true
   DRIFTBACK_BIN="$dir/driftback"
 }
 
@@ -70,12 +72,12 @@ if [[ -z "${DRIFTBACK_BIN:-}" ]]; then
   elif [[ -n "${INPUT_VERSION:-}" ]]; then
     # A commit or branch asked for by name: built from the module proxy.
     say "building driftback at ${version} with go install (a release tag installs in seconds)"
-    GOBIN="${RUNNER_TEMP:-/tmp}/driftback-src" go install "github.com/driftback/driftback/cmd/driftback@${version}"
+    GOBIN="${RUNNER_TEMP:-/tmp}/driftback-src" go install "github.com/driftback/driftback/cmd/...@${version}"
     DRIFTBACK_BIN="${RUNNER_TEMP:-/tmp}/driftback-src/driftback"
   else
     # Not a release (a branch or commit of the Action): its own source.
     say "this Action is not a release (hack/action/version says ${version:-nothing}): building driftback from its own source (a release tag installs in seconds)"
-    (cd "$action_dir" && go build -o "${RUNNER_TEMP:-/tmp}/driftback-src/driftback" ./cmd/driftback)
+    (cd "$action_dir" && go build -o "${RUNNER_TEMP:-/tmp}/driftback-src/" ./cmd/driftback ./cmd/driftback-render)
     DRIFTBACK_BIN="${RUNNER_TEMP:-/tmp}/driftback-src/driftback"
   fi
 fi

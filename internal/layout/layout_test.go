@@ -56,7 +56,7 @@ func rel(p string) string { return strings.TrimPrefix(strings.TrimPrefix(p, modu
 
 // domain are the packages that decide: they know neither GitHub, nor the
 // process's log, nor the packages that wire them.
-var domain = []string{"render", "render/helm", "render/slots", "merge", "internal/gitrepo", "drift", "drift/object", "drift/rbac", "drift/syncfail", "drift/admission", "drift/audit", "drift/scope", "drift/livestate", "prgen", "prgen/yamledit", "report", "report/markdown", "report/prediction", "discover", "rollback", "internal/argocd", "internal/lru", "app/config", "app/repos", "reconcile", "reconcile/charts", "reconcile/hide", "reconcile/prepare"}
+var domain = []string{"render", "render/child", "render/childbin", "render/helm", "render/slots", "merge", "internal/gitrepo", "drift", "drift/object", "drift/rbac", "drift/syncfail", "drift/admission", "drift/audit", "drift/scope", "drift/livestate", "prgen", "prgen/yamledit", "report", "report/markdown", "report/prediction", "discover", "rollback", "internal/argocd", "internal/lru", "app/config", "app/repos", "reconcile", "reconcile/charts", "reconcile/hide", "reconcile/prepare"}
 
 // githubFree are the app's packages that know nothing of GitHub: not even
 // the App's own GitHub package. The review of a pull request is a function
@@ -81,6 +81,14 @@ func layer(name string) int {
 	return layers[name]
 }
 
+// few are the packages that `driftback version` and `--help` initialise
+// (cmd/driftback/internal/quick): each imports the standard library and
+// these only.
+var few = map[string][]string{
+	"cmd/driftback/internal/quick": {"golang.org/x/mod/", module + "/render/childbin"},
+	"render/childbin":              {},
+}
+
 // maxLines bounds a package's code (tests aside).
 const maxLines = 2500
 
@@ -98,6 +106,14 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports log/slog: a domain package returns what happened, it does not log", name)
 			case strings.HasPrefix(imp, module+"/") && layer(rel(imp)) > 0 && layer(rel(imp)) >= layer(name):
 				t.Errorf("%s imports %s: a package imports only the layers below it", name, rel(imp))
+			}
+		}
+		if allowed, ok := few[name]; ok {
+			for _, imp := range p.Imports {
+				std := !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".")
+				if !std && !slices.ContainsFunc(allowed, func(a string) bool { return strings.HasPrefix(imp, a) }) {
+					t.Errorf("%s imports %s: it imports the standard library and %v only, or it is no longer answered before the rest initialises", name, imp, allowed)
+				}
 			}
 		}
 		lines := 0

@@ -1,17 +1,19 @@
-// Package quick answers what needs nothing of the rest of driftback:
+// Package quick answers what needs little of the rest of driftback:
 // `driftback version`, `driftback --help` and the command names a
 // completion script asks for. Its init answers them and exits, so they do
-// not wait for the program's other packages (Helm, client-go's schemes, the
-// apiserver's admission libraries: about 700 initialisers) to initialise.
+// not wait for Helm, client-go's schemes, the apiserver's libraries,
+// kustomize and the packages of driftback that use them.
 //
 // That works because Go initialises packages in a defined order (the
 // language specification, "Package initialization", since Go 1.21): at each
 // step the first package, by import path, whose imports are all
-// initialised. This package imports only the standard library and
-// golang.org/x/mod/module, so it is initialised as soon as they are, before
-// any package whose path sorts after it (helm.sh/…, k8s.io/…, sigs.k8s.io/…)
-// and before most of the rest. TestVersionAndHelpInitialiseNothingElse
-// keeps it so.
+// initialised. This package imports the standard library, golang.org/x/mod
+// and render/childbin (the standard library alone), so it is initialised as
+// soon as they are. runtime/debug, which sorts late, is the last of them:
+// about a third of the binary's initialisers, the packages ready before it
+// (klog, protobuf, cel-go's and go-git's among them), still run first; the
+// heavy ones, which need more, do not. TestVersionAndHelpSkipTheProgramsStartUp
+// keeps it so, and internal/layout keeps this package's imports few.
 package quick
 
 import (
@@ -23,6 +25,8 @@ import (
 	"strings"
 
 	"golang.org/x/mod/module"
+
+	"github.com/driftback/driftback/render/childbin"
 )
 
 // Set at link time by the Makefile and the release build (-X
@@ -53,7 +57,10 @@ var Commands = []Command{
 
 func init() {
 	// The render child (render.ServeChild) is this binary re-executed
-	// without arguments: never answered here.
+	// without arguments: never answered here. Nor is a test binary's -h.
+	if strings.HasSuffix(os.Args[0], ".test") {
+		return
+	}
 	if code, ok := Answer(os.Args[1:], os.Stdout, os.Stderr); ok {
 		os.Exit(code)
 	}
@@ -70,7 +77,7 @@ func Answer(args []string, stdout, stderr io.Writer) (code int, ok bool) {
 	switch alone := len(args) == 1; {
 	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
 		Usage(stderr)
-	case args[0] == "--version" || args[0] == "-version" || args[0] == "version" && alone:
+	case args[0] == "--version" || args[0] == "-version" || (args[0] == "version" && alone):
 		PrintVersion(stdout)
 	case args[0] == "__complete" && alone: // the completion scripts' first word
 		for _, c := range Commands {
@@ -98,6 +105,11 @@ func PrintVersion(w io.Writer) {
 	info, _ := debug.ReadBuildInfo()
 	b := whichBuild(info, version, commit)
 	fmt.Fprintf(w, "driftback %s\ncommit %s\n%s %s/%s\n", b.version, b.commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if exe := childbin.Find(); exe != "" {
+		fmt.Fprintf(w, "render child %s (overlays without charts)\n", exe)
+	} else {
+		fmt.Fprintf(w, "render child driftback itself (no %s of this build beside it)\n", childbin.Name)
+	}
 	if b.hint != "" {
 		fmt.Fprintln(w, b.hint)
 	}
