@@ -107,7 +107,11 @@ func (r *Renderer) ask(ctx context.Context, req helmRequest, doing string) (helm
 		return helmReply{}, nil, err
 	}
 	defer r.slots.Release()
-	ch, err := r.startChild(1, &child.Request{MaxOutput: lim.MaxOutput, Helm: encode(req)})
+	b, err := encode(req)
+	if err != nil {
+		return helmReply{}, nil, err
+	}
+	ch, err := r.startChild(1, &child.Request{MaxOutput: lim.MaxOutput, Helm: b})
 	if err != nil {
 		return helmReply{}, nil, err
 	}

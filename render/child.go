@@ -33,20 +33,26 @@ type helmReply struct {
 	Index *indexReply
 }
 
-// serveHelm answers a helmRequest, in the child.
+// serveHelm answers a helmRequest, in the child; nil, which the parent
+// takes for a child that gave no answer, when it cannot.
 func serveHelm(b []byte, maxOutput int64) []byte {
 	var req helmRequest
-	var rep helmReply
 	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&req); err != nil {
-		rep.Index = &indexReply{Err: "read request: " + err.Error()}
-	} else if req.Chart != nil {
+		return nil
+	}
+	var rep helmReply
+	if req.Chart != nil {
 		chart := renderChart(req.Chart, maxOutput)
 		rep.Chart = &chart
 	} else {
 		index := chartIndex(&req)
 		rep.Index = &index
 	}
-	return encode(rep)
+	out, err := encode(rep)
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // inflate inflates an overlay's helmCharts, in the child.
@@ -63,10 +69,10 @@ func inflate(fs filesys.FileSystem, dir string, b BuildOptions) *Problem {
 }
 
 // encode is v as gob: what the parent and the child send each other.
-func encode(v any) []byte {
+func encode(v any) ([]byte, error) {
 	var b bytes.Buffer
 	if err := gob.NewEncoder(&b).Encode(v); err != nil {
-		panic(err) // only driftback's own types, which gob encodes
+		return nil, err
 	}
-	return b.Bytes()
+	return b.Bytes(), nil
 }

@@ -276,7 +276,7 @@ metadata:
 				t.Fatal(err)
 			}
 			// driftback's own child and driftback-render hold alike.
-			for child, exe := range map[string]string{"driftback": "", "driftback-render": kustomizeChild(t)} {
+			for child, exe := range map[string]string{"driftback": "", "driftback-render": render.KustomizeChild(t)} {
 				r := render.New(render.Options{Limits: tc.limits, Parallelism: 1, KustomizeExecutable: exe})
 				for name, tr := range map[string]*render.Tree{child + ", commit": committed, child + ", working tree": working} {
 					before := hits.Load()

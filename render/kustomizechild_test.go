@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"debug/buildinfo"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,43 +20,12 @@ import (
 	"github.com/driftback/driftback/render/helm"
 )
 
-var kustomizeChildBuilt struct {
-	once     sync.Once
-	dir, bin string
-	err      error
-}
-
-// kustomizeChild builds driftback-render, the render child that links
-// kustomize alone, once for the test binary.
-func kustomizeChild(t testing.TB) string {
-	t.Helper()
-	b := &kustomizeChildBuilt
-	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", "driftback-render"); b.err != nil {
-			return
-		}
-		b.bin = filepath.Join(b.dir, childbin.Name)
-		args := []string{"build", "-buildvcs=false", "-o", b.bin}
-		if raceEnabled {
-			args = append(args, "-race") // only the link is left
-		}
-		cmd := exec.Command("go", append(args, "../cmd/driftback-render")...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.bin
-}
-
 // TestTheKustomizeChildLinksNoHelm: driftback-render initialises kustomize
 // and what it needs, none of Helm, client-go, the apiserver's libraries or
 // the App (GODEBUG=inittrace=1 lists each package the process
 // initialised); run by hand, it says what it is and renders nothing.
 func TestTheKustomizeChildLinksNoHelm(t *testing.T) {
-	cmd := exec.Command(kustomizeChild(t))
+	cmd := exec.Command(render.KustomizeChild(t))
 	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -86,7 +53,7 @@ func TestTheKustomizeChildLinksNoHelm(t *testing.T) {
 // driftback's own child, and what only Helm can do (a chart, an overlay
 // inflating helmCharts) never goes to it.
 func TestTheKustomizeChildRendersAsDriftbackDoes(t *testing.T) {
-	bin := kustomizeChild(t)
+	bin := render.KustomizeChild(t)
 	tree, err := render.DirTree(fixtureRepo)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +113,7 @@ func TestTheKustomizeChildRendersAsDriftbackDoes(t *testing.T) {
 // another version, not one built with another Go or other modules, not a
 // file that cannot run.
 func TestTheKustomizeChildBesideIsOfTheSameBuild(t *testing.T) {
-	bin := kustomizeChild(t)
+	bin := render.KustomizeChild(t)
 	self, err := buildinfo.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +141,33 @@ func TestTheKustomizeChildBesideIsOfTheSameBuild(t *testing.T) {
 		if got := childbin.Beside(bin, other); got != "" {
 			t.Errorf("%s: used %q", name, got)
 		}
+	}
+	// A build of a changed tree: two such builds of one commit look alike.
+	dirty := func(b *debug.BuildInfo) {
+		b.Settings = append(b.Settings, debug.BuildSetting{Key: "vcs.revision", Value: "0123"}, debug.BuildSetting{Key: "vcs.modified", Value: "true"})
+	}
+	if childbin.Same(changed(dirty), changed(dirty)) {
+		t.Error("a build of a changed tree is taken for the same build")
+	}
+	if !childbin.Same(changed(func(*debug.BuildInfo) {}), self) {
+		t.Error("the same build is not the same")
+	}
+	// A link to it is followed; a file others may write is not used.
+	link := filepath.Join(t.TempDir(), childbin.Name)
+	if err := os.Symlink(bin, link); err != nil {
+		t.Fatal(err)
+	}
+	if got := childbin.Beside(link, self); got != bin {
+		t.Errorf("a link to the child: %q, want %q", got, bin)
+	}
+	writable := filepath.Join(t.TempDir(), childbin.Name)
+	if b, err := os.ReadFile(bin); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(writable, b, 0o777); err != nil || os.Chmod(writable, 0o777) != nil {
+		t.Fatal(err)
+	}
+	if got := childbin.Beside(writable, self); got != "" {
+		t.Errorf("a file anyone may write is used: %q", got)
 	}
 	noExec := filepath.Join(t.TempDir(), childbin.Name)
 	b, err := os.ReadFile(bin)

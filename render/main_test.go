@@ -10,8 +10,6 @@ import (
 func TestMain(m *testing.M) {
 	render.ServeChild() // this test binary is also the render child
 	code := m.Run()
-	if kustomizeChildBuilt.dir != "" {
-		os.RemoveAll(kustomizeChildBuilt.dir)
-	}
+	render.RemoveKustomizeChild()
 	os.Exit(code)
 }

@@ -1,6 +1,6 @@
 //go:build !race
 
-package render_test
+package render
 
 // raceEnabled says the tests run under the race detector.
 const raceEnabled = false

@@ -1,6 +1,6 @@
 //go:build race
 
-package render_test
+package render
 
 // raceEnabled says the tests run under the race detector: a binary the tests
 // build is built so too, from the packages the test binary already compiled.

@@ -76,7 +76,20 @@ type started struct {
 
 // startChild starts a render child for jobs renders and sends it req.
 func (r *Renderer) startChild(jobs int, req *child.Request) (*started, error) {
-	cmd, err := r.childCommand(jobs, req.NeedsHelm())
+	overlays := !req.NeedsHelm()
+	ch, err := r.start(jobs, req, overlays)
+	if err != nil && overlays && r.opts.KustomizeExecutable == "" && r.opts.Executable == "" && childbin.Find() != "" {
+		// driftback-render beside it would not start (removed since, or
+		// not for this machine): driftback renders instead.
+		ch, err = r.start(jobs, req, false)
+	}
+	return ch, err
+}
+
+// start starts a render child for jobs renders, the one for overlays or
+// driftback itself, and sends it req.
+func (r *Renderer) start(jobs int, req *child.Request, overlays bool) (*started, error) {
+	cmd, err := r.childCommand(jobs, overlays)
 	if err != nil {
 		return nil, err
 	}
@@ -196,11 +209,12 @@ loop:
 	return done, nil
 }
 
-// childCommand is a render child, confined, for jobs renders.
-func (r *Renderer) childCommand(jobs int, needsHelm bool) (*exec.Cmd, error) {
+// childCommand is a render child, confined, for jobs renders: for
+// overlays, the child that links kustomize alone where there is one.
+func (r *Renderer) childCommand(jobs int, overlays bool) (*exec.Cmd, error) {
 	lim := r.opts.Limits
 	exe := r.opts.Executable
-	if !needsHelm {
+	if overlays {
 		if exe = r.opts.KustomizeExecutable; exe == "" && r.opts.Executable == "" {
 			exe = childbin.Find()
 		}

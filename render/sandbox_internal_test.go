@@ -1,15 +1,19 @@
 package render
 
 import (
+	"bytes"
 	"context"
+	"encoding/gob"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/driftback/driftback/render/child"
 	"github.com/driftback/driftback/render/slots"
 )
 
@@ -26,7 +30,8 @@ func memTree(files map[string]string) *Tree {
 
 // TestChildRefusesNetworkAndPrograms proves the child is safe on its own, even
 // if a hostile reference got past the checks of the kustomization files: an
-// http resource is refused by its transport and a git base finds no program.
+// http resource is refused by its transport and a git base finds no program;
+// driftback's own child and driftback-render alike.
 func TestChildRefusesNetworkAndPrograms(t *testing.T) {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -45,26 +50,52 @@ func TestChildRefusesNetworkAndPrograms(t *testing.T) {
 		"file:// git base": {"file:///etc", "no 'git' program"},
 	}
 	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			tree := memTree(map[string]string{"app/kustomization.yaml": "resources:\n- " + tc.resource + "\n"})
-			// The closure is built by hand: the checks that would reject the
-			// reference are exactly what this test leaves out.
-			o := &Overlay{Path: "app"}
-			j := &job{overlay: o, closure: &closure{overlay: "app", files: []string{"app/kustomization.yaml"}}}
-			r := New(Options{Parallelism: 1})
-			if err := r.run(context.Background(), tree, []*job{j}); err != nil {
-				t.Fatal(err)
-			}
-			if len(o.Problems) == 0 {
-				t.Fatalf("rendered a remote resource:\n%s", o.YAML)
-			}
-			if p := o.Problems[0]; !strings.Contains(p.Message, tc.says) || p.Reason != ReasonRemote {
-				t.Errorf("problem %+v, want a remote refused, saying %q", p, tc.says)
-			}
-			if n := hits.Load(); n != 0 {
-				t.Errorf("the child made %d requests", n)
-			}
-		})
+		for which, exe := range map[string]string{"driftback": "", "driftback-render": KustomizeChild(t)} {
+			t.Run(name+" in "+which, func(t *testing.T) {
+				hits.Store(0)
+				tree := memTree(map[string]string{"app/kustomization.yaml": "resources:\n- " + tc.resource + "\n"})
+				// The closure is built by hand: the checks that would reject the
+				// reference are exactly what this test leaves out.
+				o := &Overlay{Path: "app"}
+				j := &job{overlay: o, closure: &closure{overlay: "app", files: []string{"app/kustomization.yaml"}}}
+				r := New(Options{Parallelism: 1, KustomizeExecutable: exe})
+				if err := r.run(context.Background(), tree, []*job{j}); err != nil {
+					t.Fatal(err)
+				}
+				if len(o.Problems) == 0 {
+					t.Fatalf("rendered a remote resource:\n%s", o.YAML)
+				}
+				if p := o.Problems[0]; !strings.Contains(p.Message, tc.says) || p.Reason != ReasonRemote {
+					t.Errorf("problem %+v, want a remote refused, saying %q", p, tc.says)
+				}
+				if n := hits.Load(); n != 0 {
+					t.Errorf("the child made %d requests", n)
+				}
+			})
+		}
+	}
+}
+
+// TestTheKustomizeChildRefusesWhatNeedsHelm: driftback-render, sent what
+// only a child with Helm answers (a chart, an overlay inflating
+// helmCharts), refuses it and renders nothing; the parent never sends it
+// such a request (TestTheKustomizeChildRendersAsDriftbackDoes).
+func TestTheKustomizeChildRefusesWhatNeedsHelm(t *testing.T) {
+	for name, req := range map[string]child.Request{
+		"a chart":              {Helm: []byte{1}},
+		"an overlay inflating": {Files: map[string][]byte{"app/kustomization.yaml": []byte("helmCharts: [{name: x}]\n")}, Overlays: []string{"app"}, Build: map[string]BuildOptions{"app": {EnableHelm: true}}},
+	} {
+		cmd := exec.Command(KustomizeChild(t))
+		cmd.Env = []string{child.Env + "=1"}
+		var in, out, stderr bytes.Buffer
+		if err := gob.NewEncoder(&in).Encode(req); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = &in, &out, &stderr
+		err := cmd.Run()
+		if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 || out.Len() != 0 || !strings.Contains(stderr.String(), "links no Helm") {
+			t.Errorf("%s: %v, %d bytes out\n%s", name, err, out.Len(), stderr.String())
+		}
 	}
 }
 

@@ -52,7 +52,9 @@ install_release() {
     exit 2
   fi
   tar -xzf "$dir/$archive" -C "$dir" driftback
-  # driftback-render, its render child for overlays, where the release has it.
+  # driftback-render, its render child for overlays, where the release has it
+  # (never one left there before).
+  rm -f "$dir/driftback-render"
   tar -xzf "$dir/$archive" -C "$dir" driftback-render 2>/dev/null || true
   DRIFTBACK_BIN="$dir/driftback"
 }

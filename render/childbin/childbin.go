@@ -31,23 +31,46 @@ var Find = sync.OnceValue(func() string {
 })
 
 // Beside returns path when it is a render child that self, the running
-// binary's build, may use for overlays: a regular executable file of the
-// same module at the same version (and commit, when both recorded one),
-// built by the same Go release, linking each module it shares with self at
-// the version self links. Anything else (a stale copy left by an earlier
-// install, a file of another program) gives "", and the renders go to
-// driftback itself.
+// binary's build, may use for overlays: a regular executable file that no
+// one but its owner (root or this user) may write, of the same module at
+// the same version, commit and link flags, built by the same Go release for
+// the same platform from a tree without uncommitted changes, linking each
+// module it shares with self at the version self links. Anything else (a
+// stale copy left by an earlier install, a file of another program, a
+// build of a changed tree) gives "", and the renders go to driftback
+// itself. A symbolic link is followed, and the file it names checked.
+//
+// The build information says which build a file is, not that it may be
+// trusted: that is its place beside driftback, in a directory only those
+// who may replace driftback itself may write (docs/security.md).
 func Beside(path string, self *debug.BuildInfo) string {
-	fi, err := os.Stat(path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
 		return ""
 	}
-	other, err := buildinfo.ReadFile(path)
-	if err != nil || other.Main.Path != self.Main.Path || other.Main.Version != self.Main.Version || other.GoVersion != self.GoVersion {
+	fi, err := os.Stat(real)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 || fi.Mode().Perm()&0o022 != 0 || !ownedHere(fi) {
 		return ""
 	}
-	if a, b := setting(self, "vcs.revision"), setting(other, "vcs.revision"); a != b || setting(self, "vcs.modified") != setting(other, "vcs.modified") {
+	other, err := buildinfo.ReadFile(real)
+	if err != nil || !Same(self, other) {
 		return ""
+	}
+	return real
+}
+
+// Same says whether other is of self's build, as Beside needs it.
+func Same(self, other *debug.BuildInfo) bool {
+	if other.Main.Path != self.Main.Path || other.Main.Version != self.Main.Version || other.GoVersion != self.GoVersion {
+		return false
+	}
+	for _, key := range []string{"vcs.revision", "vcs.modified", "-ldflags", "GOOS", "GOARCH", "CGO_ENABLED"} {
+		if setting(self, key) != setting(other, key) {
+			return false
+		}
+	}
+	if setting(other, "vcs.modified") == "true" {
+		return false // two builds of different changes to one commit look alike
 	}
 	linked := map[string]string{}
 	for _, m := range self.Deps {
@@ -55,10 +78,10 @@ func Beside(path string, self *debug.BuildInfo) string {
 	}
 	for _, m := range other.Deps {
 		if v, ok := linked[m.Path]; !ok || v != version(m) {
-			return ""
+			return false
 		}
 	}
-	return path
+	return true
 }
 
 func setting(b *debug.BuildInfo, key string) string {
@@ -70,10 +93,11 @@ func setting(b *debug.BuildInfo, key string) string {
 	return ""
 }
 
-// version is the version a module is linked at, after replacements.
+// version is the version a module is linked at, after replacements, with
+// its checksum.
 func version(m *debug.Module) string {
 	if m.Replace != nil {
-		return m.Replace.Path + "@" + m.Replace.Version
+		return m.Replace.Path + "@" + m.Replace.Version + " " + m.Replace.Sum
 	}
-	return m.Version
+	return m.Version + " " + m.Sum
 }

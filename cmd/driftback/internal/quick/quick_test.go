@@ -76,10 +76,35 @@ func TestTheBuildsStampThisPackage(t *testing.T) {
 		text := strings.ReplaceAll(string(b), "$(QUICK)", pkg) // the Makefile's
 		var stamped []string
 		for _, m := range stamp.FindAllStringSubmatch(text, -1) {
-			stamped = append(stamped, m[1])
+			if !slices.Contains(stamped, m[1]) {
+				stamped = append(stamped, m[1])
+			}
 		}
 		if want := []string{pkg + ".version", pkg + ".commit"}; !slices.Equal(stamped, want) {
 			t.Errorf("%s stamps %q, want %q", file, stamped, want)
+		}
+	}
+}
+
+// TestEveryBuildShipsTheRenderChild: each way driftback is built or
+// installed builds driftback-render beside it, alike (without it every
+// render is slower, and nothing else would say so).
+func TestEveryBuildShipsTheRenderChild(t *testing.T) {
+	for file, wants := range map[string][]string{
+		"Makefile":                  {"-o bin/ ./cmd/driftback ./cmd/driftback-render"},
+		"Dockerfile":                {"-o /out/ ./cmd/driftback ./cmd/driftback-render", "$TARGETPLATFORM/driftback-render /", "/out/driftback-render /"},
+		".goreleaser.yaml":          {"main: ./cmd/driftback-render"},
+		"hack/action/entrypoint.sh": {"cmd/...@", "./cmd/driftback ./cmd/driftback-render", "driftback-render 2>/dev/null"},
+		"README.md":                 {"go install github.com/driftback/driftback/cmd/...@"},
+	} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range wants {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s does not build or ship driftback-render (no %q)", file, want)
+			}
 		}
 	}
 }
