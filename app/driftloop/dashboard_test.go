@@ -70,3 +70,19 @@ func TestAProposeNowRequestEndsTheQuietPeriod(t *testing.T) {
 		t.Error("a request for one value proposed another")
 	}
 }
+
+// TestARequestInTheSecondTheChangeWasSeenCounts: GitHub gives a request's
+// time in whole seconds; a person quick enough to tick the box in the
+// second the change was first seen asked for it all the same.
+func TestARequestInTheSecondTheChangeWasSeenCounts(t *testing.T) {
+	d := &DriftLoop{}
+	tg := targets.Target{Target: config.Target{Name: "shop"}}
+	tg.Policy.QuietPeriod = time.Hour
+	st := &targetState{seen: map[string]time.Time{}, present: map[string]bool{}}
+	seen := time.Date(2026, 12, 2, 9, 0, 0, 332_000_000, time.UTC)
+	r, _ := d.quiet(st, tg, liveChanges{changes: []drift.Change{scaled(5)}}, seen, nil)
+	asked := []ghapp.Request{{Tick: report.Tick{Kind: report.TickProposeNow, Target: "shop", Item: changeID(r.entries[0].key)}, At: seen.Truncate(time.Second)}}
+	if r, _ := d.quiet(st, tg, liveChanges{changes: []drift.Change{scaled(5)}}, seen.Add(600*time.Millisecond), asked); len(r.changes) != 1 || !r.asked {
+		t.Errorf("a request in the second the change was seen: %d ready, asked %v", len(r.changes), r.asked)
+	}
+}

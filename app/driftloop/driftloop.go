@@ -612,7 +612,9 @@ func (d *DriftLoop) quiet(st *targetState, t targets.Target, live liveChanges, n
 		seen[k] = since
 		e.key, e.since = k, since
 		left := t.Policy.QuietPeriod - now.Sub(since)
-		if at, ok := asked(asks, report.TickProposeNow, changeID(k)); ok && left > 0 && !at.Before(since) {
+		// GitHub's times are whole seconds: a request in the second the
+		// change was first seen came after it (its box was not shown before).
+		if at, ok := asked(asks, report.TickProposeNow, changeID(k)); ok && left > 0 && !at.Before(since.Truncate(time.Second)) {
 			left, out.asked = 0, true
 		}
 		if left > 0 {
