@@ -76,20 +76,37 @@ type started struct {
 
 // startChild starts a render child for jobs renders and sends it req.
 func (r *Renderer) startChild(jobs int, req *child.Request) (*started, error) {
-	overlays := !req.NeedsHelm()
-	ch, err := r.start(jobs, req, overlays)
-	if err != nil && overlays && r.opts.KustomizeExecutable == "" && r.opts.Executable == "" && childbin.Find() != "" {
+	exe, found := "", false
+	if !req.NeedsHelm() {
+		exe, found = r.overlayChild()
+	}
+	ch, err := r.start(jobs, req, exe)
+	if err != nil && found {
 		// driftback-render beside it would not start (removed since, or
 		// not for this machine): driftback renders instead.
-		ch, err = r.start(jobs, req, false)
+		ch, err = r.start(jobs, req, "")
 	}
 	return ch, err
 }
 
-// start starts a render child for jobs renders, the one for overlays or
-// driftback itself, and sends it req.
-func (r *Renderer) start(jobs int, req *child.Request, overlays bool) (*started, error) {
-	cmd, err := r.childCommand(jobs, overlays)
+// overlayChild is the render child for overlays: KustomizeExecutable, else
+// driftback-render beside the running binary (found), else "" for
+// driftback's own.
+func (r *Renderer) overlayChild() (exe string, found bool) {
+	switch {
+	case r.opts.KustomizeExecutable != "":
+		return r.opts.KustomizeExecutable, false
+	case r.opts.Executable != "":
+		return "", false
+	}
+	exe = childbin.Find()
+	return exe, exe != ""
+}
+
+// start starts the render child exe ("" for driftback's own) for jobs
+// renders, and sends it req.
+func (r *Renderer) start(jobs int, req *child.Request, exe string) (*started, error) {
+	cmd, err := r.childCommand(jobs, exe)
 	if err != nil {
 		return nil, err
 	}
@@ -209,18 +226,12 @@ loop:
 	return done, nil
 }
 
-// childCommand is a render child, confined, for jobs renders: for
-// overlays, the child that links kustomize alone where there is one.
-func (r *Renderer) childCommand(jobs int, overlays bool) (*exec.Cmd, error) {
+// childCommand is the render child exe, confined, for jobs renders; ""
+// is Executable, else the running binary.
+func (r *Renderer) childCommand(jobs int, exe string) (*exec.Cmd, error) {
 	lim := r.opts.Limits
-	exe := r.opts.Executable
-	if overlays {
-		if exe = r.opts.KustomizeExecutable; exe == "" && r.opts.Executable == "" {
-			exe = childbin.Find()
-		}
-		if exe == "" {
-			exe = r.opts.Executable
-		}
+	if exe == "" {
+		exe = r.opts.Executable
 	}
 	if exe == "" {
 		var err error

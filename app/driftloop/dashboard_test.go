@@ -46,10 +46,7 @@ func TestADashboardViewHidesSecretVariables(t *testing.T) {
 // first seen; a request made before the change was seen (another value, an
 // earlier change) does not count.
 func TestAProposeNowRequestEndsTheQuietPeriod(t *testing.T) {
-	d := &DriftLoop{}
-	tg := targets.Target{Target: config.Target{Name: "shop"}}
-	tg.Policy.QuietPeriod = time.Hour
-	st := &targetState{seen: map[string]time.Time{}, present: map[string]bool{}}
+	d, tg, st := quietShop()
 	start := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	r, wait := d.quiet(st, tg, liveChanges{changes: []drift.Change{scaled(5)}}, start, nil)
 	if len(r.changes) != 0 || wait != time.Hour || len(r.entries) != 1 {
@@ -75,14 +72,19 @@ func TestAProposeNowRequestEndsTheQuietPeriod(t *testing.T) {
 // time in whole seconds; a person quick enough to tick the box in the
 // second the change was first seen asked for it all the same.
 func TestARequestInTheSecondTheChangeWasSeenCounts(t *testing.T) {
-	d := &DriftLoop{}
-	tg := targets.Target{Target: config.Target{Name: "shop"}}
-	tg.Policy.QuietPeriod = time.Hour
-	st := &targetState{seen: map[string]time.Time{}, present: map[string]bool{}}
+	d, tg, st := quietShop()
 	seen := time.Date(2026, 12, 2, 9, 0, 0, 332_000_000, time.UTC)
 	r, _ := d.quiet(st, tg, liveChanges{changes: []drift.Change{scaled(5)}}, seen, nil)
 	asked := []ghapp.Request{{Tick: report.Tick{Kind: report.TickProposeNow, Target: "shop", Item: changeID(r.entries[0].key)}, At: seen.Truncate(time.Second)}}
 	if r, _ := d.quiet(st, tg, liveChanges{changes: []drift.Change{scaled(5)}}, seen.Add(600*time.Millisecond), asked); len(r.changes) != 1 || !r.asked {
 		t.Errorf("a request in the second the change was seen: %d ready, asked %v", len(r.changes), r.asked)
 	}
+}
+
+// quietShop is a drift loop with one target, shop, whose quiet period is an
+// hour, and its state.
+func quietShop() (*DriftLoop, targets.Target, *targetState) {
+	tg := targets.Target{Target: config.Target{Name: "shop"}}
+	tg.Policy.QuietPeriod = time.Hour
+	return &DriftLoop{}, tg, &targetState{seen: map[string]time.Time{}, present: map[string]bool{}}
 }
