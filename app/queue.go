@@ -243,13 +243,13 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 	case err == nil:
 		q.metrics.Job("done", time.Since(start))
 		log.Info("job done", "seconds", time.Since(start).Seconds())
-	case errors.Is(cause, errSuperseded) || errors.Is(cause, errPullClosed) || errors.Is(cause, errShutdown):
+	case cancelled(cause):
 		q.metrics.Job("cancelled", time.Since(start))
 		log.Info("job cancelled", "reason", cause.Error())
 	case errors.As(err, &later):
 		q.metrics.Job("deferred", time.Since(start))
 		log.Warn("job waits out GitHub's rate limit", "err", later.Err, "seconds", later.Wait.Seconds())
-		q.runAfter(j, later.Wait, log)
+		q.runAfter(ctx, j, later.Wait, log)
 	default:
 		q.metrics.Job("failed", time.Since(start))
 		q.metrics.Failure("job")
@@ -262,10 +262,23 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 	}
 }
 
+// cancelled tells whether a job's cause ends it without a report.
+func cancelled(cause error) bool {
+	return errors.Is(cause, errSuperseded) || errors.Is(cause, errPullClosed) || errors.Is(cause, errShutdown)
+}
+
 // runAfter queues j again after d, unless a newer job or a drop for its key
-// came meanwhile, or the queue closed.
-func (q *Queue) runAfter(j *Job, d time.Duration, log *slog.Logger) {
+// came meanwhile, or the queue closed. It decides under the lock Enqueue and
+// Drop take: one that came after j returned but before this call has already
+// cancelled ctx or queued the newer job, and one that comes later forgets the
+// timer.
+func (q *Queue) runAfter(ctx context.Context, j *Job, d time.Duration, log *slog.Logger) {
 	q.mu.Lock()
+	if _, newer := q.pending[j.Key]; newer || cancelled(context.Cause(ctx)) {
+		q.mu.Unlock()
+		log.Info("job not run again: a newer event or a close came while it ran")
+		return
+	}
 	q.tokens++
 	token := q.tokens
 	q.later[j.Key] = token

@@ -267,6 +267,84 @@ func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
 	}
 }
 
+// TestAJobThatMustWaitYieldsToAnEventThatCameWhileItRan: when GitHub's next
+// event for a pull request arrives while its job runs, and that job then
+// finds it must wait out GitHub's limit, the newer job reports and the older
+// one never runs again; so too when the pull request closes as the job
+// returns.
+func TestAJobThatMustWaitYieldsToAnEventThatCameWhileItRan(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := NewQueue(ctx, 1, 16, time.Minute, discard)
+	const wait = 100 * time.Millisecond
+	var mu sync.Mutex
+	var runs []string
+	var newer *Job
+	older := &Job{Key: "o/r#1", SHA: "a", Run: func(context.Context) error {
+		mu.Lock()
+		runs = append(runs, "older")
+		mu.Unlock()
+		if err := q.Enqueue(newer); err != nil { // a redelivery of the same head
+			t.Error(err)
+		}
+		return &RetryLater{Wait: wait, Err: errors.New("API rate limit exceeded")}
+	}}
+	newer = &Job{Key: "o/r#1", SHA: "a", Run: func(context.Context) error {
+		mu.Lock()
+		runs = append(runs, "newer")
+		mu.Unlock()
+		return nil
+	}}
+	if err := q.Enqueue(older); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the newer job's run", func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) == 2 })
+	// A pull request closed after its job returned, before the queue set
+	// its timer (the log line the queue writes in between closes it).
+	closing := &Job{Key: "o/r#3", SHA: "a", Run: func(context.Context) error {
+		mu.Lock()
+		runs = append(runs, "closed")
+		mu.Unlock()
+		return &RetryLater{Wait: wait, Err: errors.New("API rate limit exceeded")}
+	}}
+	closing.Log = slog.New(onLog{"job waits out GitHub's rate limit", func() { q.Drop("o/r#3", errPullClosed) }})
+	if err := q.Enqueue(closing); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the closed pull request's run", func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) == 3 })
+	time.Sleep(3 * wait) // past the waits that must not end in a run
+	if err := q.Enqueue(&Job{Key: "o/r#2", Run: func(context.Context) error {
+		mu.Lock()
+		runs = append(runs, "last")
+		mu.Unlock()
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the last run", func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) >= 4 })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"older", "newer", "closed", "last"}; !slices.Equal(runs, want) {
+		t.Errorf("runs %v, want %v", runs, want)
+	}
+}
+
+// onLog calls do when a record with message msg is written.
+type onLog struct {
+	msg string
+	do  func()
+}
+
+func (h onLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h onLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.do()
+	}
+	return nil
+}
+func (h onLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onLog) WithGroup(string) slog.Handler      { return h }
+
 // TestAForksJobsYieldToTheRepositorysOwn: with the only worker busy, a
 // fork's pull requests queued first still run after the repository's own.
 func TestAForksJobsYieldToTheRepositorysOwn(t *testing.T) {
