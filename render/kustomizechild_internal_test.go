@@ -27,7 +27,9 @@ func KustomizeChild(t testing.TB) string {
 			return
 		}
 		b.bin = filepath.Join(b.dir, childbin.Name)
-		args := []string{"build", "-buildvcs=false", "-o", b.bin}
+		// Stamped, as every install is: a build that names no version,
+		// commit or link flags is never taken for another.
+		args := []string{"build", "-buildvcs=false", "-ldflags=-X main.build=test", "-o", b.bin}
 		if raceEnabled {
 			args = append(args, "-race") // only the link is left
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -151,6 +152,17 @@ func TestTheKustomizeChildBesideIsOfTheSameBuild(t *testing.T) {
 	}
 	if !childbin.Same(changed(func(*debug.BuildInfo) {}), self) {
 		t.Error("the same build is not the same")
+	}
+	// A build outside version control that names nothing: two such builds
+	// of different trees look alike.
+	unnamed := func(b *debug.BuildInfo) {
+		b.Main.Version = "(devel)"
+		b.Settings = slices.DeleteFunc(b.Settings, func(s debug.BuildSetting) bool {
+			return s.Key == "-ldflags" || strings.HasPrefix(s.Key, "vcs.")
+		})
+	}
+	if childbin.Same(changed(unnamed), changed(unnamed)) {
+		t.Error("a build that names no version, commit or link flags is taken for the same build")
 	}
 	// A link to it is followed; a file others may write is not used.
 	link := filepath.Join(t.TempDir(), childbin.Name)

@@ -37,8 +37,9 @@ var Find = sync.OnceValue(func() string {
 // the same platform from a tree without uncommitted changes, linking each
 // module it shares with self at the version self links. Anything else (a
 // stale copy left by an earlier install, a file of another program, a
-// build of a changed tree) gives "", and the renders go to driftback
-// itself. A symbolic link is followed, and the file it names checked.
+// build of a changed tree, a build that names no module version, commit or
+// link flags) gives "", and the renders go to driftback itself. A symbolic
+// link is followed, and the file it names checked.
 //
 // The build information says which build a file is, not that it may be
 // trusted: that is its place beside driftback, in a directory only those
@@ -71,6 +72,12 @@ func Same(self, other *debug.BuildInfo) bool {
 	}
 	if setting(other, "vcs.modified") == "true" {
 		return false // two builds of different changes to one commit look alike
+	}
+	if v := other.Main.Version; (v == "" || v == "(devel)") && setting(other, "vcs.revision") == "" && setting(other, "-ldflags") == "" {
+		// Built outside version control (-buildvcs=false, a source archive)
+		// and stamped with nothing: two such builds of different trees look
+		// alike.
+		return false
 	}
 	linked := map[string]string{}
 	for _, m := range self.Deps {
