@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/driftback/driftback/render/child"
+	"github.com/driftback/driftback/render/childbin"
 	"github.com/driftback/driftback/render/slots"
 )
 
@@ -73,6 +75,28 @@ func TestChildRefusesNetworkAndPrograms(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAChildBesideThatWillNotStartLeavesTheRenderToDriftback: when the
+// driftback-render found beside driftback will not start (removed since,
+// or built for another machine), driftback's own child renders instead.
+func TestAChildBesideThatWillNotStartLeavesTheRenderToDriftback(t *testing.T) {
+	gone := filepath.Join(t.TempDir(), childbin.Name)
+	find := childbin.Find
+	childbin.Find = func() string { return gone }
+	t.Cleanup(func() { childbin.Find = find })
+	o := &Overlay{Path: "app"}
+	tree := memTree(map[string]string{
+		"app/kustomization.yaml": "resources:\n- cm.yaml\n",
+		"app/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\n",
+	})
+	j := &job{overlay: o, closure: &closure{overlay: "app", files: []string{"app/kustomization.yaml", "app/cm.yaml"}}}
+	if err := New(Options{Parallelism: 1}).run(context.Background(), tree, []*job{j}); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Problems) != 0 || !strings.Contains(string(o.YAML), "name: kept") {
+		t.Errorf("problems %v, rendered:\n%s", o.Problems, o.YAML)
 	}
 }
 
