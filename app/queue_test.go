@@ -279,49 +279,46 @@ func TestAJobThatMustWaitYieldsToAnEventThatCameWhileItRan(t *testing.T) {
 	const wait = 100 * time.Millisecond
 	var mu sync.Mutex
 	var runs []string
-	var newer *Job
-	older := &Job{Key: "o/r#1", SHA: "a", Run: func(context.Context) error {
-		mu.Lock()
-		runs = append(runs, "older")
-		mu.Unlock()
+	// job records its run as name, then does then (if any).
+	job := func(key, name string, then func() error) *Job {
+		return &Job{Key: key, SHA: "a", Run: func(context.Context) error {
+			mu.Lock()
+			runs = append(runs, name)
+			mu.Unlock()
+			if then == nil {
+				return nil
+			}
+			return then()
+		}}
+	}
+	ran := func(n int) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) >= n }
+	}
+	limited := func() error { return &RetryLater{Wait: wait, Err: errors.New("API rate limit exceeded")} }
+
+	newer := job("o/r#1", "newer", nil)
+	if err := q.Enqueue(job("o/r#1", "older", func() error {
 		if err := q.Enqueue(newer); err != nil { // a redelivery of the same head
 			t.Error(err)
 		}
-		return &RetryLater{Wait: wait, Err: errors.New("API rate limit exceeded")}
-	}}
-	newer = &Job{Key: "o/r#1", SHA: "a", Run: func(context.Context) error {
-		mu.Lock()
-		runs = append(runs, "newer")
-		mu.Unlock()
-		return nil
-	}}
-	if err := q.Enqueue(older); err != nil {
+		return limited()
+	})); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the newer job's run", func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) == 2 })
+	waitUntil(t, "the newer job's run", ran(2))
 	// A pull request closed after its job returned, before the queue set
 	// its timer (the log line the queue writes in between closes it).
-	closing := &Job{Key: "o/r#3", SHA: "a", Run: func(context.Context) error {
-		mu.Lock()
-		runs = append(runs, "closed")
-		mu.Unlock()
-		return &RetryLater{Wait: wait, Err: errors.New("API rate limit exceeded")}
-	}}
+	closing := job("o/r#3", "closed", limited)
 	closing.Log = slog.New(onLog{"job waits out GitHub's rate limit", func() { q.Drop("o/r#3", errPullClosed) }})
 	if err := q.Enqueue(closing); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the closed pull request's run", func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) == 3 })
+	waitUntil(t, "the closed pull request's run", ran(3))
 	time.Sleep(3 * wait) // past the waits that must not end in a run
-	if err := q.Enqueue(&Job{Key: "o/r#2", Run: func(context.Context) error {
-		mu.Lock()
-		runs = append(runs, "last")
-		mu.Unlock()
-		return nil
-	}}); err != nil {
+	if err := q.Enqueue(job("o/r#2", "last", nil)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the last run", func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) >= 4 })
+	waitUntil(t, "the last run", ran(4))
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []string{"older", "newer", "closed", "last"}; !slices.Equal(runs, want) {
