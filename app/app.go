@@ -17,6 +17,7 @@ import (
 	"github.com/driftback/driftback/app/driftloop"
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/app/metrics"
+	"github.com/driftback/driftback/app/queue"
 	"github.com/driftback/driftback/app/review"
 	"github.com/driftback/driftback/reconcile"
 	"github.com/driftback/driftback/reconcile/charts"
@@ -147,12 +148,12 @@ func (a *App) followDeps(ctx context.Context) aftermerge.Deps {
 
 // followMerge is the work of a merged pull request: following it on the
 // targets it affected.
-func (a *App) followMerge(ev *ghapp.PullRequestEvent) *Job {
+func (a *App) followMerge(ev *ghapp.PullRequestEvent) *queue.Job {
 	m := aftermerge.Merge{Installation: ev.Installation, Owner: ev.Repo.Owner, Repo: ev.Repo.Name, Number: ev.Number, SHA: ev.MergeSHA, Head: ev.HeadSHA, At: ev.MergedAt}
 	scope := aftermerge.Scope{Cache: a.cache,
 		Targets: func(repo string) []targets.Target { t, _ := a.targetsOf(repo); return t },
 		Leads:   func(cluster string) bool { return a.drift != nil && a.drift.Watcher(cluster) != nil }}
-	return &Job{Key: fmt.Sprintf("%s/%s#%d merged", m.Owner, m.Repo, m.Number), SHA: m.SHA, Log: a.log, Run: func(ctx context.Context) error {
+	return &queue.Job{Key: fmt.Sprintf("%s/%s#%d merged", m.Owner, m.Repo, m.Number), SHA: m.SHA, Log: a.log, Run: func(ctx context.Context) error {
 		return a.follow.Merged(a.followCtx, ctx, scope, m, ev.BaseSHA, ev.BaseRef)
 	}}
 }

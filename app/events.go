@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/queue"
 	"github.com/driftback/driftback/app/review"
 
 	"github.com/driftback/driftback/report"
@@ -23,9 +24,9 @@ import (
 var diffCommandPattern = regexp.MustCompile(`^/driftback diff(?:[ \t]+([0-9a-fA-F]{7,40}))?$`)
 
 // prJob is the job that reports on a pull request at req.sha.
-func (a *App) prJob(req prRequest, delivery string, log *slog.Logger) *Job {
+func (a *App) prJob(req prRequest, delivery string, log *slog.Logger) *queue.Job {
 	log = log.With("repo", req.owner+"/"+req.repo, "pr", req.number, "sha", req.sha)
-	return &Job{
+	return &queue.Job{
 		Key: req.key(), SHA: req.sha, Log: log,
 		Run:  func(ctx context.Context) error { return a.processPR(ctx, req, log) },
 		Fail: func(ctx context.Context, err error) { a.errorComment(ctx, req, err) },
@@ -44,7 +45,7 @@ func (a *App) servesRepo(repo string) bool {
 }
 
 // Route implements Router: which events become work.
-func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*Job, []string, bool) {
+func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*queue.Job, []string, bool) {
 	switch ev := payload.(type) {
 	case *ghapp.PullRequestEvent:
 		req := prRequest{
@@ -61,22 +62,22 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 			// A fork's pushes wait for the repository's own pull requests
 			// (fail closed: a head repository that is gone is a fork's).
 			j.Yield = !strings.EqualFold(ev.HeadRepo, ev.Repo.FullName)
-			return []*Job{j}, nil, true
+			return []*queue.Job{j}, nil, true
 		case "labeled", "unlabeled":
 			// Any label may be a target's acknowledge label: .github/driftback.yml
 			// can rename it, so the check is decided on the refined policy.
-			return []*Job{a.prJob(req, delivery, log)}, nil, true
+			return []*queue.Job{a.prJob(req, delivery, log)}, nil, true
 		case "closed":
 			// Its queued work goes, and so do its refs in the repository
 			// cache, with the commits only it had.
 			full := req.owner + "/" + req.repo
-			forget := &Job{Key: req.key() + " closed", SHA: delivery, Log: log, Run: func(context.Context) error {
+			forget := &queue.Job{Key: req.key() + " closed", SHA: delivery, Log: log, Run: func(context.Context) error {
 				if a.cache == nil {
 					return nil
 				}
 				return a.cache.ForgetPull(full, req.number)
 			}}
-			jobs := []*Job{forget}
+			jobs := []*queue.Job{forget}
 			if ev.Merged && ev.MergeSHA != "" && a.follow != nil {
 				jobs = append(jobs, a.followMerge(ev))
 			}
@@ -102,7 +103,7 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		// pull request, so the two never interleave.
 		j.Key, j.SHA = req.key()+" command", delivery
 		j.Run = func(ctx context.Context) error { return a.approveLive(ctx, req, ev.User, approved, j.Log) }
-		return []*Job{j}, nil, true
+		return []*queue.Job{j}, nil, true
 	case *ghapp.IssueEvent:
 		if ev.Action != "edited" || ev.BodyBefore == nil || !a.servesRepo(ev.Repo.FullName) {
 			return nil, nil, false
@@ -110,14 +111,14 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		full := ev.Repo.Owner + "/" + ev.Repo.Name
 		// Each edit is its own job: two boxes ticked within a second are
 		// two edits, and neither may replace the other.
-		j := &Job{Key: full + "#" + fmt.Sprint(ev.Number) + " dashboard " + delivery, SHA: delivery, Log: log.With("repo", full, "issue", ev.Number)}
+		j := &queue.Job{Key: full + "#" + fmt.Sprint(ev.Number) + " dashboard " + delivery, SHA: delivery, Log: log.With("repo", full, "issue", ev.Number)}
 		j.Run = func(ctx context.Context) error { return a.dashboardEdited(ctx, ev, j.Log) }
-		return []*Job{j}, nil, true
+		return []*queue.Job{j}, nil, true
 	case *ghapp.CheckRunEvent:
 		if ev.Action != "rerequested" || (ev.Name != review.AggregateCheckName && !strings.HasPrefix(ev.Name, "driftback / ")) {
 			return nil, nil, false
 		}
-		var jobs []*Job
+		var jobs []*queue.Job
 		for _, n := range ev.PullRequests {
 			req := prRequest{
 				installation: ev.Installation,
@@ -134,7 +135,7 @@ func (a *App) Route(event, delivery string, payload any, log *slog.Logger) ([]*J
 		}
 		sha := ev.After
 		plog := log.With("repo", full, "sha", sha)
-		return []*Job{{Key: full + "@default", SHA: sha, Log: plog, Run: func(ctx context.Context) error {
+		return []*queue.Job{{Key: full + "@default", SHA: sha, Log: plog, Run: func(ctx context.Context) error {
 			return a.refreshDefaultBranch(ctx, ev.Installation, ev.Repo.Owner, ev.Repo.Name, sha, plog)
 		}}}, nil, true
 	case *ghapp.InstallationEvent:

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	dto "github.com/prometheus/client_model/go"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-github/v60/github"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -286,6 +287,15 @@ func prPayload(action string, number int, sha string) *github.PullRequestEvent {
 // that holds ends the wait at once.
 const e2eWait = 3 * time.Minute
 
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// waitUntil is eventually with the condition last, as a wait reads best
+// where the condition is a long function.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	eventually(t, cond, what)
+}
+
 // eventually polls cond until it holds and fails t after e2eWait, saying
 // what it waited for and, when given, what it saw last.
 func eventually(t testing.TB, cond func() bool, what string, saw ...func() string) {
@@ -306,9 +316,7 @@ func eventually(t testing.TB, cond func() bool, what string, saw ...func() strin
 // queueIdle says no job is queued or running: what a job publishes is all
 // written.
 func (w *world) queueIdle() bool {
-	w.srv.Queue.mu.Lock()
-	defer w.srv.Queue.mu.Unlock()
-	return len(w.srv.Queue.pending) == 0 && len(w.srv.Queue.running) == 0
+	return w.srv.Queue.Idle()
 }
 
 // waitChecks waits until at least n check runs on sha are completed and no

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/queue"
 
 	"github.com/driftback/driftback/app/config"
 )
@@ -36,7 +37,7 @@ func FuzzWebhookRouting(f *testing.F) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := NewApp(cfg, ghapp.NewClients(1, nil, "http://127.0.0.1:1/", ghapp.RetryPolicy{Attempts: 1}), nil, discard)
-	q := NewQueue(ctx, 0, 1<<20, time.Second, discard) // no workers: routing only
+	q := queue.New(ctx, 0, 1<<20, time.Second, discard, nil) // no workers: routing only
 	h := NewWebhook([]byte(testSecret), q, a, discard)
 	n := 0
 	f.Fuzz(func(t *testing.T, event string, body []byte) {

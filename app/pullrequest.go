@@ -12,6 +12,7 @@ import (
 
 	"github.com/driftback/driftback/app/config"
 	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/queue"
 	"github.com/driftback/driftback/app/repos"
 	"github.com/driftback/driftback/app/review"
 	"github.com/driftback/driftback/app/targets"
@@ -259,7 +260,7 @@ func (a *App) publishPullRequest(ctx context.Context, p *pullRequest, rep *drift
 	lock := a.publishLock(req.key())
 	lock.Lock()
 	defer lock.Unlock()
-	if errors.Is(context.Cause(ctx), errSuperseded) {
+	if errors.Is(context.Cause(ctx), queue.ErrSuperseded) {
 		// A newer commit's report is coming: this one would be written
 		// only to be overwritten, and spend the installation's writes.
 		p.log.Info("superseded before publishing; the newer commit reports")
@@ -291,7 +292,7 @@ func (a *App) publishPullRequest(ctx context.Context, p *pullRequest, rep *drift
 	defer cancel()
 	// The per-target check runs of a commit a newer one superseded are not
 	// written: the newer commit's are coming.
-	ctx = ghapp.UnlessStopped(ctx, func() bool { return errors.Is(context.Cause(job), errSuperseded) })
+	ctx = ghapp.UnlessStopped(ctx, func() bool { return errors.Is(context.Cause(job), queue.ErrSuperseded) })
 	err := ghapp.RetryPublish(ctx, func() error {
 		if err := p.gh.PublishComment(ctx, req.owner, req.repo, req.number, parts); err != nil {
 			return err
@@ -301,7 +302,7 @@ func (a *App) publishPullRequest(ctx context.Context, p *pullRequest, rep *drift
 	// A wait longer than a worker holds on: the whole publish runs again
 	// once GitHub's limit allows, so the comment is not left half written.
 	if wait, ok := ghapp.RateLimitWait(err); ok {
-		return &RetryLater{Wait: wait, Err: err}
+		return &queue.RetryLater{Wait: wait, Err: err}
 	}
 	return err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/driftback/driftback/app/driftloop"
 	ghapp "github.com/driftback/driftback/app/github"
 	"github.com/driftback/driftback/app/metrics"
+	"github.com/driftback/driftback/app/queue"
 
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
@@ -33,7 +34,7 @@ import (
 // Server is driftback serving webhooks.
 type Server struct {
 	App     *App
-	Queue   *Queue
+	Queue   *queue.Queue
 	Webhook *Webhook
 	// Metrics are served on /metrics.
 	Metrics *metrics.Metrics
@@ -90,7 +91,7 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 	}
 	cache.FetchTimeout = cfg.Server.FetchTimeout
 	clients := ghapp.NewClients(cfg.GitHub.AppID, secrets.PrivateKey, cfg.GitHub.APIURL, ghapp.RetryPolicy{PerMinute: cfg.GitHub.Pace.PerMinute, PerHour: cfg.GitHub.Pace.PerHour})
-	var q *Queue
+	var q *queue.Queue
 	m := metrics.New(func() float64 { return float64(q.Depth()) })
 	clients.Observe(m.GitHubCall)
 	a := NewApp(cfg, clients, cache, log)
@@ -99,8 +100,7 @@ func NewServer(ctx context.Context, cfg *config.Config, secrets *config.Secrets,
 	}
 	// The queue outlives the signal that stops intake: Serve closes it with a
 	// grace period.
-	q = NewQueue(context.WithoutCancel(ctx), cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log)
-	q.metrics = m
+	q = queue.New(context.WithoutCancel(ctx), cfg.Server.Workers, cfg.Server.QueueSize, cfg.Server.JobTimeout, log, m)
 	a.metrics = m
 	s := &Server{App: a, Queue: q, Webhook: NewWebhook(secrets.WebhookSecret, q, a, log), Drift: driftloop.New(a.driftDeps(), log.With("loop", "drift")), Metrics: m, Audit: a.audit, log: log}
 	s.Webhook.MaxUnverified, s.Webhook.ReadTimeout = cfg.Server.MaxUnverifiedBytes, cfg.Server.ReadTimeout

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/queue"
 
 	"github.com/driftback/driftback/app/config"
 )
@@ -24,13 +25,13 @@ const smallBody = 1 << 20
 // Router turns a verified webhook into work: the jobs to queue and the keys
 // whose work to drop. handled is false for events driftback ignores.
 type Router interface {
-	Route(event, delivery string, payload any, log *slog.Logger) (jobs []*Job, drop []string, handled bool)
+	Route(event, delivery string, payload any, log *slog.Logger) (jobs []*queue.Job, drop []string, handled bool)
 }
 
 // Webhook is the POST /webhook handler.
 type Webhook struct {
 	secret []byte
-	queue  *Queue
+	queue  *queue.Queue
 	router Router
 	seen   *recent
 	log    *slog.Logger
@@ -49,7 +50,7 @@ type Webhook struct {
 
 // NewWebhook returns a handler that verifies deliveries with secret, routes
 // them and queues their work.
-func NewWebhook(secret []byte, queue *Queue, router Router, log *slog.Logger) *Webhook {
+func NewWebhook(secret []byte, queue *queue.Queue, router Router, log *slog.Logger) *Webhook {
 	return &Webhook{secret: secret, queue: queue, router: router, seen: newRecent(10000), log: log}
 }
 
@@ -132,7 +133,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, k := range drop {
-		h.queue.Drop(k, errPullClosed)
+		h.queue.Drop(k, queue.ErrPullClosed)
 	}
 	for _, j := range jobs {
 		if err := h.queue.Enqueue(j); err != nil {

@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/driftback/driftback/app/config"
 	ghapp "github.com/driftback/driftback/app/github"
+	"github.com/driftback/driftback/app/queue"
 
 	"github.com/google/go-github/v60/github"
 )
@@ -61,7 +63,7 @@ type recordingRouter struct {
 	block  chan struct{}
 }
 
-func (r *recordingRouter) Route(event, delivery string, payload any, _ *slog.Logger) ([]*Job, []string, bool) {
+func (r *recordingRouter) Route(event, delivery string, payload any, _ *slog.Logger) ([]*queue.Job, []string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if event != "pull_request" {
@@ -69,7 +71,7 @@ func (r *recordingRouter) Route(event, delivery string, payload any, _ *slog.Log
 	}
 	r.events = append(r.events, delivery)
 	pr := payload.(*ghapp.PullRequestEvent)
-	return []*Job{{Key: delivery, SHA: pr.HeadSHA, Run: func(ctx context.Context) error {
+	return []*queue.Job{{Key: delivery, SHA: pr.HeadSHA, Run: func(ctx context.Context) error {
 		if r.block != nil {
 			<-r.block
 		}
@@ -95,7 +97,7 @@ func TestWebhookIntake(t *testing.T) {
 	defer cancel()
 	router := &recordingRouter{block: make(chan struct{})}
 	defer close(router.block)
-	q := NewQueue(ctx, 1, 1, time.Minute, discard)
+	q := queue.New(ctx, 1, 1, time.Minute, discard, nil)
 	h := NewWebhook([]byte(testSecret), q, router, discard)
 
 	steps := []struct {
@@ -142,7 +144,7 @@ func TestUnsignedBodiesCostBoundedMemory(t *testing.T) {
 	defer cancel()
 	router := &recordingRouter{block: make(chan struct{})}
 	defer close(router.block)
-	h := NewWebhook([]byte(testSecret), NewQueue(ctx, 1, 16, time.Minute, discard), router, discard)
+	h := NewWebhook([]byte(testSecret), queue.New(ctx, 1, 16, time.Minute, discard, nil), router, discard)
 	h.MaxUnverified = 16 << 20 // 8 MiB for large bodies: two of 4 MiB
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ReadTimeout = 3 * time.Second
@@ -302,7 +304,7 @@ func TestOneSourceCannotHoldTheWholeBudget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	router := &recordingRouter{}
-	h := NewWebhook([]byte(testSecret), NewQueue(ctx, 1, 16, time.Minute, discard), router, discard)
+	h := NewWebhook([]byte(testSecret), queue.New(ctx, 1, 16, time.Minute, discard, nil), router, discard)
 	h.MaxUnverified = 64 << 20
 	hold := func(id string, size int64) chan int {
 		pr, pw := io.Pipe()
@@ -370,7 +372,7 @@ func TestOneSourceCannotHoldTheWholeBudget(t *testing.T) {
 func TestATricklingSenderIsCutOff(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := NewWebhook([]byte(testSecret), NewQueue(ctx, 1, 16, time.Minute, discard), &recordingRouter{}, discard)
+	h := NewWebhook([]byte(testSecret), queue.New(ctx, 1, 16, time.Minute, discard, nil), &recordingRouter{}, discard)
 	h.ReadTimeout = time.Minute
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -428,5 +430,24 @@ func TestATricklingSenderIsCutOff(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
 		t.Errorf("a signed delivery sent at once: %d, want 202", resp.StatusCode)
+	}
+}
+
+// TestAForksPushIsRoutedToYield: the route of a pull request's push marks
+// a fork's job (or one whose head repository is gone) to yield, and the
+// repository's own not.
+func TestAForksPushIsRoutedToYield(t *testing.T) {
+	cfg, err := config.ParseConfig([]byte("targets:\n- {repo: o/r, path: deploy}\n"), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewApp(cfg, nil, nil, discard)
+	for head, yield := range map[string]bool{"o/r": false, "O/R": false, "stranger/r": true, "": true} {
+		ev := &ghapp.PullRequestEvent{Action: "synchronize", Installation: 1, Number: 7, HeadSHA: "abc", HeadRepo: head,
+			Repo: ghapp.Repository{Owner: "o", Name: "r", FullName: "o/r"}}
+		jobs, _, ok := a.Route("pull_request", "d", ev, discard)
+		if !ok || len(jobs) != 1 || jobs[0].Yield != yield {
+			t.Errorf("head repository %q: jobs %+v, want one with Yield %v", head, jobs, yield)
+		}
 	}
 }

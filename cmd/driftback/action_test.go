@@ -400,9 +400,18 @@ func TestTheActionBuildsItsOwnSourceWhenNotARelease(t *testing.T) {
 	if raceEnabled {
 		flags += " -race" // the tests' packages are compiled so: only the link is left
 	}
-	out, code, outputs, _ := actionStep(t, nil, []string{"GITHUB_WORKSPACE=" + repo, "GITHUB_TOKEN=" + run.token, "DRIFTBACK_BIN=", flags})
+	temp := t.TempDir()
+	out, code, outputs, _ := actionStep(t, nil, []string{"GITHUB_WORKSPACE=" + repo, "GITHUB_TOKEN=" + run.token, "DRIFTBACK_BIN=", flags, "RUNNER_TEMP=" + temp})
 	if code != 0 || !strings.Contains(out, "building driftback from its own source") || outputs["verdict"] != "nothing-dangerous" {
 		t.Errorf("exit %d, outputs %v:\n%s", code, outputs, out)
+	}
+	// Built outside version control (a runner downloads an Action without
+	// .git), stamped: it renders overlays in the driftback-render built
+	// beside it.
+	dir := filepath.Join(temp, "driftback-src")
+	version, err := exec.Command(filepath.Join(dir, "driftback"), "version").CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^driftback devel-source\.\d{8}T\d{6}Z$`).Match(version) || !strings.Contains(string(version), "render child "+filepath.Join(dir, "driftback-render")+" ") {
+		t.Errorf("driftback version of the Action's own build: %v\n%s", err, version)
 	}
 	if strings.Contains(out, "@latest") {
 		t.Errorf("the Action fetched @latest:\n%s", out)

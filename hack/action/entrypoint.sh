@@ -79,7 +79,11 @@ if [[ -z "${DRIFTBACK_BIN:-}" ]]; then
   else
     # Not a release (a branch or commit of the Action): its own source.
     say "this Action is not a release (hack/action/version says ${version:-nothing}): building driftback from its own source (a release tag installs in seconds)"
-    (cd "$action_dir" && go build -o "${RUNNER_TEMP:-/tmp}/driftback-src/" ./cmd/driftback ./cmd/driftback-render)
+    # Stamped with the build's time: a build outside version control that
+    # names nothing is never paired with its render child, driftback-render.
+    stamp="${version:-devel}-source.$(date -u +%Y%m%dT%H%M%SZ)"
+    (cd "$action_dir" && go build -ldflags "-X github.com/driftback/driftback/cmd/driftback/internal/quick.version=${stamp}" \
+      -o "${RUNNER_TEMP:-/tmp}/driftback-src/" ./cmd/driftback ./cmd/driftback-render)
     DRIFTBACK_BIN="${RUNNER_TEMP:-/tmp}/driftback-src/driftback"
   fi
 fi

@@ -61,15 +61,15 @@ var domain = []string{"render", "render/child", "render/childbin", "render/helm"
 // githubFree are the app's packages that know nothing of GitHub: not even
 // the App's own GitHub package. The review of a pull request is a function
 // of its inputs; its caller reads GitHub and publishes.
-var githubFree = []string{"app/config", "app/repos", "app/targets", "app/review", "app/auditlog", "app/registration"}
+var githubFree = []string{"app/config", "app/repos", "app/targets", "app/review", "app/auditlog", "app/registration", "app/queue"}
 
 // layers orders the app's packages: each imports only packages of a layer
 // below its own. The domain packages (render, drift, …) are layer 0.
 var layers = map[string]int{
 	"app/config": 1, "app/repos": 1, "app/metrics": 1,
 	"app/auditlog": 2, "app/registration": 2,
-	"app/targets": 2,
-	"app/review":  4, "app/github": 4,
+	"app/targets": 2, "app/queue": 2,
+	"app/review": 4, "app/github": 4,
 	"app/driftloop": 5, "app/aftermerge": 5,
 	"app": 6,
 }

@@ -1,4 +1,9 @@
-package app
+// Package queue runs the App's jobs on a fixed pool of workers: a job per
+// pull request (or other key) at a time, a newer commit replacing or
+// cancelling an older one, a closed pull request's work dropped, and a job
+// that GitHub's rate limit stops run again once it allows, on no worker
+// meanwhile.
+package queue
 
 import (
 	"context"
@@ -12,11 +17,12 @@ import (
 	"github.com/driftback/driftback/app/metrics"
 )
 
-// ErrQueueFull is returned when no more work can wait; the delivery gets 503.
-var ErrQueueFull = errors.New("the work queue is full")
+// ErrFull is returned when no more work can wait; the delivery gets 503.
+var ErrFull = errors.New("the work queue is full")
 
-// errSuperseded cancels work that a newer head SHA replaced.
-var errSuperseded = errors.New("superseded by a newer commit")
+// ErrSuperseded cancels work that a newer head SHA replaced: a job's
+// context.Cause says so.
+var ErrSuperseded = errors.New("superseded by a newer commit")
 
 // errShutdown cancels work still running when the grace period of a shutdown
 // ends; it is not the pull request's fault, so nothing is reported there.
@@ -60,7 +66,11 @@ func (e *RetryLater) Error() string {
 func (e *RetryLater) Unwrap() error { return e.Err }
 
 type running struct {
-	job    *Job
+	job *Job
+	// ctx is cancelled, with its cause, by a newer job or a drop: the
+	// job's own context may have ended first at its deadline, which then
+	// stays its cause.
+	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
 
@@ -83,21 +93,24 @@ type Queue struct {
 	// token of its timer; a newer job or a drop for the key forgets it.
 	later  map[string]uint64
 	tokens uint64
+	// after runs f once d has passed: time.AfterFunc, or a test's clock.
+	after  func(d time.Duration, f func())
 	closed bool
 	wg     sync.WaitGroup
 }
 
-// NewQueue starts workers that run jobs until Close (or the end of parent).
+// New starts workers that run jobs until Close (or the end of parent).
 // Jobs run on the queue's own context, not on any request's; size bounds the
-// jobs waiting; timeout bounds one job.
-func NewQueue(parent context.Context, workers, size int, timeout time.Duration, log *slog.Logger) *Queue {
+// jobs waiting; timeout bounds one job; m, when not nil, times each job.
+func New(parent context.Context, workers, size int, timeout time.Duration, log *slog.Logger, m *metrics.Metrics) *Queue {
 	ctx, stop := context.WithCancelCause(parent)
 	q := &Queue{
-		ctx: ctx, stop: stop, size: size, timeout: timeout, log: log,
+		ctx: ctx, stop: stop, size: size, timeout: timeout, log: log, metrics: m,
 		wake:    make(chan struct{}, 1),
 		pending: map[string]*Job{},
 		running: map[string]*running{},
 		later:   map[string]uint64{},
+		after:   func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 	}
 	for range workers {
 		q.wg.Add(1)
@@ -111,15 +124,20 @@ func NewQueue(parent context.Context, workers, size int, timeout time.Duration, 
 func (q *Queue) Enqueue(j *Job) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.enqueue(j)
+}
+
+// enqueue is Enqueue with q.mu held.
+func (q *Queue) enqueue(j *Job) error {
 	if q.closed {
-		return ErrQueueFull
+		return ErrFull
 	}
 	_, queued := q.pending[j.Key]
 	if !queued && len(q.pending) >= q.size {
-		return ErrQueueFull // refused before anything running is cancelled
+		return ErrFull // refused before anything running is cancelled
 	}
 	if r, ok := q.running[j.Key]; ok && r.job.SHA != j.SHA {
-		r.cancel(errSuperseded)
+		r.cancel(ErrSuperseded)
 	}
 	delete(q.later, j.Key) // this job reports instead
 	q.pending[j.Key] = j
@@ -140,6 +158,14 @@ func (q *Queue) Drop(key string, cause error) {
 	if r, ok := q.running[key]; ok {
 		r.cancel(cause)
 	}
+}
+
+// Idle says whether no job waits or runs (one waiting out GitHub's limit
+// aside).
+func (q *Queue) Idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending) == 0 && len(q.running) == 0
 }
 
 // Depth is the number of jobs waiting.
@@ -187,9 +213,9 @@ func (q *Queue) next() (*Job, context.Context, context.CancelFunc) {
 		j := q.pending[k]
 		q.order = append(q.order[:i:i], q.order[i+1:]...)
 		delete(q.pending, k)
-		ctx, cancelCause := context.WithCancelCause(q.ctx)
-		ctx, cancel := context.WithTimeout(ctx, q.timeout)
-		q.running[k] = &running{job: j, cancel: cancelCause}
+		ended, cancelCause := context.WithCancelCause(q.ctx)
+		ctx, cancel := context.WithTimeout(ended, q.timeout)
+		q.running[k] = &running{job: j, ctx: ended, cancel: cancelCause}
 		if len(q.pending) > 0 {
 			q.signal() // another idle worker may take the next one
 		}
@@ -247,9 +273,13 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 		q.metrics.Job("cancelled", time.Since(start))
 		log.Info("job cancelled", "reason", cause.Error())
 	case errors.As(err, &later):
-		q.metrics.Job("deferred", time.Since(start))
 		log.Warn("job waits out GitHub's rate limit", "err", later.Err, "seconds", later.Wait.Seconds())
-		q.runAfter(ctx, j, later.Wait, log)
+		if q.runAfter(j, later.Wait, log) {
+			q.metrics.Job("deferred", time.Since(start))
+		} else {
+			q.metrics.Job("cancelled", time.Since(start))
+			log.Info("job cancelled", "reason", "a newer event or a close came as it returned")
+		}
 	default:
 		q.metrics.Job("failed", time.Since(start))
 		q.metrics.Failure("job")
@@ -264,39 +294,38 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 
 // cancelled tells whether a job's cause ends it without a report.
 func cancelled(cause error) bool {
-	return errors.Is(cause, errSuperseded) || errors.Is(cause, errPullClosed) || errors.Is(cause, errShutdown)
+	return errors.Is(cause, ErrSuperseded) || errors.Is(cause, ErrPullClosed) || errors.Is(cause, errShutdown)
 }
 
 // runAfter queues j again after d, unless a newer job or a drop for its key
-// came meanwhile, or the queue closed. It decides under the lock Enqueue and
-// Drop take: one that came after j returned but before this call has already
-// cancelled ctx or queued the newer job, and one that comes later forgets the
-// timer.
-func (q *Queue) runAfter(ctx context.Context, j *Job, d time.Duration, log *slog.Logger) {
+// came meanwhile, or the queue closed; false when one came already. It
+// decides under the lock Enqueue and Drop take: one that came after j
+// returned but before this call has already ended j's run or queued the
+// newer job, and one that comes later forgets the timer, which checks and
+// queues in one hold of the lock.
+func (q *Queue) runAfter(j *Job, d time.Duration, log *slog.Logger) bool {
 	q.mu.Lock()
-	if _, newer := q.pending[j.Key]; newer || cancelled(context.Cause(ctx)) {
+	if _, newer := q.pending[j.Key]; newer || cancelled(context.Cause(q.running[j.Key].ctx)) {
 		q.mu.Unlock()
-		log.Info("job not run again: a newer event or a close came while it ran")
-		return
+		return false
 	}
 	q.tokens++
 	token := q.tokens
 	q.later[j.Key] = token
 	q.mu.Unlock()
-	time.AfterFunc(d, func() {
+	q.after(d, func() {
+		var err error
 		q.mu.Lock()
-		current := !q.closed && q.later[j.Key] == token
-		if current {
+		if !q.closed && q.later[j.Key] == token {
 			delete(q.later, j.Key)
+			err = q.enqueue(j)
 		}
 		q.mu.Unlock()
-		if !current {
-			return
-		}
-		if err := q.Enqueue(j); err != nil {
+		if err != nil {
 			log.Warn("job not queued again: the next event for it brings it back", "err", err)
 		}
 	})
+	return true
 }
 
 // Close stops taking jobs, drops the queued ones (GitHub's next event or a
@@ -328,5 +357,5 @@ func (q *Queue) Close(ctx context.Context) {
 	q.wg.Wait()
 }
 
-// errPullClosed cancels work on a pull request that was closed.
-var errPullClosed = errors.New("the pull request was closed")
+// ErrPullClosed cancels work on a pull request that was closed.
+var ErrPullClosed = errors.New("the pull request was closed")

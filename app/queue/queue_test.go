@@ -1,4 +1,4 @@
-package app
+package queue
 
 import (
 	"context"
@@ -11,18 +11,22 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/driftback/driftback/app/config"
-	ghapp "github.com/driftback/driftback/app/github"
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// waitUntil is eventually with the condition last, as a wait reads best
-// where the condition is a long function.
+// waitUntil waits for cond, and fails t after a minute (a loaded machine
+// under the race detector is slow, and a condition that holds ends the wait
+// at once).
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	eventually(t, cond, what)
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // TestQueueCoalescesPerPullRequest proves a burst of jobs for one pull request
@@ -30,7 +34,7 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 func TestQueueCoalescesPerPullRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	q := NewQueue(ctx, 2, 16, time.Minute, discard)
+	q := New(ctx, 2, 16, time.Minute, discard, nil)
 	var mu sync.Mutex
 	var ran, cancelled []string
 	started := make(chan string, 10)
@@ -82,7 +86,7 @@ func TestQueueCoalescesPerPullRequest(t *testing.T) {
 func TestQueueSurvivesPanics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	q := NewQueue(ctx, 1, 16, time.Minute, discard)
+	q := New(ctx, 1, 16, time.Minute, discard, nil)
 	var failed atomic.Value
 	var after atomic.Bool
 	_ = q.Enqueue(&Job{Key: "o/r#1", Run: func(context.Context) error { panic("boom") },
@@ -98,7 +102,7 @@ func TestQueueIsBoundedAndDrops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	block := make(chan struct{})
-	q := NewQueue(ctx, 1, 2, time.Minute, discard)
+	q := New(ctx, 1, 2, time.Minute, discard, nil)
 	var cause atomic.Value
 	_ = q.Enqueue(&Job{Key: "o/r#1", SHA: "x", Run: func(ctx context.Context) error {
 		select {
@@ -109,15 +113,15 @@ func TestQueueIsBoundedAndDrops(t *testing.T) {
 		return nil
 	}})
 	waitUntil(t, "the first job to start", func() bool { return q.Depth() == 0 })
-	for i, want := range []error{nil, nil, ErrQueueFull} {
+	for i, want := range []error{nil, nil, ErrFull} {
 		err := q.Enqueue(&Job{Key: "o/r#" + string(rune('2'+i)), Run: func(context.Context) error { return nil }})
 		if !errors.Is(err, want) && err != want {
 			t.Errorf("enqueue %d: %v, want %v", i, err, want)
 		}
 	}
-	q.Drop("o/r#1", errPullClosed)
+	q.Drop("o/r#1", ErrPullClosed)
 	waitUntil(t, "the running job to be cancelled", func() bool { return cause.Load() != nil })
-	if c := cause.Load().(error); !errors.Is(c, errPullClosed) {
+	if c := cause.Load().(error); !errors.Is(c, ErrPullClosed) {
 		t.Errorf("cancelled with %v", c)
 	}
 	close(block)
@@ -128,7 +132,7 @@ func TestQueueIsBoundedAndDrops(t *testing.T) {
 func TestQueueFullDoesNotCancelRunningWork(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	q := NewQueue(ctx, 1, 1, time.Minute, discard)
+	q := New(ctx, 1, 1, time.Minute, discard, nil)
 	release := make(chan struct{})
 	var cancelled atomic.Bool
 	_ = q.Enqueue(&Job{Key: "o/r#1", SHA: "a", Run: func(ctx context.Context) error {
@@ -141,8 +145,8 @@ func TestQueueFullDoesNotCancelRunningWork(t *testing.T) {
 	}})
 	waitUntil(t, "a to start", func() bool { return q.Depth() == 0 })
 	_ = q.Enqueue(&Job{Key: "o/r#2", Run: func(context.Context) error { return nil }})
-	if err := q.Enqueue(&Job{Key: "o/r#1", SHA: "b", Run: func(context.Context) error { return nil }}); !errors.Is(err, ErrQueueFull) {
-		t.Fatalf("enqueue b: %v, want ErrQueueFull", err)
+	if err := q.Enqueue(&Job{Key: "o/r#1", SHA: "b", Run: func(context.Context) error { return nil }}); !errors.Is(err, ErrFull) {
+		t.Fatalf("enqueue b: %v, want ErrFull", err)
 	}
 	close(release)
 	q.Close(context.Background())
@@ -154,7 +158,7 @@ func TestQueueFullDoesNotCancelRunningWork(t *testing.T) {
 // TestQueueShutdown proves Close lets running work finish within the grace
 // period, cancels it after, and reports nothing on the pull requests.
 func TestQueueShutdown(t *testing.T) {
-	q := NewQueue(context.Background(), 2, 8, time.Minute, discard)
+	q := New(context.Background(), 2, 8, time.Minute, discard, nil)
 	var finished, failed atomic.Int64
 	for i, d := range []time.Duration{50 * time.Millisecond, time.Hour} {
 		_ = q.Enqueue(&Job{Key: "o/r#" + string(rune('1'+i)), Run: func(ctx context.Context) error {
@@ -178,9 +182,75 @@ func TestQueueShutdown(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("Close took %s", took)
 	}
-	if err := q.Enqueue(&Job{Key: "late"}); !errors.Is(err, ErrQueueFull) {
+	if err := q.Enqueue(&Job{Key: "late"}); !errors.Is(err, ErrFull) {
 		t.Errorf("a closed queue took a job: %v", err)
 	}
+}
+
+// timers holds the queue's timers until the test fires them: what runs
+// after GitHub's wait runs when the test says the wait is over, however
+// slow the machine.
+type timers struct {
+	mu    sync.Mutex
+	waits []time.Duration
+	due   []func()
+}
+
+func (c *timers) after(d time.Duration, f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waits = append(c.waits, d)
+	c.due = append(c.due, f)
+}
+
+// set is how many timers were set so far.
+func (c *timers) set() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waits)
+}
+
+// pass ends every wait set so far.
+func (c *timers) pass() {
+	c.mu.Lock()
+	due := c.due
+	c.due = nil
+	c.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
+}
+
+// limitedQueue is a queue of one worker on timers the test fires, and a
+// job maker whose jobs record their runs; a job told limited first returns
+// GitHub's wait of a minute.
+func limitedQueue(t *testing.T) (q *Queue, clock *timers, job func(key, sha string, limited bool, then func()) *Job, ran func(n int) func() bool, runs func() []string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	q = New(ctx, 1, 16, time.Minute, discard, nil)
+	clock = &timers{}
+	q.after = clock.after
+	var mu sync.Mutex
+	var names []string
+	job = func(key, sha string, limited bool, then func()) *Job {
+		return &Job{Key: key, SHA: sha, Fail: func(_ context.Context, err error) { t.Errorf("%s: failure reported: %v", key, err) },
+			Run: func(context.Context) error {
+				mu.Lock()
+				names = append(names, key+"@"+sha)
+				mu.Unlock()
+				if then != nil {
+					then()
+				}
+				if limited {
+					limited = false
+					return &RetryLater{Wait: time.Minute, Err: errors.New("API rate limit exceeded")}
+				}
+				return nil
+			}}
+	}
+	runs = func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(names) }
+	ran = func(n int) func() bool { return func() bool { return len(runs()) >= n } }
+	return q, clock, job, ran, runs
 }
 
 // TestQueueRunsAJobAgainAfterGitHubsWait: a job that GitHub told to wait
@@ -188,82 +258,41 @@ func TestQueueShutdown(t *testing.T) {
 // reporting a failure; a newer job for its key, or a drop, comes instead of
 // it, and a job waiting out a limit holds no worker meanwhile.
 func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	q := NewQueue(ctx, 1, 16, time.Minute, discard)
-	const wait = 300 * time.Millisecond
-	var mu sync.Mutex
-	var runs []string
-	var at []time.Time
-	var failed atomic.Int64
-	job := func(key, sha string, limited *atomic.Int64) *Job {
-		return &Job{Key: key, SHA: sha, Fail: func(context.Context, error) { failed.Add(1) },
-			Run: func(context.Context) error {
-				mu.Lock()
-				runs = append(runs, key+"@"+sha)
-				at = append(at, time.Now())
-				mu.Unlock()
-				if limited.Add(-1) >= 0 {
-					return &RetryLater{Wait: wait, Err: errors.New("API rate limit exceeded")}
-				}
-				return nil
-			}}
+	q, clock, job, ran, runs := limitedQueue(t)
+	enqueue := func(j *Job) {
+		t.Helper()
+		if err := q.Enqueue(j); err != nil {
+			t.Fatal(err)
+		}
 	}
-	ranAll := func(n int) func() bool {
-		return func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) == n }
-	}
-
-	var once atomic.Int64
-	once.Store(1)
-	if err := q.Enqueue(job("o/r#1", "a", &once)); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the first run", ranAll(1))
+	enqueue(job("o/r#1", "a", true, nil))
+	waitUntil(t, "GitHub's wait to be set", func() bool { return clock.set() == 1 })
 	// The one worker is free while #1 waits: #2 runs at once.
-	var never atomic.Int64
-	if err := q.Enqueue(job("o/r#2", "x", &never)); err != nil {
-		t.Fatal(err)
+	enqueue(job("o/r#2", "x", false, nil))
+	waitUntil(t, "#2's run", ran(2))
+	clock.pass()
+	waitUntil(t, "the run again", ran(3))
+	if got := runs(); got[1] != "o/r#2@x" || got[2] != "o/r#1@a" {
+		t.Errorf("runs %v: want #2 while #1 waits, then #1 again", got)
 	}
-	waitUntil(t, "the run again", ranAll(3))
-	mu.Lock()
-	if runs[1] != "o/r#2@x" || runs[2] != "o/r#1@a" {
-		t.Errorf("runs %v: want #2 while #1 waits, then #1 again", runs)
+	if clock.waits[0] != time.Minute {
+		t.Errorf("waited %s, not GitHub's wait of a minute", clock.waits[0])
 	}
-	if d := at[2].Sub(at[0]); d < wait {
-		t.Errorf("ran again %s after GitHub's wait of %s", d, wait)
-	}
-	mu.Unlock()
 
 	// A newer commit while the old one waits: only the newer one runs.
-	once.Store(1)
-	if err := q.Enqueue(job("o/r#3", "old", &once)); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the old commit's run", ranAll(4))
-	if err := q.Enqueue(job("o/r#3", "new", &never)); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the new commit's run", ranAll(5))
+	enqueue(job("o/r#3", "old", true, nil))
+	waitUntil(t, "the old commit's wait", func() bool { return clock.set() == 2 })
+	enqueue(job("o/r#3", "new", false, nil))
+	waitUntil(t, "the new commit's run", ran(5))
 	// A pull request closed while its job waits: nothing runs.
-	once.Store(1)
-	if err := q.Enqueue(job("o/r#4", "a", &once)); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the closed pull request's run", ranAll(6))
-	q.Drop("o/r#4", errPullClosed)
-	// Past both waits, with a job queued after them to know the queue moved on.
-	time.Sleep(2 * wait) // the waits that must not end in a run
-	if err := q.Enqueue(job("o/r#5", "a", &never)); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the last run", ranAll(7))
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []string{"o/r#1@a", "o/r#2@x", "o/r#1@a", "o/r#3@old", "o/r#3@new", "o/r#4@a", "o/r#5@a"}; !slices.Equal(runs, want) {
-		t.Errorf("runs %v, want %v", runs, want)
-	}
-	if n := failed.Load(); n != 0 {
-		t.Errorf("%d failures reported for jobs that only waited", n)
+	enqueue(job("o/r#4", "a", true, nil))
+	waitUntil(t, "the closed pull request's wait", func() bool { return clock.set() == 3 })
+	q.Drop("o/r#4", ErrPullClosed)
+	clock.pass() // the waits that must not end in a run: anything they queue comes before #5
+	enqueue(job("o/r#5", "a", false, nil))
+	waitUntil(t, "the last run", ran(7))
+	if want := []string{"o/r#1@a", "o/r#2@x", "o/r#1@a", "o/r#3@old", "o/r#3@new", "o/r#4@a", "o/r#5@a"}; !slices.Equal(runs(), want) {
+		t.Errorf("runs %v, want %v", runs(), want)
 	}
 }
 
@@ -271,58 +300,43 @@ func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
 // event for a pull request arrives while its job runs, and that job then
 // finds it must wait out GitHub's limit, the newer job reports and the older
 // one never runs again; so too when the pull request closes as the job
-// returns.
+// returns, even after the job's own deadline passed.
 func TestAJobThatMustWaitYieldsToAnEventThatCameWhileItRan(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	q := NewQueue(ctx, 1, 16, time.Minute, discard)
-	const wait = 100 * time.Millisecond
-	var mu sync.Mutex
-	var runs []string
-	// job records its run as name, then does then (if any).
-	job := func(key, name string, then func() error) *Job {
-		return &Job{Key: key, SHA: "a", Run: func(context.Context) error {
-			mu.Lock()
-			runs = append(runs, name)
-			mu.Unlock()
-			if then == nil {
-				return nil
-			}
-			return then()
-		}}
+	q, clock, job, ran, runs := limitedQueue(t)
+	enqueue := func(j *Job) {
+		t.Helper()
+		if err := q.Enqueue(j); err != nil {
+			t.Fatal(err)
+		}
 	}
-	ran := func(n int) func() bool {
-		return func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) >= n }
-	}
-	limited := func() error { return &RetryLater{Wait: wait, Err: errors.New("API rate limit exceeded")} }
-
-	newer := job("o/r#1", "newer", nil)
-	if err := q.Enqueue(job("o/r#1", "older", func() error {
-		if err := q.Enqueue(newer); err != nil { // a redelivery of the same head
+	// done: n runs, and the last job's return handled (a timer set or not).
+	done := func(n int) func() bool { return func() bool { return ran(n)() && q.Idle() } }
+	newer := job("o/r#1", "a", false, nil)
+	enqueue(job("o/r#1", "a", true, func() { // a redelivery of the same head
+		if err := q.Enqueue(newer); err != nil {
 			t.Error(err)
 		}
-		return limited()
-	})); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the newer job's run", ran(2))
-	// A pull request closed after its job returned, before the queue set
-	// its timer (the log line the queue writes in between closes it).
-	closing := job("o/r#3", "closed", limited)
-	closing.Log = slog.New(onLog{"job waits out GitHub's rate limit", func() { q.Drop("o/r#3", errPullClosed) }})
-	if err := q.Enqueue(closing); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the closed pull request's run", ran(3))
-	time.Sleep(3 * wait) // past the waits that must not end in a run
-	if err := q.Enqueue(job("o/r#2", "last", nil)); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the last run", ran(4))
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []string{"older", "newer", "closed", "last"}; !slices.Equal(runs, want) {
-		t.Errorf("runs %v, want %v", runs, want)
+	}))
+	waitUntil(t, "the newer job to end", done(2))
+	// Closed after the job returned, before the queue set its timer (the
+	// log line the queue writes in between closes it).
+	closing := job("o/r#3", "a", true, nil)
+	closing.Log = slog.New(onLog{"job waits out GitHub's rate limit", func() { q.Drop("o/r#3", ErrPullClosed) }})
+	enqueue(closing)
+	waitUntil(t, "the closed pull request's job to end", done(3))
+	// So too for a job that returned once its own deadline passed.
+	q.mu.Lock()
+	q.timeout = time.Millisecond
+	q.mu.Unlock()
+	late := job("o/r#4", "a", true, func() { time.Sleep(20 * time.Millisecond) })
+	late.Log = slog.New(onLog{"job waits out GitHub's rate limit", func() { q.Drop("o/r#4", ErrPullClosed) }})
+	enqueue(late)
+	waitUntil(t, "the late job to end", done(4))
+	clock.pass() // any wait set: what it queues comes before the last
+	enqueue(job("o/r#2", "a", false, nil))
+	waitUntil(t, "the last run", ran(5))
+	if want := []string{"o/r#1@a", "o/r#1@a", "o/r#3@a", "o/r#4@a", "o/r#2@a"}; !slices.Equal(runs(), want) {
+		t.Errorf("runs %v, want %v", runs(), want)
 	}
 }
 
@@ -348,7 +362,7 @@ func TestAForksJobsYieldToTheRepositorysOwn(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	block := make(chan struct{})
-	q := NewQueue(ctx, 1, 16, time.Minute, discard)
+	q := New(ctx, 1, 16, time.Minute, discard, nil)
 	_ = q.Enqueue(&Job{Key: "o/r#1", SHA: "x", Run: func(context.Context) error { <-block; return nil }})
 	waitUntil(t, "the first job to start", func() bool { return q.Depth() == 0 })
 	var mu sync.Mutex
@@ -370,24 +384,5 @@ func TestAForksJobsYieldToTheRepositorysOwn(t *testing.T) {
 	waitUntil(t, "every job to run", func() bool { mu.Lock(); defer mu.Unlock(); return len(ran) == 4 })
 	if got := strings.Join(ran, " "); got != "o/r#2 o/r#3 o/r#fork-1 o/r#fork-2" {
 		t.Errorf("ran %s, want the repository's own first, each kind in its order", got)
-	}
-}
-
-// TestAForksPushIsRoutedToYield: the route of a pull request's push marks
-// a fork's job (or one whose head repository is gone) to yield, and the
-// repository's own not.
-func TestAForksPushIsRoutedToYield(t *testing.T) {
-	cfg, err := config.ParseConfig([]byte("targets:\n- {repo: o/r, path: deploy}\n"), func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := NewApp(cfg, nil, nil, discard)
-	for head, yield := range map[string]bool{"o/r": false, "O/R": false, "stranger/r": true, "": true} {
-		ev := &ghapp.PullRequestEvent{Action: "synchronize", Installation: 1, Number: 7, HeadSHA: "abc", HeadRepo: head,
-			Repo: ghapp.Repository{Owner: "o", Name: "r", FullName: "o/r"}}
-		jobs, _, ok := a.Route("pull_request", "d", ev, discard)
-		if !ok || len(jobs) != 1 || jobs[0].Yield != yield {
-			t.Errorf("head repository %q: jobs %+v, want one with Yield %v", head, jobs, yield)
-		}
 	}
 }
