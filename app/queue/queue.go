@@ -298,14 +298,15 @@ func cancelled(cause error) bool {
 }
 
 // runAfter queues j again after d, unless a newer job or a drop for its key
-// came meanwhile, or the queue closed; false when one came already. It
+// came meanwhile, or the queue closed; false when one came already (a drop
+// or a newer commit ends j's run, which nothing else ends before it returns). It
 // decides under the lock Enqueue and Drop take: one that came after j
 // returned but before this call has already ended j's run or queued the
 // newer job, and one that comes later forgets the timer, which checks and
 // queues in one hold of the lock.
 func (q *Queue) runAfter(j *Job, d time.Duration, log *slog.Logger) bool {
 	q.mu.Lock()
-	if _, newer := q.pending[j.Key]; newer || cancelled(context.Cause(q.running[j.Key].ctx)) {
+	if _, newer := q.pending[j.Key]; newer || q.closed || q.running[j.Key].ctx.Err() != nil {
 		q.mu.Unlock()
 		return false
 	}

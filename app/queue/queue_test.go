@@ -160,27 +160,48 @@ func TestQueueFullDoesNotCancelRunningWork(t *testing.T) {
 func TestQueueShutdown(t *testing.T) {
 	q := New(context.Background(), 2, 8, time.Minute, discard, nil)
 	var finished, failed atomic.Int64
-	for i, d := range []time.Duration{50 * time.Millisecond, time.Hour} {
-		_ = q.Enqueue(&Job{Key: "o/r#" + string(rune('1'+i)), Run: func(ctx context.Context) error {
-			select {
-			case <-time.After(d):
-				finished.Add(1)
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}, Fail: func(context.Context, error) { failed.Add(1) }})
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	var shutdown atomic.Bool
+	fail := func(context.Context, error) { failed.Add(1) }
+	// One job ends when the test releases it, the other only when cancelled.
+	_ = q.Enqueue(&Job{Key: "o/r#1", Fail: fail, Run: func(ctx context.Context) error {
+		started <- struct{}{}
+		select {
+		case <-release:
+			finished.Add(1)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	_ = q.Enqueue(&Job{Key: "o/r#2", Fail: fail, Run: func(ctx context.Context) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		shutdown.Store(errors.Is(context.Cause(ctx), errShutdown))
+		return ctx.Err()
+	}})
+	<-started
+	<-started
+	grace, endGrace := context.WithCancel(context.Background())
+	defer endGrace()
+	closed := make(chan struct{})
+	go func() { q.Close(grace); close(closed) }()
+	waitUntil(t, "Close to begin", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.closed })
+	close(release)
+	waitUntil(t, "the released job to finish", func() bool { return finished.Load() == 1 })
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a job ran within the grace period")
+	default:
 	}
-	waitUntil(t, "both to start", func() bool { return q.Depth() == 0 })
-	grace, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	q.Close(grace)
-	if finished.Load() != 1 || failed.Load() != 0 {
-		t.Errorf("%d finished, %d reported failed; want the short job finished and nothing reported", finished.Load(), failed.Load())
+	endGrace()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return once the grace period ended")
 	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("Close took %s", took)
+	if !shutdown.Load() || failed.Load() != 0 {
+		t.Errorf("cancelled for shutting down: %v; %d reported failed; want the running job cancelled so and nothing reported", shutdown.Load(), failed.Load())
 	}
 	if err := q.Enqueue(&Job{Key: "late"}); !errors.Is(err, ErrFull) {
 		t.Errorf("a closed queue took a job: %v", err)
@@ -224,7 +245,7 @@ func (c *timers) pass() {
 // limitedQueue is a queue of one worker on timers the test fires, and a
 // job maker whose jobs record their runs; a job told limited first returns
 // GitHub's wait of a minute.
-func limitedQueue(t *testing.T) (q *Queue, clock *timers, job func(key, sha string, limited bool, then func()) *Job, ran func(n int) func() bool, runs func() []string) {
+func limitedQueue(t *testing.T) (q *Queue, clock *timers, job func(key, sha string, limited bool, then func(context.Context)) *Job, ran func(n int) func() bool, runs func() []string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	q = New(ctx, 1, 16, time.Minute, discard, nil)
@@ -232,14 +253,14 @@ func limitedQueue(t *testing.T) (q *Queue, clock *timers, job func(key, sha stri
 	q.after = clock.after
 	var mu sync.Mutex
 	var names []string
-	job = func(key, sha string, limited bool, then func()) *Job {
+	job = func(key, sha string, limited bool, then func(context.Context)) *Job {
 		return &Job{Key: key, SHA: sha, Fail: func(_ context.Context, err error) { t.Errorf("%s: failure reported: %v", key, err) },
-			Run: func(context.Context) error {
+			Run: func(ctx context.Context) error {
 				mu.Lock()
 				names = append(names, key+"@"+sha)
 				mu.Unlock()
 				if then != nil {
-					then()
+					then(ctx)
 				}
 				if limited {
 					limited = false
@@ -275,9 +296,11 @@ func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
 	if got := runs(); got[1] != "o/r#2@x" || got[2] != "o/r#1@a" {
 		t.Errorf("runs %v: want #2 while #1 waits, then #1 again", got)
 	}
+	clock.mu.Lock()
 	if clock.waits[0] != time.Minute {
 		t.Errorf("waited %s, not GitHub's wait of a minute", clock.waits[0])
 	}
+	clock.mu.Unlock()
 
 	// A newer commit while the old one waits: only the newer one runs.
 	enqueue(job("o/r#3", "old", true, nil))
@@ -312,7 +335,7 @@ func TestAJobThatMustWaitYieldsToAnEventThatCameWhileItRan(t *testing.T) {
 	// done: n runs, and the last job's return handled (a timer set or not).
 	done := func(n int) func() bool { return func() bool { return ran(n)() && q.Idle() } }
 	newer := job("o/r#1", "a", false, nil)
-	enqueue(job("o/r#1", "a", true, func() { // a redelivery of the same head
+	enqueue(job("o/r#1", "a", true, func(context.Context) { // a redelivery of the same head
 		if err := q.Enqueue(newer); err != nil {
 			t.Error(err)
 		}
@@ -328,7 +351,12 @@ func TestAJobThatMustWaitYieldsToAnEventThatCameWhileItRan(t *testing.T) {
 	q.mu.Lock()
 	q.timeout = time.Millisecond
 	q.mu.Unlock()
-	late := job("o/r#4", "a", true, func() { time.Sleep(20 * time.Millisecond) })
+	late := job("o/r#4", "a", true, func(ctx context.Context) {
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			t.Errorf("the late job ended for %v, not its deadline", context.Cause(ctx))
+		}
+	})
 	late.Log = slog.New(onLog{"job waits out GitHub's rate limit", func() { q.Drop("o/r#4", ErrPullClosed) }})
 	enqueue(late)
 	waitUntil(t, "the late job to end", done(4))

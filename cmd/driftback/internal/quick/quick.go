@@ -164,6 +164,8 @@ func whichBuild(info *debug.BuildInfo, stampedVersion, stampedCommit string) bui
 		b.hint = "This binary was built from source without version control information (GOFLAGS=-buildvcs=false, or outside a git checkout). `make build`, or `go build -buildvcs=true` in a git checkout, records both."
 	case b.version == "":
 		b.version = "(devel)"
+	case b.commit == "" && stampedVersion != "":
+		b.commit = "not recorded (built from source without version control information)"
 	case b.commit == "":
 		b.commit = "not recorded (installed from the module proxy: the version names the commit)"
 	}

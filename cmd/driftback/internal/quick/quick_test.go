@@ -41,6 +41,8 @@ func TestWhichBuild(t *testing.T) {
 		{name: "-buildvcs=false", info: &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}},
 			wantV: "(devel)", wantC: "not recorded", wantHint: true},
 		{name: "no build information", wantV: "(devel)", wantC: "not recorded", wantHint: true},
+		{name: "the Action's own source, stamped", info: &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, version: "devel-source.20261205T180000Z",
+			wantV: "devel-source.20261205T180000Z", wantC: "not recorded (built from source without version control information)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := whichBuild(tc.info, tc.version, tc.commit)
