@@ -452,6 +452,7 @@ func (r *Receiver) Follow(ctx context.Context, poll time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("audit.file: %w", err)
 	}
+	r.log.Info("following the audit log file", "file", r.cfg.File, "from", offset)
 	// Started in the middle of a line: its rest is not an event.
 	partial := !atLineStart(f, offset)
 	head := readHead(f, min(offset, headSize))

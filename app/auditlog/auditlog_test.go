@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +43,41 @@ type counts struct {
 	n  map[string]int
 	// most is the most events of an outcome counted at once.
 	most map[string]int
+	// said are the messages the receiver logged.
+	said []string
 }
+
+// Handle keeps what the receiver logs: counts is its slog.Handler too.
+func (c *counts) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.said = append(c.said, r.Message)
+	return nil
+}
+func (c *counts) Enabled(context.Context, slog.Level) bool { return true }
+func (c *counts) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *counts) WithGroup(string) slog.Handler            { return c }
+
+// waitSaid waits until the receiver has logged msg: what it does at its
+// own pace (find a file, read to its end) is waited for, not slept on.
+func (c *counts) waitSaid(t *testing.T, msg string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		c.mu.Lock()
+		said := slices.Contains(c.said, msg)
+		c.mu.Unlock()
+		if said {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the receiver did not say %q within a minute", msg)
+		}
+	}
+}
+
+// following is what the receiver logs once it has opened the file and read
+// to its end.
+const following = "following the audit log file"
 
 func (c *counts) add(outcome string, n int) {
 	c.mu.Lock()
@@ -130,7 +165,6 @@ func TestALogFileIsFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, c := follow(t, config.Audit{File: path, Cluster: "prod"}, 20*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
 	wait := func(n int) { t.Helper(); waitHeld(t, r, c, n) }
 	line := event("web", now)
 	appendFile(t, path, line[:40])
@@ -300,11 +334,11 @@ func TestABatchGoesToTheReplicaRunningTheDriftLoop(t *testing.T) {
 func TestALongLineCostsOnlyItself(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
 	r, c := follow(t, config.Audit{File: path, Cluster: "prod"}, 20*time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // not there yet
+	c.waitSaid(t, "the audit log file is not there yet: waiting for it")
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // found, read from its end
+	c.waitSaid(t, following)
 	now := time.Now()
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -408,7 +442,6 @@ func TestALogFileIsFollowedThroughRotation(t *testing.T) {
 	// Room for about three lines a batch.
 	r, c := follow(t, config.Audit{File: path, Cluster: "prod", MaxBatchBytes: int64(3 * len(event("web", now)))}, poll, names...)
 	wait := func(n int) { t.Helper(); waitHeld(t, r, c, n) }
-	time.Sleep(2 * poll) // found, read from its end: in a line
 	appendFile(t, path, event("old", now)[30:]+"\n"+event("web", now)+"\n")
 	wait(1)
 	if c.get("refused") != 0 {
@@ -458,7 +491,7 @@ func appendFile(t *testing.T, p, s string) {
 // waitHeld waits until the receiver's index holds n events.
 func waitHeld(t *testing.T, r *auditlog.Receiver, c *counts, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for r.Index.Len() != n && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -562,7 +595,6 @@ func TestAFollowerStartedInALineIsNotStuck(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, c := follow(t, config.Audit{File: path, Cluster: "prod"}, 20*time.Millisecond)
-		time.Sleep(100 * time.Millisecond)
 		var err error
 		if truncated {
 			err = os.Truncate(path, 0)
@@ -578,15 +610,20 @@ func TestAFollowerStartedInALineIsNotStuck(t *testing.T) {
 }
 
 // follow starts a receiver following cfg.File, keeping the events of the
-// tests' objects and more, until the test ends.
+// tests' objects and more, until the test ends; when the file is there, it
+// returns once the receiver has read to its end.
 func follow(t *testing.T, cfg config.Audit, poll time.Duration, more ...audit.Object) (*auditlog.Receiver, *counts) {
 	t.Helper()
 	c := &counts{}
-	r := auditlog.New(cfg, nil, c.add, slog.New(slog.DiscardHandler))
+	r := auditlog.New(cfg, nil, c.add, slog.New(c))
 	r.Note(append(more, shopObjects...))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	_, err := os.Stat(cfg.File)
 	go func() { done <- r.Follow(ctx, poll) }()
 	t.Cleanup(func() { cancel(); <-done })
+	if err == nil {
+		c.waitSaid(t, following) // what is written next is read
+	}
 	return r, c
 }
