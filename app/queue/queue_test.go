@@ -242,58 +242,74 @@ func (c *timers) pass() {
 	}
 }
 
-// limitedQueue is a queue of one worker on timers the test fires, and a
-// job maker whose jobs record their runs; a job told limited first returns
-// GitHub's wait of a minute.
-func limitedQueue(t *testing.T) (q *Queue, clock *timers, job func(key, sha string, limited bool, then func(context.Context)) *Job, ran func(n int) func() bool, runs func() []string) {
+// limited is a queue of one worker on timers the test fires, whose jobs
+// record their runs.
+type limited struct {
+	t     *testing.T
+	q     *Queue
+	clock *timers
+	mu    sync.Mutex
+	names []string
+}
+
+func newLimited(t *testing.T) *limited {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	q = New(ctx, 1, 16, time.Minute, discard, nil)
-	clock = &timers{}
-	q.after = clock.after
-	var mu sync.Mutex
-	var names []string
-	job = func(key, sha string, limited bool, then func(context.Context)) *Job {
-		return &Job{Key: key, SHA: sha, Fail: func(_ context.Context, err error) { t.Errorf("%s: failure reported: %v", key, err) },
-			Run: func(ctx context.Context) error {
-				mu.Lock()
-				names = append(names, key+"@"+sha)
-				mu.Unlock()
-				if then != nil {
-					then(ctx)
-				}
-				if limited {
-					limited = false
-					return &RetryLater{Wait: time.Minute, Err: errors.New("API rate limit exceeded")}
-				}
-				return nil
-			}}
-	}
-	runs = func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(names) }
-	ran = func(n int) func() bool { return func() bool { return len(runs()) >= n } }
-	return q, clock, job, ran, runs
+	l := &limited{t: t, q: New(ctx, 1, 16, time.Minute, discard, nil), clock: &timers{}}
+	l.q.after = l.clock.after
+	return l
 }
+
+// job records its run as key@sha, does then (when given) and, the first
+// time when told it is limited, returns GitHub's wait of a minute.
+func (l *limited) job(key, sha string, limited bool, then func(context.Context)) *Job {
+	return &Job{Key: key, SHA: sha, Fail: func(_ context.Context, err error) { l.t.Errorf("%s: failure reported: %v", key, err) },
+		Run: func(ctx context.Context) error {
+			l.mu.Lock()
+			l.names = append(l.names, key+"@"+sha)
+			l.mu.Unlock()
+			if then != nil {
+				then(ctx)
+			}
+			if limited {
+				limited = false
+				return &RetryLater{Wait: time.Minute, Err: errors.New("API rate limit exceeded")}
+			}
+			return nil
+		}}
+}
+
+func (l *limited) enqueue(j *Job) {
+	l.t.Helper()
+	if err := l.q.Enqueue(j); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+func (l *limited) runs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.names)
+}
+
+// ran: at least n runs began.
+func (l *limited) ran(n int) func() bool { return func() bool { return len(l.runs()) >= n } }
 
 // TestQueueRunsAJobAgainAfterGitHubsWait: a job that GitHub told to wait
 // longer than a worker holds on runs again once the wait is over, without
 // reporting a failure; a newer job for its key, or a drop, comes instead of
 // it, and a job waiting out a limit holds no worker meanwhile.
 func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
-	q, clock, job, ran, runs := limitedQueue(t)
-	enqueue := func(j *Job) {
-		t.Helper()
-		if err := q.Enqueue(j); err != nil {
-			t.Fatal(err)
-		}
-	}
-	enqueue(job("o/r#1", "a", true, nil))
+	l := newLimited(t)
+	q, clock := l.q, l.clock
+	l.enqueue(l.job("o/r#1", "a", true, nil))
 	waitUntil(t, "GitHub's wait to be set", func() bool { return clock.set() == 1 })
 	// The one worker is free while #1 waits: #2 runs at once.
-	enqueue(job("o/r#2", "x", false, nil))
-	waitUntil(t, "#2's run", ran(2))
+	l.enqueue(l.job("o/r#2", "x", false, nil))
+	waitUntil(t, "#2's run", l.ran(2))
 	clock.pass()
-	waitUntil(t, "the run again", ran(3))
-	if got := runs(); got[1] != "o/r#2@x" || got[2] != "o/r#1@a" {
+	waitUntil(t, "the run again", l.ran(3))
+	if got := l.runs(); got[1] != "o/r#2@x" || got[2] != "o/r#1@a" {
 		t.Errorf("runs %v: want #2 while #1 waits, then #1 again", got)
 	}
 	clock.mu.Lock()
@@ -303,19 +319,19 @@ func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
 	clock.mu.Unlock()
 
 	// A newer commit while the old one waits: only the newer one runs.
-	enqueue(job("o/r#3", "old", true, nil))
+	l.enqueue(l.job("o/r#3", "old", true, nil))
 	waitUntil(t, "the old commit's wait", func() bool { return clock.set() == 2 })
-	enqueue(job("o/r#3", "new", false, nil))
-	waitUntil(t, "the new commit's run", ran(5))
+	l.enqueue(l.job("o/r#3", "new", false, nil))
+	waitUntil(t, "the new commit's run", l.ran(5))
 	// A pull request closed while its job waits: nothing runs.
-	enqueue(job("o/r#4", "a", true, nil))
+	l.enqueue(l.job("o/r#4", "a", true, nil))
 	waitUntil(t, "the closed pull request's wait", func() bool { return clock.set() == 3 })
 	q.Drop("o/r#4", ErrPullClosed)
 	clock.pass() // the waits that must not end in a run: anything they queue comes before #5
-	enqueue(job("o/r#5", "a", false, nil))
-	waitUntil(t, "the last run", ran(7))
-	if want := []string{"o/r#1@a", "o/r#2@x", "o/r#1@a", "o/r#3@old", "o/r#3@new", "o/r#4@a", "o/r#5@a"}; !slices.Equal(runs(), want) {
-		t.Errorf("runs %v, want %v", runs(), want)
+	l.enqueue(l.job("o/r#5", "a", false, nil))
+	waitUntil(t, "the last run", l.ran(7))
+	if want := []string{"o/r#1@a", "o/r#2@x", "o/r#1@a", "o/r#3@old", "o/r#3@new", "o/r#4@a", "o/r#5@a"}; !slices.Equal(l.runs(), want) {
+		t.Errorf("runs %v, want %v", l.runs(), want)
 	}
 }
 
@@ -325,17 +341,12 @@ func TestQueueRunsAJobAgainAfterGitHubsWait(t *testing.T) {
 // one never runs again; so too when the pull request closes as the job
 // returns, even after the job's own deadline passed.
 func TestAJobThatMustWaitYieldsToAnEventThatCameWhileItRan(t *testing.T) {
-	q, clock, job, ran, runs := limitedQueue(t)
-	enqueue := func(j *Job) {
-		t.Helper()
-		if err := q.Enqueue(j); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := newLimited(t)
+	q, clock := l.q, l.clock
 	// done: n runs, and the last job's return handled (a timer set or not).
-	done := func(n int) func() bool { return func() bool { return ran(n)() && q.Idle() } }
-	newer := job("o/r#1", "a", false, nil)
-	enqueue(job("o/r#1", "a", true, func(context.Context) { // a redelivery of the same head
+	done := func(n int) func() bool { return func() bool { return l.ran(n)() && q.Idle() } }
+	newer := l.job("o/r#1", "a", false, nil)
+	l.enqueue(l.job("o/r#1", "a", true, func(context.Context) { // a redelivery of the same head
 		if err := q.Enqueue(newer); err != nil {
 			t.Error(err)
 		}
@@ -343,28 +354,28 @@ func TestAJobThatMustWaitYieldsToAnEventThatCameWhileItRan(t *testing.T) {
 	waitUntil(t, "the newer job to end", done(2))
 	// Closed after the job returned, before the queue set its timer (the
 	// log line the queue writes in between closes it).
-	closing := job("o/r#3", "a", true, nil)
+	closing := l.job("o/r#3", "a", true, nil)
 	closing.Log = slog.New(onLog{"job waits out GitHub's rate limit", func() { q.Drop("o/r#3", ErrPullClosed) }})
-	enqueue(closing)
+	l.enqueue(closing)
 	waitUntil(t, "the closed pull request's job to end", done(3))
 	// So too for a job that returned once its own deadline passed.
 	q.mu.Lock()
 	q.timeout = time.Millisecond
 	q.mu.Unlock()
-	late := job("o/r#4", "a", true, func(ctx context.Context) {
+	late := l.job("o/r#4", "a", true, func(ctx context.Context) {
 		<-ctx.Done()
 		if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			t.Errorf("the late job ended for %v, not its deadline", context.Cause(ctx))
 		}
 	})
 	late.Log = slog.New(onLog{"job waits out GitHub's rate limit", func() { q.Drop("o/r#4", ErrPullClosed) }})
-	enqueue(late)
+	l.enqueue(late)
 	waitUntil(t, "the late job to end", done(4))
 	clock.pass() // any wait set: what it queues comes before the last
-	enqueue(job("o/r#2", "a", false, nil))
-	waitUntil(t, "the last run", ran(5))
-	if want := []string{"o/r#1@a", "o/r#1@a", "o/r#3@a", "o/r#4@a", "o/r#2@a"}; !slices.Equal(runs(), want) {
-		t.Errorf("runs %v, want %v", runs(), want)
+	l.enqueue(l.job("o/r#2", "a", false, nil))
+	waitUntil(t, "the last run", l.ran(5))
+	if want := []string{"o/r#1@a", "o/r#1@a", "o/r#3@a", "o/r#4@a", "o/r#2@a"}; !slices.Equal(l.runs(), want) {
+		t.Errorf("runs %v, want %v", l.runs(), want)
 	}
 }
 
