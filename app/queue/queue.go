@@ -24,6 +24,9 @@ var ErrFull = errors.New("the work queue is full")
 // context.Cause says so.
 var ErrSuperseded = errors.New("superseded by a newer commit")
 
+// ErrPullClosed cancels work on a pull request that was closed.
+var ErrPullClosed = errors.New("the pull request was closed")
+
 // errShutdown cancels work still running when the grace period of a shutdown
 // ends; it is not the pull request's fault, so nothing is reported there.
 var errShutdown = errors.New("driftback is shutting down")
@@ -278,7 +281,7 @@ func (q *Queue) run(ctx context.Context, j *Job) {
 			q.metrics.Job("deferred", time.Since(start))
 		} else {
 			q.metrics.Job("cancelled", time.Since(start))
-			log.Info("job cancelled", "reason", "a newer event or a close came as it returned")
+			log.Info("job cancelled", "reason", "a newer event, a close or a shutdown came as it returned")
 		}
 	default:
 		q.metrics.Job("failed", time.Since(start))
@@ -298,12 +301,11 @@ func cancelled(cause error) bool {
 }
 
 // runAfter queues j again after d, unless a newer job or a drop for its key
-// came meanwhile, or the queue closed; false when one came already (a drop
-// or a newer commit ends j's run, which nothing else ends before it returns). It
+// came meanwhile, or the queue closed; false when one came already. It
 // decides under the lock Enqueue and Drop take: one that came after j
-// returned but before this call has already ended j's run or queued the
-// newer job, and one that comes later forgets the timer, which checks and
-// queues in one hold of the lock.
+// returned but before this call has already ended j's run (nothing else
+// ends it before it returns) or queued the newer job, and one that comes
+// later forgets the timer, which checks and queues in one hold of the lock.
 func (q *Queue) runAfter(j *Job, d time.Duration, log *slog.Logger) bool {
 	q.mu.Lock()
 	if _, newer := q.pending[j.Key]; newer || q.closed || q.running[j.Key].ctx.Err() != nil {
@@ -357,6 +359,3 @@ func (q *Queue) Close(ctx context.Context) {
 	q.stop(errShutdown) // cancels what still runs; idle workers return
 	q.wg.Wait()
 }
-
-// ErrPullClosed cancels work on a pull request that was closed.
-var ErrPullClosed = errors.New("the pull request was closed")
